@@ -1,0 +1,17 @@
+// Tensor shapes: a list of non-negative dimensions, outermost first.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace sf {
+
+using Shape = std::vector<int64_t>;
+
+// "[64,28,28,1]"
+std::string shape_str(const Shape& shape);
+// Product of the dimensions; 1 for a scalar.
+int64_t num_elements(const Shape& shape);
+
+}  // namespace sf

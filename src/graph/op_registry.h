@@ -1,0 +1,93 @@
+// Op declarations. Each op is declared exactly once: name and version, inputs, typed attributes
+// with defaults, one shape/dtype function, and a gradient written with other ops. Kernels are
+// registered separately (kernels/registry.h).
+#pragma once
+
+#include <fmt/format.h>
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "graph/graph.h"
+
+namespace sf {
+
+struct AttrSpec {
+  std::string name;
+  AttrKind kind;
+  std::optional<AttrValue> default_value;  // nullopt: required
+};
+
+// Handed to an op's shape function.
+class InferContext {
+ public:
+  InferContext(const Node& node, const std::vector<TensorType>& inputs)
+      : node_(node), inputs_(inputs) {}
+  const Node& node() const { return node_; }
+  const Attrs& attrs() const { return node_.attrs; }
+  int num_inputs() const { return static_cast<int>(inputs_.size()); }
+  const TensorType& input(int i) const { return inputs_.at(static_cast<size_t>(i)); }
+  const Shape& shape(int i) const { return input(i).shape; }
+  DType dtype(int i) const { return input(i).dtype; }
+
+  // Throws "node 'name' (Op): <message>".
+  template <typename... Args>
+  [[noreturn]] void fail(fmt::format_string<Args...> format, Args&&... args) const {
+    throw Error(fmt::format("node '{}' ({}): {}", node_.name, node_.op,
+                            fmt::format(format, std::forward<Args>(args)...)));
+  }
+  // Checks that input i has the given rank.
+  void expect_rank(int i, int rank, const char* what) const;
+  void expect_dtype(int i, DType dtype, const char* what) const;
+
+ private:
+  const Node& node_;
+  const std::vector<TensorType>& inputs_;
+};
+
+// Handed to an op's gradient function. Holds a copy of the node: the graph grows while
+// gradient nodes are added, so references into it would dangle.
+struct GradContext {
+  Graph& graph;
+  Node node;
+  std::vector<Output> output_grads;  // invalid where no gradient flows into that output
+
+  Output input(int i) const { return node.inputs.at(static_cast<size_t>(i)); }
+  Output output(int i) const { return Output{node.id, i}; }
+  Output grad(int i = 0) const { return output_grads.at(static_cast<size_t>(i)); }
+  const Attrs& attrs() const { return node.attrs; }
+  // A name for a gradient node: "<node>/grad/<suffix>".
+  std::string name(const std::string& suffix) const;
+};
+
+using InferFn = std::function<std::vector<TensorType>(const InferContext&)>;
+// Returns one entry per input; an invalid Output means "no gradient for this input".
+using GradFn = std::function<std::vector<Output>(GradContext&)>;
+
+struct OpDef {
+  std::string name;
+  int version = 1;
+  std::vector<std::string> inputs;  // input names, for messages
+  bool variadic = false;            // any number (>= 1) of inputs, all named inputs[0]
+  std::vector<AttrSpec> attrs;
+  InferFn infer;
+  GradFn grad;  // empty: not differentiable
+};
+
+class OpRegistry {
+ public:
+  // The registry with every built-in op (registered on first use).
+  static OpRegistry& global();
+  void add(OpDef def);
+  const OpDef* find(const std::string& name) const;
+  // Throws "unknown op 'X'" listing nothing else (the list is long); `where` prefixes it.
+  const OpDef& get(const std::string& name, const std::string& where) const;
+  std::vector<std::string> names() const;
+
+ private:
+  std::vector<OpDef> defs_;
+};
+
+}  // namespace sf

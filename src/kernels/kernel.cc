@@ -1,0 +1,72 @@
+#include "kernels/kernel.h"
+
+#include <fmt/format.h>
+
+#include "kernels/register.h"
+
+namespace sf {
+
+KernelDef simple_kernel(std::string op, DType dtype, std::string impl,
+                        std::function<void(KernelContext&)> fn, int priority) {
+  KernelDef def;
+  def.op = std::move(op);
+  def.dtype = dtype;
+  def.impl = std::move(impl);
+  def.priority = priority;
+  def.create = [fn = std::move(fn)](const KernelSpec&) {
+    return std::make_unique<FunctionKernel>(fn);
+  };
+  return def;
+}
+
+KernelRegistry& KernelRegistry::global() {
+  static KernelRegistry* registry = [] {
+    auto* r = new KernelRegistry();
+    register_builtin_kernels(*r);
+    return r;
+  }();
+  return *registry;
+}
+
+void KernelRegistry::add(KernelDef def) {
+  SF_CHECK(static_cast<bool>(def.create), "kernel {}/{} has no factory", def.op, def.impl);
+  defs_.push_back(std::move(def));
+}
+
+DType kernel_dtype(const KernelSpec& spec) {
+  if (!spec.inputs.empty()) return spec.inputs[0].dtype;
+  if (!spec.node.outputs.empty()) return spec.node.outputs[0].dtype;
+  return DType::f32;
+}
+
+const KernelDef& KernelRegistry::select(const KernelSpec& spec, const std::string& impl) const {
+  DType dtype = kernel_dtype(spec);
+  const KernelDef* best = nullptr;
+  for (const KernelDef& d : defs_) {
+    if (d.op != spec.node.op || d.dtype != dtype) continue;
+    if (!impl.empty() && d.impl != impl && d.impl != "reference") continue;
+    if (d.accepts && !d.accepts(spec)) continue;
+    bool preferred = !impl.empty() && d.impl == impl;
+    bool best_preferred = best && !impl.empty() && best->impl == impl;
+    if (best == nullptr || (preferred && !best_preferred) ||
+        (preferred == best_preferred && d.priority > best->priority))
+      best = &d;
+  }
+  if (best != nullptr) return *best;
+  std::string registered;
+  for (const KernelDef& d : defs_)
+    if (d.op == spec.node.op)
+      registered += fmt::format("{}{}/{}/{}", registered.empty() ? "" : ", ", d.device,
+                                dtype_name(d.dtype), d.impl);
+  fail("node '{}' ({}): no kernel for {} on {} (registered: {})", spec.node.name, spec.node.op,
+       dtype_name(dtype), spec.node.device, registered.empty() ? "none" : registered);
+}
+
+std::vector<const KernelDef*> KernelRegistry::kernels_for(const std::string& op) const {
+  std::vector<const KernelDef*> out;
+  for (const KernelDef& d : defs_)
+    if (d.op == op) out.push_back(&d);
+  return out;
+}
+
+}  // namespace sf

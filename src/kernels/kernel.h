@@ -1,0 +1,80 @@
+// Kernels: the code that computes one node. A kernel object is created once per node when a
+// session plans a graph (so oneDNN primitives, layouts and scratch buffers are set up once),
+// then computed every step into output buffers the planner has already allocated.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "graph/graph.h"
+
+namespace sf {
+
+// What a kernel factory sees: the node (attributes, inferred output types) and its input types.
+struct KernelSpec {
+  const Node& node;
+  std::vector<TensorType> inputs;
+};
+
+struct KernelContext {
+  const Node& node;
+  std::vector<Tensor> inputs;
+  std::vector<Tensor> outputs;  // allocated by the planner, contents undefined on entry
+  bool training = false;        // dropout and batch-norm behave differently when training
+  std::mt19937_64* rng = nullptr;
+};
+
+class Kernel {
+ public:
+  virtual ~Kernel() = default;
+  virtual void compute(KernelContext& ctx) = 0;
+};
+
+// A kernel from a plain function, for kernels without state.
+class FunctionKernel : public Kernel {
+ public:
+  explicit FunctionKernel(std::function<void(KernelContext&)> fn) : fn_(std::move(fn)) {}
+  void compute(KernelContext& ctx) override { fn_(ctx); }
+
+ private:
+  std::function<void(KernelContext&)> fn_;
+};
+
+struct KernelDef {
+  std::string op;
+  std::string device = "cpu";
+  DType dtype = DType::f32;  // the dtype of input 0 (of output 0 for ops without inputs)
+  std::string impl;          // "reference", "onednn", ...
+  int priority = 0;          // the highest-priority kernel that accepts a node runs
+  std::function<bool(const KernelSpec&)> accepts;  // empty: accepts every node
+  std::function<std::unique_ptr<Kernel>(const KernelSpec&)> create;
+};
+
+// Helper for stateless kernels.
+KernelDef simple_kernel(std::string op, DType dtype, std::string impl,
+                        std::function<void(KernelContext&)> fn, int priority = 0);
+
+class KernelRegistry {
+ public:
+  // The registry with every built-in kernel (registered on first use).
+  static KernelRegistry& global();
+  void add(KernelDef def);
+  // The kernel to run for this node. `impl` empty picks the best accepting kernel; otherwise
+  // only that implementation is considered, falling back to "reference". Throws an error that
+  // lists what is registered for the op when nothing fits.
+  const KernelDef& select(const KernelSpec& spec, const std::string& impl = "") const;
+  std::vector<const KernelDef*> kernels_for(const std::string& op) const;
+
+ private:
+  std::vector<KernelDef> defs_;
+};
+
+// The dtype kernels are keyed by for this node.
+DType kernel_dtype(const KernelSpec& spec);
+
+}  // namespace sf

@@ -1,0 +1,17 @@
+// Reference kernels: plain, obviously correct loops that accumulate in a wider type. They are
+// the oracle every optimized kernel is tested against, and the fallback when no optimized
+// kernel accepts a node.
+#pragma once
+
+namespace sf {
+
+class KernelRegistry;
+// One function per op family, each defined beside its kernels.
+void register_reference_array_kernels(KernelRegistry& registry);
+void register_reference_math_kernels(KernelRegistry& registry);
+void register_reference_activation_kernels(KernelRegistry& registry);
+void register_reference_loss_kernels(KernelRegistry& registry);
+void register_reference_norm_kernels(KernelRegistry& registry);
+void register_reference_nn_kernels(KernelRegistry& registry);
+
+}  // namespace sf

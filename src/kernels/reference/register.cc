@@ -1,0 +1,15 @@
+#include "kernels/reference/reference.h"
+#include "kernels/register.h"
+
+namespace sf {
+
+void register_reference_kernels(KernelRegistry& registry) {
+  register_reference_array_kernels(registry);
+  register_reference_math_kernels(registry);
+  register_reference_activation_kernels(registry);
+  register_reference_loss_kernels(registry);
+  register_reference_norm_kernels(registry);
+  register_reference_nn_kernels(registry);
+}
+
+}  // namespace sf

@@ -1,0 +1,10 @@
+#include "kernels/register.h"
+
+namespace sf {
+
+void register_builtin_kernels(KernelRegistry& registry) {
+  register_reference_kernels(registry);
+  register_onednn_kernels(registry);
+}
+
+}  // namespace sf

@@ -1,0 +1,13 @@
+// The explicit list of built-in kernels (no self-registering statics: linkers drop those).
+#pragma once
+
+namespace sf {
+
+class KernelRegistry;
+void register_builtin_kernels(KernelRegistry& registry);
+
+// One function per kernel family; each lives beside its kernels.
+void register_reference_kernels(KernelRegistry& registry);
+void register_onednn_kernels(KernelRegistry& registry);
+
+}  // namespace sf

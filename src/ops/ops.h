@@ -1,0 +1,94 @@
+// The C++ graph-building API: one function per op. Each checks its arguments through the op's
+// shape function (via Graph::add) and returns the new node's first output. Ops with several
+// outputs document which Output{node, i} holds what.
+//
+// Layout conventions: images are NHWC; conv filters are [kh, kw, in_channels / groups,
+// out_channels] (TensorFlow's HWIO); MatMul is rank 2.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "graph/graph.h"
+
+namespace sf::ops {
+
+// --- sources (source_ops.cc) ---
+Output placeholder(Graph& g, DType dtype, Shape shape, const std::string& name = "");
+// Its value lives in the session's VariableStore under `name`.
+Output variable(Graph& g, DType dtype, Shape shape, const std::string& name);
+Output constant(Graph& g, Tensor value, const std::string& name = "");
+Output scalar(Graph& g, float value, const std::string& name = "");
+
+// --- array ops (array_ops.cc) ---
+Output identity(Graph& g, Output x, const std::string& name = "");
+// `shape` may hold one -1, inferred from the element count.
+Output reshape(Graph& g, Output x, Shape shape, const std::string& name = "");
+// [d0..d(axis-1), d(axis)..] -> [prod(d0..d(axis-1)), prod(rest)]
+Output flatten(Graph& g, Output x, int64_t axis = 1, const std::string& name = "");
+Output concat(Graph& g, std::vector<Output> xs, int64_t axis, const std::string& name = "");
+Output cast(Graph& g, Output x, DType dtype, const std::string& name = "");
+
+// --- elementwise math with NumPy broadcasting (math_ops.cc) ---
+Output add(Graph& g, Output a, Output b, const std::string& name = "");
+Output sub(Graph& g, Output a, Output b, const std::string& name = "");
+Output mul(Graph& g, Output a, Output b, const std::string& name = "");
+Output div(Graph& g, Output a, Output b, const std::string& name = "");
+Output neg(Graph& g, Output x, const std::string& name = "");
+Output add_n(Graph& g, std::vector<Output> xs, const std::string& name = "");
+// Sums a broadcast result back down to `shape` (the gradient of broadcasting).
+Output sum_to(Graph& g, Output x, Shape shape, const std::string& name = "");
+Output reduce_sum(Graph& g, Output x, std::vector<int64_t> axes, bool keep_dims = false,
+                  const std::string& name = "");
+Output reduce_mean(Graph& g, Output x, std::vector<int64_t> axes, bool keep_dims = false,
+                   const std::string& name = "");
+
+// --- activations (activation_ops.cc) ---
+Output relu(Graph& g, Output x, const std::string& name = "");
+Output relu6(Graph& g, Output x, const std::string& name = "");
+Output sigmoid(Graph& g, Output x, const std::string& name = "");
+Output tanh(Graph& g, Output x, const std::string& name = "");
+Output softmax(Graph& g, Output x, const std::string& name = "");  // over the last axis
+
+// --- losses (loss_ops.cc) ---
+// SoftmaxCrossEntropy(logits [N,C], labels): labels are class indices [N] (i32 or i64) or
+// probabilities [N,C] (f32). Output 0: mean loss (scalar); output 1: softmax [N,C].
+Output softmax_cross_entropy(Graph& g, Output logits, Output labels, const std::string& name = "");
+
+// --- normalisation and regularisation (norm_ops.cc) ---
+// BatchNorm over the last axis. Inputs x, gamma, beta, moving_mean, moving_var ([C] each).
+// Output 0: y; outputs 1, 2: the mean and variance used (the batch's when training, the
+// moving ones otherwise), which the trainer folds into the moving averages.
+Output batch_norm(Graph& g, Output x, Output gamma, Output beta, Output moving_mean,
+                  Output moving_var, double epsilon = 1e-3, const std::string& name = "");
+// Output 0: y; output 1: the scaled keep-mask (1 / (1 - rate) or 0; all ones when not training).
+Output dropout(Graph& g, Output x, double rate, const std::string& name = "");
+
+// --- convolution, pooling, dense (nn_ops.cc) ---
+struct Conv2DOptions {
+  std::vector<int64_t> strides{1, 1};
+  std::string padding = "VALID";  // "SAME", "VALID" or "EXPLICIT"
+  std::vector<int64_t> pads{0, 0, 0, 0};  // top, bottom, left, right (EXPLICIT only)
+  std::vector<int64_t> dilations{1, 1};
+  int64_t groups = 1;
+};
+Output conv2d(Graph& g, Output x, Output w, const Conv2DOptions& options = {},
+              const std::string& name = "");
+struct PoolOptions {
+  std::vector<int64_t> ksize{2, 2};
+  std::vector<int64_t> strides{2, 2};
+  std::string padding = "VALID";
+  std::vector<int64_t> pads{0, 0, 0, 0};
+  bool count_include_pad = false;  // AvgPool only
+};
+Output max_pool(Graph& g, Output x, const PoolOptions& options = {}, const std::string& name = "");
+Output avg_pool(Graph& g, Output x, const PoolOptions& options = {}, const std::string& name = "");
+// [N,H,W,C] -> [N,C]
+Output global_avg_pool(Graph& g, Output x, const std::string& name = "");
+Output matmul(Graph& g, Output a, Output b, bool transpose_a = false, bool transpose_b = false,
+              const std::string& name = "");
+// Adds b [C] along the last axis of x.
+Output bias_add(Graph& g, Output x, Output b, const std::string& name = "");
+
+}  // namespace sf::ops

@@ -1,0 +1,15 @@
+#include "ops/register.h"
+
+namespace sf {
+
+void register_builtin_ops(OpRegistry& registry) {
+  register_source_ops(registry);
+  register_array_ops(registry);
+  register_math_ops(registry);
+  register_activation_ops(registry);
+  register_loss_ops(registry);
+  register_norm_ops(registry);
+  register_nn_ops(registry);
+}
+
+}  // namespace sf

@@ -1,0 +1,18 @@
+// The explicit list of built-in ops.
+#pragma once
+
+namespace sf {
+
+class OpRegistry;
+void register_builtin_ops(OpRegistry& registry);
+
+// One function per op family, each defined in its family's file.
+void register_source_ops(OpRegistry& registry);
+void register_array_ops(OpRegistry& registry);
+void register_math_ops(OpRegistry& registry);
+void register_activation_ops(OpRegistry& registry);
+void register_loss_ops(OpRegistry& registry);
+void register_norm_ops(OpRegistry& registry);
+void register_nn_ops(OpRegistry& registry);
+
+}  // namespace sf

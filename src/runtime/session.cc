@@ -1,0 +1,240 @@
+#include "runtime/session.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <fmt/format.h>
+#include <limits>
+
+#include "kernels/kernel.h"
+
+namespace sf {
+
+Tensor& VariableStore::get(const std::string& name) {
+  auto it = values_.find(name);
+  if (it == values_.end()) fail("variable '{}' has no value (not initialized or restored)", name);
+  return it->second;
+}
+
+const Tensor& VariableStore::get(const std::string& name) const {
+  auto it = values_.find(name);
+  if (it == values_.end()) fail("variable '{}' has no value (not initialized or restored)", name);
+  return it->second;
+}
+
+namespace {
+
+bool is_source(const std::string& op) {
+  return op == "Placeholder" || op == "Variable" || op == "Const";
+}
+
+size_t align_up(size_t n) { return (n + kTensorAlignment - 1) / kTensorAlignment * kTensorAlignment; }
+
+}  // namespace
+
+struct Session::Plan {
+  Graph graph;  // this plan's copy, with shapes inferred for its feeds
+  struct Step {
+    int node;
+    std::unique_ptr<Kernel> kernel;
+    std::string impl;
+  };
+  std::vector<Step> steps;
+  std::vector<std::vector<Tensor>> values;  // by node id; arena views for computed nodes
+  std::shared_ptr<Storage> arena;
+  std::vector<Output> fetches;
+};
+
+Session::Session(const Graph& graph, SessionOptions options,
+                 std::shared_ptr<VariableStore> variables)
+    : graph_(graph),
+      options_(std::move(options)),
+      variables_(variables ? std::move(variables) : std::make_shared<VariableStore>()),
+      rng_(options_.seed) {
+  if (options_.threads > 0) omp_set_num_threads(options_.threads);
+}
+
+Session::~Session() = default;
+
+Session::Plan& Session::plan_for(const Feeds& feeds, const std::vector<Output>& fetches) {
+  // Key: fetches and the shapes of the fed placeholders.
+  std::string key;
+  std::map<int, Shape> placeholder_shapes;
+  for (const Output& f : fetches) key += fmt::format("{}:{},", f.node, f.index);
+  key += "|";
+  for (const auto& [out, tensor] : feeds) {
+    key += fmt::format("{}{};", out.node, shape_str(tensor.shape()));
+    placeholder_shapes[out.node] = tensor.shape();
+  }
+  for (auto& [k, plan] : plans_)
+    if (k == key) return *plan;
+
+  auto plan = std::make_unique<Plan>();
+  plan->graph = graph_;
+  plan->fetches = fetches;
+  std::map<int, Shape> changed;
+  for (const auto& [id, shape] : placeholder_shapes)
+    if (graph_.node(id).outputs[0].shape != shape) changed[id] = shape;
+  if (!changed.empty()) plan->graph.reinfer(changed);
+  const Graph& g = plan->graph;
+
+  // Nodes the fetches depend on.
+  std::vector<bool> needed(static_cast<size_t>(g.num_nodes()), false);
+  for (const Output& f : fetches) needed[static_cast<size_t>(f.node)] = true;
+  for (int id = g.num_nodes() - 1; id >= 0; --id)
+    if (needed[static_cast<size_t>(id)])
+      for (const Output& in : g.node(id).inputs) needed[static_cast<size_t>(in.node)] = true;
+
+  // Lifetimes of computed outputs, in step indices.
+  struct Buffer {
+    Output output;
+    size_t bytes;
+    int first;
+    int last;
+    size_t offset = 0;
+  };
+  std::vector<Buffer> buffers;
+  std::map<Output, size_t> buffer_of;
+  int step_index = 0;
+  std::vector<int> step_of(static_cast<size_t>(g.num_nodes()), -1);
+  for (int id = 0; id < g.num_nodes(); ++id) {
+    if (!needed[static_cast<size_t>(id)]) continue;
+    const Node& n = g.node(id);
+    if (is_source(n.op)) continue;
+    step_of[static_cast<size_t>(id)] = step_index;
+    for (const Output& in : n.inputs) {
+      auto it = buffer_of.find(in);
+      if (it != buffer_of.end()) buffers[it->second].last = step_index;
+    }
+    for (int i = 0; i < static_cast<int>(n.outputs.size()); ++i) {
+      const TensorType& t = n.outputs[static_cast<size_t>(i)];
+      size_t bytes = align_up(static_cast<size_t>(num_elements(t.shape)) * dtype_size(t.dtype));
+      buffer_of[Output{id, i}] = buffers.size();
+      buffers.push_back(Buffer{Output{id, i}, bytes, step_index, step_index});
+    }
+    ++step_index;
+  }
+  for (const Output& f : fetches) {
+    auto it = buffer_of.find(f);
+    if (it != buffer_of.end()) buffers[it->second].last = std::numeric_limits<int>::max();
+  }
+
+  // Greedy by size: largest buffers first, each at the lowest offset that does not overlap a
+  // placed buffer alive at the same time.
+  std::vector<size_t> order(buffers.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return buffers[a].bytes > buffers[b].bytes; });
+  std::vector<size_t> placed;
+  size_t arena_size = 0;
+  for (size_t bi : order) {
+    Buffer& b = buffers[bi];
+    std::vector<std::pair<size_t, size_t>> busy;
+    for (size_t pi : placed) {
+      const Buffer& p = buffers[pi];
+      if (p.first <= b.last && b.first <= p.last) busy.emplace_back(p.offset, p.offset + p.bytes);
+    }
+    std::sort(busy.begin(), busy.end());
+    size_t offset = 0;
+    for (const auto& [lo, hi] : busy) {
+      if (offset + b.bytes <= lo) break;
+      offset = std::max(offset, hi);
+    }
+    b.offset = offset;
+    arena_size = std::max(arena_size, offset + b.bytes);
+    placed.push_back(bi);
+  }
+  plan->arena = Storage::allocate(arena_size);
+
+  plan->values.resize(static_cast<size_t>(g.num_nodes()));
+  for (const Buffer& b : buffers) {
+    const TensorType& t = g.type(b.output);
+    auto& slot = plan->values[static_cast<size_t>(b.output.node)];
+    if (slot.size() <= static_cast<size_t>(b.output.index))
+      slot.resize(static_cast<size_t>(b.output.index) + 1);
+    slot[static_cast<size_t>(b.output.index)] = Tensor(t.dtype, t.shape, plan->arena, b.offset);
+  }
+
+  for (int id = 0; id < g.num_nodes(); ++id) {
+    if (step_of[static_cast<size_t>(id)] < 0) continue;
+    const Node& n = g.node(id);
+    KernelSpec spec{n, {}};
+    for (const Output& in : n.inputs) spec.inputs.push_back(g.type(in));
+    const KernelDef& def = KernelRegistry::global().select(spec, options_.kernel_impl);
+    plan->steps.push_back(Plan::Step{id, def.create(spec), def.impl});
+  }
+
+  if (plans_.size() >= 8) plans_.erase(plans_.begin());
+  plans_.emplace_back(key, std::move(plan));
+  return *plans_.back().second;
+}
+
+std::vector<Tensor> Session::run(const Feeds& feeds, const std::vector<Output>& fetches,
+                                 bool training) {
+  for (const auto& [out, tensor] : feeds) {
+    if (out.node < 0 || out.node >= graph_.num_nodes() || graph_.node(out.node).op != "Placeholder")
+      fail("feed: node {} is not a Placeholder", out.node);
+    const Node& n = graph_.node(out.node);
+    if (tensor.dtype() != n.outputs[0].dtype)
+      fail("feed '{}': expected {}, got {}{}", n.name, dtype_name(n.outputs[0].dtype),
+           dtype_name(tensor.dtype()), shape_str(tensor.shape()));
+  }
+  for (const Output& f : fetches)
+    if (f.node < 0 || f.node >= graph_.num_nodes())
+      fail("fetch: node {} does not exist", f.node);
+
+  Plan& plan = plan_for(feeds, fetches);
+  const Graph& g = plan.graph;
+  auto& values = plan.values;
+
+  // Bind sources.
+  for (const auto& [out, tensor] : feeds) values[static_cast<size_t>(out.node)] = {tensor};
+  for (int id = 0; id < g.num_nodes(); ++id) {
+    const Node& n = g.node(id);
+    if (n.op == "Variable") {
+      Tensor& v = variables_->get(n.name);
+      if (v.shape() != n.outputs[0].shape || v.dtype() != n.outputs[0].dtype)
+        fail("variable '{}': value is {}{}, graph expects {}", n.name, dtype_name(v.dtype()),
+             shape_str(v.shape()), type_str(n.outputs[0]));
+      values[static_cast<size_t>(id)] = {v};
+    } else if (n.op == "Const") {
+      values[static_cast<size_t>(id)] = {n.attrs.get_tensor("value")};
+    }
+  }
+
+  for (Plan::Step& step : plan.steps) {
+    const Node& n = g.node(step.node);
+    for (const Output& in : n.inputs)
+      if (values[static_cast<size_t>(in.node)].empty())
+        fail("node '{}' ({}): input '{}' was not fed", n.name, n.op, g.node(in.node).name);
+    KernelContext ctx{n, {}, values[static_cast<size_t>(step.node)], training, &rng_};
+    ctx.inputs.reserve(n.inputs.size());
+    for (const Output& in : n.inputs)
+      ctx.inputs.push_back(values[static_cast<size_t>(in.node)][static_cast<size_t>(in.index)]);
+    step.kernel->compute(ctx);
+  }
+
+  std::vector<Tensor> results;
+  results.reserve(fetches.size());
+  for (const Output& f : fetches) {
+    const auto& slot = values[static_cast<size_t>(f.node)];
+    if (slot.empty()) fail("fetch '{}' was not fed", g.node(f.node).name);
+    results.push_back(slot[static_cast<size_t>(f.index)]);
+  }
+  return results;
+}
+
+size_t Session::arena_bytes() const {
+  size_t total = 0;
+  for (const auto& [key, plan] : plans_) total += plan->arena->bytes();
+  return total;
+}
+
+std::map<std::string, std::string> Session::kernel_choices() const {
+  std::map<std::string, std::string> out;
+  for (const auto& [key, plan] : plans_)
+    for (const Plan::Step& s : plan->steps) out[plan->graph.node(s.node).name] = s.impl;
+  return out;
+}
+
+}  // namespace sf

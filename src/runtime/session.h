@@ -1,0 +1,79 @@
+// Runs a graph: feeds in, fetches out.
+//
+// The first run for a given set of fetches and input shapes builds a plan: the nodes needed,
+// one kernel object per node (created once, so oneDNN primitives are reused), and one arena
+// whose slots are assigned by lifetime so that tensors that are never alive together share
+// memory. Later runs reuse the plan and the arena, so memory does not grow from step to step.
+// A new batch size makes a second plan (shapes are re-inferred by the ops' shape functions).
+#pragma once
+
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/tensor.h"
+#include "graph/graph.h"
+
+namespace sf {
+
+// The values of Variable nodes, by node name. Shared between sessions, optimizers and
+// checkpoints.
+class VariableStore {
+ public:
+  bool has(const std::string& name) const { return values_.count(name) != 0; }
+  Tensor& get(const std::string& name);
+  const Tensor& get(const std::string& name) const;
+  void set(const std::string& name, Tensor value) { values_[name] = std::move(value); }
+  const std::map<std::string, Tensor>& all() const { return values_; }
+
+ private:
+  std::map<std::string, Tensor> values_;
+};
+
+struct SessionOptions {
+  int threads = 0;          // 0: leave the OpenMP default (all cores)
+  std::string kernel_impl;  // "" picks the best kernel; "reference" forces reference kernels
+  uint64_t seed = 0;        // for dropout masks
+};
+
+using Feeds = std::vector<std::pair<Output, Tensor>>;
+
+class Session {
+ public:
+  explicit Session(const Graph& graph, SessionOptions options = {},
+                   std::shared_ptr<VariableStore> variables = nullptr);
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  // Returns one tensor per fetch. Fetched tensors may live in the session's arena: they stay
+  // valid until the next run(); clone() what must outlive it.
+  std::vector<Tensor> run(const Feeds& feeds, const std::vector<Output>& fetches,
+                          bool training = false);
+
+  const Graph& graph() const { return graph_; }
+  VariableStore& variables() { return *variables_; }
+  const std::shared_ptr<VariableStore>& variable_store() const { return variables_; }
+  void reseed(uint64_t seed) { rng_.seed(seed); }
+  std::mt19937_64& rng() { return rng_; }
+
+  // Bytes in all arenas of all plans (for tests of memory planning).
+  size_t arena_bytes() const;
+  // The implementation chosen for each planned node, e.g. {"conv1": "onednn"}.
+  std::map<std::string, std::string> kernel_choices() const;
+
+ private:
+  struct Plan;
+  Plan& plan_for(const Feeds& feeds, const std::vector<Output>& fetches);
+
+  Graph graph_;
+  SessionOptions options_;
+  std::shared_ptr<VariableStore> variables_;
+  std::mt19937_64 rng_;
+  std::vector<std::pair<std::string, std::unique_ptr<Plan>>> plans_;
+};
+
+}  // namespace sf

@@ -1,0 +1,46 @@
+// Shared test helpers: random tensors, finite-difference gradient checks, and comparisons of an
+// optimized kernel against the reference kernel on the same one-op graph.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "graph/graph.h"
+
+namespace sf::testing {
+
+Tensor random_tensor(Shape shape, uint32_t seed, float lo = -1.0f, float hi = 1.0f);
+Tensor random_labels(int64_t count, int64_t classes, uint32_t seed);
+
+// Builds the graph under test from placeholders for `inputs` (same dtypes and shapes).
+using BuildFn = std::function<Output(Graph&, const std::vector<Output>&)>;
+
+struct GradCheckOptions {
+  double eps = 1e-2;      // central-difference step
+  double rtol = 2e-2;     // |analytic - numeric| <= atol + rtol * |numeric|
+  double atol = 2e-3;
+  bool training = false;  // run kernels in training mode (dropout, batch norm)
+  std::string impl = "reference";
+};
+
+// Checks d(sum(y * R)) / d(input) for every f32 input against central differences, where R is
+// a fixed random tensor. Reports the seed and the worst element on failure (gtest assertions).
+void expect_gradients_match(const BuildFn& build, const std::vector<Tensor>& inputs,
+                            uint32_t seed, const GradCheckOptions& options = {});
+
+// Runs the same graph with the reference kernels and with `impl`, and expects every output of
+// the built node to agree within tolerance. Also asserts that `impl` was actually chosen for
+// the node (unless allow_fallback).
+void expect_impl_matches_reference(const BuildFn& build, const std::vector<Tensor>& inputs,
+                                   const std::string& impl, double rtol = 1e-4,
+                                   double atol = 1e-4, bool allow_fallback = false);
+
+// Runs the graph once and returns output 0 of the built node (a clone).
+Tensor run_once(const BuildFn& build, const std::vector<Tensor>& inputs,
+                const std::string& impl = "", bool training = false);
+
+}  // namespace sf::testing
