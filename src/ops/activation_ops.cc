@@ -1,5 +1,69 @@
-// STUB: replaced by the activation ops implementation.
+// Activations. Each gradient is one grad op (ReluGrad, ...) that takes dy and whichever of x
+// or y the derivative is cheapest from; grad ops are not differentiable themselves.
+#include "graph/op_registry.h"
+#include "ops/ops.h"
 #include "ops/register.h"
+
 namespace sf {
-void register_activation_ops(OpRegistry&) {}
+
+namespace {
+
+std::vector<TensorType> infer_unary(const InferContext& ctx) {
+  ctx.expect_dtype(0, DType::f32, "x");
+  return {ctx.input(0)};
+}
+
+std::vector<TensorType> infer_grad(const InferContext& ctx) {
+  ctx.expect_dtype(0, DType::f32, "dy");
+  if (ctx.input(0) != ctx.input(1))
+    ctx.fail("dy {} vs {} {}: types differ", type_str(ctx.input(0)), ctx.node().op,
+             type_str(ctx.input(1)));
+  return {ctx.input(0)};
+}
+
+// Declares `name` and its grad op `name`Grad(dy, x or y).
+void add_activation(OpRegistry& r, const std::string& name, bool grad_from_output,
+                    InferFn infer = infer_unary) {
+  const std::string grad_op = name + "Grad";
+  r.add(OpDef{.name = name,
+              .inputs = {"x"},
+              .infer = std::move(infer),
+              .grad = [grad_op, grad_from_output](GradContext& ctx) -> std::vector<Output> {
+                Output saved = grad_from_output ? ctx.output(0) : ctx.input(0);
+                return {ctx.graph.add(grad_op, {ctx.grad(), saved}, {}, ctx.name("dx"))};
+              }});
+  r.add(OpDef{.name = grad_op,
+              .inputs = {"dy", grad_from_output ? "y" : "x"},
+              .infer = infer_grad});
+}
+
+}  // namespace
+
+void register_activation_ops(OpRegistry& r) {
+  add_activation(r, "Relu", false);
+  add_activation(r, "Relu6", false);
+  add_activation(r, "Sigmoid", true);
+  add_activation(r, "Tanh", true);
+  add_activation(r, "Softmax", true, [](const InferContext& ctx) -> std::vector<TensorType> {
+    ctx.expect_dtype(0, DType::f32, "x");
+    if (ctx.shape(0).empty()) ctx.fail("x must have rank 1 or more, got a scalar");
+    return {ctx.input(0)};
+  });
+}
+
+namespace ops {
+
+Output relu(Graph& g, Output x, const std::string& name) { return g.add("Relu", {x}, {}, name); }
+Output relu6(Graph& g, Output x, const std::string& name) {
+  return g.add("Relu6", {x}, {}, name);
+}
+Output sigmoid(Graph& g, Output x, const std::string& name) {
+  return g.add("Sigmoid", {x}, {}, name);
+}
+Output tanh(Graph& g, Output x, const std::string& name) { return g.add("Tanh", {x}, {}, name); }
+Output softmax(Graph& g, Output x, const std::string& name) {
+  return g.add("Softmax", {x}, {}, name);
+}
+
+}  // namespace ops
 }  // namespace sf

@@ -1,5 +1,89 @@
-// STUB: replaced by the norm ops implementation.
+// BatchNorm (over the last axis) and Dropout: the ops that behave differently in training.
+#include "graph/op_registry.h"
+#include "ops/ops.h"
 #include "ops/register.h"
+
 namespace sf {
-void register_norm_ops(OpRegistry&) {}
+
+namespace {
+
+// x [..., C] with rank >= 2 and the per-channel inputs from `first` on all f32 [C].
+void check_channels(const InferContext& ctx, int first, const std::vector<const char*>& names) {
+  const Shape& x = ctx.shape(first - 1);
+  if (x.size() < 2) ctx.fail("x must have rank 2 or more ([N,C] or [N,H,W,C]), got {}", shape_str(x));
+  ctx.expect_dtype(first - 1, DType::f32, "x");
+  const Shape channels{x.back()};
+  for (size_t i = 0; i < names.size(); ++i) {
+    const int k = first + static_cast<int>(i);
+    ctx.expect_dtype(k, DType::f32, names[i]);
+    if (ctx.shape(k) != channels)
+      ctx.fail("{} {} vs x {}: must be [{}] (the last axis)", names[i], shape_str(ctx.shape(k)),
+               shape_str(x), x.back());
+  }
+}
+
+}  // namespace
+
+void register_norm_ops(OpRegistry& r) {
+  r.add(OpDef{.name = "BatchNorm",
+              .inputs = {"x", "gamma", "beta", "moving_mean", "moving_var"},
+              .attrs = {{"epsilon", AttrKind::Float, AttrValue{1e-3}}},
+              .infer = [](const InferContext& ctx) -> std::vector<TensorType> {
+                check_channels(ctx, 1, {"gamma", "beta", "moving_mean", "moving_var"});
+                if (ctx.attrs().get_float("epsilon") < 0)
+                  ctx.fail("epsilon must not be negative, got {}", ctx.attrs().get_float("epsilon"));
+                TensorType c = ctx.input(1);
+                return {ctx.input(0), c, c};
+              },
+              .grad = [](GradContext& ctx) -> std::vector<Output> {
+                std::vector<Output> grads(5);
+                if (!ctx.grad(0).valid()) return grads;
+                // Uses the mean and variance the forward pass used (outputs 1 and 2).
+                int id = ctx.graph.add_node(
+                    "BatchNormGrad",
+                    {ctx.grad(0), ctx.input(0), ctx.input(1), ctx.output(1), ctx.output(2)},
+                    {{"epsilon", ctx.attrs().get_float("epsilon")}}, ctx.name("bn"));
+                for (int i = 0; i < 3; ++i) grads[static_cast<size_t>(i)] = Output{id, i};
+                return grads;
+              }});
+  // Outputs dx, dgamma, dbeta. The kernel treats mean and var as batch statistics when
+  // training (so dx includes their dependence on x) and as constants otherwise.
+  r.add(OpDef{.name = "BatchNormGrad",
+              .inputs = {"dy", "x", "gamma", "mean", "var"},
+              .attrs = {{"epsilon", AttrKind::Float, AttrValue{1e-3}}},
+              .infer = [](const InferContext& ctx) -> std::vector<TensorType> {
+                check_channels(ctx, 2, {"gamma", "mean", "var"});
+                if (ctx.input(0) != ctx.input(1))
+                  ctx.fail("dy {} vs x {}: types differ", type_str(ctx.input(0)),
+                           type_str(ctx.input(1)));
+                TensorType c = ctx.input(2);
+                return {ctx.input(1), c, c};
+              }});
+  r.add(OpDef{.name = "Dropout",
+              .inputs = {"x"},
+              .attrs = {{"rate", AttrKind::Float, AttrValue{0.5}}},
+              .infer = [](const InferContext& ctx) -> std::vector<TensorType> {
+                ctx.expect_dtype(0, DType::f32, "x");
+                double rate = ctx.attrs().get_float("rate");
+                if (!(rate >= 0.0 && rate < 1.0)) ctx.fail("rate must be in [0, 1), got {}", rate);
+                return {ctx.input(0), ctx.input(0)};
+              },
+              .grad = [](GradContext& ctx) -> std::vector<Output> {
+                return {ops::mul(ctx.graph, ctx.grad(0), ctx.output(1), ctx.name("dx"))};
+              }});
+}
+
+namespace ops {
+
+Output batch_norm(Graph& g, Output x, Output gamma, Output beta, Output moving_mean,
+                  Output moving_var, double epsilon, const std::string& name) {
+  return g.add("BatchNorm", {x, gamma, beta, moving_mean, moving_var}, {{"epsilon", epsilon}},
+               name);
+}
+
+Output dropout(Graph& g, Output x, double rate, const std::string& name) {
+  return g.add("Dropout", {x}, {{"rate", rate}}, name);
+}
+
+}  // namespace ops
 }  // namespace sf

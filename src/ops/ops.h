@@ -29,6 +29,10 @@ Output reshape(Graph& g, Output x, Shape shape, const std::string& name = "");
 Output flatten(Graph& g, Output x, int64_t axis = 1, const std::string& name = "");
 Output concat(Graph& g, std::vector<Output> xs, int64_t axis, const std::string& name = "");
 Output cast(Graph& g, Output x, DType dtype, const std::string& name = "");
+// Elements [begin, end) of x along `axis` (negative counts from the end). Concat's gradient;
+// not differentiable itself.
+Output slice(Graph& g, Output x, int64_t axis, int64_t begin, int64_t end,
+             const std::string& name = "");
 
 // --- elementwise math with NumPy broadcasting (math_ops.cc) ---
 Output add(Graph& g, Output a, Output b, const std::string& name = "");
@@ -39,6 +43,15 @@ Output neg(Graph& g, Output x, const std::string& name = "");
 Output add_n(Graph& g, std::vector<Output> xs, const std::string& name = "");
 // Sums a broadcast result back down to `shape` (the gradient of broadcasting).
 Output sum_to(Graph& g, Output x, Shape shape, const std::string& name = "");
+// Broadcasts x up to `shape` (NumPy rules).
+Output broadcast_to(Graph& g, Output x, Shape shape, const std::string& name = "");
+// The same, with the target shape taken from `like` when the graph runs (its values are not
+// read), so that gradient graphs stay valid when a new batch size re-infers the shapes.
+Output sum_to_like(Graph& g, Output x, Output like, const std::string& name = "");
+// `axes`: axes of the target that x lacks (a reduction without keep_dims); 1s are inserted
+// there before broadcasting.
+Output broadcast_to_like(Graph& g, Output x, Output like, std::vector<int64_t> axes = {},
+                         const std::string& name = "");
 Output reduce_sum(Graph& g, Output x, std::vector<int64_t> axes, bool keep_dims = false,
                   const std::string& name = "");
 Output reduce_mean(Graph& g, Output x, std::vector<int64_t> axes, bool keep_dims = false,

@@ -1,1 +1,34 @@
-int main() { return 0; }
+// slimflow: train, compress, evaluate and deploy neural networks.
+#include <cstdio>
+#include <vector>
+
+#include "commands.h"
+#include "core/error.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"slimflow: train, compress, evaluate and deploy neural networks", "slimflow"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "slimflow 0.1.0");
+  std::vector<std::pair<CLI::App*, sf::cli::Action>> commands;
+  auto remember = [&](sf::cli::Action action) {
+    commands.emplace_back(app.get_subcommands({}).back(), std::move(action));
+  };
+  remember(sf::cli::add_train_command(app));
+  remember(sf::cli::add_eval_command(app));
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  try {
+    for (auto& [sub, action] : commands)
+      if (sub->parsed()) return action();
+  } catch (const sf::Error& e) {
+    std::fprintf(stderr, "\nslimflow: error: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "\nslimflow: error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,5 +1,94 @@
-// STUB: replaced by the activation reference kernels.
+// Reference kernels for activations and their grad ops.
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/kernel.h"
 #include "kernels/reference/reference.h"
+
 namespace sf {
-void register_reference_activation_kernels(KernelRegistry&) {}
+
+namespace {
+
+constexpr int64_t kParallelMin = 1 << 15;  // below this, threads cost more than they save
+
+template <typename Op>
+KernelDef unary(const char* op_name, Op op) {
+  return simple_kernel(op_name, DType::f32, "reference", [op](KernelContext& ctx) {
+    const float* x = ctx.inputs[0].data<float>();
+    float* y = ctx.outputs[0].data<float>();
+    const int64_t n = ctx.outputs[0].numel();
+#pragma omp parallel for if (n >= kParallelMin)
+    for (int64_t i = 0; i < n; ++i) y[i] = op(x[i]);
+  });
+}
+
+// Grad ops: dx = op(dy, saved) elementwise.
+template <typename Op>
+KernelDef binary(const char* op_name, Op op) {
+  return simple_kernel(op_name, DType::f32, "reference", [op](KernelContext& ctx) {
+    const float* dy = ctx.inputs[0].data<float>();
+    const float* s = ctx.inputs[1].data<float>();
+    float* dx = ctx.outputs[0].data<float>();
+    const int64_t n = ctx.outputs[0].numel();
+#pragma omp parallel for if (n >= kParallelMin)
+    for (int64_t i = 0; i < n; ++i) dx[i] = op(dy[i], s[i]);
+  });
+}
+
+// Rows of the last axis, as [rows, cols].
+void rows_of(const Tensor& t, int64_t& rows, int64_t& cols) {
+  cols = t.rank() == 0 ? 1 : t.dim(-1);
+  rows = cols == 0 ? 0 : t.numel() / cols;
+}
+
+void softmax(KernelContext& ctx) {
+  const float* x = ctx.inputs[0].data<float>();
+  float* y = ctx.outputs[0].data<float>();
+  int64_t rows, cols;
+  rows_of(ctx.inputs[0], rows, cols);
+#pragma omp parallel for if (rows * cols >= kParallelMin)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * cols;
+    float* yr = y + r * cols;
+    // Subtracting the row max keeps exp() from overflowing.
+    const float max = *std::max_element(xr, xr + cols);
+    double sum = 0.0;
+    for (int64_t c = 0; c < cols; ++c) sum += std::exp(static_cast<double>(xr[c]) - max);
+    for (int64_t c = 0; c < cols; ++c)
+      yr[c] = static_cast<float>(std::exp(static_cast<double>(xr[c]) - max) / sum);
+  }
+}
+
+// dx = y * (dy - sum(dy * y)) per row.
+void softmax_grad(KernelContext& ctx) {
+  const float* dy = ctx.inputs[0].data<float>();
+  const float* y = ctx.inputs[1].data<float>();
+  float* dx = ctx.outputs[0].data<float>();
+  int64_t rows, cols;
+  rows_of(ctx.inputs[0], rows, cols);
+#pragma omp parallel for if (rows * cols >= kParallelMin)
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t base = r * cols;
+    double dot = 0.0;
+    for (int64_t c = 0; c < cols; ++c) dot += static_cast<double>(dy[base + c]) * y[base + c];
+    for (int64_t c = 0; c < cols; ++c)
+      dx[base + c] = static_cast<float>(y[base + c] * (dy[base + c] - dot));
+  }
+}
+
+}  // namespace
+
+void register_reference_activation_kernels(KernelRegistry& r) {
+  r.add(unary("Relu", [](float x) { return x > 0.0f ? x : 0.0f; }));
+  r.add(unary("Relu6", [](float x) { return std::min(std::max(x, 0.0f), 6.0f); }));
+  r.add(unary("Sigmoid", [](float x) { return 1.0f / (1.0f + std::exp(-x)); }));
+  r.add(unary("Tanh", [](float x) { return std::tanh(x); }));
+  r.add(simple_kernel("Softmax", DType::f32, "reference", softmax));
+  r.add(binary("ReluGrad", [](float dy, float x) { return x > 0.0f ? dy : 0.0f; }));
+  r.add(binary("Relu6Grad", [](float dy, float x) { return x > 0.0f && x < 6.0f ? dy : 0.0f; }));
+  r.add(binary("SigmoidGrad", [](float dy, float y) { return dy * y * (1.0f - y); }));
+  r.add(binary("TanhGrad", [](float dy, float y) { return dy * (1.0f - y * y); }));
+  r.add(simple_kernel("SoftmaxGrad", DType::f32, "reference", softmax_grad));
+}
+
 }  // namespace sf

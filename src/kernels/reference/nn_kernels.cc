@@ -1,5 +1,280 @@
-// STUB: replaced by the nn reference kernels.
+// Reference kernels for the dense NN ops (nn_ops.cc): plain loops over NHWC / HWIO tensors,
+// accumulating in double. Window geometry comes from ops/conv_geometry.h like everywhere else.
+#include <algorithm>
+#include <limits>
+#include <vector>
+
+#include "kernels/kernel.h"
 #include "kernels/reference/reference.h"
+#include "ops/conv_geometry.h"
+
 namespace sf {
-void register_reference_nn_kernels(KernelRegistry&) {}
+
+namespace {
+
+// Conv2D sizes for x [N,H,W,C], filter [KH,KW,IG,O] and y [N,OH,OW,O].
+struct ConvDims {
+  int64_t n, h, w, c, kh, kw, ig, o, og, oh, ow;
+  Window2D g;
+
+  ConvDims(const Attrs& attrs, const Shape& x, const Shape& filter)
+      : n(x[0]), h(x[1]), w(x[2]), c(x[3]), kh(filter[0]), kw(filter[1]), ig(filter[2]),
+        o(filter[3]), g(conv_window(attrs, x, filter)) {
+    og = o / attrs.get_int("groups");
+    oh = g.h.out;
+    ow = g.w.out;
+  }
+  // Input row/column for output position `out` and filter tap `k`; may fall in the padding.
+  int64_t in_row(int64_t out, int64_t k) const {
+    return out * g.h.stride - g.h.pad_before + k * g.h.dilation;
+  }
+  int64_t in_col(int64_t out, int64_t k) const {
+    return out * g.w.stride - g.w.pad_before + k * g.w.dilation;
+  }
+  int64_t x_at(int64_t b, int64_t r, int64_t col, int64_t ch) const {
+    return ((b * h + r) * w + col) * c + ch;
+  }
+  int64_t y_at(int64_t b, int64_t r, int64_t col, int64_t ch) const {
+    return ((b * oh + r) * ow + col) * o + ch;
+  }
+  int64_t w_at(int64_t r, int64_t col, int64_t i, int64_t ch) const {
+    return ((r * kw + col) * ig + i) * o + ch;
+  }
+
+  // Calls fn(x index, filter index, y index) for every multiply-add of the convolution.
+  template <typename Fn>
+  void for_each_tap(Fn fn) const {
+    for (int64_t b = 0; b < n; ++b)
+      for (int64_t yr = 0; yr < oh; ++yr)
+        for (int64_t yc = 0; yc < ow; ++yc)
+          for (int64_t oc = 0; oc < o; ++oc) {
+            const int64_t group = oc / og;
+            for (int64_t fr = 0; fr < kh; ++fr) {
+              const int64_t xr = in_row(yr, fr);
+              if (xr < 0 || xr >= h) continue;
+              for (int64_t fc = 0; fc < kw; ++fc) {
+                const int64_t xc = in_col(yc, fc);
+                if (xc < 0 || xc >= w) continue;
+                for (int64_t i = 0; i < ig; ++i)
+                  fn(x_at(b, xr, xc, group * ig + i), w_at(fr, fc, i, oc), y_at(b, yr, yc, oc));
+              }
+            }
+          }
+  }
+};
+
+void store(const std::vector<double>& acc, const Tensor& out) {
+  float* p = out.data<float>();
+  for (size_t i = 0; i < acc.size(); ++i) p[i] = static_cast<float>(acc[i]);
+}
+
+void conv2d(KernelContext& ctx) {
+  const Tensor& x = ctx.inputs[0];
+  const Tensor& f = ctx.inputs[1];
+  ConvDims d(ctx.node.attrs, x.shape(), f.shape());
+  const float* xp = x.data<float>();
+  const float* fp = f.data<float>();
+  std::vector<double> y(static_cast<size_t>(ctx.outputs[0].numel()), 0.0);
+  d.for_each_tap([&](int64_t xi, int64_t fi, int64_t yi) {
+    y[static_cast<size_t>(yi)] += static_cast<double>(xp[xi]) * fp[fi];
+  });
+  store(y, ctx.outputs[0]);
+}
+
+void conv2d_backprop_input(KernelContext& ctx) {
+  const Tensor& dy = ctx.inputs[0];
+  const Tensor& f = ctx.inputs[1];
+  ConvDims d(ctx.node.attrs, ctx.outputs[0].shape(), f.shape());
+  const float* dyp = dy.data<float>();
+  const float* fp = f.data<float>();
+  std::vector<double> dx(static_cast<size_t>(ctx.outputs[0].numel()), 0.0);
+  d.for_each_tap([&](int64_t xi, int64_t fi, int64_t yi) {
+    dx[static_cast<size_t>(xi)] += static_cast<double>(dyp[yi]) * fp[fi];
+  });
+  store(dx, ctx.outputs[0]);
+}
+
+void conv2d_backprop_filter(KernelContext& ctx) {
+  const Tensor& x = ctx.inputs[0];
+  const Tensor& dy = ctx.inputs[1];
+  ConvDims d(ctx.node.attrs, x.shape(), ctx.outputs[0].shape());
+  const float* xp = x.data<float>();
+  const float* dyp = dy.data<float>();
+  std::vector<double> df(static_cast<size_t>(ctx.outputs[0].numel()), 0.0);
+  d.for_each_tap([&](int64_t xi, int64_t fi, int64_t yi) {
+    df[static_cast<size_t>(fi)] += static_cast<double>(xp[xi]) * dyp[yi];
+  });
+  store(df, ctx.outputs[0]);
+}
+
+void matmul(KernelContext& ctx) {
+  const Tensor& a = ctx.inputs[0];
+  const Tensor& b = ctx.inputs[1];
+  const bool ta = ctx.node.attrs.get_bool("transpose_a");
+  const bool tb = ctx.node.attrs.get_bool("transpose_b");
+  const int64_t m = ctx.outputs[0].dim(0), n = ctx.outputs[0].dim(1);
+  const int64_t k = ta ? a.dim(0) : a.dim(1);
+  const float* ap = a.data<float>();
+  const float* bp = b.data<float>();
+  float* yp = ctx.outputs[0].data<float>();
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double acc = 0.0;
+      for (int64_t p = 0; p < k; ++p)
+        acc += static_cast<double>(ap[ta ? p * m + i : i * k + p]) * bp[tb ? j * k + p : p * n + j];
+      yp[i * n + j] = static_cast<float>(acc);
+    }
+}
+
+void bias_add(KernelContext& ctx) {
+  const Tensor& x = ctx.inputs[0];
+  const int64_t c = x.dim(-1);
+  const float* xp = x.data<float>();
+  const float* bp = ctx.inputs[1].data<float>();
+  float* yp = ctx.outputs[0].data<float>();
+  for (int64_t i = 0; i < x.numel(); ++i) yp[i] = xp[i] + bp[i % c];
+}
+
+void bias_add_grad(KernelContext& ctx) {
+  const Tensor& dy = ctx.inputs[0];
+  const int64_t c = dy.dim(-1);
+  const float* dyp = dy.data<float>();
+  std::vector<double> acc(static_cast<size_t>(c), 0.0);
+  for (int64_t i = 0; i < dy.numel(); ++i) acc[static_cast<size_t>(i % c)] += dyp[i];
+  store(acc, ctx.outputs[0]);
+}
+
+// Pooling over x [N,H,W,C] -> y [N,OH,OW,C].
+struct PoolDims {
+  int64_t n, h, w, c, oh, ow;
+  Window2D g;
+
+  PoolDims(const Attrs& attrs, const Shape& x)
+      : n(x[0]), h(x[1]), w(x[2]), c(x[3]), g(pool_window(attrs, x)) {
+    oh = g.h.out;
+    ow = g.w.out;
+  }
+  // Calls fn(y index, x indices of the window's in-bounds positions, in row-major order, and
+  // the full window size) for every output element.
+  template <typename Fn>
+  void for_each_window(Fn fn) const {
+    std::vector<int64_t> xs;
+    for (int64_t b = 0; b < n; ++b)
+      for (int64_t yr = 0; yr < oh; ++yr)
+        for (int64_t yc = 0; yc < ow; ++yc)
+          for (int64_t ch = 0; ch < c; ++ch) {
+            xs.clear();
+            for (int64_t kr = 0; kr < g.h.k; ++kr) {
+              const int64_t xr = yr * g.h.stride - g.h.pad_before + kr;
+              if (xr < 0 || xr >= h) continue;
+              for (int64_t kc = 0; kc < g.w.k; ++kc) {
+                const int64_t xc = yc * g.w.stride - g.w.pad_before + kc;
+                if (xc >= 0 && xc < w) xs.push_back(((b * h + xr) * w + xc) * c + ch);
+              }
+            }
+            fn(((b * oh + yr) * ow + yc) * c + ch, xs, g.h.k * g.w.k);
+          }
+  }
+};
+
+void max_pool(KernelContext& ctx) {
+  const float* xp = ctx.inputs[0].data<float>();
+  float* yp = ctx.outputs[0].data<float>();
+  PoolDims(ctx.node.attrs, ctx.inputs[0].shape())
+      .for_each_window([&](int64_t yi, const std::vector<int64_t>& xs, int64_t) {
+        float m = -std::numeric_limits<float>::infinity();
+        for (int64_t xi : xs) m = std::max(m, xp[xi]);
+        yp[yi] = m;
+      });
+}
+
+// Routes dy to the first position of each window whose x equals y, so it matches any forward
+// kernel that returns an element of the window.
+void max_pool_grad(KernelContext& ctx) {
+  const float* xp = ctx.inputs[0].data<float>();
+  const float* yp = ctx.inputs[1].data<float>();
+  const float* dyp = ctx.inputs[2].data<float>();
+  std::vector<double> dx(static_cast<size_t>(ctx.outputs[0].numel()), 0.0);
+  PoolDims(ctx.node.attrs, ctx.inputs[0].shape())
+      .for_each_window([&](int64_t yi, const std::vector<int64_t>& xs, int64_t) {
+        for (int64_t xi : xs)
+          if (xp[xi] == yp[yi]) {
+            dx[static_cast<size_t>(xi)] += dyp[yi];
+            break;
+          }
+      });
+  store(dx, ctx.outputs[0]);
+}
+
+double avg_divisor(bool include_pad, const std::vector<int64_t>& xs, int64_t window) {
+  return static_cast<double>(include_pad ? window : static_cast<int64_t>(xs.size()));
+}
+
+void avg_pool(KernelContext& ctx) {
+  const bool include_pad = ctx.node.attrs.get_bool("count_include_pad");
+  const float* xp = ctx.inputs[0].data<float>();
+  float* yp = ctx.outputs[0].data<float>();
+  PoolDims(ctx.node.attrs, ctx.inputs[0].shape())
+      .for_each_window([&](int64_t yi, const std::vector<int64_t>& xs, int64_t window) {
+        double sum = 0.0;
+        for (int64_t xi : xs) sum += xp[xi];
+        yp[yi] = static_cast<float>(sum / avg_divisor(include_pad, xs, window));
+      });
+}
+
+void avg_pool_grad(KernelContext& ctx) {
+  const bool include_pad = ctx.node.attrs.get_bool("count_include_pad");
+  const float* dyp = ctx.inputs[0].data<float>();
+  std::vector<double> dx(static_cast<size_t>(ctx.outputs[0].numel()), 0.0);
+  PoolDims(ctx.node.attrs, ctx.outputs[0].shape())
+      .for_each_window([&](int64_t yi, const std::vector<int64_t>& xs, int64_t window) {
+        const double share = dyp[yi] / avg_divisor(include_pad, xs, window);
+        for (int64_t xi : xs) dx[static_cast<size_t>(xi)] += share;
+      });
+  store(dx, ctx.outputs[0]);
+}
+
+void global_avg_pool(KernelContext& ctx) {
+  const Tensor& x = ctx.inputs[0];
+  const int64_t n = x.dim(0), hw = x.dim(1) * x.dim(2), c = x.dim(3);
+  const float* xp = x.data<float>();
+  std::vector<double> acc(static_cast<size_t>(n * c), 0.0);
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t p = 0; p < hw; ++p)
+      for (int64_t ch = 0; ch < c; ++ch) acc[static_cast<size_t>(b * c + ch)] += xp[(b * hw + p) * c + ch];
+  for (double& v : acc) v /= static_cast<double>(std::max<int64_t>(hw, 1));
+  store(acc, ctx.outputs[0]);
+}
+
+void global_avg_pool_grad(KernelContext& ctx) {
+  const Tensor& dx = ctx.outputs[0];
+  const int64_t n = dx.dim(0), hw = dx.dim(1) * dx.dim(2), c = dx.dim(3);
+  const float* dyp = ctx.inputs[0].data<float>();
+  float* dxp = dx.data<float>();
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t p = 0; p < hw; ++p)
+      for (int64_t ch = 0; ch < c; ++ch)
+        dxp[(b * hw + p) * c + ch] = static_cast<float>(static_cast<double>(dyp[b * c + ch]) / hw);
+}
+
+}  // namespace
+
+void register_reference_nn_kernels(KernelRegistry& r) {
+  auto add = [&](const char* op, void (*fn)(KernelContext&)) {
+    r.add(simple_kernel(op, DType::f32, "reference", fn));
+  };
+  add("Conv2D", conv2d);
+  add("Conv2DBackpropInput", conv2d_backprop_input);
+  add("Conv2DBackpropFilter", conv2d_backprop_filter);
+  add("MatMul", matmul);
+  add("BiasAdd", bias_add);
+  add("BiasAddGrad", bias_add_grad);
+  add("MaxPool", max_pool);
+  add("MaxPoolGrad", max_pool_grad);
+  add("AvgPool", avg_pool);
+  add("AvgPoolGrad", avg_pool_grad);
+  add("GlobalAvgPool", global_avg_pool);
+  add("GlobalAvgPoolGrad", global_avg_pool_grad);
+}
+
 }  // namespace sf

@@ -1,5 +1,140 @@
-// STUB: replaced by the norm reference kernels.
+// Reference kernels for BatchNorm, BatchNormGrad and Dropout. Per-channel sums run over the
+// rows in order, in double, so results do not depend on the thread count.
+#include <cmath>
+#include <vector>
+
+#include "kernels/kernel.h"
 #include "kernels/reference/reference.h"
+
 namespace sf {
-void register_reference_norm_kernels(KernelRegistry&) {}
+
+namespace {
+
+// x viewed as [rows, channels].
+struct Rows {
+  int64_t rows;
+  int64_t channels;
+};
+Rows rows_of(const Tensor& x) {
+  const int64_t c = x.dim(-1);
+  return {c == 0 ? 0 : x.numel() / c, c};
+}
+
+std::vector<double> inv_std(const float* var, int64_t channels, double epsilon) {
+  std::vector<double> out(static_cast<size_t>(channels));
+  for (int64_t c = 0; c < channels; ++c) out[static_cast<size_t>(c)] = 1.0 / std::sqrt(var[c] + epsilon);
+  return out;
+}
+
+void batch_norm(KernelContext& ctx) {
+  const Tensor& x = ctx.inputs[0];
+  const auto [rows, channels] = rows_of(x);
+  const float* px = x.data<float>();
+  const float* gamma = ctx.inputs[1].data<float>();
+  const float* beta = ctx.inputs[2].data<float>();
+  float* y = ctx.outputs[0].data<float>();
+  float* mean = ctx.outputs[1].data<float>();
+  float* var = ctx.outputs[2].data<float>();
+  if (ctx.training) {
+    // Two passes (mean, then squared deviations) avoid cancellation in the variance.
+    std::vector<double> sum(static_cast<size_t>(channels), 0.0);
+    std::vector<double> sq(static_cast<size_t>(channels), 0.0);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < channels; ++c) sum[static_cast<size_t>(c)] += px[r * channels + c];
+    for (int64_t c = 0; c < channels; ++c)
+      sum[static_cast<size_t>(c)] /= static_cast<double>(rows > 0 ? rows : 1);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < channels; ++c) {
+        double d = px[r * channels + c] - sum[static_cast<size_t>(c)];
+        sq[static_cast<size_t>(c)] += d * d;
+      }
+    for (int64_t c = 0; c < channels; ++c) {
+      mean[c] = static_cast<float>(sum[static_cast<size_t>(c)]);
+      var[c] = static_cast<float>(sq[static_cast<size_t>(c)] / static_cast<double>(rows > 0 ? rows : 1));
+    }
+  } else {
+    ctx.outputs[1].copy_from(ctx.inputs[3]);
+    ctx.outputs[2].copy_from(ctx.inputs[4]);
+  }
+  const std::vector<double> inv = inv_std(var, channels, ctx.node.attrs.get_float("epsilon"));
+#pragma omp parallel for if (rows * channels >= (1 << 15))
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < channels; ++c) {
+      const int64_t i = r * channels + c;
+      y[i] = static_cast<float>((px[i] - mean[c]) * inv[static_cast<size_t>(c)] * gamma[c] + beta[c]);
+    }
+}
+
+void batch_norm_grad(KernelContext& ctx) {
+  const Tensor& x = ctx.inputs[1];
+  const auto [rows, channels] = rows_of(x);
+  const float* dy = ctx.inputs[0].data<float>();
+  const float* px = x.data<float>();
+  const float* gamma = ctx.inputs[2].data<float>();
+  const float* mean = ctx.inputs[3].data<float>();
+  const std::vector<double> inv =
+      inv_std(ctx.inputs[4].data<float>(), channels, ctx.node.attrs.get_float("epsilon"));
+  float* dx = ctx.outputs[0].data<float>();
+  float* dgamma = ctx.outputs[1].data<float>();
+  float* dbeta = ctx.outputs[2].data<float>();
+  std::vector<double> sum_dy(static_cast<size_t>(channels), 0.0);
+  std::vector<double> sum_dy_xhat(static_cast<size_t>(channels), 0.0);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < channels; ++c) {
+      const int64_t i = r * channels + c;
+      const size_t k = static_cast<size_t>(c);
+      sum_dy[k] += dy[i];
+      sum_dy_xhat[k] += dy[i] * (px[i] - mean[c]) * inv[k];
+    }
+  for (int64_t c = 0; c < channels; ++c) {
+    dgamma[c] = static_cast<float>(sum_dy_xhat[static_cast<size_t>(c)]);
+    dbeta[c] = static_cast<float>(sum_dy[static_cast<size_t>(c)]);
+  }
+  const double m = static_cast<double>(rows > 0 ? rows : 1);
+  const bool training = ctx.training;
+#pragma omp parallel for if (rows * channels >= (1 << 15))
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < channels; ++c) {
+      const int64_t i = r * channels + c;
+      const size_t k = static_cast<size_t>(c);
+      double g = dy[i];
+      if (training) {
+        // The batch mean and variance depend on x too.
+        const double xhat = (px[i] - mean[c]) * inv[k];
+        g -= (sum_dy[k] + xhat * sum_dy_xhat[k]) / m;
+      }
+      dx[i] = static_cast<float>(g * gamma[c] * inv[k]);
+    }
+}
+
+void dropout(KernelContext& ctx) {
+  const Tensor& x = ctx.inputs[0];
+  const float* px = x.data<float>();
+  float* y = ctx.outputs[0].data<float>();
+  float* mask = ctx.outputs[1].data<float>();
+  const double rate = ctx.node.attrs.get_float("rate");
+  const int64_t n = x.numel();
+  if (!ctx.training || rate == 0.0) {
+    for (int64_t i = 0; i < n; ++i) mask[i] = 1.0f;
+  } else {
+    SF_CHECK(ctx.rng != nullptr, "node '{}': dropout needs a random generator", ctx.node.name);
+    const float keep = static_cast<float>(1.0 / (1.0 - rate));
+    // 53 random bits to a double in [0, 1): the same on every standard library, unlike
+    // std::uniform_real_distribution.
+    for (int64_t i = 0; i < n; ++i) {
+      const double u = static_cast<double>((*ctx.rng)() >> 11) * 0x1.0p-53;
+      mask[i] = u < rate ? 0.0f : keep;
+    }
+  }
+  for (int64_t i = 0; i < n; ++i) y[i] = px[i] * mask[i];
+}
+
+}  // namespace
+
+void register_reference_norm_kernels(KernelRegistry& r) {
+  r.add(simple_kernel("BatchNorm", DType::f32, "reference", batch_norm));
+  r.add(simple_kernel("BatchNormGrad", DType::f32, "reference", batch_norm_grad));
+  r.add(simple_kernel("Dropout", DType::f32, "reference", dropout));
+}
+
 }  // namespace sf

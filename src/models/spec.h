@@ -1,0 +1,68 @@
+// Model specs: plain-text YAML files under models/ that describe a network layer by layer, so a
+// user adds a layer or a model without recompiling. See models/deep-mnist.yaml.
+//
+//   name: deep-mnist
+//   input: [28, 28, 1]          # H, W, C of one example
+//   classes: 10
+//   layers:                      # each layer reads the previous one unless `inputs:` names others
+//     - {name: conv1, type: conv2d, filters: 32, kernel: 5, padding: same, activation: relu}
+//     ...
+//   train: {optimizer: adam, lr: 0.001, batch: 64, epochs: 5}   # defaults for `slimflow train`
+//
+// Layer types and their keys are listed by layer_types(); unknown types and keys are errors.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "graph/graph.h"
+#include "train/initializers.h"
+
+namespace sf {
+
+struct ModelSpec {
+  std::string origin;  // file path, for messages
+  std::string text;    // the YAML source, stored in checkpoints
+  std::string name;
+  Shape input;  // [H, W, C]
+  int64_t classes = 0;
+  std::map<std::string, std::string> train_defaults;  // key -> scalar text
+};
+
+ModelSpec load_model_spec(const std::string& path);
+ModelSpec parse_model_spec(const std::string& text, const std::string& origin);
+
+// A trainable variable of a built model.
+struct Parameter {
+  std::string name;  // the Variable node's name, e.g. "conv1/weights"
+  Output output;
+  Initializer init;
+  int64_t fan_in = 1;
+  int64_t fan_out = 1;
+  bool decay = true;  // weight decay applies (weights yes, biases and norm scales no)
+};
+
+// A moving average the trainer updates after each step (batch-norm statistics).
+struct MovingAverage {
+  std::string variable;  // Variable node name
+  Output batch_value;    // the value observed this step
+  double momentum = 0.99;
+};
+
+struct Model {
+  Graph graph;
+  Output input;   // Placeholder [batch, H, W, C] f32
+  Output logits;  // [batch, classes]
+  std::vector<Parameter> parameters;
+  std::vector<MovingAverage> moving_averages;
+  // Non-trainable variables (moving statistics) and their initial values' initializers.
+  std::vector<std::pair<std::string, Initializer>> state;
+};
+
+Model build_model(const ModelSpec& spec, int64_t batch);
+
+// "conv2d: filters kernel strides padding dilation groups activation use_bias init" ...
+std::vector<std::string> layer_types();
+
+}  // namespace sf

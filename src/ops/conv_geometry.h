@@ -1,0 +1,136 @@
+// Sliding-window geometry for Conv2D and the pooling ops: padding and output sizes.
+//
+// This is the single place that turns (input size, window, strides, dilations, padding mode)
+// into pads and output sizes; shape functions, reference kernels and oneDNN kernels all call
+// it, so they cannot disagree. Padding modes:
+//   VALID    no padding; out = floor((in - eff_k) / stride) + 1, eff_k = (k - 1) * dilation + 1
+//   SAME     TensorFlow's rule: out = ceil(in / stride), total padding
+//            max((out - 1) * stride + eff_k - in, 0), the odd unit at the bottom/right
+//   EXPLICIT pads [top, bottom, left, right]; out = floor((in + pads - eff_k) / stride) + 1
+#pragma once
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "core/shape.h"
+#include "graph/attr.h"
+
+namespace sf {
+
+// The window attributes shared by Conv2D, its backprops and the pooling ops.
+struct WindowAttrs {
+  std::vector<int64_t> window;     // [kh, kw] (pooling only; conv takes it from the filter)
+  std::vector<int64_t> strides;    // [sh, sw]
+  std::vector<int64_t> dilations;  // [dh, dw]
+  std::string padding;             // "SAME", "VALID" or "EXPLICIT"
+  std::vector<int64_t> pads;       // [top, bottom, left, right]
+};
+
+// The geometry along one spatial axis.
+struct Window1D {
+  int64_t in = 0, k = 1, stride = 1, dilation = 1;
+  int64_t pad_before = 0, pad_after = 0;
+  int64_t out = 0;
+  int64_t effective_k() const { return (k - 1) * dilation + 1; }
+};
+
+struct Window2D {
+  Window1D h, w;
+};
+
+// Reads the window attributes of a node; `window_attr` names the ksize attribute (empty for
+// Conv2D, whose window comes from the filter). Attribute values are validated by window_2d.
+inline WindowAttrs window_attrs(const Attrs& attrs, const std::string& window_attr = "") {
+  WindowAttrs a;
+  if (!window_attr.empty()) a.window = attrs.get_ints(window_attr);
+  a.strides = attrs.get_ints("strides");
+  a.dilations = attrs.has("dilations") ? attrs.get_ints("dilations") : std::vector<int64_t>{1, 1};
+  a.padding = attrs.get_string("padding");
+  a.pads = attrs.get_ints("pads");
+  return a;
+}
+
+namespace detail {
+
+inline std::string window_1d(int64_t in, int64_t k, int64_t stride, int64_t dilation,
+                             const std::string& padding, int64_t pad_before, int64_t pad_after,
+                             const char* axis, Window1D* out) {
+  Window1D g{in, k, stride, dilation, 0, 0, 0};
+  const int64_t eff = g.effective_k();
+  if (padding == "SAME") {
+    g.out = (in + stride - 1) / stride;
+    const int64_t total = std::max<int64_t>((g.out - 1) * stride + eff - in, 0);
+    g.pad_before = total / 2;
+    g.pad_after = total - g.pad_before;
+  } else {
+    if (padding == "EXPLICIT") {
+      g.pad_before = pad_before;
+      g.pad_after = pad_after;
+    }
+    const int64_t span = in + g.pad_before + g.pad_after;
+    if (span < eff)
+      return fmt::format("window {} (dilated {}) is larger than the {} input {}{}", k, eff, axis,
+                         in, g.pad_before + g.pad_after ? " plus padding" : "");
+    g.out = (span - eff) / stride + 1;
+  }
+  *out = g;
+  return "";
+}
+
+}  // namespace detail
+
+// Computes the geometry for an input of spatial size in_h x in_w and a kh x kw window.
+// Returns an error message (empty on success) so that shape functions can prefix the node.
+inline std::string window_2d(int64_t in_h, int64_t in_w, int64_t kh, int64_t kw,
+                             const WindowAttrs& a, Window2D* out) {
+  auto pair_ok = [](const std::vector<int64_t>& v) {
+    return v.size() == 2 && v[0] >= 1 && v[1] >= 1;
+  };
+  if (!pair_ok(a.strides)) return fmt::format("strides must be 2 positive ints, got [{}]",
+                                              fmt::join(a.strides, ","));
+  if (!pair_ok(a.dilations))
+    return fmt::format("dilations must be 2 positive ints, got [{}]", fmt::join(a.dilations, ","));
+  if (kh < 1 || kw < 1) return fmt::format("window [{},{}] must be positive", kh, kw);
+  if (a.padding != "SAME" && a.padding != "VALID" && a.padding != "EXPLICIT")
+    return fmt::format("padding must be SAME, VALID or EXPLICIT, got '{}'", a.padding);
+  if (a.pads.size() != 4 || a.pads[0] < 0 || a.pads[1] < 0 || a.pads[2] < 0 || a.pads[3] < 0)
+    return fmt::format("pads must be 4 non-negative ints [top,bottom,left,right], got [{}]",
+                       fmt::join(a.pads, ","));
+  if (a.padding != "EXPLICIT" && (a.pads[0] || a.pads[1] || a.pads[2] || a.pads[3]))
+    return fmt::format("pads [{}] need padding EXPLICIT, got {}", fmt::join(a.pads, ","),
+                       a.padding);
+  std::string err = detail::window_1d(in_h, kh, a.strides[0], a.dilations[0], a.padding,
+                                      a.pads[0], a.pads[1], "height", &out->h);
+  if (err.empty())
+    err = detail::window_1d(in_w, kw, a.strides[1], a.dilations[1], a.padding, a.pads[2],
+                            a.pads[3], "width", &out->w);
+  return err;
+}
+
+// For kernels: the node passed its shape function, so a failure here is an internal error.
+inline Window2D window_2d_checked(int64_t in_h, int64_t in_w, int64_t kh, int64_t kw,
+                                  const WindowAttrs& a) {
+  Window2D g;
+  std::string err = window_2d(in_h, in_w, kh, kw, a, &g);
+  SF_CHECK(err.empty(), "window geometry: {}", err);
+  return g;
+}
+
+// Conv2D geometry from x [N,H,W,C] and filter [kh,kw,C/groups,O].
+inline Window2D conv_window(const Attrs& attrs, const Shape& x, const Shape& filter) {
+  return window_2d_checked(x[1], x[2], filter[0], filter[1], window_attrs(attrs));
+}
+
+// Pooling geometry from x [N,H,W,C] and the ksize attribute.
+inline Window2D pool_window(const Attrs& attrs, const Shape& x) {
+  WindowAttrs a = window_attrs(attrs, "ksize");
+  SF_CHECK(a.window.size() == 2, "ksize must have 2 entries");
+  return window_2d_checked(x[1], x[2], a.window[0], a.window[1], a);
+}
+
+}  // namespace sf

@@ -1,0 +1,57 @@
+// Optimizers and learning-rate schedules. Updates run in place on the variable store's tensors;
+// per-variable state (momentum, Adam moments) lives in slots that checkpoints save.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "core/tensor.h"
+
+namespace sf {
+
+struct OptimizerConfig {
+  std::string kind = "adam";  // sgd | momentum | adam
+  double momentum = 0.9;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double epsilon = 1e-8;
+  // Decoupled weight decay (AdamW-style for adam; added to the gradient for sgd/momentum).
+  double weight_decay = 0.0;
+};
+
+class Optimizer {
+ public:
+  explicit Optimizer(OptimizerConfig config);
+  const OptimizerConfig& config() const { return config_; }
+
+  // Call once per training step before apply(); Adam's bias correction depends on it.
+  void begin_step() { ++steps_; }
+  void apply(const std::string& name, Tensor& param, const Tensor& grad, double lr, bool decay);
+
+  // Slots by "<kind>/<slot>/<variable>", plus the step count, for checkpoints.
+  std::map<std::string, Tensor> state() const;
+  void restore(const std::map<std::string, Tensor>& tensors);
+  int64_t steps() const { return steps_; }
+
+ private:
+  Tensor& slot(const std::string& slot_name, const std::string& variable, const Tensor& like);
+  OptimizerConfig config_;
+  std::map<std::string, Tensor> slots_;
+  int64_t steps_ = 0;
+};
+
+// "sgd", "momentum", "adam"; throws sf::Error otherwise.
+void check_optimizer_kind(const std::string& kind);
+
+struct LrSchedule {
+  std::string kind = "constant";  // constant | step | cosine
+  double base = 1e-3;
+  int64_t total_steps = 1;
+  // constant: base; step: base x0.1 after 50% and again after 75% of training;
+  // cosine: from base down to 0 along a half cosine.
+  double at(int64_t step) const;
+};
+void check_lr_schedule(const std::string& kind);
+
+}  // namespace sf

@@ -1,0 +1,86 @@
+// The training loop: builds the training graph from a model spec (model + loss + gradients),
+// feeds batches, applies the optimizer, evaluates at each epoch's end and writes checkpoints
+// atomically, so that a killed run resumes from its last checkpoint with nothing lost.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "io/dataset.h"
+#include "models/spec.h"
+
+namespace sf {
+
+struct TrainOptions {
+  std::string model_path;  // a spec file; empty when resuming
+  std::string data = "mnist";
+  std::string out_dir;
+  std::string resume_dir;  // non-empty: continue the run stored there
+  std::optional<int64_t> epochs;
+  std::optional<int64_t> batch;
+  std::optional<double> lr;
+  std::optional<std::string> optimizer;
+  std::optional<double> weight_decay;
+  std::optional<double> momentum;
+  std::optional<std::string> lr_schedule;
+  std::optional<uint64_t> seed;
+  int threads = 0;
+  int64_t checkpoint_every = 0;  // steps; 0: only at the end of each epoch
+  int64_t train_limit = 0;       // use only the first N training examples (0: all)
+  int64_t test_limit = 0;
+  std::string kernel_impl;  // "" best available; "reference" for debugging
+};
+
+struct Progress {
+  int64_t epoch;  // 1-based
+  int64_t epochs;
+  int64_t batch;  // 1-based within the epoch
+  int64_t batches;
+  double loss;            // running mean over the epoch so far
+  double accuracy;        // running training accuracy over the epoch so far
+  double images_per_sec;  // over the epoch so far
+  double eta_seconds;     // to the end of the epoch
+};
+
+struct EpochReport {
+  int64_t epoch;  // 1-based
+  int64_t epochs;
+  int64_t step;
+  double loss;
+  double train_accuracy;
+  double test_accuracy;
+  int64_t test_count;
+  double images_per_sec;
+  double epoch_seconds;
+  double peak_rss_mb;
+  double current_rss_mb;
+  double lr;
+};
+
+struct TrainCallbacks {
+  std::function<void(const Progress&)> on_progress;
+  std::function<void(const EpochReport&)> on_epoch;
+  std::function<void(const std::string&)> on_message;
+};
+
+// Runs the whole training. Throws sf::Error for bad options, data or specs, and for a
+// non-finite loss (naming the step).
+std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks& callbacks);
+
+struct EvalResult {
+  double accuracy = 0.0;
+  int64_t count = 0;
+  double loss = 0.0;
+};
+
+// Evaluates the model of a run directory (its latest checkpoint) on `data`'s test split.
+EvalResult evaluate_run(const std::string& run_dir, const std::string& data, int64_t limit,
+                        int threads);
+
+// The checkpoint file of a run directory.
+std::string checkpoint_path(const std::string& run_dir);
+
+}  // namespace sf

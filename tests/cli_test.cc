@@ -1,0 +1,163 @@
+// The `slimflow` command as users run it: exit codes, one-line errors, JSON, kill and resume.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "support/mnist.h"
+
+namespace sf {
+namespace {
+
+struct Result {
+  int exit_code;
+  std::string out;  // stdout and stderr together unless split
+};
+
+Result run(const std::string& args, bool with_stderr = true) {
+  std::string command = std::string(SLIMFLOW_CLI) + " " + args + (with_stderr ? " 2>&1" : " 2>/dev/null");
+  FILE* pipe = popen(command.c_str(), "r");
+  std::string out;
+  std::array<char, 4096> buffer{};
+  while (size_t n = fread(buffer.data(), 1, buffer.size(), pipe)) out.append(buffer.data(), n);
+  int status = pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), out};
+}
+
+std::string tiny() { return testing::source_path("tests/data/tiny-cnn.yaml"); }
+
+// The last non-empty line, and how many lines start with "slimflow: error".
+std::string error_line(const std::string& out) {
+  size_t pos = out.find("slimflow: error: ");
+  if (pos == std::string::npos) return "";
+  return out.substr(pos, out.find('\n', pos) - pos);
+}
+
+TEST(CliTest, HelpListsCommands) {
+  Result r = run("--help");
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_NE(r.out.find("train"), std::string::npos);
+  EXPECT_NE(r.out.find("eval"), std::string::npos);
+  Result t = run("train --help");
+  EXPECT_EQ(t.exit_code, 0);
+  for (const char* option : {"--batch", "--lr", "--optimizer", "--weight-decay", "--lr-schedule",
+                             "--seed", "--threads", "--checkpoint-every", "--json", "--resume"})
+    EXPECT_NE(t.out.find(option), std::string::npos) << option;
+}
+
+TEST(CliTest, MissingDataFolderIsOneLineError) {
+  std::string dir = testing::make_temp_dir("sf-cli-nodata");
+  Result r = run("train --model " + tiny() + " --data " + dir + " --out " + dir + "/run --quiet");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(error_line(r.out).find(dir), std::string::npos) << r.out;
+  std::filesystem::remove_all(dir);
+}
+
+TEST(CliTest, TruncatedIdxFileIsOneLineError) {
+  std::string dir = testing::make_temp_dir("sf-cli-trunc");
+  // A header promising 1000 28x28 images followed by only 10 bytes.
+  const unsigned char header[] = {0, 0, 8, 3, 0, 0, 3, 0xE8, 0, 0, 0, 28, 0, 0, 0, 28};
+  for (const char* name : {"train-images-idx3-ubyte", "t10k-images-idx3-ubyte"}) {
+    std::ofstream f(dir + "/" + name, std::ios::binary);
+    f.write(reinterpret_cast<const char*>(header), sizeof header);
+    f.write("0123456789", 10);
+  }
+  const unsigned char labels[] = {0, 0, 8, 1, 0, 0, 0, 2, 1, 2};
+  for (const char* name : {"train-labels-idx1-ubyte", "t10k-labels-idx1-ubyte"}) {
+    std::ofstream f(dir + "/" + name, std::ios::binary);
+    f.write(reinterpret_cast<const char*>(labels), sizeof labels);
+  }
+  Result r = run("train --model " + tiny() + " --data " + dir + " --out " + dir + "/run --quiet");
+  EXPECT_EQ(r.exit_code, 1);
+  std::string line = error_line(r.out);
+  EXPECT_NE(line.find("train-images-idx3-ubyte"), std::string::npos) << r.out;
+  EXPECT_NE(line.find("truncated"), std::string::npos) << r.out;
+  std::filesystem::remove_all(dir);
+}
+
+TEST(CliTest, BadModelSpecIsOneLineError) {
+  std::string dir = testing::make_temp_dir("sf-cli-spec");
+  std::ofstream(dir + "/bad.yaml") << "name: b\ninput: [28, 28, 1]\nclasses: 10\nlayers:\n"
+                                      "  - {name: c, type: conv3d, filters: 3}\n";
+  Result r = run("train --model " + dir + "/bad.yaml --out " + dir + "/run --quiet");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(error_line(r.out).find("bad.yaml:5: layer 'c': unknown type 'conv3d'"),
+            std::string::npos)
+      << r.out;
+  std::filesystem::remove_all(dir);
+}
+
+TEST(CliTest, UnknownOptionValueIsRejected) {
+  Result r = run("train --model " + tiny() + " --optimizer adagrad --out /tmp/x");
+  EXPECT_NE(r.exit_code, 0);
+}
+
+TEST(CliTest, JsonEpochLinesAndEval) {
+  if (!testing::mnist_available()) GTEST_SKIP() << "MNIST not installed";
+  std::string dir = testing::make_temp_dir("sf-cli-json");
+  Result r = run("train --model " + tiny() + " --train-limit 320 --test-limit 200 --epochs 2 "
+                 "--threads 1 --quiet --json --out " + dir + "/run", false);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  std::istringstream lines(r.out);
+  std::string line;
+  int epochs = 0;
+  while (std::getline(lines, line)) {
+    auto j = nlohmann::json::parse(line);
+    for (const char* key : {"epoch", "loss", "test_accuracy", "images_per_sec", "epoch_seconds",
+                            "peak_rss_mb"})
+      EXPECT_TRUE(j.contains(key)) << key;
+    EXPECT_GE(j["test_accuracy"].get<double>(), 0.0);
+    EXPECT_LE(j["test_accuracy"].get<double>(), 1.0);
+    ++epochs;
+  }
+  EXPECT_EQ(epochs, 2);
+  Result e = run("eval --model " + dir + "/run --data mnist --limit 200 --json", false);
+  ASSERT_EQ(e.exit_code, 0) << e.out;
+  auto j = nlohmann::json::parse(e.out);
+  EXPECT_EQ(j["count"].get<int>(), 200);
+  EXPECT_GT(j["accuracy"].get<double>(), 0.0);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(CliTest, KilledRunResumesFromItsLastCheckpoint) {
+  if (!testing::mnist_available()) GTEST_SKIP() << "MNIST not installed";
+  std::string dir = testing::make_temp_dir("sf-cli-kill");
+  std::string run_dir = dir + "/run";
+  std::string checkpoint = run_dir + "/checkpoint.sfck";
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    std::string limit = "3200", every = "5";
+    execl(SLIMFLOW_CLI, SLIMFLOW_CLI, "train", "--model", tiny().c_str(), "--train-limit",
+          limit.c_str(), "--test-limit", "200", "--epochs", "2", "--checkpoint-every",
+          every.c_str(), "--threads", "1", "--quiet", "--out", run_dir.c_str(),
+          static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  // Wait for a checkpoint, then kill the trainer mid-run (maybe mid-write).
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!std::filesystem::exists(checkpoint) && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  kill(pid, SIGKILL);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(std::filesystem::exists(checkpoint));
+  Result r = run("train --resume " + run_dir + " --quiet --threads 1");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("resuming " + run_dir + " at epoch"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("(step 0)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("epoch 2/2"), std::string::npos) << r.out;
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace sf

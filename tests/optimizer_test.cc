@@ -1,0 +1,92 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "train/initializers.h"
+#include "train/optimizer.h"
+
+namespace sf {
+namespace {
+
+TEST(OptimizerTest, SgdStepsAgainstTheGradient) {
+  Optimizer opt(OptimizerConfig{.kind = "sgd"});
+  Tensor w = Tensor::from_vector<float>({2}, {1.0f, -2.0f});
+  Tensor g = Tensor::from_vector<float>({2}, {0.5f, 0.25f});
+  opt.begin_step();
+  opt.apply("w", w, g, 0.1, true);
+  EXPECT_FLOAT_EQ(w.data<float>()[0], 0.95f);
+  EXPECT_FLOAT_EQ(w.data<float>()[1], -2.025f);
+}
+
+TEST(OptimizerTest, MomentumAccumulatesVelocity) {
+  Optimizer opt(OptimizerConfig{.kind = "momentum", .momentum = 0.5});
+  Tensor w = Tensor::from_vector<float>({1}, {0.0f});
+  Tensor g = Tensor::from_vector<float>({1}, {1.0f});
+  for (int i = 0; i < 2; ++i) {
+    opt.begin_step();
+    opt.apply("w", w, g, 1.0, true);
+  }
+  EXPECT_FLOAT_EQ(w.data<float>()[0], -1.0f - 1.5f);
+}
+
+TEST(OptimizerTest, AdamFirstStepIsLearningRateTimesSign) {
+  Optimizer opt(OptimizerConfig{.kind = "adam"});
+  Tensor w = Tensor::from_vector<float>({2}, {0.0f, 0.0f});
+  Tensor g = Tensor::from_vector<float>({2}, {3.0f, -0.01f});
+  opt.begin_step();
+  opt.apply("w", w, g, 0.01, true);
+  EXPECT_NEAR(w.data<float>()[0], -0.01f, 1e-6);
+  EXPECT_NEAR(w.data<float>()[1], 0.01f, 1e-5);
+}
+
+TEST(OptimizerTest, StateRoundTrips) {
+  Optimizer a(OptimizerConfig{.kind = "adam"});
+  Tensor w = Tensor::from_vector<float>({1}, {1.0f});
+  Tensor g = Tensor::from_vector<float>({1}, {0.5f});
+  a.begin_step();
+  a.apply("w", w, g, 0.1, true);
+  Optimizer b(OptimizerConfig{.kind = "adam"});
+  b.restore(a.state());
+  EXPECT_EQ(b.steps(), 1);
+  Tensor w1 = w.clone(), w2 = w.clone();
+  a.begin_step();
+  a.apply("w", w1, g, 0.1, true);
+  b.begin_step();
+  b.apply("w", w2, g, 0.1, true);
+  EXPECT_EQ(w1.data<float>()[0], w2.data<float>()[0]);
+}
+
+TEST(OptimizerTest, UnknownOptimizerIsAnError) {
+  EXPECT_THROW(Optimizer(OptimizerConfig{.kind = "adagrad"}), Error);
+}
+
+TEST(LrScheduleTest, Shapes) {
+  LrSchedule constant{"constant", 0.1, 100};
+  EXPECT_DOUBLE_EQ(constant.at(99), 0.1);
+  LrSchedule step{"step", 0.1, 100};
+  EXPECT_DOUBLE_EQ(step.at(10), 0.1);
+  EXPECT_NEAR(step.at(60), 0.01, 1e-12);
+  EXPECT_NEAR(step.at(80), 0.001, 1e-12);
+  LrSchedule cosine{"cosine", 0.1, 100};
+  EXPECT_DOUBLE_EQ(cosine.at(0), 0.1);
+  EXPECT_NEAR(cosine.at(50), 0.05, 1e-12);
+  EXPECT_NEAR(cosine.at(100), 0.0, 1e-12);
+}
+
+TEST(InitializerTest, HeAndGlorotHaveTheRightScale) {
+  std::mt19937_64 rng(1);
+  Tensor t(DType::f32, {100000});
+  initialize(t, parse_initializer("he"), 50, 50, rng);
+  double sum2 = 0;
+  for (int64_t i = 0; i < t.numel(); ++i) sum2 += t.data<float>()[i] * t.data<float>()[i];
+  EXPECT_NEAR(sum2 / t.numel(), 2.0 / 50, 0.002);
+  initialize(t, parse_initializer("glorot"), 50, 50, rng);
+  float limit = std::sqrt(6.0f / 100);
+  for (int64_t i = 0; i < t.numel(); ++i) ASSERT_LE(std::abs(t.data<float>()[i]), limit);
+  initialize(t, parse_initializer("truncated_normal:0.1"), 1, 1, rng);
+  for (int64_t i = 0; i < t.numel(); ++i) ASSERT_LE(std::abs(t.data<float>()[i]), 0.2f + 1e-6f);
+  EXPECT_THROW(parse_initializer("uniformish"), Error);
+}
+
+}  // namespace
+}  // namespace sf

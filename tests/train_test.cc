@@ -1,0 +1,129 @@
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+
+#include "runtime/process_stats.h"
+#include "support/mnist.h"
+#include "train/checkpoint.h"
+#include "train/trainer.h"
+
+namespace sf {
+namespace {
+
+#define REQUIRE_MNIST()                                                          \
+  if (!testing::mnist_available()) GTEST_SKIP() << "MNIST not installed: run scripts/setup.sh"
+
+TrainOptions tiny_run(const std::string& out, int64_t train_limit, int64_t epochs) {
+  TrainOptions o;
+  o.model_path = testing::source_path("tests/data/tiny-cnn.yaml");
+  o.data = "mnist";
+  o.out_dir = out;
+  o.epochs = epochs;
+  o.train_limit = train_limit;
+  o.test_limit = 400;
+  o.threads = 1;
+  o.seed = 3;
+  return o;
+}
+
+TEST(TrainTest, LossFallsAndAccuracyRisesOnAFewHundredImages) {
+  REQUIRE_MNIST();
+  std::string dir = testing::make_temp_dir("sf-train");
+  std::vector<EpochReport> reports = train(tiny_run(dir, 640, 3), {});
+  ASSERT_EQ(reports.size(), 3u);
+  EXPECT_LT(reports.back().loss, reports.front().loss);
+  EXPECT_GT(reports.back().test_accuracy, 0.6);  // chance is 0.1
+  EXPECT_GT(reports.back().test_accuracy, reports.front().test_accuracy);
+  EvalResult eval = evaluate_run(dir, "mnist", 400, 1);
+  EXPECT_EQ(eval.count, 400);
+  EXPECT_DOUBLE_EQ(eval.accuracy, reports.back().test_accuracy);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(TrainTest, ResidentMemoryDoesNotGrowAfterWarmUp) {
+  REQUIRE_MNIST();
+  std::string dir = testing::make_temp_dir("sf-memory");
+  TrainOptions o = tiny_run(dir, 32 * 400, 1);  // 400 steps
+  double warm = 0.0, highest = 0.0;
+  TrainCallbacks callbacks;
+  callbacks.on_progress = [&](const Progress& p) {
+    if (p.batch == 40) warm = current_rss_mb();
+    if (p.batch > 40) highest = std::max(highest, current_rss_mb());
+  };
+  train(o, callbacks);
+  ASSERT_GT(warm, 0.0);
+  EXPECT_LE(highest, warm * 1.03 + 1.0) << "RSS grew from " << warm << " MB to " << highest << " MB";
+  std::filesystem::remove_all(dir);
+}
+
+std::map<std::string, Tensor> final_variables(const std::string& dir) {
+  return load_checkpoint(checkpoint_path(dir)).tensors;
+}
+
+void expect_same_tensors(const std::map<std::string, Tensor>& a,
+                         const std::map<std::string, Tensor>& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (const auto& [name, t] : a) {
+    ASSERT_TRUE(b.count(name)) << name;
+    const Tensor& u = b.at(name);
+    ASSERT_EQ(t.bytes(), u.bytes()) << name;
+    EXPECT_EQ(std::memcmp(t.raw(), u.raw(), t.bytes()), 0) << name << " differs";
+  }
+}
+
+TEST(TrainTest, SameSeedOneThreadIsBitForBitReproducible) {
+  REQUIRE_MNIST();
+  std::string a = testing::make_temp_dir("sf-repro-a"), b = testing::make_temp_dir("sf-repro-b");
+  train(tiny_run(a, 256, 1), {});
+  train(tiny_run(b, 256, 1), {});
+  expect_same_tensors(final_variables(a), final_variables(b));
+  std::filesystem::remove_all(a);
+  std::filesystem::remove_all(b);
+}
+
+TEST(TrainTest, ResumingMidEpochMatchesAnUninterruptedRun) {
+  REQUIRE_MNIST();
+  std::string whole = testing::make_temp_dir("sf-whole"), parts = testing::make_temp_dir("sf-parts");
+  train(tiny_run(whole, 320, 2), {});
+  // Stop after 13 steps (mid-epoch, 10 steps per epoch) by failing from the progress callback,
+  // as a crash would, then resume.
+  TrainOptions first = tiny_run(parts, 320, 2);
+  first.checkpoint_every = 13;
+  TrainCallbacks crash;
+  int64_t seen = 0;
+  crash.on_progress = [&](const Progress&) {
+    if (++seen == 14) throw std::runtime_error("simulated crash");
+  };
+  EXPECT_THROW(train(first, crash), std::runtime_error);
+  TrainOptions resume;
+  resume.resume_dir = parts;
+  resume.threads = 1;
+  std::vector<EpochReport> reports = train(resume, {});
+  ASSERT_EQ(reports.size(), 2u);
+  EXPECT_EQ(reports.back().step, 20);
+  expect_same_tensors(final_variables(whole), final_variables(parts));
+  std::filesystem::remove_all(whole);
+  std::filesystem::remove_all(parts);
+}
+
+TEST(TrainTest, NonFiniteLossStopsWithTheStep) {
+  REQUIRE_MNIST();
+  std::string dir = testing::make_temp_dir("sf-nan");
+  TrainOptions o = tiny_run(dir, 640, 1);
+  o.optimizer = "sgd";
+  o.lr = 1e30;
+  try {
+    train(o, {});
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    std::string m = e.what();
+    EXPECT_EQ(m.rfind("step ", 0), 0u) << m;
+    EXPECT_NE(m.find(": loss is "), std::string::npos) << m;
+  }
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace sf

@@ -1,0 +1,133 @@
+#include <nlohmann/json.hpp>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fmt/format.h>
+#include <memory>
+
+#include "commands.h"
+#include "train/trainer.h"
+
+namespace sf::cli {
+
+namespace {
+
+std::string format_duration(double seconds) {
+  int64_t s = static_cast<int64_t>(seconds + 0.5);
+  if (s >= 3600) return fmt::format("{}h{:02}m", s / 3600, (s / 60) % 60);
+  return fmt::format("{}:{:02}", s / 60, s % 60);
+}
+
+// One live line on a terminal (rewritten in place a few times a second); on a pipe or log
+// file, a plain line every 15 seconds.
+class ProgressPrinter {
+ public:
+  ProgressPrinter() : tty_(isatty(fileno(stderr)) != 0) {}
+  void update(const Progress& p) {
+    auto now = std::chrono::steady_clock::now();
+    double since = std::chrono::duration<double>(now - last_).count();
+    bool last_batch = p.batch == p.batches;
+    if (since < (tty_ ? 0.25 : 15.0) && !last_batch) return;
+    last_ = now;
+    std::string line = fmt::format(
+        "epoch {}/{}  step {}/{}  loss {:.4f}  acc {:.2f}%  {:.0f} img/s  ETA {}", p.epoch,
+        p.epochs, p.batch, p.batches, p.loss, 100.0 * p.accuracy, p.images_per_sec,
+        format_duration(p.eta_seconds));
+    if (tty_) {
+      std::fprintf(stderr, "\r%-100s", line.c_str());
+    } else {
+      std::fprintf(stderr, "%s\n", line.c_str());
+    }
+    std::fflush(stderr);
+    pending_ = tty_;
+  }
+  void end_line() {
+    if (pending_) std::fprintf(stderr, "\n");
+    pending_ = false;
+  }
+
+ private:
+  bool tty_;
+  bool pending_ = false;
+  std::chrono::steady_clock::time_point last_{};
+};
+
+}  // namespace
+
+Action add_train_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("train", "Train a model from a spec under models/");
+  auto options = std::make_shared<TrainOptions>();
+  auto json_output = std::make_shared<bool>(false);
+  auto quiet = std::make_shared<bool>(false);
+  cmd->add_option("--model", options->model_path, "Model spec (YAML), e.g. models/deep-mnist.yaml");
+  cmd->add_option("--data", options->data,
+                  "mnist, fashion-mnist, or a folder of IDX files (raw or .gz)")
+      ->default_str("mnist");
+  cmd->add_option("--out", options->out_dir, "Run directory for checkpoints");
+  cmd->add_option("--resume", options->resume_dir,
+                  "Continue the run in this directory from its last checkpoint");
+  cmd->add_option("--epochs", options->epochs,
+                  "Epochs to train (with --resume: epochs to add to where the run stopped)");
+  cmd->add_option("--batch", options->batch, "Batch size (spec default, else 64)");
+  cmd->add_option("--lr", options->lr, "Learning rate (spec default, else 0.001)");
+  cmd->add_option("--optimizer", options->optimizer, "sgd | momentum | adam")
+      ->check(CLI::IsMember({"sgd", "momentum", "adam"}));
+  cmd->add_option("--weight-decay", options->weight_decay, "Decoupled weight decay");
+  cmd->add_option("--momentum", options->momentum, "Momentum for --optimizer momentum");
+  cmd->add_option("--lr-schedule", options->lr_schedule, "constant | step | cosine")
+      ->check(CLI::IsMember({"constant", "step", "cosine"}));
+  cmd->add_option("--seed", options->seed, "Random seed (initial weights, data order, dropout)");
+  cmd->add_option("--threads", options->threads, "Threads (0: all cores)")->default_val(0);
+  cmd->add_option("--checkpoint-every", options->checkpoint_every,
+                  "Also checkpoint every N steps (default: at the end of each epoch)");
+  cmd->add_option("--train-limit", options->train_limit, "Use only the first N training examples");
+  cmd->add_option("--test-limit", options->test_limit, "Use only the first N test examples");
+  cmd->add_option("--kernels", options->kernel_impl, "Force a kernel implementation (reference)");
+  cmd->add_flag("--json", *json_output, "Print one JSON object per epoch on stdout");
+  cmd->add_flag("--quiet", *quiet, "No progress line");
+  cmd->callback([options]() {
+    if (options->data.empty()) options->data = "mnist";
+  });
+
+  return [options, json_output, quiet]() {
+    TrainOptions opts = *options;
+    // With --resume the data set comes from the run unless --data is given explicitly.
+    auto printer = std::make_shared<ProgressPrinter>();
+    TrainCallbacks callbacks;
+    if (!*quiet) callbacks.on_progress = [printer](const Progress& p) { printer->update(p); };
+    callbacks.on_message = [printer](const std::string& m) {
+      printer->end_line();
+      std::fprintf(stderr, "%s\n", m.c_str());
+    };
+    callbacks.on_epoch = [printer, json_output](const EpochReport& r) {
+      printer->end_line();
+      std::fprintf(stderr,
+                   "epoch %lld/%lld: loss %.4f  train acc %.2f%%  test acc %.2f%% (%lld images)  "
+                   "%.1f s  %.0f img/s  peak RSS %.0f MB\n",
+                   static_cast<long long>(r.epoch), static_cast<long long>(r.epochs), r.loss,
+                   100.0 * r.train_accuracy, 100.0 * r.test_accuracy,
+                   static_cast<long long>(r.test_count), r.epoch_seconds, r.images_per_sec,
+                   r.peak_rss_mb);
+      if (*json_output) {
+        nlohmann::json j = {{"epoch", r.epoch},
+                            {"epochs", r.epochs},
+                            {"step", r.step},
+                            {"loss", r.loss},
+                            {"train_accuracy", r.train_accuracy},
+                            {"test_accuracy", r.test_accuracy},
+                            {"test_count", r.test_count},
+                            {"images_per_sec", r.images_per_sec},
+                            {"epoch_seconds", r.epoch_seconds},
+                            {"peak_rss_mb", r.peak_rss_mb},
+                            {"lr", r.lr}};
+        std::printf("%s\n", j.dump().c_str());
+        std::fflush(stdout);
+      }
+    };
+    train(opts, callbacks);
+    return 0;
+  };
+}
+
+}  // namespace sf::cli
