@@ -65,10 +65,10 @@ TEST(SessionTest, WrongFeedDtypeIsAnError) {
 
 TEST(SessionTest, UninitializedVariableIsAnError) {
   Graph g;
-  Output v = ops::variable(g, DType::f32, {2}, "w");
+  Output y = ops::relu(g, ops::variable(g, DType::f32, {2}, "w"));
   Session session(g);
   try {
-    session.run({}, {ops::relu(g, v)});
+    session.run({}, {y});
     FAIL() << "expected an error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("variable 'w' has no value"), std::string::npos);

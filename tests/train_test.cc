@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 
 #include "runtime/process_stats.h"
 #include "support/mnist.h"
@@ -111,9 +112,13 @@ TEST(TrainTest, ResumingMidEpochMatchesAnUninterruptedRun) {
 TEST(TrainTest, NonFiniteLossStopsWithTheStep) {
   REQUIRE_MNIST();
   std::string dir = testing::make_temp_dir("sf-nan");
+  // Weights near the float limit overflow the logits to infinity: inf - inf is NaN.
+  std::ofstream(dir + "/overflow.yaml")
+      << "name: overflow\ninput: [28, 28, 1]\nclasses: 10\nlayers:\n"
+         "  - {type: flatten}\n  - {name: fc, type: dense, units: 10, init: 'constant:3e38'}\n";
   TrainOptions o = tiny_run(dir, 640, 1);
-  o.optimizer = "sgd";
-  o.lr = 1e30;
+  o.model_path = dir + "/overflow.yaml";
+  o.out_dir = dir + "/run";
   try {
     train(o, {});
     FAIL() << "expected an error";

@@ -32,9 +32,8 @@ void add_activation(OpRegistry& r, const std::string& name, bool grad_from_outpu
                 Output saved = grad_from_output ? ctx.output(0) : ctx.input(0);
                 return {ctx.graph.add(grad_op, {ctx.grad(), saved}, {}, ctx.name("dx"))};
               }});
-  r.add(OpDef{.name = grad_op,
-              .inputs = {"dy", grad_from_output ? "y" : "x"},
-              .infer = infer_grad});
+  r.add(
+      OpDef{.name = grad_op, .inputs = {"dy", grad_from_output ? "y" : "x"}, .infer = infer_grad});
 }
 
 }  // namespace
@@ -54,9 +53,7 @@ void register_activation_ops(OpRegistry& r) {
 namespace ops {
 
 Output relu(Graph& g, Output x, const std::string& name) { return g.add("Relu", {x}, {}, name); }
-Output relu6(Graph& g, Output x, const std::string& name) {
-  return g.add("Relu6", {x}, {}, name);
-}
+Output relu6(Graph& g, Output x, const std::string& name) { return g.add("Relu6", {x}, {}, name); }
 Output sigmoid(Graph& g, Output x, const std::string& name) {
   return g.add("Sigmoid", {x}, {}, name);
 }

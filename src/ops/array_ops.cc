@@ -26,12 +26,11 @@ Output reshape_back(GradContext& ctx) {
 }  // namespace
 
 void register_array_ops(OpRegistry& r) {
-  r.add(OpDef{.name = "Identity",
-              .inputs = {"x"},
-              .infer = [](const InferContext& ctx) -> std::vector<TensorType> {
-                return {ctx.input(0)};
-              },
-              .grad = [](GradContext& ctx) -> std::vector<Output> { return {ctx.grad()}; }});
+  r.add(OpDef{
+      .name = "Identity",
+      .inputs = {"x"},
+      .infer = [](const InferContext& ctx) -> std::vector<TensorType> { return {ctx.input(0)}; },
+      .grad = [](GradContext& ctx) -> std::vector<Output> { return {ctx.grad()}; }});
   r.add(OpDef{.name = "Reshape",
               .inputs = {"x"},
               .attrs = {{"shape", AttrKind::Ints, std::nullopt}},
@@ -71,7 +70,8 @@ void register_array_ops(OpRegistry& r) {
                 // axis == rank is allowed: everything goes into the first dimension.
                 int64_t axis = checked_axis(ctx, ctx.attrs().get_int("axis"), rank, rank + 1);
                 int64_t outer = 1, inner = 1;
-                for (int64_t i = 0; i < rank; ++i) (i < axis ? outer : inner) *= x[static_cast<size_t>(i)];
+                for (int64_t i = 0; i < rank; ++i)
+                  (i < axis ? outer : inner) *= x[static_cast<size_t>(i)];
                 return {TensorType{ctx.dtype(0), {outer, inner}}};
               },
               .grad = [](GradContext& ctx) -> std::vector<Output> { return {reshape_back(ctx)}; }});

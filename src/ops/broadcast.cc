@@ -33,8 +33,7 @@ std::vector<int64_t> broadcast_strides(const Shape& in, const Shape& out) {
   return strides;
 }
 
-std::optional<std::vector<int64_t>> normalize_axes(const std::vector<int64_t>& axes,
-                                                   int64_t rank) {
+std::optional<std::vector<int64_t>> normalize_axes(const std::vector<int64_t>& axes, int64_t rank) {
   std::vector<int64_t> out;
   if (axes.empty()) {
     for (int64_t i = 0; i < rank; ++i) out.push_back(i);
@@ -54,8 +53,10 @@ Shape reduced_shape(const Shape& shape, const std::vector<int64_t>& axes, bool k
   Shape out;
   for (size_t i = 0; i < shape.size(); ++i) {
     bool reduced = std::find(axes.begin(), axes.end(), static_cast<int64_t>(i)) != axes.end();
-    if (!reduced) out.push_back(shape[i]);
-    else if (keep_dims) out.push_back(1);
+    if (!reduced)
+      out.push_back(shape[i]);
+    else if (keep_dims)
+      out.push_back(1);
   }
   return out;
 }
@@ -66,8 +67,10 @@ Shape expand_shape(const Shape& shape, const std::vector<int64_t>& axes) {
   const size_t rank = shape.size() + axes.size();
   for (size_t i = 0; i < rank; ++i) {
     bool inserted = std::find(axes.begin(), axes.end(), static_cast<int64_t>(i)) != axes.end();
-    if (inserted || next >= shape.size()) out.push_back(1);
-    else out.push_back(shape[next++]);
+    if (inserted || next >= shape.size())
+      out.push_back(1);
+    else
+      out.push_back(shape[next++]);
   }
   return out;
 }

@@ -21,8 +21,7 @@ std::vector<int64_t> broadcast_strides(const Shape& in, const Shape& out);
 
 // Sorted, distinct axes in [0, rank); negative ones count from the end and an empty list means
 // every axis. nullopt when an axis is out of range or repeated.
-std::optional<std::vector<int64_t>> normalize_axes(const std::vector<int64_t>& axes,
-                                                   int64_t rank);
+std::optional<std::vector<int64_t>> normalize_axes(const std::vector<int64_t>& axes, int64_t rank);
 // `shape` with the (normalized) axes set to 1 (keep_dims) or removed.
 Shape reduced_shape(const Shape& shape, const std::vector<int64_t>& axes, bool keep_dims);
 // Inserts 1s so that they land at the (normalized) `axes` of the result; undoes

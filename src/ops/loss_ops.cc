@@ -24,8 +24,8 @@ void check_logits_and_labels(const InferContext& ctx, int li, const char* logits
                shape_str(logits));
   } else if (dtype == DType::f32) {
     if (labels != logits)
-      ctx.fail("labels {} vs {} {}: probability labels must have the same shape",
-               shape_str(labels), logits_name, shape_str(logits));
+      ctx.fail("labels {} vs {} {}: probability labels must have the same shape", shape_str(labels),
+               logits_name, shape_str(logits));
   } else {
     ctx.fail("labels must be i32 or i64 class indices or f32 probabilities, got {}",
              type_str(ctx.input(li + 1)));
@@ -35,29 +35,28 @@ void check_logits_and_labels(const InferContext& ctx, int li, const char* logits
 }  // namespace
 
 void register_loss_ops(OpRegistry& r) {
-  r.add(OpDef{.name = "SoftmaxCrossEntropy",
-              .inputs = {"logits", "labels"},
-              .infer = [](const InferContext& ctx) -> std::vector<TensorType> {
-                check_logits_and_labels(ctx, 0, "logits");
-                return {TensorType{DType::f32, {}}, ctx.input(0)};
-              },
-              .grad = [](GradContext& ctx) -> std::vector<Output> {
-                Graph& g = ctx.graph;
-                Output dlogits;
-                if (ctx.grad(0).valid())
-                  dlogits = g.add("SoftmaxCrossEntropyGrad",
-                                  {ctx.grad(0), ctx.output(1), ctx.input(1)}, {},
-                                  ctx.name("dlogits"));
-                if (ctx.grad(1).valid()) {
-                  // Something downstream also uses the probabilities.
-                  Output d = g.add("SoftmaxGrad", {ctx.grad(1), ctx.output(1)}, {},
-                                   ctx.name("dsoftmax"));
-                  dlogits = dlogits.valid() ? ops::add(g, dlogits, d, ctx.name("sum")) : d;
-                }
-                // No gradient for the labels: indices are discrete, and probability labels
-                // are data.
-                return {dlogits, Output{}};
-              }});
+  r.add(OpDef{
+      .name = "SoftmaxCrossEntropy",
+      .inputs = {"logits", "labels"},
+      .infer = [](const InferContext& ctx) -> std::vector<TensorType> {
+        check_logits_and_labels(ctx, 0, "logits");
+        return {TensorType{DType::f32, {}}, ctx.input(0)};
+      },
+      .grad = [](GradContext& ctx) -> std::vector<Output> {
+        Graph& g = ctx.graph;
+        Output dlogits;
+        if (ctx.grad(0).valid())
+          dlogits = g.add("SoftmaxCrossEntropyGrad", {ctx.grad(0), ctx.output(1), ctx.input(1)}, {},
+                          ctx.name("dlogits"));
+        if (ctx.grad(1).valid()) {
+          // Something downstream also uses the probabilities.
+          Output d = g.add("SoftmaxGrad", {ctx.grad(1), ctx.output(1)}, {}, ctx.name("dsoftmax"));
+          dlogits = dlogits.valid() ? ops::add(g, dlogits, d, ctx.name("sum")) : d;
+        }
+        // No gradient for the labels: indices are discrete, and probability labels
+        // are data.
+        return {dlogits, Output{}};
+      }});
   // dlogits = (probs * sum(labels row) - labels) * dloss / N, labels one-hot for indices.
   r.add(OpDef{.name = "SoftmaxCrossEntropyGrad",
               .inputs = {"dloss", "probs", "labels"},

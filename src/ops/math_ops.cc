@@ -64,13 +64,13 @@ std::vector<Output> no_grad_for_like(GradContext& ctx, Output grad) {
 }  // namespace
 
 void register_math_ops(OpRegistry& r) {
-  r.add(OpDef{.name = "Add",
-              .inputs = {"a", "b"},
-              .infer = infer_binary,
-              .grad = [](GradContext& ctx) -> std::vector<Output> {
-                return {unbroadcast(ctx, ctx.grad(), 0, "da"),
-                        unbroadcast(ctx, ctx.grad(), 1, "db")};
-              }});
+  r.add(
+      OpDef{.name = "Add",
+            .inputs = {"a", "b"},
+            .infer = infer_binary,
+            .grad = [](GradContext& ctx) -> std::vector<Output> {
+              return {unbroadcast(ctx, ctx.grad(), 0, "da"), unbroadcast(ctx, ctx.grad(), 1, "db")};
+            }});
   r.add(OpDef{.name = "Sub",
               .inputs = {"a", "b"},
               .infer = infer_binary,
@@ -135,53 +135,52 @@ void register_math_ops(OpRegistry& r) {
                     ctx, ops::broadcast_to_like(ctx.graph, ctx.grad(), ctx.input(0), {},
                                                 ctx.name("dx")));
               }});
-  r.add(OpDef{.name = "BroadcastTo",
-              .inputs = {"x"},
-              .variadic = true,
-              .attrs = {{"shape", AttrKind::Ints, AttrValue{std::vector<int64_t>{}}},
-                        {"axes", AttrKind::Ints, AttrValue{std::vector<int64_t>{}}}},
-              .infer = [](const InferContext& ctx) -> std::vector<TensorType> {
-                Shape target = target_shape(ctx);
-                const std::vector<int64_t>& axes = ctx.attrs().get_ints("axes");
-                int64_t rank = static_cast<int64_t>(ctx.shape(0).size() + axes.size());
-                Shape expanded = expand_shape(ctx.shape(0), checked_axes(ctx, axes, rank));
-                if (!broadcasts_to(expanded, target))
-                  ctx.fail("x {} does not broadcast to {}", shape_str(expanded),
-                           shape_str(target));
-                return {TensorType{DType::f32, target}};
-              },
-              .grad = [](GradContext& ctx) -> std::vector<Output> {
-                Graph& g = ctx.graph;
-                Output grad = ctx.grad();
-                const std::vector<int64_t>& axes = ctx.attrs().get_ints("axes");
-                if (!axes.empty()) {
-                  // The inserted axes sit after any leading axes the broadcast added.
-                  int64_t lead = static_cast<int64_t>(g.type(ctx.output(0)).shape.size()) -
-                                 static_cast<int64_t>(g.type(ctx.input(0)).shape.size() +
-                                                      axes.size());
-                  int64_t expanded_rank = static_cast<int64_t>(
-                      g.type(ctx.input(0)).shape.size() + axes.size());
-                  std::vector<int64_t> shifted = *normalize_axes(axes, expanded_rank);
-                  for (int64_t& a : shifted) a += lead;
-                  grad = ops::reduce_sum(g, grad, shifted, false, ctx.name("sum"));
-                }
-                return no_grad_for_like(ctx,
-                                        ops::sum_to_like(g, grad, ctx.input(0), ctx.name("dx")));
-              }});
-  r.add(OpDef{.name = "ReduceSum",
-              .inputs = {"x"},
-              .attrs = {{"axes", AttrKind::Ints, AttrValue{std::vector<int64_t>{}}},
-                        {"keep_dims", AttrKind::Bool, AttrValue{false}}},
-              .infer = infer_reduce,
-              .grad = [](GradContext& ctx) -> std::vector<Output> {
-                std::vector<int64_t> axes;
-                if (!ctx.attrs().get_bool("keep_dims"))
-                  axes = *normalize_axes(
-                      ctx.attrs().get_ints("axes"),
-                      static_cast<int64_t>(ctx.graph.type(ctx.input(0)).shape.size()));
-                return {ops::broadcast_to_like(ctx.graph, ctx.grad(), ctx.input(0), axes,
-                                               ctx.name("dx"))};
-              }});
+  r.add(OpDef{
+      .name = "BroadcastTo",
+      .inputs = {"x"},
+      .variadic = true,
+      .attrs = {{"shape", AttrKind::Ints, AttrValue{std::vector<int64_t>{}}},
+                {"axes", AttrKind::Ints, AttrValue{std::vector<int64_t>{}}}},
+      .infer = [](const InferContext& ctx) -> std::vector<TensorType> {
+        Shape target = target_shape(ctx);
+        const std::vector<int64_t>& axes = ctx.attrs().get_ints("axes");
+        int64_t rank = static_cast<int64_t>(ctx.shape(0).size() + axes.size());
+        // Unlike for reductions, no axes here means none are inserted.
+        Shape expanded =
+            axes.empty() ? ctx.shape(0) : expand_shape(ctx.shape(0), checked_axes(ctx, axes, rank));
+        if (!broadcasts_to(expanded, target))
+          ctx.fail("x {} does not broadcast to {}", shape_str(expanded), shape_str(target));
+        return {TensorType{DType::f32, target}};
+      },
+      .grad = [](GradContext& ctx) -> std::vector<Output> {
+        Graph& g = ctx.graph;
+        Output grad = ctx.grad();
+        const std::vector<int64_t>& axes = ctx.attrs().get_ints("axes");
+        if (!axes.empty()) {
+          // The inserted axes sit after any leading axes the broadcast added.
+          int64_t lead = static_cast<int64_t>(g.type(ctx.output(0)).shape.size()) -
+                         static_cast<int64_t>(g.type(ctx.input(0)).shape.size() + axes.size());
+          int64_t expanded_rank =
+              static_cast<int64_t>(g.type(ctx.input(0)).shape.size() + axes.size());
+          std::vector<int64_t> shifted = *normalize_axes(axes, expanded_rank);
+          for (int64_t& a : shifted) a += lead;
+          grad = ops::reduce_sum(g, grad, shifted, false, ctx.name("sum"));
+        }
+        return no_grad_for_like(ctx, ops::sum_to_like(g, grad, ctx.input(0), ctx.name("dx")));
+      }});
+  r.add(OpDef{
+      .name = "ReduceSum",
+      .inputs = {"x"},
+      .attrs = {{"axes", AttrKind::Ints, AttrValue{std::vector<int64_t>{}}},
+                {"keep_dims", AttrKind::Bool, AttrValue{false}}},
+      .infer = infer_reduce,
+      .grad = [](GradContext& ctx) -> std::vector<Output> {
+        std::vector<int64_t> axes;
+        if (!ctx.attrs().get_bool("keep_dims"))
+          axes = *normalize_axes(ctx.attrs().get_ints("axes"),
+                                 static_cast<int64_t>(ctx.graph.type(ctx.input(0)).shape.size()));
+        return {ops::broadcast_to_like(ctx.graph, ctx.grad(), ctx.input(0), axes, ctx.name("dx"))};
+      }});
   r.add(OpDef{.name = "ReduceMean",
               .inputs = {"x"},
               .attrs = {{"axes", AttrKind::Ints, AttrValue{std::vector<int64_t>{}}},
@@ -189,8 +188,8 @@ void register_math_ops(OpRegistry& r) {
               .infer = infer_reduce,
               .grad = [](GradContext& ctx) -> std::vector<Output> {
                 // A dedicated op: the element count is only known once shapes are re-inferred.
-                return {ctx.graph.add("ReduceMeanGrad", {ctx.grad(), ctx.input(0)},
-                                      ctx.node.attrs, ctx.name("dx"))};
+                return {ctx.graph.add("ReduceMeanGrad", {ctx.grad(), ctx.input(0)}, ctx.node.attrs,
+                                      ctx.name("dx"))};
               }});
   // dx = dy broadcast over the reduced axes of x, divided by their element count.
   r.add(OpDef{.name = "ReduceMeanGrad",

@@ -10,7 +10,8 @@ namespace {
 // x [..., C] with rank >= 2 and the per-channel inputs from `first` on all f32 [C].
 void check_channels(const InferContext& ctx, int first, const std::vector<const char*>& names) {
   const Shape& x = ctx.shape(first - 1);
-  if (x.size() < 2) ctx.fail("x must have rank 2 or more ([N,C] or [N,H,W,C]), got {}", shape_str(x));
+  if (x.size() < 2)
+    ctx.fail("x must have rank 2 or more ([N,C] or [N,H,W,C]), got {}", shape_str(x));
   ctx.expect_dtype(first - 1, DType::f32, "x");
   const Shape channels{x.back()};
   for (size_t i = 0; i < names.size(); ++i) {
@@ -31,7 +32,8 @@ void register_norm_ops(OpRegistry& r) {
               .infer = [](const InferContext& ctx) -> std::vector<TensorType> {
                 check_channels(ctx, 1, {"gamma", "beta", "moving_mean", "moving_var"});
                 if (ctx.attrs().get_float("epsilon") < 0)
-                  ctx.fail("epsilon must not be negative, got {}", ctx.attrs().get_float("epsilon"));
+                  ctx.fail("epsilon must not be negative, got {}",
+                           ctx.attrs().get_float("epsilon"));
                 TensorType c = ctx.input(1);
                 return {ctx.input(0), c, c};
               },

@@ -75,11 +75,16 @@ void cast_as(const Tensor& x, Tensor& y) {
 template <typename From>
 void cast_from(const Tensor& x, Tensor& y) {
   switch (y.dtype()) {
-    case DType::f32: return cast_as<From, float>(x, y);
-    case DType::i32: return cast_as<From, int32_t>(x, y);
-    case DType::i64: return cast_as<From, int64_t>(x, y);
-    case DType::u8: return cast_as<From, uint8_t>(x, y);
-    case DType::i8: return cast_as<From, int8_t>(x, y);
+    case DType::f32:
+      return cast_as<From, float>(x, y);
+    case DType::i32:
+      return cast_as<From, int32_t>(x, y);
+    case DType::i64:
+      return cast_as<From, int64_t>(x, y);
+    case DType::u8:
+      return cast_as<From, uint8_t>(x, y);
+    case DType::i8:
+      return cast_as<From, int8_t>(x, y);
   }
 }
 
@@ -87,11 +92,16 @@ void cast(KernelContext& ctx) {
   const Tensor& x = ctx.inputs[0];
   Tensor& y = ctx.outputs[0];
   switch (x.dtype()) {
-    case DType::f32: return cast_from<float>(x, y);
-    case DType::i32: return cast_from<int32_t>(x, y);
-    case DType::i64: return cast_from<int64_t>(x, y);
-    case DType::u8: return cast_from<uint8_t>(x, y);
-    case DType::i8: return cast_from<int8_t>(x, y);
+    case DType::f32:
+      return cast_from<float>(x, y);
+    case DType::i32:
+      return cast_from<int32_t>(x, y);
+    case DType::i64:
+      return cast_from<int64_t>(x, y);
+    case DType::u8:
+      return cast_from<uint8_t>(x, y);
+    case DType::i8:
+      return cast_from<int8_t>(x, y);
   }
 }
 

@@ -12,8 +12,8 @@ namespace {
 
 // The class index of row n, checked against the class count.
 int64_t label_at(const KernelContext& ctx, const Tensor& labels, int64_t n, int64_t classes) {
-  int64_t label = labels.dtype() == DType::i32 ? labels.data<int32_t>()[n]
-                                               : labels.data<int64_t>()[n];
+  int64_t label =
+      labels.dtype() == DType::i32 ? labels.data<int32_t>()[n] : labels.data<int64_t>()[n];
   if (label < 0 || label >= classes)
     fail("node '{}' ({}): label {} at row {} is out of range for {} classes", ctx.node.name,
          ctx.node.op, label, n, classes);
@@ -69,8 +69,7 @@ void softmax_cross_entropy_grad(KernelContext& ctx) {
       const float* lr = labels.data<float>() + n * cols;
       double mass = 0.0;
       for (int64_t c = 0; c < cols; ++c) mass += lr[c];
-      for (int64_t c = 0; c < cols; ++c)
-        dr[c] = static_cast<float>((pr[c] * mass - lr[c]) * scale);
+      for (int64_t c = 0; c < cols; ++c) dr[c] = static_cast<float>((pr[c] * mass - lr[c]) * scale);
     }
   }
 }

@@ -115,7 +115,10 @@ void register_reference_math_kernels(KernelRegistry& r) {
   r.add(simple_kernel("BroadcastTo", DType::f32, "reference", [](KernelContext& ctx) {
     const Tensor& x = ctx.inputs[0];
     const std::vector<int64_t>& axes = ctx.node.attrs.get_ints("axes");
-    Shape from = expand_shape(x.shape(), node_axes(ctx, x.rank() + static_cast<int64_t>(axes.size())));
+    Shape from =
+        axes.empty()
+            ? x.shape()
+            : expand_shape(x.shape(), node_axes(ctx, x.rank() + static_cast<int64_t>(axes.size())));
     broadcast_into(x, from, ctx.outputs[0], 1.0f);
   }));
   r.add(simple_kernel("ReduceSum", DType::f32, "reference",

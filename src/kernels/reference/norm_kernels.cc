@@ -22,7 +22,8 @@ Rows rows_of(const Tensor& x) {
 
 std::vector<double> inv_std(const float* var, int64_t channels, double epsilon) {
   std::vector<double> out(static_cast<size_t>(channels));
-  for (int64_t c = 0; c < channels; ++c) out[static_cast<size_t>(c)] = 1.0 / std::sqrt(var[c] + epsilon);
+  for (int64_t c = 0; c < channels; ++c)
+    out[static_cast<size_t>(c)] = 1.0 / std::sqrt(var[c] + epsilon);
   return out;
 }
 
@@ -50,7 +51,8 @@ void batch_norm(KernelContext& ctx) {
       }
     for (int64_t c = 0; c < channels; ++c) {
       mean[c] = static_cast<float>(sum[static_cast<size_t>(c)]);
-      var[c] = static_cast<float>(sq[static_cast<size_t>(c)] / static_cast<double>(rows > 0 ? rows : 1));
+      var[c] =
+          static_cast<float>(sq[static_cast<size_t>(c)] / static_cast<double>(rows > 0 ? rows : 1));
     }
   } else {
     ctx.outputs[1].copy_from(ctx.inputs[3]);
@@ -61,7 +63,8 @@ void batch_norm(KernelContext& ctx) {
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < channels; ++c) {
       const int64_t i = r * channels + c;
-      y[i] = static_cast<float>((px[i] - mean[c]) * inv[static_cast<size_t>(c)] * gamma[c] + beta[c]);
+      y[i] =
+          static_cast<float>((px[i] - mean[c]) * inv[static_cast<size_t>(c)] * gamma[c] + beta[c]);
     }
 }
 

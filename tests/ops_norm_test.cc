@@ -1,0 +1,173 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+#include "ops/ops.h"
+#include "runtime/session.h"
+#include "support/testing.h"
+
+namespace sf {
+namespace {
+
+using testing::expect_gradients_match;
+using testing::GradCheckOptions;
+using testing::random_tensor;
+
+// All outputs of the built node, run once.
+std::vector<Tensor> run_all(const testing::BuildFn& build, const std::vector<Tensor>& inputs,
+                            bool training, uint64_t seed = 7) {
+  Graph g;
+  std::vector<Output> in;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    in.push_back(
+        ops::placeholder(g, inputs[i].dtype(), inputs[i].shape(), "input" + std::to_string(i)));
+  Output y = build(g, in);
+  std::vector<Output> fetches;
+  for (int i = 0; i < static_cast<int>(g.node(y.node).outputs.size()); ++i)
+    fetches.push_back({y.node, i});
+  Feeds feeds;
+  for (size_t i = 0; i < inputs.size(); ++i) feeds.emplace_back(in[i], inputs[i]);
+  Session session(g, SessionOptions{.seed = seed});
+  std::vector<Tensor> out;
+  for (const Tensor& t : session.run(feeds, fetches, training)) out.push_back(t.clone());
+  return out;
+}
+
+std::vector<float> values(const Tensor& t) {
+  return std::vector<float>(t.data<float>(), t.data<float>() + t.numel());
+}
+
+Output bn(Graph& g, const std::vector<Output>& in) {
+  return ops::batch_norm(g, in[0], in[1], in[2], in[3], in[4], 1e-3, "bn");
+}
+
+TEST(OpsNormTest, BatchNormTrainingUsesBatchStatistics) {
+  Tensor x = Tensor::from_vector<float>({2, 2}, {1, 2, 3, 6});
+  Tensor gamma = Tensor::from_vector<float>({2}, {1, 2});
+  Tensor beta = Tensor::from_vector<float>({2}, {0, 1});
+  Tensor moving_mean = Tensor::from_vector<float>({2}, {0, 0});
+  Tensor moving_var = Tensor::from_vector<float>({2}, {1, 1});
+  std::vector<Tensor> out = run_all(bn, {x, gamma, beta, moving_mean, moving_var}, true);
+  EXPECT_EQ(values(out[1]), (std::vector<float>{2, 4}));
+  EXPECT_EQ(values(out[2]), (std::vector<float>{1, 4}));  // biased: divided by N
+  const double a = 1 / std::sqrt(1 + 1e-3), b = 2 / std::sqrt(4 + 1e-3);
+  std::vector<float> y = values(out[0]);
+  EXPECT_NEAR(y[0], -a, 1e-6);
+  EXPECT_NEAR(y[1], -2 * b + 1, 1e-6);
+  EXPECT_NEAR(y[2], a, 1e-6);
+  EXPECT_NEAR(y[3], 2 * b + 1, 1e-6);
+
+  // Not training: the moving statistics are used and passed through.
+  std::vector<Tensor> infer = run_all(bn, {x, gamma, beta, moving_mean, moving_var}, false);
+  EXPECT_EQ(values(infer[1]), (std::vector<float>{0, 0}));
+  EXPECT_EQ(values(infer[2]), (std::vector<float>{1, 1}));
+  EXPECT_NEAR(infer[0].data<float>()[3], 2 * 6 / std::sqrt(1 + 1e-3) + 1, 1e-5);
+}
+
+TEST(OpsNormTest, BatchNormNormalisesTheLastAxisOfNhwc) {
+  Tensor x = random_tensor({2, 3, 3, 4}, 1, -3, 5);
+  Tensor ones = Tensor::from_vector<float>({4}, {1, 1, 1, 1});
+  Tensor zeros(DType::f32, {4});
+  std::vector<Tensor> out = run_all(bn, {x, ones, zeros, zeros, ones}, true);
+  for (int c = 0; c < 4; ++c) {
+    double sum = 0, sq = 0;
+    for (int i = 0; i < 18; ++i) {
+      double v = out[0].data<float>()[i * 4 + c];
+      sum += v;
+      sq += v * v;
+    }
+    EXPECT_NEAR(sum / 18, 0, 1e-5);
+    EXPECT_NEAR(sq / 18, 1, 1e-2);  // var / (var + eps)
+  }
+}
+
+TEST(OpsNormTest, BatchNormShapeErrors) {
+  Graph g;
+  Output x = ops::placeholder(g, DType::f32, {2, 4}, "x");
+  Output c3 = ops::placeholder(g, DType::f32, {3}, "c3");
+  Output c4 = ops::placeholder(g, DType::f32, {4}, "c4");
+  Output v = ops::placeholder(g, DType::f32, {4}, "v");
+  try {
+    ops::batch_norm(g, x, c3, c4, c4, c4, 1e-3, "bn1");
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(),
+                 "node 'bn1' (BatchNorm): gamma [3] vs x [2,4]: must be [4] (the last axis)");
+  }
+  try {
+    ops::batch_norm(g, v, c4, c4, c4, c4, 1e-3, "bn2");
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_STREQ(
+        e.what(),
+        "node 'bn2' (BatchNorm): x must have rank 2 or more ([N,C] or [N,H,W,C]), got [4]");
+  }
+}
+
+// Gradients flow to x, gamma and beta; the moving statistics enter as constants.
+testing::BuildFn bn_with_moving_stats(int64_t channels) {
+  Tensor mean = random_tensor({channels}, 50);
+  Tensor var = random_tensor({channels}, 51, 0.5f, 2.0f);
+  return [mean, var](Graph& g, const std::vector<Output>& in) {
+    return ops::batch_norm(g, in[0], in[1], in[2], ops::constant(g, mean), ops::constant(g, var));
+  };
+}
+
+TEST(OpsNormTest, BatchNormGradients) {
+  GradCheckOptions training{.training = true};
+  expect_gradients_match(bn_with_moving_stats(3),
+                         {random_tensor({4, 3}, 60, -2, 2), random_tensor({3}, 61, 0.5f, 1.5f),
+                          random_tensor({3}, 62)},
+                         63, training);
+  expect_gradients_match(bn_with_moving_stats(3),
+                         {random_tensor({2, 2, 2, 3}, 64, -2, 2),
+                          random_tensor({3}, 65, 0.5f, 1.5f), random_tensor({3}, 66)},
+                         67, training);
+  // Inference mode: the moving statistics are constants.
+  expect_gradients_match(
+      bn_with_moving_stats(2),
+      {random_tensor({3, 2}, 68), random_tensor({2}, 69), random_tensor({2}, 70)}, 71);
+}
+
+TEST(OpsNormTest, DropoutMasksOnlyWhenTraining) {
+  auto drop = [](Graph& g, const std::vector<Output>& in) { return ops::dropout(g, in[0], 0.5); };
+  Tensor x = random_tensor({1000}, 1, 1, 2);
+  std::vector<Tensor> off = run_all(drop, {x}, false);
+  EXPECT_EQ(values(off[0]), values(x));
+  for (float m : values(off[1])) EXPECT_EQ(m, 1.0f);
+
+  std::vector<Tensor> on = run_all(drop, {x}, true);
+  int dropped = 0;
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    float m = on[1].data<float>()[i];
+    ASSERT_TRUE(m == 0.0f || m == 2.0f) << m;
+    dropped += m == 0.0f;
+    EXPECT_EQ(on[0].data<float>()[i], x.data<float>()[i] * m);
+  }
+  EXPECT_GT(dropped, 400);
+  EXPECT_LT(dropped, 600);
+  // A fixed session seed gives the same mask; another seed a different one.
+  EXPECT_EQ(values(run_all(drop, {x}, true)[1]), values(on[1]));
+  EXPECT_NE(values(run_all(drop, {x}, true, 8)[1]), values(on[1]));
+}
+
+TEST(OpsNormTest, DropoutRateErrors) {
+  Graph g;
+  Output x = ops::placeholder(g, DType::f32, {4}, "x");
+  try {
+    ops::dropout(g, x, 1.0, "drop");
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "node 'drop' (Dropout): rate must be in [0, 1), got 1");
+  }
+}
+
+TEST(OpsNormTest, DropoutGradient) {
+  expect_gradients_match(
+      [](Graph& g, const std::vector<Output>& in) { return ops::dropout(g, in[0], 0.3); },
+      {random_tensor({3, 4}, 80)}, 81, GradCheckOptions{.training = true});
+}
+
+}  // namespace
+}  // namespace sf
