@@ -10,9 +10,15 @@ epoch, so the two engines can be compared on one machine in one run:
 
 Run with Debian's /usr/bin/python3 (torch 1.13). The caller sets OPENBLAS_CORETYPE=Cooperlake
 and OPENBLAS_NUM_THREADS=1 in the environment.
+
+By default glibc's malloc is told to keep freed blocks up to 32 MiB in the heap (mallopt), as a
+PyTorch deployment would with jemalloc or tcmalloc: otherwise every step maps and faults in its
+activations afresh, which on some machines makes the peer several times slower than it is.
+--default-malloc turns this off.
 """
 
 import argparse
+import ctypes
 import gzip
 import json
 import os
@@ -63,6 +69,14 @@ def load_split(data_dir, prefix):
     return x, y
 
 
+def keep_freed_memory():
+    """Stops glibc from returning each step's activations to the kernel (see the docstring)."""
+    m_trim_threshold, m_mmap_threshold = -1, -3
+    libc = ctypes.CDLL("libc.so.6")
+    libc.mallopt(m_mmap_threshold, 32 << 20)
+    libc.mallopt(m_trim_threshold, 1 << 30)
+
+
 class DeepMnist(nn.Module):
     def __init__(self):
         super().__init__()
@@ -101,8 +115,12 @@ def main():
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--lr", type=float, default=1e-3)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--default-malloc", action="store_true",
+                        help="leave glibc's malloc settings alone")
     args = parser.parse_args()
 
+    if not args.default_malloc:
+        keep_freed_memory()
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     x_train, y_train = load_split(args.data_dir, "train")

@@ -9,11 +9,13 @@ repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
 packages=(
   build-essential cmake ninja-build pkg-config git
-  libdnnl-dev libyaml-cpp-dev libcli11-dev nlohmann-json3-dev libfmt-dev zlib1g-dev
+  libdnnl-dev libyaml-cpp-dev libcli11-dev nlohmann-json3-dev libfmt-dev zlib1g-dev libstb-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   dataset-fashion-mnist
   nodejs npm
   python3 python3-torch python3-numpy
+  # Without it Debian's torch falls back to the reference BLAS and is ~10x slower as a peer.
+  libopenblas0-pthread
 )
 
 installed() {

@@ -49,7 +49,7 @@ struct BatchOptions {
 // and the following batches are the same as in the run that saved it.
 class BatchIterator {
  public:
-  // Keeps a reference to `data`, which must outlive the iterator.
+  // Keeps a copy of `data`, which is cheap: the tensors share their storage.
   BatchIterator(const Dataset& data, BatchOptions options);
 
   // Copies the next batch into `images` (f32 [B,H,W,C]) and `labels` (i32 [B]). Undefined
@@ -73,7 +73,7 @@ class BatchIterator {
   // Recomputes order_ for epoch_ (once per epoch, never per batch).
   void make_order();
 
-  const Dataset& data_;
+  Dataset data_;
   BatchOptions options_;
   int64_t epoch_ = 0;
   int64_t batch_ = 0;

@@ -38,19 +38,24 @@ std::string dims_str(const std::vector<uint32_t>& dims) {
 // Reads from a raw file descriptor or a gzip stream over it, with one error vocabulary.
 class Source {
  public:
-  Source(const std::string& path) : path_(path) {
+  explicit Source(const std::string& path) : path_(path) {
     fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd_ < 0) fail("{}: cannot open: {}", path, std::strerror(errno));
+    // The destructor does not run when the constructor throws, so close here first.
+    auto fail_closed = [&](const char* what, int error) {
+      ::close(fd_);
+      fail("{}: {}: {}", path, what, std::strerror(error));
+    };
     struct stat st {};
-    if (::fstat(fd_, &st) != 0) fail("{}: cannot stat: {}", path, std::strerror(errno));
-    if (S_ISDIR(st.st_mode)) fail("{}: cannot open: Is a directory", path);
+    if (::fstat(fd_, &st) != 0) fail_closed("cannot stat", errno);
+    if (S_ISDIR(st.st_mode)) fail_closed("cannot open", EISDIR);
     file_bytes_ = static_cast<uint64_t>(st.st_size);
     unsigned char magic[2] = {0, 0};
     ssize_t n = ::pread(fd_, magic, 2, 0);
-    if (n < 0) fail("{}: cannot read: {}", path, std::strerror(errno));
+    if (n < 0) fail_closed("cannot read", errno);
     if (n == 2 && magic[0] == 0x1f && magic[1] == 0x8b) {
       gz_ = gzdopen(fd_, "rb");
-      if (gz_ == nullptr) fail("{}: cannot open gzip stream", path);
+      if (gz_ == nullptr) fail_closed("cannot open gzip stream", ENOMEM);
       fd_ = -1;  // now owned by gz_
       gzbuffer(gz_, 1 << 18);
     }
@@ -168,7 +173,7 @@ Tensor read_idx(const std::string& path) {
   Tensor result;
   if (!src.gzip()) {
     uint64_t header_bytes = 4 + header_dims;
-    uint64_t available = src.file_bytes() - header_bytes;
+    uint64_t available = src.file_bytes() > header_bytes ? src.file_bytes() - header_bytes : 0;
     if (available < data_bytes)
       fail("{}: truncated: header says {} ({} bytes) but the file has {} bytes of data", path,
            dims_str(dims), data_bytes, available);

@@ -39,11 +39,18 @@ DType kernel_dtype(const KernelSpec& spec) {
   return DType::f32;
 }
 
+std::string device_type(const std::string& device_name) {
+  // "/cpu:0" -> "cpu"
+  size_t start = device_name.rfind('/') == std::string::npos ? 0 : device_name.rfind('/') + 1;
+  return device_name.substr(start, device_name.find(':', start) - start);
+}
+
 const KernelDef& KernelRegistry::select(const KernelSpec& spec, const std::string& impl) const {
   DType dtype = kernel_dtype(spec);
+  const std::string device = device_type(spec.node.device);
   const KernelDef* best = nullptr;
   for (const KernelDef& d : defs_) {
-    if (d.op != spec.node.op || d.dtype != dtype) continue;
+    if (d.op != spec.node.op || d.dtype != dtype || d.device != device) continue;
     if (!impl.empty() && d.impl != impl && d.impl != "reference") continue;
     if (d.accepts && !d.accepts(spec)) continue;
     bool preferred = !impl.empty() && d.impl == impl;

@@ -74,6 +74,9 @@ class KernelRegistry {
   std::vector<KernelDef> defs_;
 };
 
+// The device type of a device name: "/cpu:0" -> "cpu".
+std::string device_type(const std::string& device_name);
+
 // The dtype kernels are keyed by for this node.
 DType kernel_dtype(const KernelSpec& spec);
 

@@ -5,6 +5,7 @@ namespace sf {
 void register_builtin_kernels(KernelRegistry& registry) {
   register_reference_kernels(registry);
   register_onednn_kernels(registry);
+  register_fused_kernels(registry);
 }
 
 }  // namespace sf

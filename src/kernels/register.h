@@ -9,5 +9,6 @@ void register_builtin_kernels(KernelRegistry& registry);
 // One function per kernel family; each lives beside its kernels.
 void register_reference_kernels(KernelRegistry& registry);
 void register_onednn_kernels(KernelRegistry& registry);
+void register_fused_kernels(KernelRegistry& registry);
 
 }  // namespace sf

@@ -91,8 +91,8 @@ inline std::string window_2d(int64_t in_h, int64_t in_w, int64_t kh, int64_t kw,
   auto pair_ok = [](const std::vector<int64_t>& v) {
     return v.size() == 2 && v[0] >= 1 && v[1] >= 1;
   };
-  if (!pair_ok(a.strides)) return fmt::format("strides must be 2 positive ints, got [{}]",
-                                              fmt::join(a.strides, ","));
+  if (!pair_ok(a.strides))
+    return fmt::format("strides must be 2 positive ints, got [{}]", fmt::join(a.strides, ","));
   if (!pair_ok(a.dilations))
     return fmt::format("dilations must be 2 positive ints, got [{}]", fmt::join(a.dilations, ","));
   if (kh < 1 || kw < 1) return fmt::format("window [{},{}] must be positive", kh, kw);
@@ -104,11 +104,11 @@ inline std::string window_2d(int64_t in_h, int64_t in_w, int64_t kh, int64_t kw,
   if (a.padding != "EXPLICIT" && (a.pads[0] || a.pads[1] || a.pads[2] || a.pads[3]))
     return fmt::format("pads [{}] need padding EXPLICIT, got {}", fmt::join(a.pads, ","),
                        a.padding);
-  std::string err = detail::window_1d(in_h, kh, a.strides[0], a.dilations[0], a.padding,
-                                      a.pads[0], a.pads[1], "height", &out->h);
+  std::string err = detail::window_1d(in_h, kh, a.strides[0], a.dilations[0], a.padding, a.pads[0],
+                                      a.pads[1], "height", &out->h);
   if (err.empty())
-    err = detail::window_1d(in_w, kw, a.strides[1], a.dilations[1], a.padding, a.pads[2],
-                            a.pads[3], "width", &out->w);
+    err = detail::window_1d(in_w, kw, a.strides[1], a.dilations[1], a.padding, a.pads[2], a.pads[3],
+                            "width", &out->w);
   return err;
 }
 

@@ -199,9 +199,12 @@ std::vector<Output> grad_matmul(GradContext& ctx) {
   Graph& g = ctx.graph;
   Output a = ctx.input(0), b = ctx.input(1), dy = ctx.grad();
   const std::string na = ctx.name("a"), nb = ctx.name("b");
-  if (!ta && !tb) return {ops::matmul(g, dy, b, false, true, na), ops::matmul(g, a, dy, true, false, nb)};
-  if (ta && !tb) return {ops::matmul(g, b, dy, false, true, na), ops::matmul(g, a, dy, false, false, nb)};
-  if (!ta && tb) return {ops::matmul(g, dy, b, false, false, na), ops::matmul(g, dy, a, true, false, nb)};
+  if (!ta && !tb)
+    return {ops::matmul(g, dy, b, false, true, na), ops::matmul(g, a, dy, true, false, nb)};
+  if (ta && !tb)
+    return {ops::matmul(g, b, dy, false, true, na), ops::matmul(g, a, dy, false, false, nb)};
+  if (!ta && tb)
+    return {ops::matmul(g, dy, b, false, false, na), ops::matmul(g, dy, a, true, false, nb)};
   return {ops::matmul(g, b, dy, true, true, na), ops::matmul(g, dy, a, true, true, nb)};
 }
 
@@ -300,13 +303,13 @@ void register_nn_ops(OpRegistry& r) {
               .attrs = {{"transpose_a", AttrKind::Bool, no}, {"transpose_b", AttrKind::Bool, no}},
               .infer = infer_matmul,
               .grad = grad_matmul});
-  r.add(OpDef{.name = "BiasAdd",
-              .inputs = {"x", "bias"},
-              .infer = infer_bias_add,
-              .grad = [](GradContext& ctx) -> std::vector<Output> {
-                return {ctx.grad(),
-                        ctx.graph.add("BiasAddGrad", {ctx.grad()}, {}, ctx.name("bias"))};
-              }});
+  r.add(
+      OpDef{.name = "BiasAdd",
+            .inputs = {"x", "bias"},
+            .infer = infer_bias_add,
+            .grad = [](GradContext& ctx) -> std::vector<Output> {
+              return {ctx.grad(), ctx.graph.add("BiasAddGrad", {ctx.grad()}, {}, ctx.name("bias"))};
+            }});
   r.add(OpDef{.name = "BiasAddGrad", .inputs = {"dy"}, .infer = infer_bias_add_grad});
   r.add(OpDef{.name = "MaxPool",
               .inputs = {"x"},
@@ -314,8 +317,7 @@ void register_nn_ops(OpRegistry& r) {
               .infer = infer_pool,
               .grad = [](GradContext& ctx) -> std::vector<Output> {
                 return {ctx.graph.add("MaxPoolGrad", {ctx.input(0), ctx.output(0), ctx.grad()},
-                                      copy_attrs(ctx.attrs(), pool_attr_specs()),
-                                      ctx.name("x"))};
+                                      copy_attrs(ctx.attrs(), pool_attr_specs()), ctx.name("x"))};
               }});
   r.add(OpDef{.name = "MaxPoolGrad",
               .inputs = {"x", "y", "dy"},

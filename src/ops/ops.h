@@ -104,4 +104,68 @@ Output matmul(Graph& g, Output a, Output b, bool transpose_a = false, bool trans
 // Adds b [C] along the last axis of x.
 Output bias_add(Graph& g, Output x, Output b, const std::string& name = "");
 
+// --- layout ops with ONNX semantics, any dtype (layout_ops.cc) ---
+// y = x with axes permuted: y.shape[i] = x.shape[perm[i]]; empty perm reverses the axes.
+Output transpose(Graph& g, Output x, std::vector<int64_t> perm, const std::string& name = "");
+// pads: 2 * rank non-negative ints, all begins then all ends (ONNX order). mode: "constant"
+// (filled with value), "reflect" (mirror, edge not repeated) or "edge". Differentiable for
+// constant mode only.
+Output pad(Graph& g, Output x, std::vector<int64_t> pads, const std::string& mode = "constant",
+           double value = 0.0, const std::string& name = "");
+// ONNX Slice (op StridedSlice; "Slice" is the single-axis slice above): per listed axis,
+// elements start, start + step, ... before end; negative starts/ends count from the end and
+// are clamped. axes empty: 0..len(starts)-1; steps empty: all 1; steps may be negative.
+Output strided_slice(Graph& g, Output x, std::vector<int64_t> starts, std::vector<int64_t> ends,
+                     std::vector<int64_t> axes = {}, std::vector<int64_t> steps = {},
+                     const std::string& name = "");
+// y = x taken at `indices` (i32 or i64, negative counts from the end) along `axis`:
+// y.shape = x.shape[:axis] + indices.shape + x.shape[axis+1:]. Not differentiable.
+Output gather(Graph& g, Output x, Output indices, int64_t axis = 0, const std::string& name = "");
+
+// --- elementwise ops (pointwise_ops.cc) ---
+// a^b with NumPy broadcasting; the gradient for b is defined where a > 0.
+Output pow(Graph& g, Output a, Output b, const std::string& name = "");
+Output sqrt(Graph& g, Output x, const std::string& name = "");
+Output exp(Graph& g, Output x, const std::string& name = "");
+Output log(Graph& g, Output x, const std::string& name = "");
+// min(max(x, min), max); the defaults (+-3.4e38) leave that side unclipped.
+Output clip(Graph& g, Output x, double min = -3.4e38, double max = 3.4e38,
+            const std::string& name = "");
+// x >= 0 ? x : alpha * x
+Output leaky_relu(Graph& g, Output x, double alpha = 0.01, const std::string& name = "");
+// x >= 0 ? x : slope * x, with slope broadcast to x's shape.
+Output prelu(Graph& g, Output x, Output slope, const std::string& name = "");
+// max(0, min(1, alpha * x + beta))
+Output hard_sigmoid(Graph& g, Output x, double alpha = 0.2, double beta = 0.5,
+                    const std::string& name = "");
+// x * max(0, min(1, x / 6 + 0.5))
+Output hard_swish(Graph& g, Output x, const std::string& name = "");
+
+// --- resize (resize_ops.cc) ---
+// ONNX Resize of x [N,H,W,C] to [N, sizes[0], sizes[1], C]. Not differentiable.
+struct ResizeOptions {
+  std::string mode = "nearest";  // "nearest" or "linear" (bilinear over H and W)
+  // "half_pixel", "asymmetric", "align_corners" or "pytorch_half_pixel"
+  std::string coordinate_transformation_mode = "half_pixel";
+  // "round_prefer_floor", "round_prefer_ceil", "floor" or "ceil" (nearest mode only)
+  std::string nearest_mode = "round_prefer_floor";
+};
+Output resize(Graph& g, Output x, std::vector<int64_t> sizes, const ResizeOptions& options = {},
+              const std::string& name = "");
+
+// --- transposed convolution (conv_transpose_ops.cc) ---
+// ONNX ConvTranspose on x [N,H,W,Cin] with filter [kh, kw, Cout/groups, Cin]: the adjoint of
+// conv2d (EXPLICIT pads) from Cout to Cin channels. Output size per axis:
+// (in - 1) * stride - pad_begin - pad_end + dilation * (k - 1) + output_padding + 1.
+// Not differentiable.
+struct ConvTranspose2DOptions {
+  std::vector<int64_t> strides{1, 1};
+  std::vector<int64_t> pads{0, 0, 0, 0};  // top, bottom, left, right
+  std::vector<int64_t> dilations{1, 1};
+  std::vector<int64_t> output_padding{0, 0};  // [h, w], each below the stride or dilation
+  int64_t groups = 1;
+};
+Output conv_transpose2d(Graph& g, Output x, Output w, const ConvTranspose2DOptions& options = {},
+                        const std::string& name = "");
+
 }  // namespace sf::ops

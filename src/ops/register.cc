@@ -10,6 +10,11 @@ void register_builtin_ops(OpRegistry& registry) {
   register_loss_ops(registry);
   register_norm_ops(registry);
   register_nn_ops(registry);
+  register_layout_ops(registry);
+  register_pointwise_ops(registry);
+  register_resize_ops(registry);
+  register_conv_transpose_ops(registry);
+  register_fused_ops(registry);
 }
 
 }  // namespace sf

@@ -14,5 +14,10 @@ void register_activation_ops(OpRegistry& registry);
 void register_loss_ops(OpRegistry& registry);
 void register_norm_ops(OpRegistry& registry);
 void register_nn_ops(OpRegistry& registry);
+void register_layout_ops(OpRegistry& registry);
+void register_pointwise_ops(OpRegistry& registry);
+void register_resize_ops(OpRegistry& registry);
+void register_conv_transpose_ops(OpRegistry& registry);
+void register_fused_ops(OpRegistry& registry);  // after nn ops: reuses their attributes
 
 }  // namespace sf

@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <chrono>
 #include <fmt/format.h>
 #include <limits>
 
@@ -38,6 +39,8 @@ struct Session::Plan {
     int node;
     std::unique_ptr<Kernel> kernel;
     std::string impl;
+    double seconds = 0.0;
+    int64_t calls = 0;
   };
   std::vector<Step> steps;
   std::vector<std::vector<Tensor>> values;  // by node id; arena views for computed nodes
@@ -164,7 +167,10 @@ Session::Plan& Session::plan_for(const Feeds& feeds, const std::vector<Output>& 
     plan->steps.push_back(Plan::Step{id, def.create(spec), def.impl});
   }
 
-  if (plans_.size() >= 8) plans_.erase(plans_.begin());
+  if (plans_.size() >= 8) {
+    if (last_plan_ == plans_.front().second.get()) last_plan_ = nullptr;
+    plans_.erase(plans_.begin());
+  }
   plans_.emplace_back(key, std::move(plan));
   return *plans_.back().second;
 }
@@ -211,8 +217,16 @@ std::vector<Tensor> Session::run(const Feeds& feeds, const std::vector<Output>& 
     ctx.inputs.reserve(n.inputs.size());
     for (const Output& in : n.inputs)
       ctx.inputs.push_back(values[static_cast<size_t>(in.node)][static_cast<size_t>(in.index)]);
-    step.kernel->compute(ctx);
+    if (profiling_) {
+      auto start = std::chrono::steady_clock::now();
+      step.kernel->compute(ctx);
+      step.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      ++step.calls;
+    } else {
+      step.kernel->compute(ctx);
+    }
   }
+  last_plan_ = &plan;
 
   std::vector<Tensor> results;
   results.reserve(fetches.size());
@@ -222,6 +236,23 @@ std::vector<Tensor> Session::run(const Feeds& feeds, const std::vector<Output>& 
     results.push_back(slot[static_cast<size_t>(f.index)]);
   }
   return results;
+}
+
+void Session::set_profiling(bool enabled) {
+  profiling_ = enabled;
+  for (auto& [key, plan] : plans_)
+    for (Plan::Step& s : plan->steps) s.seconds = 0.0, s.calls = 0;
+}
+
+std::vector<NodeProfile> Session::profile() const {
+  std::vector<NodeProfile> out;
+  if (last_plan_ == nullptr) return out;
+  for (const Plan::Step& s : last_plan_->steps) {
+    const Node& n = last_plan_->graph.node(s.node);
+    out.push_back(NodeProfile{n.name, n.op, s.impl, n.outputs.empty() ? Shape{} : n.outputs[0].shape,
+                              s.seconds, s.calls});
+  }
+  return out;
 }
 
 size_t Session::arena_bytes() const {

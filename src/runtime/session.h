@@ -41,6 +41,16 @@ struct SessionOptions {
 
 using Feeds = std::vector<std::pair<Output, Tensor>>;
 
+// Time spent in one node's kernel, accumulated over the runs since profiling was enabled.
+struct NodeProfile {
+  std::string name;
+  std::string op;
+  std::string impl;
+  Shape output_shape;
+  double seconds = 0.0;
+  int64_t calls = 0;
+};
+
 class Session {
  public:
   explicit Session(const Graph& graph, SessionOptions options = {},
@@ -60,6 +70,11 @@ class Session {
   void reseed(uint64_t seed) { rng_.seed(seed); }
   std::mt19937_64& rng() { return rng_; }
 
+  // Per-node timing of later runs (off by default: it costs two clock reads per node).
+  void set_profiling(bool enabled);
+  // Nodes of the most recently used plan, in execution order.
+  std::vector<NodeProfile> profile() const;
+
   // Bytes in all arenas of all plans (for tests of memory planning).
   size_t arena_bytes() const;
   // The implementation chosen for each planned node, e.g. {"conv1": "onednn"}.
@@ -74,6 +89,8 @@ class Session {
   std::shared_ptr<VariableStore> variables_;
   std::mt19937_64 rng_;
   std::vector<std::pair<std::string, std::unique_ptr<Plan>>> plans_;
+  Plan* last_plan_ = nullptr;
+  bool profiling_ = false;
 };
 
 }  // namespace sf

@@ -12,5 +12,11 @@ using Action = std::function<int()>;
 
 Action add_train_command(CLI::App& app);
 Action add_eval_command(CLI::App& app);
+Action add_freeze_command(CLI::App& app);
+Action add_import_command(CLI::App& app);
+Action add_classify_command(CLI::App& app);
+Action add_run_command(CLI::App& app);
+Action add_bench_command(CLI::App& app);
+Action add_inspect_command(CLI::App& app);
 
 }  // namespace sf::cli

@@ -1,15 +1,69 @@
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 
 #include "commands.h"
+#include "io/dataset.h"
+#include "model_io.h"
 #include "train/trainer.h"
 
 namespace sf::cli {
 
+namespace {
+
+// Accuracy of a deployed model (.sfm / .onnx) on a data set's test split.
+EvalResult evaluate_model_file(const std::string& path, const std::string& data, int64_t limit,
+                               int threads) {
+  ModelFile model = open_model(path);
+  if (model.inputs.size() != 1) fail("{}: eval needs a model with one input", path);
+  const Shape& in = input_type(model, 0).shape;
+  DataSplit split = load_dataset(data);
+  Dataset test = limit > 0 && limit < split.test.size() ? take(split.test, limit) : split.test;
+  const bool nchw = input_is_nchw(model);
+  Shape example = {test.images.dim(1), test.images.dim(2), test.images.dim(3)};
+  Shape model_example = in.size() == 4 ? (nchw ? Shape{in[2], in[3], in[1]} : Shape{in[1], in[2], in[3]}) : Shape{};
+  if (model_example != example)
+    fail("{}: input '{}' is {}, but {} images are {} (HWC)", path, model.inputs[0], shape_str(in),
+         data, shape_str(example));
+  // Data sets hold pixels / 255; the model wants (pixel - mean) / std.
+  const float mean = static_cast<float>(metadata_number(model, "input_mean", 0.0));
+  const float std = static_cast<float>(metadata_number(model, "input_std", 255.0));
+  Session session(model.graph, SessionOptions{.threads = threads});
+  BatchIterator it(test, BatchOptions{.batch_size = 100, .shuffle = false});
+  Tensor images, labels;
+  EvalResult result;
+  int64_t correct = 0;
+  double loss = 0.0;
+  while (it.next(images, labels)) {
+    Tensor scaled = images.clone();
+    float* p = scaled.data<float>();
+    for (int64_t i = 0; i < scaled.numel(); ++i) p[i] = (p[i] * 255.0f - mean) / std;
+    Tensor out = session.run({{input_output(model, 0), to_model_layout(scaled, model)}},
+                             {output_output(model, 0)})[0];
+    Tensor probs = as_probabilities(out);
+    const int64_t classes = probs.dim(1);
+    for (int64_t b = 0; b < probs.dim(0); ++b) {
+      const float* row = probs.data<float>() + b * classes;
+      int64_t best = std::max_element(row, row + classes) - row;
+      int32_t label = labels.data<int32_t>()[b];
+      correct += best == label;
+      loss -= std::log(std::max(label < classes ? row[label] : 0.0f, 1e-12f));
+    }
+    result.count += probs.dim(0);
+  }
+  result.accuracy = result.count ? static_cast<double>(correct) / static_cast<double>(result.count) : 0;
+  result.loss = result.count ? loss / static_cast<double>(result.count) : 0;
+  return result;
+}
+
+}  // namespace
+
 Action add_eval_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand("eval", "Evaluate a trained model on a data set's test split");
+  auto* cmd = app.add_subcommand("eval", "Evaluate a model on a data set's test split");
   struct Args {
     std::string model;
     std::string data = "mnist";
@@ -18,14 +72,18 @@ Action add_eval_command(CLI::App& app) {
     bool json = false;
   };
   auto args = std::make_shared<Args>();
-  cmd->add_option("--model", args->model, "Run directory written by `slimflow train`")->required();
+  cmd->add_option("--model", args->model,
+                  "A run directory (slimflow train) or a model file (.sfm, .onnx)")
+      ->required();
   cmd->add_option("--data", args->data, "mnist, fashion-mnist, or a folder of IDX files")
       ->default_str("mnist");
   cmd->add_option("--limit", args->limit, "Evaluate only the first N test examples");
   cmd->add_option("--threads", args->threads, "Threads (0: all cores)");
   cmd->add_flag("--json", args->json, "Print one JSON object on stdout");
   return [args]() {
-    EvalResult r = evaluate_run(args->model, args->data, args->limit, args->threads);
+    EvalResult r = std::filesystem::is_directory(args->model)
+                       ? evaluate_run(args->model, args->data, args->limit, args->threads)
+                       : evaluate_model_file(args->model, args->data, args->limit, args->threads);
     if (args->json) {
       nlohmann::json j = {{"accuracy", r.accuracy}, {"count", r.count}, {"loss", r.loss}};
       std::printf("%s\n", j.dump().c_str());

@@ -15,6 +15,12 @@ int main(int argc, char** argv) {
   };
   remember(sf::cli::add_train_command(app));
   remember(sf::cli::add_eval_command(app));
+  remember(sf::cli::add_freeze_command(app));
+  remember(sf::cli::add_import_command(app));
+  remember(sf::cli::add_classify_command(app));
+  remember(sf::cli::add_run_command(app));
+  remember(sf::cli::add_bench_command(app));
+  remember(sf::cli::add_inspect_command(app));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,5 +1,13 @@
-// STUB: replaced by the oneDNN kernels.
 #include "kernels/register.h"
+
+#include "kernels/onednn/onednn_common.h"
+
 namespace sf {
-void register_onednn_kernels(KernelRegistry&) {}
+
+void register_onednn_kernels(KernelRegistry& registry) {
+  onednn::register_conv_kernels(registry);
+  onednn::register_matmul_kernels(registry);
+  onednn::register_pool_kernels(registry);
+}
+
 }  // namespace sf

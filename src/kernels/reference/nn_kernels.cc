@@ -18,8 +18,15 @@ struct ConvDims {
   Window2D g;
 
   ConvDims(const Attrs& attrs, const Shape& x, const Shape& filter)
-      : n(x[0]), h(x[1]), w(x[2]), c(x[3]), kh(filter[0]), kw(filter[1]), ig(filter[2]),
-        o(filter[3]), g(conv_window(attrs, x, filter)) {
+      : n(x[0]),
+        h(x[1]),
+        w(x[2]),
+        c(x[3]),
+        kh(filter[0]),
+        kw(filter[1]),
+        ig(filter[2]),
+        o(filter[3]),
+        g(conv_window(attrs, x, filter)) {
     og = o / attrs.get_int("groups");
     oh = g.h.out;
     ow = g.w.out;
@@ -132,7 +139,9 @@ void bias_add(KernelContext& ctx) {
   const float* xp = x.data<float>();
   const float* bp = ctx.inputs[1].data<float>();
   float* yp = ctx.outputs[0].data<float>();
-  for (int64_t i = 0; i < x.numel(); ++i) yp[i] = xp[i] + bp[i % c];
+  const int64_t rows = c == 0 ? 0 : x.numel() / c;
+  for (int64_t row = 0; row < rows; ++row)
+    for (int64_t j = 0; j < c; ++j) yp[row * c + j] = xp[row * c + j] + bp[j];
 }
 
 void bias_add_grad(KernelContext& ctx) {
@@ -140,7 +149,9 @@ void bias_add_grad(KernelContext& ctx) {
   const int64_t c = dy.dim(-1);
   const float* dyp = dy.data<float>();
   std::vector<double> acc(static_cast<size_t>(c), 0.0);
-  for (int64_t i = 0; i < dy.numel(); ++i) acc[static_cast<size_t>(i % c)] += dyp[i];
+  const int64_t rows = c == 0 ? 0 : dy.numel() / c;
+  for (int64_t row = 0; row < rows; ++row)
+    for (int64_t j = 0; j < c; ++j) acc[static_cast<size_t>(j)] += dyp[row * c + j];
   store(acc, ctx.outputs[0]);
 }
 
@@ -241,7 +252,8 @@ void global_avg_pool(KernelContext& ctx) {
   std::vector<double> acc(static_cast<size_t>(n * c), 0.0);
   for (int64_t b = 0; b < n; ++b)
     for (int64_t p = 0; p < hw; ++p)
-      for (int64_t ch = 0; ch < c; ++ch) acc[static_cast<size_t>(b * c + ch)] += xp[(b * hw + p) * c + ch];
+      for (int64_t ch = 0; ch < c; ++ch)
+        acc[static_cast<size_t>(b * c + ch)] += xp[(b * hw + p) * c + ch];
   for (double& v : acc) v /= static_cast<double>(std::max<int64_t>(hw, 1));
   store(acc, ctx.outputs[0]);
 }

@@ -13,5 +13,9 @@ void register_reference_activation_kernels(KernelRegistry& registry);
 void register_reference_loss_kernels(KernelRegistry& registry);
 void register_reference_norm_kernels(KernelRegistry& registry);
 void register_reference_nn_kernels(KernelRegistry& registry);
+void register_reference_layout_kernels(KernelRegistry& registry);
+void register_reference_pointwise_kernels(KernelRegistry& registry);
+void register_reference_resize_kernels(KernelRegistry& registry);
+void register_reference_conv_transpose_kernels(KernelRegistry& registry);
 
 }  // namespace sf

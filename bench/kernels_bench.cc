@@ -1,0 +1,184 @@
+// The Deep-MNIST layers at batch 64 (28x28x1 -> conv5x5x32 SAME -> maxpool2 -> conv5x5x64 SAME
+// -> maxpool2 -> fc 3136x1024 -> fc 1024x10): each dense kernel forward and backward, oneDNN
+// and reference, plus one whole training step (forward and all weight gradients).
+//
+//   kernel_bench --benchmark_filter=onednn   # the reference kernels take seconds per call
+#include <benchmark/benchmark.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "autodiff/gradients.h"
+#include "graph/graph.h"
+#include "ops/ops.h"
+#include "runtime/session.h"
+
+namespace sf {
+namespace {
+
+constexpr int64_t kBatch = 64;
+
+Tensor random_tensor(Shape shape, uint32_t seed) {
+  Tensor t(DType::f32, std::move(shape));
+  uint32_t state = seed * 2654435761u + 1;
+  float* p = t.data<float>();
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    state = state * 1664525u + 1013904223u;
+    p[i] = static_cast<float>(state >> 8) / static_cast<float>(1 << 24) - 0.5f;
+  }
+  return t;
+}
+
+using Build = std::function<Output(Graph&, const std::vector<Output>&)>;
+
+// Times one node built from placeholders of the given shapes, with kernels of `impl`.
+void run_node(benchmark::State& state, const std::string& impl, const std::vector<Shape>& inputs,
+              const Build& build) {
+  Graph g;
+  std::vector<Output> in;
+  Feeds feeds;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    in.push_back(ops::placeholder(g, DType::f32, inputs[i]));
+    feeds.emplace_back(in.back(), random_tensor(inputs[i], static_cast<uint32_t>(i + 1)));
+  }
+  Output y = build(g, in);
+  Session session(g, SessionOptions{.kernel_impl = impl});
+  session.run(feeds, {y});  // plans and creates the kernel
+  if (session.kernel_choices()[g.node(y.node).name] != impl)
+    state.SkipWithError(("no " + impl + " kernel for this node").c_str());
+  for (auto _ : state) benchmark::DoNotOptimize(session.run(feeds, {y}));
+}
+
+const ops::Conv2DOptions kSame{.padding = "SAME"};
+
+Attrs same_conv_attrs() { return {{"padding", std::string("SAME")}}; }
+
+Build conv_forward() {
+  return
+      [](Graph& g, const std::vector<Output>& in) { return ops::conv2d(g, in[0], in[1], kSame); };
+}
+Build conv_backprop_input(Shape x) {
+  return [x](Graph& g, const std::vector<Output>& in) {
+    Attrs a = same_conv_attrs();
+    a.set("input_shape", x);
+    return g.add("Conv2DBackpropInput", {in[0], in[1]}, a);
+  };
+}
+Build conv_backprop_filter(Shape w) {
+  return [w](Graph& g, const std::vector<Output>& in) {
+    Attrs a = same_conv_attrs();
+    a.set("filter_shape", w);
+    return g.add("Conv2DBackpropFilter", {in[0], in[1]}, a);
+  };
+}
+Build matmul(bool ta, bool tb) {
+  return
+      [=](Graph& g, const std::vector<Output>& in) { return ops::matmul(g, in[0], in[1], ta, tb); };
+}
+Build max_pool() {
+  return [](Graph& g, const std::vector<Output>& in) { return ops::max_pool(g, in[0]); };
+}
+Build max_pool_grad() {
+  return [](Graph& g, const std::vector<Output>& in) {
+    return g.add("MaxPoolGrad", {in[0], ops::max_pool(g, in[0]), in[1]}, {});
+  };
+}
+
+Build bias_add() {
+  return [](Graph& g, const std::vector<Output>& in) { return ops::bias_add(g, in[0], in[1]); };
+}
+Build bias_add_grad() {
+  return [](Graph& g, const std::vector<Output>& in) { return g.add("BiasAddGrad", {in[0]}); };
+}
+
+const Shape kX1{kBatch, 28, 28, 1}, kW1{5, 5, 1, 32}, kY1{kBatch, 28, 28, 32};
+const Shape kX2{kBatch, 14, 14, 32}, kW2{5, 5, 32, 64}, kY2{kBatch, 14, 14, 64};
+const Shape kP2{kBatch, 7, 7, 64};
+
+// name, input shapes, graph. MaxPoolGrad's input 1 is dy (y is computed in the graph).
+struct Case {
+  const char* name;
+  std::vector<Shape> inputs;
+  Build build;
+};
+
+std::vector<Case> cases() {
+  return {
+      {"conv1/forward", {kX1, kW1}, conv_forward()},
+      {"conv1/backprop_input", {kY1, kW1}, conv_backprop_input(kX1)},
+      {"conv1/backprop_filter", {kX1, kY1}, conv_backprop_filter(kW1)},
+      {"conv2/forward", {kX2, kW2}, conv_forward()},
+      {"conv2/backprop_input", {kY2, kW2}, conv_backprop_input(kX2)},
+      {"conv2/backprop_filter", {kX2, kY2}, conv_backprop_filter(kW2)},
+      {"fc1/forward", {{kBatch, 3136}, {3136, 1024}}, matmul(false, false)},
+      {"fc1/backprop_a", {{kBatch, 1024}, {3136, 1024}}, matmul(false, true)},
+      {"fc1/backprop_b", {{kBatch, 3136}, {kBatch, 1024}}, matmul(true, false)},
+      {"fc2/forward", {{kBatch, 1024}, {1024, 10}}, matmul(false, false)},
+      {"pool1/forward", {kY1}, max_pool()},
+      {"pool1/backprop", {kY1, {kBatch, 14, 14, 32}}, max_pool_grad()},
+      {"pool2/forward", {kY2}, max_pool()},
+      {"pool2/backprop", {kY2, kP2}, max_pool_grad()},
+      {"bias1/forward", {kY1, {32}}, bias_add()},
+      {"bias1/backprop", {kY1}, bias_add_grad()},
+  };
+}
+
+// One training step of the whole network: forward, loss and the gradients of all weights.
+void train_step(benchmark::State& state) {
+  Graph g;
+  Output x = ops::placeholder(g, DType::f32, {kBatch, 28, 28, 1}, "x");
+  Output labels = ops::placeholder(g, DType::i32, {kBatch}, "labels");
+  std::vector<Output> weights;
+  auto var = [&](Shape s, const std::string& name) {
+    weights.push_back(ops::placeholder(g, DType::f32, s, name));
+    return weights.back();
+  };
+  Output h =
+      ops::relu(g, ops::bias_add(g, ops::conv2d(g, x, var(kW1, "w1"), kSame), var({32}, "b1")));
+  h = ops::max_pool(g, h);
+  h = ops::relu(g, ops::bias_add(g, ops::conv2d(g, h, var(kW2, "w2"), kSame), var({64}, "b2")));
+  h = ops::reshape(g, ops::max_pool(g, h), {kBatch, 3136});
+  h = ops::relu(g, ops::bias_add(g, ops::matmul(g, h, var({3136, 1024}, "w3")), var({1024}, "b3")));
+  Output logits = ops::bias_add(g, ops::matmul(g, h, var({1024, 10}, "w4")), var({10}, "b4"));
+  Output loss = ops::softmax_cross_entropy(g, logits, labels);
+  std::vector<Output> fetches = gradients(g, loss, weights);
+  fetches.push_back(loss);
+
+  Feeds feeds{{x, random_tensor({kBatch, 28, 28, 1}, 1)}};
+  Tensor label_values(DType::i32, {kBatch});
+  for (int64_t i = 0; i < kBatch; ++i)
+    label_values.data<int32_t>()[i] = static_cast<int32_t>(i % 10);
+  feeds.emplace_back(labels, label_values);
+  uint32_t seed = 2;
+  for (const Output& w : weights) {
+    Tensor value = random_tensor(g.type(w).shape, seed++);
+    for (int64_t i = 0; i < value.numel(); ++i) value.data<float>()[i] *= 0.1f;
+    feeds.emplace_back(w, value);
+  }
+  Session session(g);
+  session.run(feeds, fetches, true);
+  for (auto _ : state) benchmark::DoNotOptimize(session.run(feeds, fetches, true));
+  state.counters["images/s"] = benchmark::Counter(static_cast<double>(kBatch),
+                                                  benchmark::Counter::kIsIterationInvariantRate);
+}
+
+int register_all() {
+  for (const char* impl : {"onednn", "reference"})
+    for (const Case& c : cases()) {
+      auto* b = benchmark::RegisterBenchmark(
+          (std::string(c.name) + "/" + impl).c_str(),
+          [c, impl](benchmark::State& state) { run_node(state, impl, c.inputs, c.build); });
+      b->Unit(benchmark::kMillisecond)->UseRealTime();
+      if (std::string(impl) == "reference") b->Iterations(2);
+    }
+  benchmark::RegisterBenchmark("deep_mnist/train_step/onednn", train_step)
+      ->Unit(benchmark::kMillisecond)
+      ->UseRealTime();
+  return 0;
+}
+
+const int registered = register_all();
+
+}  // namespace
+}  // namespace sf

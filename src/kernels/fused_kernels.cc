@@ -1,0 +1,74 @@
+// Kernels for FusedConv2D / FusedMatMul composed from the best registered Conv2D / MatMul
+// kernel plus one pass that adds the bias and applies the activation while the output is hot.
+// With impl "reference" the composed kernel uses the reference conv/matmul, which makes it the
+// oracle for any dedicated fused kernel.
+#include <algorithm>
+#include <limits>
+
+#include "kernels/kernel.h"
+#include "kernels/register.h"
+
+namespace sf {
+
+namespace {
+
+class ComposedFusedKernel : public Kernel {
+ public:
+  ComposedFusedKernel(const KernelSpec& spec, const std::string& base_op, const std::string& impl)
+      : base_node_(spec.node), activation_(spec.node.attrs.get_string("activation")) {
+    base_node_.op = base_op;
+    base_node_.inputs.resize(2);
+    KernelSpec base_spec{base_node_, {spec.inputs[0], spec.inputs[1]}};
+    const KernelDef& def = KernelRegistry::global().select(base_spec, impl);
+    base_ = def.create(base_spec);
+  }
+
+  void compute(KernelContext& ctx) override {
+    KernelContext base_ctx{base_node_, {ctx.inputs[0], ctx.inputs[1]}, ctx.outputs, ctx.training,
+                           ctx.rng};
+    base_->compute(base_ctx);
+    float* y = ctx.outputs[0].data<float>();
+    const float* bias = ctx.inputs[2].data<float>();
+    const int64_t channels = ctx.inputs[2].numel();
+    const int64_t rows = ctx.outputs[0].numel() / channels;
+    const float upper = activation_ == "relu6" ? 6.0f : std::numeric_limits<float>::infinity();
+    const bool clamp = activation_ != "none";
+#pragma omp parallel for schedule(static) if (rows > 64)
+    for (int64_t r = 0; r < rows; ++r) {
+      float* row = y + r * channels;
+      for (int64_t c = 0; c < channels; ++c) {
+        float v = row[c] + bias[c];
+        row[c] = clamp ? std::min(std::max(v, 0.0f), upper) : v;
+      }
+    }
+  }
+
+ private:
+  Node base_node_;
+  std::string activation_;
+  std::unique_ptr<Kernel> base_;
+};
+
+KernelDef composed(const std::string& op, const std::string& base_op, const std::string& impl,
+                   int priority) {
+  KernelDef def;
+  def.op = op;
+  def.dtype = DType::f32;
+  def.impl = impl;
+  def.priority = priority;
+  def.create = [base_op, impl](const KernelSpec& spec) -> std::unique_ptr<Kernel> {
+    return std::make_unique<ComposedFusedKernel>(spec, base_op, impl == "composed" ? "" : impl);
+  };
+  return def;
+}
+
+}  // namespace
+
+void register_fused_kernels(KernelRegistry& registry) {
+  registry.add(composed("FusedConv2D", "Conv2D", "reference", 0));
+  registry.add(composed("FusedConv2D", "Conv2D", "composed", 5));
+  registry.add(composed("FusedMatMul", "MatMul", "reference", 0));
+  registry.add(composed("FusedMatMul", "MatMul", "composed", 5));
+}
+
+}  // namespace sf

@@ -1,0 +1,72 @@
+// oneDNN MatMul. Transposes are expressed as strides on the plain row-major buffers, so no
+// copies are made.
+#include "kernels/onednn/onednn_common.h"
+
+namespace sf::onednn {
+
+namespace {
+
+// A [rows, cols] view of a row-major buffer that holds the matrix transposed when `t`.
+dnnl::memory::desc matrix_desc(const Shape& stored, bool t) {
+  const auto f32 = dnnl::memory::data_type::f32;
+  if (!t) return dnnl::memory::desc({stored[0], stored[1]}, f32, {stored[1], 1});
+  return dnnl::memory::desc({stored[1], stored[0]}, f32, {1, stored[1]});
+}
+
+dnnl::matmul::primitive_desc make_pd(const KernelSpec& spec) {
+  const bool ta = spec.node.attrs.get_bool("transpose_a");
+  const bool tb = spec.node.attrs.get_bool("transpose_b");
+  return dnnl::matmul::primitive_desc(dnnl::matmul::desc(matrix_desc(spec.inputs[0].shape, ta),
+                                                         matrix_desc(spec.inputs[1].shape, tb),
+                                                         plain_desc(spec.node.outputs[0].shape)),
+                                      user_scratchpad_attr(), engine());
+}
+
+class MatMulKernel : public Kernel {
+ public:
+  explicit MatMulKernel(const KernelSpec& spec) {
+    dnnl::matmul::primitive_desc pd = make_pd(spec);
+    a_ = dnnl::memory(pd.src_desc(), engine(), DNNL_MEMORY_NONE);
+    b_ = dnnl::memory(pd.weights_desc(), engine(), DNNL_MEMORY_NONE);
+    y_ = dnnl::memory(pd.dst_desc(), engine(), DNNL_MEMORY_NONE);
+    runner_.init<dnnl::matmul::primitive_desc, dnnl::matmul>(pd);
+  }
+
+  void compute(KernelContext& ctx) override {
+    a_.set_data_handle(ctx.inputs[0].raw());
+    b_.set_data_handle(ctx.inputs[1].raw());
+    y_.set_data_handle(ctx.outputs[0].raw());
+    runner_.run({{DNNL_ARG_SRC, a_}, {DNNL_ARG_WEIGHTS, b_}, {DNNL_ARG_DST, y_}});
+    stream().wait();
+  }
+
+ private:
+  dnnl::memory a_, b_, y_;
+  Runner runner_;
+};
+
+bool accepts(const KernelSpec& spec) {
+  for (const TensorType& t : spec.inputs)
+    if (num_elements(t.shape) == 0) return false;
+  try {
+    return !is_reference_impl(make_pd(spec).impl_info_str());
+  } catch (const dnnl::error&) {
+    return false;
+  }
+}
+
+}  // namespace
+
+void register_matmul_kernels(KernelRegistry& r) {
+  KernelDef def;
+  def.op = "MatMul";
+  def.impl = "onednn";
+  def.priority = kPriority;
+  def.accepts = accepts;
+  def.create = [](const KernelSpec& spec) -> std::unique_ptr<Kernel> {
+    return std::make_unique<MatMulKernel>(spec);
+  };
+  r.add(std::move(def));
+}
+
+}  // namespace sf::onednn

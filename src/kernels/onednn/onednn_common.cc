@@ -1,0 +1,75 @@
+#include "kernels/onednn/onednn_common.h"
+
+#include <cstring>
+
+namespace sf::onednn {
+
+dnnl::engine& engine() {
+  static dnnl::engine* e = new dnnl::engine(dnnl::engine::kind::cpu, 0);
+  return *e;
+}
+
+dnnl::stream& stream() {
+  static dnnl::stream* s = new dnnl::stream(engine());
+  return *s;
+}
+
+dnnl::memory::dims dims_of(const Shape& shape) {
+  return dnnl::memory::dims(shape.begin(), shape.end());
+}
+
+dnnl::memory::desc plain_desc(const Shape& shape) {
+  dnnl::memory::dims strides(shape.size(), 1);
+  for (int i = static_cast<int>(shape.size()) - 2; i >= 0; --i)
+    strides[static_cast<size_t>(i)] =
+        strides[static_cast<size_t>(i) + 1] * shape[static_cast<size_t>(i) + 1];
+  return dnnl::memory::desc(dims_of(shape), dnnl::memory::data_type::f32, strides);
+}
+
+dnnl::memory::desc nhwc_desc(const Shape& s) {
+  return dnnl::memory::desc({s[0], s[3], s[1], s[2]}, dnnl::memory::data_type::f32, tag::nhwc);
+}
+
+dnnl::memory::desc hwio_desc(const Shape& s, int64_t groups) {
+  const int64_t kh = s[0], kw = s[1], ig = s[2], o = s[3];
+  const auto f32 = dnnl::memory::data_type::f32;
+  if (groups == 1) return dnnl::memory::desc({o, ig, kh, kw}, f32, {1, o, kw * ig * o, ig * o});
+  // Output channel g * (o / groups) + j is group g's j-th filter.
+  const int64_t og = o / groups;
+  return dnnl::memory::desc({groups, og, ig, kh, kw}, f32, {og, 1, o, kw * ig * o, ig * o});
+}
+
+dnnl::primitive_attr user_scratchpad_attr() {
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return attr;
+}
+
+bool is_reference_impl(const char* impl_info) { return std::strncmp(impl_info, "ref", 3) == 0; }
+
+StagedArg::StagedArg(const dnnl::memory::desc& user, const dnnl::memory::desc& want, Direction dir)
+    : dir_(dir), user_(user, engine(), DNNL_MEMORY_NONE) {
+  if (user == want) return;
+  staged_ = dnnl::memory(want, engine());
+  reorder_ = dir == Direction::In ? dnnl::reorder(user_, staged_) : dnnl::reorder(staged_, user_);
+}
+
+const dnnl::memory& StagedArg::bind(void* data) {
+  user_.set_data_handle(data);
+  if (!reorder_) return user_;
+  if (dir_ == Direction::In)
+    reorder_->execute(stream(), {{DNNL_ARG_FROM, user_}, {DNNL_ARG_TO, staged_}});
+  return staged_;
+}
+
+void StagedArg::finish() {
+  if (reorder_ && dir_ == Direction::Out)
+    reorder_->execute(stream(), {{DNNL_ARG_FROM, staged_}, {DNNL_ARG_TO, user_}});
+}
+
+void Runner::run(std::unordered_map<int, dnnl::memory> args) {
+  args.emplace(DNNL_ARG_SCRATCHPAD, scratchpad_);
+  primitive_.execute(stream(), args);
+}
+
+}  // namespace sf::onednn

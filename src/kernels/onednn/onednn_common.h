@@ -1,0 +1,89 @@
+// Shared pieces of the oneDNN kernels: one CPU engine and stream for the process, memory
+// descriptors for our NHWC / HWIO tensors, and staging between our plain buffers and the
+// layouts a primitive prefers.
+//
+// Every oneDNN kernel builds its primitive descriptors, primitives, reorders and (user-mode)
+// scratchpad once in its constructor from the KernelSpec's shapes; compute() only binds the
+// step's buffers and executes.
+#pragma once
+
+#include <oneapi/dnnl/dnnl.hpp>
+#include <optional>
+#include <string>
+#include <unordered_map>
+
+#include "core/shape.h"
+#include "kernels/kernel.h"
+
+namespace sf::onednn {
+
+using tag = dnnl::memory::format_tag;
+
+dnnl::engine& engine();
+dnnl::stream& stream();
+
+dnnl::memory::dims dims_of(const Shape& shape);
+// A row-major tensor of any rank.
+dnnl::memory::desc plain_desc(const Shape& shape);
+// An NHWC image tensor, as oneDNN's logical NCHW.
+dnnl::memory::desc nhwc_desc(const Shape& nhwc);
+// An HWIO filter [kh, kw, in/groups, out] as oneDNN's logical OIHW (GOIHW when groups > 1).
+dnnl::memory::desc hwio_desc(const Shape& hwio, int64_t groups);
+
+// Attributes with a user-managed scratchpad, so kernels allocate it once.
+dnnl::primitive_attr user_scratchpad_attr();
+
+// True for implementations we would rather not run (oneDNN's naive reference loops).
+bool is_reference_impl(const char* impl_info);
+
+// One tensor argument of a primitive. `user` describes our plain buffer; `want` the layout the
+// primitive was created with. When they differ, a kernel-owned buffer in `want`'s layout and
+// the reorder between the two are set up once here.
+class StagedArg {
+ public:
+  enum class Direction { In, Out };
+  StagedArg(const dnnl::memory::desc& user, const dnnl::memory::desc& want, Direction dir);
+
+  // Inputs: points at `data` and reorders it into the staging buffer if there is one.
+  // Outputs: points at `data` (the primitive writes the staging buffer when there is one).
+  // Returns the memory to hand to the primitive.
+  const dnnl::memory& bind(void* data);
+  // Outputs: reorders the staging buffer into the user buffer bound last.
+  void finish();
+  bool staged() const { return reorder_.has_value(); }
+
+ private:
+  Direction dir_;
+  dnnl::memory user_;
+  dnnl::memory staged_;
+  std::optional<dnnl::reorder> reorder_;
+};
+
+// A primitive with its scratchpad, executed on the shared stream.
+class Runner {
+ public:
+  Runner() = default;
+  template <typename PrimitiveDesc, typename Primitive>
+  void init(const PrimitiveDesc& pd) {
+    primitive_ = Primitive(pd);
+    scratchpad_ = dnnl::memory(pd.scratchpad_desc(), engine());
+    impl_ = pd.impl_info_str();
+  }
+  void run(std::unordered_map<int, dnnl::memory> args);
+  const std::string& impl() const { return impl_; }
+
+ private:
+  dnnl::primitive primitive_;
+  dnnl::memory scratchpad_;
+  std::string impl_;
+};
+
+// Per-family registration, each in its own file.
+void register_conv_kernels(KernelRegistry& registry);
+void register_matmul_kernels(KernelRegistry& registry);
+void register_pool_kernels(KernelRegistry& registry);
+
+// oneDNN kernels outrank the reference kernels (priority 0).
+inline constexpr int kPriority = 10;
+
+}  // namespace sf::onednn

@@ -1,0 +1,173 @@
+// Reference kernels for the layout ops (layout_ops.cc): Transpose, Pad, StridedSlice, Gather.
+// Each walks the output in row-major order and reads the input element it comes from; the
+// index geometry is ops/layout_geometry.h, the same code the shape functions use.
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+#include <vector>
+
+#include "kernels/kernel.h"
+#include "kernels/reference/reference.h"
+#include "ops/layout_geometry.h"
+
+namespace sf {
+
+namespace {
+
+// Row-major element strides of `shape`.
+std::vector<int64_t> strides_of(const Shape& shape) {
+  std::vector<int64_t> s(shape.size(), 1);
+  for (size_t d = shape.size(); d-- > 1;) s[d - 1] = s[d] * shape[d];
+  return s;
+}
+
+// Calls fn(o, index) for every element o of `shape`, index being its coordinates.
+template <typename Fn>
+void for_each_index(const Shape& shape, Fn fn) {
+  const int64_t total = num_elements(shape);
+  std::vector<int64_t> index(shape.size(), 0);
+  for (int64_t o = 0; o < total; ++o) {
+    fn(o, index);
+    for (size_t d = shape.size(); d-- > 0;) {
+      if (++index[d] < shape[d]) break;
+      index[d] = 0;
+    }
+  }
+}
+
+template <typename T>
+void transpose(KernelContext& ctx) {
+  const Tensor& x = ctx.inputs[0];
+  std::vector<int64_t> perm;
+  std::string err = transpose_perm(ctx.node.attrs.get_ints("perm"), x.rank(), &perm);
+  SF_CHECK(err.empty(), "{}", err);
+  const std::vector<int64_t> xs = strides_of(x.shape());
+  const T* in = x.data<T>();
+  T* out = ctx.outputs[0].data<T>();
+  for_each_index(ctx.outputs[0].shape(), [&](int64_t o, const std::vector<int64_t>& index) {
+    int64_t i = 0;
+    for (size_t d = 0; d < perm.size(); ++d) i += index[d] * xs[static_cast<size_t>(perm[d])];
+    out[o] = in[i];
+  });
+}
+
+// The pad value as T; integer outputs clamp it to their range instead of overflowing.
+template <typename T>
+T pad_value(double value) {
+  if constexpr (std::is_integral_v<T>)
+    value = std::clamp(value, static_cast<double>(std::numeric_limits<T>::lowest()),
+                       static_cast<double>(std::numeric_limits<T>::max()));
+  return static_cast<T>(value);
+}
+
+template <typename T>
+void pad(KernelContext& ctx) {
+  const Tensor& x = ctx.inputs[0];
+  const Attrs& a = ctx.node.attrs;
+  const std::vector<int64_t>& pads = a.get_ints("pads");
+  const std::string& mode = a.get_string("mode");
+  const T value = pad_value<T>(a.get_float("value"));
+  const size_t rank = static_cast<size_t>(x.rank());
+  const std::vector<int64_t> xs = strides_of(x.shape());
+  const T* in = x.data<T>();
+  T* out = ctx.outputs[0].data<T>();
+  for_each_index(ctx.outputs[0].shape(), [&](int64_t o, const std::vector<int64_t>& index) {
+    int64_t i = 0;
+    for (size_t d = 0; d < rank; ++d) {
+      const int64_t n = x.dim(static_cast<int>(d));
+      int64_t src = index[d] - pads[d];
+      if (src < 0 || src >= n) {
+        if (mode == "constant") {
+          out[o] = value;
+          return;
+        }
+        // reflect mirrors about the edge element (which is not repeated); edge repeats it.
+        if (mode == "reflect")
+          src = src < 0 ? -src : 2 * (n - 1) - src;
+        else
+          src = std::clamp<int64_t>(src, 0, n - 1);
+      }
+      i += src * xs[d];
+    }
+    out[o] = in[i];
+  });
+}
+
+template <typename T>
+void strided_slice(KernelContext& ctx) {
+  const Tensor& x = ctx.inputs[0];
+  const Attrs& a = ctx.node.attrs;
+  std::vector<SliceAxis> ranges;
+  std::string err = slice_ranges(x.shape(), a.get_ints("starts"), a.get_ints("ends"),
+                                 a.get_ints("axes"), a.get_ints("steps"), &ranges);
+  SF_CHECK(err.empty(), "{}", err);
+  const std::vector<int64_t> xs = strides_of(x.shape());
+  const T* in = x.data<T>();
+  T* out = ctx.outputs[0].data<T>();
+  for_each_index(ctx.outputs[0].shape(), [&](int64_t o, const std::vector<int64_t>& index) {
+    int64_t i = 0;
+    for (size_t d = 0; d < ranges.size(); ++d)
+      i += (ranges[d].start + index[d] * ranges[d].step) * xs[d];
+    out[o] = in[i];
+  });
+}
+
+template <typename T, typename I>
+void gather_as(KernelContext& ctx) {
+  const Tensor& x = ctx.inputs[0];
+  const Tensor& indices = ctx.inputs[1];
+  int64_t axis = ctx.node.attrs.get_int("axis");
+  if (axis < 0) axis += x.rank();
+  int64_t outer = 1, inner = 1;
+  for (int d = 0; d < x.rank(); ++d) {
+    if (d < axis) outer *= x.dim(d);
+    if (d > axis) inner *= x.dim(d);
+  }
+  const int64_t n = x.dim(static_cast<int>(axis));
+  const int64_t count = indices.numel();
+  const I* idx = indices.data<I>();
+  const T* in = x.data<T>();
+  T* out = ctx.outputs[0].data<T>();
+  for (int64_t j = 0; j < count; ++j) {
+    // Indices are data, not attributes, so they are only checked here.
+    const int64_t k = idx[j] < 0 ? idx[j] + n : idx[j];
+    if (k < 0 || k >= n)
+      fail("node '{}' (Gather): index {} is out of range for axis {} of x {}", ctx.node.name,
+           static_cast<int64_t>(idx[j]), axis, shape_str(x.shape()));
+  }
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t j = 0; j < count; ++j) {
+      const int64_t k = idx[j] < 0 ? idx[j] + n : idx[j];
+      std::copy_n(in + (o * n + k) * inner, inner, out + (o * count + j) * inner);
+    }
+}
+
+template <typename T>
+void gather(KernelContext& ctx) {
+  if (ctx.inputs[1].dtype() == DType::i32)
+    gather_as<T, int32_t>(ctx);
+  else
+    gather_as<T, int64_t>(ctx);
+}
+
+template <typename T>
+void add_layout_kernels(KernelRegistry& r) {
+  const DType dtype = dtype_of<T>();
+  r.add(simple_kernel("Transpose", dtype, "reference", transpose<T>));
+  r.add(simple_kernel("Pad", dtype, "reference", pad<T>));
+  r.add(simple_kernel("StridedSlice", dtype, "reference", strided_slice<T>));
+  r.add(simple_kernel("Gather", dtype, "reference", gather<T>));
+}
+
+}  // namespace
+
+void register_reference_layout_kernels(KernelRegistry& r) {
+  add_layout_kernels<float>(r);
+  add_layout_kernels<int32_t>(r);
+  add_layout_kernels<int64_t>(r);
+  add_layout_kernels<uint8_t>(r);
+  add_layout_kernels<int8_t>(r);
+}
+
+}  // namespace sf

@@ -1,0 +1,94 @@
+// Reference kernel for Resize (resize_ops.cc) following the ONNX spec and its reference
+// implementation (onnx/reference/ops/op_resize.py): each output row and column maps back to a
+// source coordinate, then takes its nearest input pixel or a linear mix of the two around it.
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "kernels/kernel.h"
+#include "kernels/reference/reference.h"
+
+namespace sf {
+
+namespace {
+
+struct Tap {
+  int64_t index;
+  double weight;
+};
+
+// The source coordinate of output position `x` along an axis resized from `in` to `out`. Scale
+// is out / in, divided by as ONNX does, so that rounding ties land where theirs do.
+double source_coord(const std::string& mode, int64_t x, int64_t in, int64_t out) {
+  const double scale = static_cast<double>(out) / static_cast<double>(in);
+  const double xd = static_cast<double>(x);
+  if (mode == "asymmetric") return xd / scale;
+  if (mode == "align_corners")
+    return out == 1 ? 0.0 : xd * static_cast<double>(in - 1) / static_cast<double>(out - 1);
+  if (mode == "pytorch_half_pixel" && out == 1) return 0.0;
+  return (xd + 0.5) / scale - 0.5;  // half_pixel, pytorch_half_pixel
+}
+
+// The input taps of every output position along one axis. Coordinates outside the input use
+// its edge pixel, as ONNX's edge padding does.
+std::vector<std::vector<Tap>> axis_taps(const Attrs& attrs, int64_t in, int64_t out) {
+  const std::string& ctm = attrs.get_string("coordinate_transformation_mode");
+  const std::string& nearest = attrs.get_string("nearest_mode");
+  const bool linear = attrs.get_string("mode") == "linear";
+  auto clamp = [in](int64_t i) { return std::clamp<int64_t>(i, 0, in - 1); };
+  std::vector<std::vector<Tap>> taps(static_cast<size_t>(out));
+  for (int64_t x = 0; x < out; ++x) {
+    const double src = source_coord(ctm, x, in, out);
+    const double lo = std::floor(src);
+    const double frac = src - lo;
+    const int64_t i0 = static_cast<int64_t>(lo);
+    std::vector<Tap>& t = taps[static_cast<size_t>(x)];
+    if (linear) {
+      t = {{clamp(i0), 1.0 - frac}, {clamp(i0 + 1), frac}};
+      continue;
+    }
+    bool up = false;  // take i0 + 1 rather than i0
+    if (frac != 0.0) {
+      if (nearest == "round_prefer_floor") up = frac > 0.5;
+      if (nearest == "round_prefer_ceil") up = frac >= 0.5;
+      if (nearest == "ceil") up = true;
+    }
+    t = {{clamp(up ? i0 + 1 : i0), 1.0}};
+  }
+  return taps;
+}
+
+void resize(KernelContext& ctx) {
+  const Tensor& x = ctx.inputs[0];
+  const Tensor& y = ctx.outputs[0];
+  const int64_t n = x.dim(0), h = x.dim(1), w = x.dim(2), c = x.dim(3);
+  const int64_t oh = y.dim(1), ow = y.dim(2);
+  const std::vector<std::vector<Tap>> rows = axis_taps(ctx.node.attrs, h, oh);
+  const std::vector<std::vector<Tap>> cols = axis_taps(ctx.node.attrs, w, ow);
+  const float* xp = x.data<float>();
+  float* yp = y.data<float>();
+  std::vector<double> acc(static_cast<size_t>(c));
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t r = 0; r < oh; ++r)
+      for (int64_t col = 0; col < ow; ++col) {
+        std::fill(acc.begin(), acc.end(), 0.0);
+        for (const Tap& tr : rows[static_cast<size_t>(r)])
+          for (const Tap& tc : cols[static_cast<size_t>(col)]) {
+            const double wt = tr.weight * tc.weight;
+            const float* px = xp + ((b * h + tr.index) * w + tc.index) * c;
+            for (int64_t ch = 0; ch < c; ++ch) acc[static_cast<size_t>(ch)] += wt * px[ch];
+          }
+        float* py = yp + ((b * oh + r) * ow + col) * c;
+        for (int64_t ch = 0; ch < c; ++ch)
+          py[ch] = static_cast<float>(acc[static_cast<size_t>(ch)]);
+      }
+}
+
+}  // namespace
+
+void register_reference_resize_kernels(KernelRegistry& r) {
+  r.add(simple_kernel("Resize", DType::f32, "reference", resize));
+}
+
+}  // namespace sf

@@ -1,0 +1,36 @@
+// Constants and helpers shared by the .sfm writer and reader (internal to src/modelfile).
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+namespace sf::modelfile {
+
+inline constexpr char kMagic[8] = {'S', 'F', 'M', 'O', 'D', 'E', 'L', '\0'};
+inline constexpr uint64_t kHeaderBytes = 48;
+inline constexpr uint64_t kAlign = 64;
+inline constexpr const char* kDenseEncoding = "dense";
+
+// Field offsets inside the fixed header.
+inline constexpr size_t kVersionAt = 8;
+inline constexpr size_t kReservedAt = 12;
+inline constexpr size_t kMetaOffsetAt = 16;
+inline constexpr size_t kMetaSizeAt = 24;
+inline constexpr size_t kDataOffsetAt = 32;
+inline constexpr size_t kDataSizeAt = 40;
+
+inline uint64_t align_up(uint64_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
+
+template <typename T>
+void put_le(unsigned char* out, T value) {
+  for (size_t i = 0; i < sizeof(T); ++i) out[i] = static_cast<unsigned char>(value >> (8 * i));
+}
+
+template <typename T>
+T get_le(const unsigned char* in) {
+  T value = 0;
+  for (size_t i = 0; i < sizeof(T); ++i) value |= static_cast<T>(in[i]) << (8 * i);
+  return value;
+}
+
+}  // namespace sf::modelfile

@@ -1,0 +1,70 @@
+// Frozen model files (.sfm): one file holding an inference graph, its weights and free-form
+// metadata. Loading memory-maps the file and the weights are used in place, never copied.
+//
+// Layout (all integers little-endian; full description in docs/MODEL_FORMAT.md):
+//
+//   offset  size  field
+//        0     8  magic "SFMODEL\0"
+//        8     4  u32 format_version (this build reads 1)
+//       12     4  u32 reserved (written as 0, ignored when read)
+//       16     8  u64 meta_offset   \ the JSON metadata section
+//       24     8  u64 meta_size     /
+//       32     8  u64 data_offset   \ the tensor data section; data_offset is a multiple of 64
+//       40     8  u64 data_size     /
+//
+// The metadata section is one UTF-8 JSON object:
+//   {"inputs": [names], "outputs": [names], "metadata": {string: string},
+//    "nodes": [{"name", "op", "version", "device", "inputs": [[node_index, output_index], ...],
+//               "attrs": {"<name>": {"kind": "int|float|bool|string|ints|floats|tensor",
+//                                    "value": ...}}}],
+//    "tensors": [{"dtype", "shape", "offset", "bytes", "encoding": "dense"}]}
+// A tensor attribute's value is an index into "tensors"; a tensor's offset is relative to
+// data_offset and a multiple of 64, so with a page-aligned mapping every tensor is 64-byte
+// aligned. Non-finite floats are written as the strings "nan", "inf" and "-inf".
+//
+// Ops are stored by name and OpDef::version; a file whose op version is newer than this build's
+// is rejected. Node output types are not stored: the loader rebuilds the graph with
+// Graph::add_node, which checks attributes (filling defaults for ones an older writer did not
+// know) and re-runs each op's shape function, so a file cannot lie about shapes.
+#pragma once
+
+#include <cstddef>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "graph/graph.h"
+
+namespace sf {
+
+inline constexpr uint32_t kModelFormatVersion = 1;
+
+struct ModelFile {
+  Graph graph;                                  // inference graph; Const nodes hold the weights
+  std::vector<std::string> inputs;              // Placeholder node names, in order
+  std::vector<std::string> outputs;             // output node names (output 0 of each)
+  std::map<std::string, std::string> metadata;  // free-form: "producer", "source", "labels", ...
+  size_t file_bytes = 0;                        // set by load_model
+};
+
+// Writes atomically: a temporary file in the same folder, fsync, rename, fsync of the folder.
+// Throws sf::Error "<path>: ..." when the model is inconsistent or the write fails.
+void save_model(const std::string& path, const ModelFile& model);
+
+// Memory-maps the file (private, copy-on-write, so writing to a weight never changes the file).
+// Tensor-valued attributes (Const "value") borrow the mapping, which is unmapped when the last
+// tensor referring to it goes. Everything is validated before use; problems throw sf::Error
+// "<path>: ..." naming what is wrong. The file must not be truncated while it is mapped.
+ModelFile load_model(const std::string& path);
+
+// The parser behind load_model, for fuzzers and in-memory models. `keep_alive` keeps `data`
+// valid; tensors borrow it when `data` is 64-byte aligned, otherwise the bytes are copied into
+// one aligned buffer first. `name` prefixes error messages.
+ModelFile load_model_from_memory(const void* data, size_t size, std::shared_ptr<void> keep_alive,
+                                 const std::string& name);
+
+// Bytes of tensor data (weights) in the model; a tensor shared by several nodes counts once.
+size_t weight_bytes(const ModelFile& model);
+
+}  // namespace sf

@@ -1,0 +1,352 @@
+// load_model: maps the file, validates the header, the JSON and every tensor, then rebuilds the
+// graph through Graph::add_node. Nothing is allocated or indexed from a field before it is checked.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+#include "graph/op_registry.h"
+#include "modelfile/format.h"
+#include "modelfile/model_file.h"
+
+namespace sf {
+namespace {
+
+using json = nlohmann::json;
+using modelfile::kAlign;
+using modelfile::kHeaderBytes;
+
+constexpr size_t kMaxRank = 16;
+// No real tensor comes near this; it keeps every later product of dimensions far from overflow.
+constexpr int64_t kMaxElements = int64_t{1} << 40;
+
+class Reader {
+ public:
+  Reader(const unsigned char* data, size_t size, std::shared_ptr<void> keep_alive,
+         const std::string& name)
+      : data_(data), size_(size), keep_alive_(std::move(keep_alive)), name_(name) {}
+
+  ModelFile read() {
+    read_header();
+    json meta;
+    try {
+      meta = json::parse(data_ + meta_offset_, data_ + meta_offset_ + meta_size_);
+    } catch (const json::exception& e) {
+      error("metadata is not valid JSON: {}", e.what());
+    }
+    if (!meta.is_object()) error("metadata is not a JSON object");
+    read_tensors(field(meta, "tensors", "metadata"));
+    ModelFile model;
+    read_nodes(field(meta, "nodes", "metadata"), model.graph);
+    model.inputs = names(field(meta, "inputs", "metadata"), "inputs");
+    model.outputs = names(field(meta, "outputs", "metadata"), "outputs");
+    for (const std::string& in : model.inputs) {
+      int id = model.graph.find(in);
+      if (id < 0) error("input '{}' is not a node", in);
+      if (model.graph.node(id).op != "Placeholder")
+        error("input '{}' is a {}, not a Placeholder", in, model.graph.node(id).op);
+    }
+    for (const std::string& out : model.outputs) {
+      int id = model.graph.find(out);
+      if (id < 0) error("output '{}' is not a node", out);
+      if (model.graph.node(id).outputs.empty()) error("output '{}' has no outputs", out);
+    }
+    const json& metadata = field(meta, "metadata", "metadata");
+    if (!metadata.is_object()) error("'metadata' must be an object of strings");
+    for (const auto& [key, value] : metadata.items())
+      model.metadata[key] = string(value, fmt::format("metadata '{}'", key));
+    model.file_bytes = size_;
+    return model;
+  }
+
+ private:
+  template <typename... Args>
+  [[noreturn]] void error(fmt::format_string<Args...> format, Args&&... args) const {
+    fail("{}: {}", name_, fmt::format(format, std::forward<Args>(args)...));
+  }
+
+  void read_header() {
+    if (size_ == 0) error("empty file, not a slimflow model");
+    const size_t magic_bytes = std::min<size_t>(size_, sizeof(modelfile::kMagic));
+    if (std::memcmp(data_, modelfile::kMagic, magic_bytes) != 0)
+      error("not a slimflow model (no SFMODEL magic)");
+    if (size_ < kHeaderBytes)
+      error("truncated: {} bytes, shorter than the {}-byte header", size_, kHeaderBytes);
+    const uint32_t version = modelfile::get_le<uint32_t>(data_ + modelfile::kVersionAt);
+    if (version > kModelFormatVersion)
+      error("format version {} is newer than this build reads ({})", version,
+            kModelFormatVersion);
+    if (version == 0) error("format version 0 is not valid");
+    meta_offset_ = modelfile::get_le<uint64_t>(data_ + modelfile::kMetaOffsetAt);
+    meta_size_ = modelfile::get_le<uint64_t>(data_ + modelfile::kMetaSizeAt);
+    data_offset_ = modelfile::get_le<uint64_t>(data_ + modelfile::kDataOffsetAt);
+    data_size_ = modelfile::get_le<uint64_t>(data_ + modelfile::kDataSizeAt);
+    check_section("metadata", meta_offset_, meta_size_);
+    check_section("data", data_offset_, data_size_);
+    if (data_offset_ % kAlign != 0)
+      error("data section offset {} is not a multiple of {}", data_offset_, kAlign);
+    if (meta_offset_ < data_offset_ + data_size_ && data_offset_ < meta_offset_ + meta_size_)
+      error("metadata section [{}, +{}) overlaps data section [{}, +{})", meta_offset_,
+            meta_size_, data_offset_, data_size_);
+  }
+
+  // Subtraction instead of addition, so that huge fields cannot wrap around.
+  void check_section(const char* what, uint64_t offset, uint64_t bytes) const {
+    if (offset < kHeaderBytes || offset > size_ || bytes > size_ - offset)
+      error("truncated or corrupt: {} section at offset {} with {} bytes does not fit the "
+            "{}-byte file (after the {}-byte header)",
+            what, offset, bytes, size_, kHeaderBytes);
+  }
+
+  // --- typed JSON access; every failure names the field ---
+  const json& field(const json& object, const char* key, const std::string& where) const {
+    if (!object.is_object()) error("{} must be a JSON object", where);
+    auto it = object.find(key);
+    if (it == object.end()) error("{} has no '{}'", where, key);
+    return *it;
+  }
+  std::string string(const json& j, const std::string& what) const {
+    if (!j.is_string()) error("{} must be a string", what);
+    return j.get<std::string>();
+  }
+  int64_t integer(const json& j, const std::string& what) const {
+    if (j.is_number_unsigned() &&
+        j.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+      error("{} is out of range", what);
+    if (!j.is_number_integer()) error("{} must be an integer", what);
+    return j.get<int64_t>();
+  }
+  // An integer in [0, limit).
+  size_t index(const json& j, uint64_t limit, const std::string& what) const {
+    int64_t v = integer(j, what);
+    if (v < 0 || static_cast<uint64_t>(v) >= limit)
+      error("{} is {}, outside [0, {})", what, v, limit);
+    return static_cast<size_t>(v);
+  }
+  double number(const json& j, const std::string& what) const {
+    if (j.is_number()) return j.get<double>();
+    if (j.is_string()) {
+      const auto& s = j.get_ref<const std::string&>();
+      if (s == "nan") return std::numeric_limits<double>::quiet_NaN();
+      if (s == "inf") return std::numeric_limits<double>::infinity();
+      if (s == "-inf") return -std::numeric_limits<double>::infinity();
+    }
+    error("{} must be a number (or \"nan\", \"inf\", \"-inf\")", what);
+  }
+  const json& array(const json& j, const std::string& what) const {
+    if (!j.is_array()) error("{} must be an array", what);
+    return j;
+  }
+  std::vector<std::string> names(const json& j, const char* what) const {
+    std::vector<std::string> out;
+    for (const json& e : array(j, fmt::format("'{}'", what)))
+      out.push_back(string(e, fmt::format("an entry of '{}'", what)));
+    return out;
+  }
+
+  // Checks that no dimension is negative and the element count stays sane, without overflow.
+  int64_t checked_numel(const Shape& shape, const std::string& what) const {
+    if (shape.size() > kMaxRank) error("{} has rank {}, more than {}", what, shape.size(), kMaxRank);
+    int64_t n = 1;
+    for (int64_t d : shape) {
+      if (d < 0) error("{} has a negative dimension in {}", what, shape_str(shape));
+      if (d != 0 && n > kMaxElements / d)
+        error("{} {} has more than {} elements", what, shape_str(shape), kMaxElements);
+      n *= d;
+    }
+    return n;
+  }
+
+  void read_tensors(const json& list) {
+    array(list, "'tensors'");
+    std::vector<std::pair<uint64_t, uint64_t>> ranges;  // [offset, end) of non-empty tensors
+    for (size_t i = 0; i < list.size(); ++i) {
+      const json& t = list[i];
+      const std::string where = fmt::format("tensor {}", i);
+      const std::string encoding = string(field(t, "encoding", where), where + " 'encoding'");
+      if (encoding != modelfile::kDenseEncoding)
+        error("tensor {} has encoding '{}', which this build does not read", i, encoding);
+      const std::string dtype_text = string(field(t, "dtype", where), where + " 'dtype'");
+      DType dtype;
+      try {
+        dtype = parse_dtype(dtype_text);
+      } catch (const Error& e) {
+        error("tensor {}: {}", i, e.what());
+      }
+      Shape shape;
+      for (const json& d : array(field(t, "shape", where), where + " 'shape'"))
+        shape.push_back(integer(d, where + " dimension"));
+      const int64_t numel = checked_numel(shape, where);
+      const int64_t offset = integer(field(t, "offset", where), where + " 'offset'");
+      const int64_t bytes = integer(field(t, "bytes", where), where + " 'bytes'");
+      const auto expected = static_cast<uint64_t>(numel) * dtype_size(dtype);
+      if (bytes < 0 || static_cast<uint64_t>(bytes) != expected)
+        error("tensor {} has {} bytes, but {} {} needs {}", i, bytes, dtype_name(dtype),
+              shape_str(shape), expected);
+      if (offset < 0 || static_cast<uint64_t>(offset) % kAlign != 0)
+        error("tensor {} offset {} is not a non-negative multiple of {}", i, offset, kAlign);
+      const auto begin = static_cast<uint64_t>(offset);
+      if (begin > data_size_ || expected > data_size_ - begin)
+        error("tensor {} [{}, +{}) runs past the end of the {}-byte data section", i, begin,
+              expected, data_size_);
+      if (expected > 0) ranges.emplace_back(begin, begin + expected);
+      const unsigned char* at = data_ + data_offset_ + begin;
+      // Storage is non-const by design; the mapping is private, so writes never reach the file.
+      auto storage = Storage::borrow(const_cast<unsigned char*>(at), expected, keep_alive_);
+      tensors_.emplace_back(dtype, std::move(shape), std::move(storage));
+    }
+    std::sort(ranges.begin(), ranges.end());
+    for (size_t i = 1; i < ranges.size(); ++i)
+      if (ranges[i].first < ranges[i - 1].second)
+        error("tensors overlap in the data section: [{}, {}) and [{}, {})", ranges[i - 1].first,
+              ranges[i - 1].second, ranges[i].first, ranges[i].second);
+  }
+
+  AttrValue attr(const json& a, const std::string& where) const {
+    const std::string kind = string(field(a, "kind", where), where + " 'kind'");
+    const json& v = field(a, "value", where);
+    const std::string what = where + " value";
+    if (kind == "int") return integer(v, what);
+    if (kind == "float") return number(v, what);
+    if (kind == "bool") {
+      if (!v.is_boolean()) error("{} must be true or false", what);
+      return v.get<bool>();
+    }
+    if (kind == "string") return string(v, what);
+    if (kind == "ints") {
+      std::vector<int64_t> out;
+      for (const json& e : array(v, what)) out.push_back(integer(e, what));
+      return out;
+    }
+    if (kind == "floats") {
+      std::vector<double> out;
+      for (const json& e : array(v, what)) out.push_back(number(e, what));
+      return out;
+    }
+    if (kind == "tensor") return tensors_[index(v, tensors_.size(), what)];
+    error("{} has unknown kind '{}' (expected int, float, bool, string, ints, floats or tensor)",
+          where, kind);
+  }
+
+  // Shape-valued attributes ("shape", "input_shape", ...) feed products in shape functions; one
+  // -1 ("infer this dimension") is allowed, the rest must be a sane shape.
+  void check_shape_attr(const std::string& name, const AttrValue& value,
+                        const std::string& where) const {
+    const auto* dims = std::get_if<std::vector<int64_t>>(&value);
+    if (dims == nullptr || (name != "shape" && !name.ends_with("_shape"))) return;
+    Shape known;
+    for (int64_t d : *dims)
+      if (d != -1) known.push_back(d);
+    checked_numel(known, where);
+  }
+
+  void read_nodes(const json& list, Graph& graph) {
+    array(list, "'nodes'");
+    for (size_t i = 0; i < list.size(); ++i) {
+      const json& n = list[i];
+      const std::string where = fmt::format("node {}", i);
+      const std::string name = string(field(n, "name", where), where + " 'name'");
+      if (name.empty()) error("node {} has an empty name", i);
+      const std::string node_where = fmt::format("node '{}'", name);
+      const std::string op = string(field(n, "op", where), node_where + " 'op'");
+      const int64_t version = integer(field(n, "version", where), node_where + " 'version'");
+      if (version < 1) error("node '{}' ({}) has invalid op version {}", name, op, version);
+      if (const OpDef* def = OpRegistry::global().find(op); def && version > def->version)
+        error("node '{}': op {} version {} is newer than this build supports ({})", name, op,
+              version, def->version);
+      const std::string device = string(field(n, "device", where), node_where + " 'device'");
+      std::vector<Output> inputs;
+      const json& ins = array(field(n, "inputs", where), node_where + " 'inputs'");
+      for (size_t k = 0; k < ins.size(); ++k) {
+        const std::string in_where = fmt::format("node '{}' input {}", name, k);
+        const json& pair = array(ins[k], in_where);
+        if (pair.size() != 2) error("{} must be [node_index, output_index]", in_where);
+        const size_t src = index(pair[0], i, in_where + " node index (must be an earlier node)");
+        const size_t out = index(pair[1], graph.node(static_cast<int>(src)).outputs.size(),
+                                 in_where + " output index");
+        inputs.push_back(Output{static_cast<int>(src), static_cast<int>(out)});
+      }
+      Attrs attrs;
+      const json& as = field(n, "attrs", where);
+      if (!as.is_object()) error("{} 'attrs' must be an object", node_where);
+      for (const auto& [key, value] : as.items()) {
+        const std::string attr_where = fmt::format("node '{}' attribute '{}'", name, key);
+        AttrValue v = attr(value, attr_where);
+        check_shape_attr(key, v, attr_where);
+        attrs.set(key, std::move(v));
+      }
+      int id;
+      try {
+        id = graph.add_node(op, std::move(inputs), std::move(attrs), name);
+      } catch (const Error& e) {
+        error("{}", e.what());
+      }
+      Node& added = graph.mutable_node(id);
+      added.device = device;
+      for (size_t k = 0; k < added.outputs.size(); ++k)
+        checked_numel(added.outputs[k].shape, fmt::format("node '{}' output {}", name, k));
+    }
+  }
+
+  const unsigned char* data_;
+  size_t size_;
+  std::shared_ptr<void> keep_alive_;
+  const std::string& name_;
+  uint64_t meta_offset_ = 0, meta_size_ = 0, data_offset_ = 0, data_size_ = 0;
+  std::vector<Tensor> tensors_;
+};
+
+// Closes the descriptor on every path out of load_model.
+struct Fd {
+  int fd;
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+}  // namespace
+
+ModelFile load_model_from_memory(const void* data, size_t size, std::shared_ptr<void> keep_alive,
+                                 const std::string& name) {
+  const auto* bytes = static_cast<const unsigned char*>(data);
+  if (reinterpret_cast<uintptr_t>(data) % kAlign != 0 && size > 0) {
+    // Tensors promise 64-byte alignment, so an unaligned buffer is copied once.
+    std::shared_ptr<Storage> copy = Storage::allocate(size);
+    std::memcpy(copy->data(), data, size);
+    bytes = static_cast<const unsigned char*>(copy->data());
+    keep_alive = std::move(copy);
+  }
+  try {
+    return Reader(bytes, size, std::move(keep_alive), name).read();
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    // A library exception (json, std::out_of_range, ...) is still a bad file, not a crash.
+    fail("{}: corrupt model: {}", name, e.what());
+  }
+}
+
+ModelFile load_model(const std::string& path) {
+  Fd file{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+  if (file.fd < 0) fail("{}: cannot open model: {}", path, std::strerror(errno));
+  struct stat st {};
+  if (::fstat(file.fd, &st) != 0) fail("{}: cannot stat model: {}", path, std::strerror(errno));
+  if (S_ISDIR(st.st_mode)) fail("{}: is a directory, not a slimflow model", path);
+  if (!S_ISREG(st.st_mode)) fail("{}: not a regular file, not a slimflow model", path);
+  const auto size = static_cast<size_t>(st.st_size);
+  if (size == 0) fail("{}: empty file, not a slimflow model", path);
+  // Private and writable: pages stay shared with the page cache until someone writes to one.
+  void* map = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE, file.fd, 0);
+  if (map == MAP_FAILED) fail("{}: cannot map model: {}", path, std::strerror(errno));
+  std::shared_ptr<void> mapping(map, [size](void* p) { ::munmap(p, size); });
+  return load_model_from_memory(map, size, std::move(mapping), path);
+}
+
+}  // namespace sf

@@ -1,0 +1,222 @@
+// save_model: builds the JSON metadata, lays tensors out 64-byte aligned, writes atomically.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "graph/op_registry.h"
+#include "modelfile/format.h"
+#include "modelfile/model_file.h"
+
+namespace sf {
+namespace {
+
+using json = nlohmann::json;
+using modelfile::align_up;
+using modelfile::kAlign;
+using modelfile::kHeaderBytes;
+
+// Writes a temporary file next to the target; removes it unless committed.
+class AtomicFile {
+ public:
+  explicit AtomicFile(const std::string& path) : path_(path) {
+    static std::atomic<int> counter{0};
+    tmp_ = fmt::format("{}.tmp-{}-{}", path, ::getpid(), counter++);
+    fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd_ < 0) error("cannot create " + tmp_);
+  }
+  ~AtomicFile() {
+    if (fd_ >= 0) ::close(fd_);
+    if (!committed_) ::unlink(tmp_.c_str());
+  }
+  AtomicFile(const AtomicFile&) = delete;
+  AtomicFile& operator=(const AtomicFile&) = delete;
+
+  uint64_t position() const { return pos_; }
+
+  void write(const void* data, uint64_t n) {
+    auto* p = static_cast<const char*>(data);
+    while (n > 0) {
+      ssize_t done = ::write(fd_, p, std::min<uint64_t>(n, uint64_t{1} << 30));
+      if (done < 0 && errno == EINTR) continue;
+      if (done < 0) error("cannot write " + tmp_);
+      p += done;
+      n -= static_cast<uint64_t>(done);
+      pos_ += static_cast<uint64_t>(done);
+    }
+  }
+
+  void pad_to(uint64_t offset) {
+    static const char zeros[kAlign] = {};
+    SF_CHECK(offset >= pos_ && offset - pos_ < kAlign, "bad padding {} -> {}", pos_, offset);
+    write(zeros, offset - pos_);
+  }
+
+  // fsync, rename over the target, then fsync the folder so the rename itself is durable.
+  void commit() {
+    if (::fsync(fd_) != 0) error("cannot fsync " + tmp_);
+    int rc = ::close(fd_);
+    fd_ = -1;
+    if (rc != 0) error("cannot close " + tmp_);
+    if (::rename(tmp_.c_str(), path_.c_str()) != 0) error("cannot rename " + tmp_);
+    committed_ = true;
+    std::filesystem::path parent = std::filesystem::path(path_).parent_path();
+    const std::string dir = parent.empty() ? std::string(".") : parent.string();
+    int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dir_fd < 0) error("cannot open folder " + dir);
+    // Some file systems cannot fsync a folder (EINVAL); the rename has still happened.
+    rc = ::fsync(dir_fd);
+    int saved = errno;
+    ::close(dir_fd);
+    if (rc != 0 && saved != EINVAL) {
+      errno = saved;
+      error("cannot fsync folder " + dir);
+    }
+  }
+
+ private:
+  [[noreturn]] void error(const std::string& what) {
+    fail("{}: cannot write model: {}: {}", path_, what, std::strerror(errno));
+  }
+
+  std::string path_, tmp_;
+  int fd_ = -1;
+  bool committed_ = false;
+  uint64_t pos_ = 0;
+};
+
+// JSON has no NaN or infinity; those are written as strings.
+json float_json(double v) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  return v;
+}
+
+struct Layout {
+  json tensors = json::array();
+  std::vector<std::pair<const Tensor*, uint64_t>> placed;  // tensor, offset in data section
+  uint64_t data_size = 0;
+};
+
+json attr_json(const std::string& path, const Node& node, const std::string& name,
+               const AttrValue& value, Layout& layout) {
+  json out = {{"kind", attr_kind_name(attr_kind_of(value))}};
+  if (const auto* i = std::get_if<int64_t>(&value)) {
+    out["value"] = *i;
+  } else if (const auto* f = std::get_if<double>(&value)) {
+    out["value"] = float_json(*f);
+  } else if (const auto* b = std::get_if<bool>(&value)) {
+    out["value"] = *b;
+  } else if (const auto* s = std::get_if<std::string>(&value)) {
+    out["value"] = *s;
+  } else if (const auto* is = std::get_if<std::vector<int64_t>>(&value)) {
+    out["value"] = *is;
+  } else if (const auto* fs = std::get_if<std::vector<double>>(&value)) {
+    json arr = json::array();
+    for (double v : *fs) arr.push_back(float_json(v));
+    out["value"] = std::move(arr);
+  } else {
+    const Tensor& t = std::get<Tensor>(value);
+    if (!t.defined())
+      fail("{}: cannot save model: node '{}' attribute '{}' is an empty tensor", path, node.name,
+           name);
+    uint64_t offset = align_up(layout.data_size);
+    out["value"] = layout.tensors.size();
+    layout.tensors.push_back({{"dtype", dtype_name(t.dtype())},
+                              {"shape", t.shape()},
+                              {"offset", offset},
+                              {"bytes", t.bytes()},
+                              {"encoding", modelfile::kDenseEncoding}});
+    layout.placed.emplace_back(&t, offset);
+    layout.data_size = offset + t.bytes();
+  }
+  return out;
+}
+
+void check_model(const std::string& path, const ModelFile& model) {
+  for (const std::string& name : model.inputs) {
+    int id = model.graph.find(name);
+    if (id < 0) fail("{}: cannot save model: input '{}' is not a node", path, name);
+    if (model.graph.node(id).op != "Placeholder")
+      fail("{}: cannot save model: input '{}' is a {}, not a Placeholder", path, name,
+           model.graph.node(id).op);
+  }
+  for (const std::string& name : model.outputs)
+    if (model.graph.find(name) < 0)
+      fail("{}: cannot save model: output '{}' is not a node", path, name);
+}
+
+}  // namespace
+
+void save_model(const std::string& path, const ModelFile& model) {
+  check_model(path, model);
+  Layout layout;
+  json nodes = json::array();
+  for (const Node& n : model.graph.nodes()) {
+    const OpDef* def = OpRegistry::global().find(n.op);
+    if (def == nullptr) fail("{}: cannot save model: node '{}' has unknown op '{}'", path, n.name,
+                             n.op);
+    json inputs = json::array();
+    for (const Output& in : n.inputs) inputs.push_back({in.node, in.index});
+    json attrs = json::object();
+    for (const auto& [name, value] : n.attrs.all())
+      attrs[name] = attr_json(path, n, name, value, layout);
+    nodes.push_back({{"name", n.name},
+                     {"op", n.op},
+                     {"version", def->version},
+                     {"device", n.device},
+                     {"inputs", std::move(inputs)},
+                     {"attrs", std::move(attrs)}});
+  }
+  json meta = {{"inputs", model.inputs},
+               {"outputs", model.outputs},
+               {"metadata", model.metadata},
+               {"nodes", std::move(nodes)},
+               {"tensors", std::move(layout.tensors)}};
+  std::string text;
+  try {
+    text = meta.dump();  // strict UTF-8: a name that is not UTF-8 is an error, not a bad file
+  } catch (const json::exception& e) {
+    fail("{}: cannot save model: {}", path, e.what());
+  }
+
+  const uint64_t data_offset = align_up(kHeaderBytes + text.size());
+  unsigned char header[kHeaderBytes] = {};
+  std::memcpy(header, modelfile::kMagic, sizeof(modelfile::kMagic));
+  modelfile::put_le<uint32_t>(header + modelfile::kVersionAt, kModelFormatVersion);
+  modelfile::put_le<uint32_t>(header + modelfile::kReservedAt, 0);
+  modelfile::put_le<uint64_t>(header + modelfile::kMetaOffsetAt, kHeaderBytes);
+  modelfile::put_le<uint64_t>(header + modelfile::kMetaSizeAt, text.size());
+  modelfile::put_le<uint64_t>(header + modelfile::kDataOffsetAt, data_offset);
+  modelfile::put_le<uint64_t>(header + modelfile::kDataSizeAt, layout.data_size);
+
+  AtomicFile file(path);
+  file.write(header, sizeof(header));
+  file.write(text.data(), text.size());
+  file.pad_to(data_offset);
+  for (const auto& [tensor, offset] : layout.placed) {
+    file.pad_to(data_offset + offset);
+    if (tensor->bytes() > 0) file.write(tensor->raw(), tensor->bytes());
+  }
+  SF_CHECK(file.position() == data_offset + layout.data_size, "wrote {} bytes, expected {}",
+           file.position(), data_offset + layout.data_size);
+  file.commit();
+}
+
+size_t weight_bytes(const ModelFile& model) {
+  std::set<std::pair<const void*, size_t>> seen;
+  size_t total = 0;
+  for (const Node& n : model.graph.nodes())
+    for (const auto& [name, value] : n.attrs.all())
+      if (const auto* t = std::get_if<Tensor>(&value); t != nullptr && t->defined())
+        if (seen.emplace(t->raw(), t->bytes()).second) total += t->bytes();
+  return total;
+}
+
+}  // namespace sf

@@ -1,0 +1,178 @@
+// import_onnx: parses the ModelProto, lists unsupported nodes up front, creates placeholders
+// and constants, converts node by node (folding what is static), and names the outputs.
+#include "onnx/importer.h"
+
+#include <climits>
+#include <fstream>
+#include <sstream>
+
+#include "onnx/context.h"
+#include "ops/ops.h"
+
+namespace sf {
+
+namespace onnx_import {
+namespace {
+
+const ConverterMap& converters() {
+  static const ConverterMap map = [] {
+    ConverterMap m;
+    add_nn_converters(m);
+    add_math_converters(m);
+    add_shape_converters(m);
+    return m;
+  }();
+  return map;
+}
+
+bool is_default_domain(const std::string& domain) {
+  return domain.empty() || domain == "ai.onnx";
+}
+
+int default_opset(const onnx::ModelProto& model, const std::string& path) {
+  for (const onnx::OperatorSetIdProto& o : model.opset_import())
+    if (is_default_domain(o.domain())) return static_cast<int>(o.version());
+  fail("{}: not a valid ONNX model (no default-domain opset_import)", path);
+}
+
+// Every node the importer has no converter for, in one message.
+void check_supported(const onnx::GraphProto& graph, const std::string& path) {
+  std::vector<std::string> bad;
+  for (const onnx::NodeProto& n : graph.node()) {
+    const std::string op =
+        is_default_domain(n.domain()) ? n.op_type() : n.domain() + "." + n.op_type();
+    if (!is_default_domain(n.domain()) || !converters().count(n.op_type())) {
+      const std::string name = !n.name().empty()          ? n.name()
+                               : n.output_size() > 0 ? n.output(0)
+                                                     : std::string("?");
+      bad.push_back(fmt::format("'{}' ({})", name, op));
+    }
+  }
+  if (!bad.empty())
+    throw OnnxUnsupported(fmt::format("{}: {} unsupported node{}: {}", path, bad.size(),
+                                      bad.size() == 1 ? "" : "s", fmt::join(bad, ", ")));
+}
+
+Shape input_shape(const onnx::ValueInfoProto& info, const ImportOptions& options,
+                  const std::string& path) {
+  auto it = options.input_shapes.find(info.name());
+  if (it != options.input_shapes.end()) return it->second;
+  const onnx::TypeProto::Tensor& t = info.type().tensor_type();
+  if (!t.has_shape())
+    fail("{}: input '{}' has no declared shape; give it with --input-shape", path, info.name());
+  Shape shape;
+  for (int i = 0; i < t.shape().dim_size(); ++i) {
+    const onnx::TensorShapeProto::Dimension& d = t.shape().dim(i);
+    if (d.has_dim_value() && d.dim_value() >= 0) {
+      shape.push_back(d.dim_value());
+    } else if (i == 0) {
+      shape.push_back(1);  // a dynamic batch: Session re-infers shapes for other sizes
+    } else {
+      fail("{}: input '{}' has a dynamic dimension {}{}; give its shape with --input-shape",
+           path, info.name(), i, d.dim_param().empty() ? "" : " ('" + d.dim_param() + "')");
+    }
+  }
+  return shape;
+}
+
+void add_inputs(Context& c, const onnx::GraphProto& graph, const ImportOptions& options,
+                ModelFile& model) {
+  for (const onnx::TensorProto& init : graph.initializer()) {
+    Value v;
+    v.constant = tensor_from_proto(init, c.path + ": initializer");
+    v.shape = v.constant->shape();
+    v.dtype = v.constant->dtype();
+    c.values[init.name()] = std::move(v);
+  }
+  for (const onnx::ValueInfoProto& info : graph.input()) {
+    if (c.values.count(info.name())) continue;  // an initializer (IR < 4 lists them as inputs)
+    Value v;
+    auto bound = options.constant_inputs.find(info.name());
+    if (bound != options.constant_inputs.end()) {
+      v.constant = bound->second;
+      v.shape = v.constant->shape();
+      v.dtype = v.constant->dtype();
+    } else {
+      if (!info.type().has_tensor_type())
+        throw OnnxUnsupported(fmt::format("{}: input '{}' is not a tensor", c.path, info.name()));
+      const std::string where = fmt::format("{}: input '{}'", c.path, info.name());
+      v.dtype = dtype_from_onnx(info.type().tensor_type().elem_type(), where);
+      v.shape = input_shape(info, options, c.path);
+      v.plain = ops::placeholder(c.g, v.dtype, v.shape, info.name());
+      model.inputs.push_back(info.name());
+    }
+    c.values[info.name()] = std::move(v);
+  }
+}
+
+void convert_node(Context& c, const onnx::NodeProto& n) {
+  c.node = &n;
+  try {
+    if (!try_fold(c)) converters().at(n.op_type())(c);
+  } catch (const OnnxUnsupported&) {
+    throw;
+  } catch (const Error& e) {
+    // Shape-function errors name our node; prefix the file and the ONNX node.
+    const std::string msg = e.what();
+    if (msg.rfind(c.path + ":", 0) == 0) throw;
+    c.fail("{}", msg);
+  }
+  for (const std::string& out : n.output())
+    if (!out.empty() && !c.values.count(out))
+      c.unsupported("output '{}' is not produced by this importer", out);
+}
+
+void add_outputs(Context& c, const onnx::GraphProto& graph, ModelFile& model) {
+  c.node = nullptr;
+  for (const onnx::ValueInfoProto& info : graph.output()) {
+    auto it = c.values.find(info.name());
+    if (it == c.values.end()) fail("{}: output '{}' is never computed", c.path, info.name());
+    Value& v = it->second;
+    c.label = info.name();
+    c.reserved_names.erase(info.name());
+    if (v.is_const() && !v.plain.valid())
+      ops::constant(c.g, *v.constant, info.name());
+    else
+      ops::identity(c.g, c.plain(v), info.name());
+    model.outputs.push_back(info.name());
+  }
+}
+
+}  // namespace
+}  // namespace onnx_import
+
+ModelFile import_onnx_bytes(const std::string& bytes, const std::string& name,
+                            const ImportOptions& options) {
+  using namespace onnx_import;
+  onnx::ModelProto proto;
+  if (bytes.size() > INT_MAX || !proto.ParseFromString(bytes) || !proto.has_graph())
+    fail("{}: not a valid ONNX model (protobuf parse failed)", name);
+  const int opset = default_opset(proto, name);
+  if (opset < 9 || opset > 17)
+    throw OnnxUnsupported(fmt::format("{}: opset {} is not supported (9 to 17 are)", name,
+                                      opset));
+  const onnx::GraphProto& graph = proto.graph();
+  check_supported(graph, name);
+
+  ModelFile model;
+  Context c(model.graph, name, opset);
+  for (const onnx::ValueInfoProto& out : graph.output()) c.reserved_names.insert(out.name());
+  add_inputs(c, graph, options, model);
+  for (const onnx::NodeProto& n : graph.node()) convert_node(c, n);
+  add_outputs(c, graph, model);
+  model.metadata["source"] = name;
+  model.metadata["format"] = "onnx";
+  model.metadata["onnx_opset"] = std::to_string(opset);
+  if (!proto.producer_name().empty()) model.metadata["producer"] = proto.producer_name();
+  return model;
+}
+
+ModelFile import_onnx(const std::string& path, const ImportOptions& options) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("{}: cannot open", path);
+  std::stringstream bytes;
+  bytes << in.rdbuf();
+  return import_onnx_bytes(bytes.str(), path, options);
+}
+
+}  // namespace sf

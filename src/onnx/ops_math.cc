@@ -1,0 +1,161 @@
+// Converters for elementwise math, activations, Softmax and ReduceMean. Elementwise ops keep
+// their input's layout, so chains such as Conv -> Add -> Relu stay NHWC.
+#include <cmath>
+#include <limits>
+
+#include "onnx/context.h"
+#include "onnx/shape_args.h"
+#include "ops/broadcast.h"
+
+namespace sf::onnx_import {
+
+namespace {
+
+Value& float_in(Context& c, int i) {
+  Value& v = c.in(i);
+  if (v.dtype != DType::f32)
+    c.unsupported("input {} is {}; only float tensors are supported", i, dtype_name(v.dtype));
+  return v;
+}
+
+Layout layout_of(const Value& v) { return v.is_nhwc() ? Layout::kNhwc : Layout::kPlain; }
+
+void unary(Context& c, const std::string& op, Attrs attrs = {}) {
+  Value& x = float_in(c, 0);
+  const Layout l = layout_of(x);
+  c.set_out(0, c.add(op, {c.get(x, l)}, std::move(attrs)), l);
+}
+
+// An f32 operand for a float op: integer constants (Pow exponents, ...) are converted.
+Value& float_operand(Context& c, int i) {
+  Value& v = c.in(i);
+  if (v.dtype != DType::f32 && v.is_const()) {
+    v.constant = cast_tensor(*v.constant, DType::f32);
+    v.dtype = DType::f32;
+    v.plain = v.nhwc = Output{};
+  }
+  return float_in(c, i);
+}
+
+void binary(Context& c, const std::string& op) {
+  Value& a = float_operand(c, 0);
+  Value& b = float_operand(c, 1);
+  const Layout l = elementwise_layout(c, {&a, &b});
+  Output oa = elementwise_operand(c, a, l);
+  Output ob = elementwise_operand(c, b, l);
+  c.set_out(0, c.add(op, {oa, ob}), l);
+}
+
+// Clip's bound from attribute (opset < 11) or constant input `index`.
+float clip_bound(Context& c, const char* name, int index, float def) {
+  if (c.opset < 11) return c.attr_float(name, def);
+  if (!c.has_input(index)) return def;
+  const Tensor& t = c.const_in(index, name);
+  if (t.numel() != 1) c.fail("{} must be a scalar, got {}", name, shape_str(t.shape()));
+  return to_floats(t)[0];
+}
+
+void clip(Context& c) {
+  const float lo = clip_bound(c, "min", 1, -std::numeric_limits<float>::infinity());
+  const float hi = clip_bound(c, "max", 2, std::numeric_limits<float>::infinity());
+  Value& x = float_in(c, 0);
+  if (std::isinf(lo) && std::isinf(hi)) return c.set_out(0, x);
+  if (lo == 0.0f && hi == 6.0f) return unary(c, "Relu6");
+  if (lo == 0.0f && std::isinf(hi)) return unary(c, "Relu");
+  // The Clip op's defaults (+-3.4e38) stand for "unbounded" on that side.
+  const double min = std::isinf(lo) ? -3.4e38 : lo, max = std::isinf(hi) ? 3.4e38 : hi;
+  unary(c, "Clip", {{"min", min}, {"max", max}});
+}
+
+// Softmax over `axis` of a plain value: transposed to the last axis and back when needed.
+Output softmax_axis(Context& c, Output x, int64_t axis, int64_t rank) {
+  if (axis == rank - 1) return c.add("Softmax", {x});
+  std::vector<int64_t> perm(static_cast<size_t>(rank));
+  for (int64_t i = 0; i < rank; ++i) perm[static_cast<size_t>(i)] = i;
+  std::swap(perm[static_cast<size_t>(axis)], perm.back());
+  Output t = c.add("Transpose", {x}, {{"perm", perm}}, "to_last");
+  Output s = c.add("Softmax", {t}, {}, "softmax");
+  return c.add("Transpose", {s}, {{"perm", perm}});
+}
+
+void softmax(Context& c) {
+  Value& x = float_in(c, 0);
+  const int64_t rank = static_cast<int64_t>(x.shape.size());
+  if (rank == 0) c.fail("input must have rank 1 or more");
+  const int64_t axis = normalize_axis(c, c.attr_int("axis", c.opset < 13 ? 1 : -1), rank);
+  if (c.opset >= 13) {
+    // The channel axis of an NHWC-held value is its last axis.
+    if (x.is_nhwc() && axis == 1) return c.set_out(0, c.add("Softmax", {c.nhwc(x)}),
+                                                   Layout::kNhwc);
+    return c.set_out(0, softmax_axis(c, c.plain(x), axis, rank), Layout::kPlain);
+  }
+  // Before opset 13, Softmax normalises the input flattened to 2-D at `axis`.
+  if (axis == rank - 1) return c.set_out(0, c.add("Softmax", {c.plain(x)}), Layout::kPlain);
+  Output flat = c.add("Flatten", {c.plain(x)}, {{"axis", axis}}, "flatten");
+  Output s = c.add("Softmax", {flat}, {}, "softmax");
+  c.set_out(0, c.add("Reshape", {s}, {{"shape", x.shape}}), Layout::kPlain);
+}
+
+void reduce_mean(Context& c) {
+  Value& x = float_in(c, 0);
+  const int64_t rank = static_cast<int64_t>(x.shape.size());
+  std::vector<int64_t> axes = c.opset < 18 ? c.attr_ints("axes") : axes_arg(c, 1, 18);
+  if (axes.empty())
+    for (int64_t i = 0; i < rank; ++i) axes.push_back(i);
+  for (int64_t& a : axes) a = normalize_axis(c, a, rank);
+  const bool keep = c.attr_int("keepdims", 1) != 0;
+  if (x.is_nhwc()) {
+    // The NHWC form works when the kept axes come out in the same order either way.
+    const bool c_reduced = std::count(axes.begin(), axes.end(), 1) > 0;
+    const bool hw_reduced =
+        std::count(axes.begin(), axes.end(), 2) > 0 && std::count(axes.begin(), axes.end(), 3) > 0;
+    if (keep || c_reduced || hw_reduced) {
+      std::vector<int64_t> mapped;
+      for (int64_t a : axes) mapped.push_back(kToNchw[static_cast<size_t>(a)]);
+      std::sort(mapped.begin(), mapped.end());
+      Output y = c.add("ReduceMean", {c.nhwc(x)}, {{"axes", mapped}, {"keep_dims", keep}});
+      return c.set_out(0, y, keep ? Layout::kNhwc : Layout::kPlain);
+    }
+  }
+  c.set_out(0, c.add("ReduceMean", {c.plain(x)}, {{"axes", axes}, {"keep_dims", keep}}),
+            Layout::kPlain);
+}
+
+void prelu(Context& c) {
+  Value& x = float_in(c, 0);
+  Value& slope = float_operand(c, 1);
+  const Layout l = elementwise_layout(c, {&x, &slope});
+  Output ox = elementwise_operand(c, x, l);
+  Output os = elementwise_operand(c, slope, l);
+  c.set_out(0, c.add("PRelu", {ox, os}), l);
+}
+
+}  // namespace
+
+void add_math_converters(ConverterMap& m) {
+  m["Add"] = [](Context& c) { binary(c, "Add"); };
+  m["Sub"] = [](Context& c) { binary(c, "Sub"); };
+  m["Mul"] = [](Context& c) { binary(c, "Mul"); };
+  m["Div"] = [](Context& c) { binary(c, "Div"); };
+  m["Pow"] = [](Context& c) { binary(c, "Pow"); };
+  m["Sqrt"] = [](Context& c) { unary(c, "Sqrt"); };
+  m["Exp"] = [](Context& c) { unary(c, "Exp"); };
+  m["Neg"] = [](Context& c) { unary(c, "Neg"); };
+  m["Relu"] = [](Context& c) { unary(c, "Relu"); };
+  m["Sigmoid"] = [](Context& c) { unary(c, "Sigmoid"); };
+  m["Tanh"] = [](Context& c) { unary(c, "Tanh"); };
+  m["HardSwish"] = [](Context& c) { unary(c, "HardSwish"); };
+  m["LeakyRelu"] = [](Context& c) {
+    unary(c, "LeakyRelu", {{"alpha", static_cast<double>(c.attr_float("alpha", 0.01f))}});
+  };
+  m["HardSigmoid"] = [](Context& c) {
+    unary(c, "HardSigmoid", {{"alpha", static_cast<double>(c.attr_float("alpha", 0.2f))},
+                             {"beta", static_cast<double>(c.attr_float("beta", 0.5f))}});
+  };
+  m["PRelu"] = prelu;
+  m["Clip"] = clip;
+  m["Softmax"] = softmax;
+  m["ReduceMean"] = reduce_mean;
+}
+
+}  // namespace sf::onnx_import

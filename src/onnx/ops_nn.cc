@@ -1,0 +1,263 @@
+// Converters for the NHWC image ops (Conv, ConvTranspose, pooling, BatchNormalization,
+// Resize) and the dense ones (Gemm, MatMul). Image ops take the NHWC form of their input and
+// produce NHWC; ONNX's OIHW filters are permuted to HWIO once, at import.
+#include <cmath>
+
+#include "onnx/context.h"
+#include "ops/ops.h"
+
+namespace sf::onnx_import {
+
+namespace {
+
+Value& image_in(Context& c) {
+  Value& x = c.in(0);
+  if (x.dtype != DType::f32) c.unsupported("only float inputs are supported");
+  if (x.shape.size() != 4)
+    c.unsupported("only 2-D images (4-D NCHW input) are supported, got input {}",
+                  shape_str(x.shape));
+  return x;
+}
+
+std::vector<int64_t> pair_attr(Context& c, const char* name, int64_t def) {
+  std::vector<int64_t> v = c.attr_ints(name, {def, def});
+  if (v.size() != 2) c.fail("{} must have 2 entries, got [{}]", name, fmt::join(v, ","));
+  return v;
+}
+
+// ONNX auto_pad/pads as our padding attributes for an input of spatial size hw.
+void set_padding(Context& c, Attrs& a, const Shape& hw, const std::vector<int64_t>& k,
+                 const std::vector<int64_t>& strides, const std::vector<int64_t>& dilations) {
+  const std::string auto_pad = c.attr_string("auto_pad", "NOTSET");
+  std::vector<int64_t> pads{0, 0, 0, 0};  // top, bottom, left, right
+  std::string padding = "EXPLICIT";
+  if (auto_pad == "NOTSET") {
+    std::vector<int64_t> p = c.attr_ints("pads", {0, 0, 0, 0});
+    if (p.size() != 4) c.fail("pads must have 4 entries, got [{}]", fmt::join(p, ","));
+    pads = {p[0], p[2], p[1], p[3]};
+  } else if (auto_pad == "VALID") {
+    padding = "VALID";
+  } else if (auto_pad == "SAME_UPPER") {
+    padding = "SAME";  // TensorFlow's SAME puts the odd unit at the end, as SAME_UPPER does
+  } else if (auto_pad == "SAME_LOWER") {
+    for (size_t i = 0; i < 2; ++i) {
+      const int64_t out = (hw[i] + strides[i] - 1) / strides[i];
+      const int64_t eff = (k[i] - 1) * dilations[i] + 1;
+      const int64_t total = std::max<int64_t>((out - 1) * strides[i] + eff - hw[i], 0);
+      pads[2 * i] = total - total / 2;
+      pads[2 * i + 1] = total / 2;
+    }
+  } else {
+    c.fail("unknown auto_pad '{}'", auto_pad);
+  }
+  if (padding == "EXPLICIT" && pads == std::vector<int64_t>{0, 0, 0, 0}) padding = "VALID";
+  a.set("padding", padding);
+  a.set("pads", padding == "EXPLICIT" ? pads : std::vector<int64_t>{0, 0, 0, 0});
+}
+
+// OIHW -> HWIO for Conv ([kh,kw,in/groups,out]); IOHW -> [kh,kw,out/groups,in] for
+// ConvTranspose: the same permutation.
+Output filter(Context& c, Value& w) {
+  if (w.shape.size() != 4) c.unsupported("only 2-D filters are supported, got {}",
+                                         shape_str(w.shape));
+  const std::vector<int64_t> perm{2, 3, 1, 0};
+  if (w.is_const()) return c.constant(permute(*w.constant, perm), "filter");
+  return c.add("Transpose", {c.plain(w)}, {{"perm", perm}}, "filter");
+}
+
+Output add_bias(Context& c, Output y) {
+  if (!c.has_input(2)) return y;
+  return c.add("BiasAdd", {y, c.plain(c.in(2))}, {}, "bias");
+}
+
+void conv(Context& c) {
+  Value& x = image_in(c);
+  Value& w = c.in(1);
+  Output f = filter(c, w);
+  Attrs a;
+  const std::vector<int64_t> strides = pair_attr(c, "strides", 1);
+  const std::vector<int64_t> dilations = pair_attr(c, "dilations", 1);
+  a.set("strides", strides);
+  a.set("dilations", dilations);
+  a.set("groups", c.attr_int("group", 1));
+  set_padding(c, a, {x.shape[2], x.shape[3]}, {w.shape[2], w.shape[3]}, strides, dilations);
+  Output y = c.add("Conv2D", {c.nhwc(x), f}, a);
+  c.set_out(0, add_bias(c, y), Layout::kNhwc);
+}
+
+void conv_transpose(Context& c) {
+  Value& x = image_in(c);
+  Value& w = c.in(1);
+  Output f = filter(c, w);
+  const std::vector<int64_t> strides = pair_attr(c, "strides", 1);
+  const std::vector<int64_t> dilations = pair_attr(c, "dilations", 1);
+  std::vector<int64_t> out_pad = pair_attr(c, "output_padding", 0);
+  std::vector<int64_t> p = c.attr_ints("pads", {0, 0, 0, 0});
+  if (p.size() != 4) c.fail("pads must have 4 entries, got [{}]", fmt::join(p, ","));
+  std::vector<int64_t> pads{p[0], p[2], p[1], p[3]};
+  const std::string auto_pad = c.attr_string("auto_pad", "NOTSET");
+  std::vector<int64_t> out_shape = c.attr_ints("output_shape");
+  if (out_shape.size() > 2) out_shape.erase(out_shape.begin(), out_shape.end() - 2);
+  if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER")
+    out_shape = {x.shape[2] * strides[0], x.shape[3] * strides[1]};
+  if (!out_shape.empty()) {
+    // Pads that give the requested size; a shortfall becomes output padding at the end.
+    for (size_t i = 0; i < 2; ++i) {
+      const int64_t natural = strides[i] * (x.shape[2 + i] - 1) + out_pad[i] +
+                              (w.shape[2 + i] - 1) * dilations[i] + 1;
+      const int64_t total = natural - out_shape[i];
+      if (total < 0) {
+        out_pad[i] += -total;
+        pads[2 * i] = pads[2 * i + 1] = 0;
+      } else {
+        const bool upper = auto_pad != "SAME_LOWER";
+        pads[2 * i] = upper ? total / 2 : total - total / 2;
+        pads[2 * i + 1] = total - pads[2 * i];
+      }
+    }
+  } else if (auto_pad != "NOTSET" && auto_pad != "VALID") {
+    c.fail("unknown auto_pad '{}'", auto_pad);
+  }
+  Attrs a{{"strides", strides},         {"pads", pads}, {"dilations", dilations},
+          {"output_padding", out_pad}, {"groups", c.attr_int("group", 1)}};
+  Output y = c.add("ConvTranspose2D", {c.nhwc(x), f}, a);
+  c.set_out(0, add_bias(c, y), Layout::kNhwc);
+}
+
+void pool(Context& c, bool max) {
+  Value& x = image_in(c);
+  if (c.attr_int("ceil_mode", 0) != 0)
+    c.unsupported("ceil_mode=1 is not supported (only floor rounding of the output size)");
+  if (c.node->output_size() > 1 && !c.node->output(1).empty())
+    c.unsupported("the Indices output is not supported");
+  const std::vector<int64_t> k = c.attr_ints("kernel_shape");
+  if (k.size() != 2) c.unsupported("only 2-D pooling is supported, kernel_shape [{}]",
+                                   fmt::join(k, ","));
+  const std::vector<int64_t> dilations = pair_attr(c, "dilations", 1);
+  if (dilations != std::vector<int64_t>{1, 1})
+    c.unsupported("dilations [{}] are not supported for pooling", fmt::join(dilations, ","));
+  const std::vector<int64_t> strides = pair_attr(c, "strides", 1);
+  Attrs a{{"ksize", k}, {"strides", strides}};
+  set_padding(c, a, {x.shape[2], x.shape[3]}, k, strides, dilations);
+  if (!max) a.set("count_include_pad", c.attr_int("count_include_pad", 0) != 0);
+  c.set_out(0, c.add(max ? "MaxPool" : "AvgPool", {c.nhwc(x)}, a), Layout::kNhwc);
+}
+
+void global_average_pool(Context& c) {
+  Value& x = image_in(c);
+  Output y = c.add("GlobalAvgPool", {c.nhwc(x)});
+  // [N,C] is the NHWC form of ONNX's [N,C,1,1] once reshaped to [N,1,1,C].
+  y = c.add("Reshape", {y}, {{"shape", Shape{-1, 1, 1, x.shape[1]}}}, "nhwc");
+  c.set_out(0, y, Layout::kNhwc);
+}
+
+void batch_norm(Context& c) {
+  Value& x = c.in(0);
+  if (x.dtype != DType::f32) c.unsupported("only float inputs are supported");
+  if (c.attr_int("training_mode", 0) != 0)
+    c.unsupported("training_mode=1 is not supported (inference only)");
+  for (int i = 1; i < c.node->output_size(); ++i)
+    if (!c.node->output(i).empty()) c.unsupported("training outputs are not supported");
+  const size_t rank = x.shape.size();
+  if (rank != 4 && rank != 2)
+    c.unsupported("only [N,C] and [N,C,H,W] inputs are supported, got {}", shape_str(x.shape));
+  const Layout l = rank == 4 ? Layout::kNhwc : Layout::kPlain;
+  std::vector<Output> in{c.get(x, l)};
+  for (int i = 1; i <= 4; ++i) in.push_back(c.plain(c.in(i)));
+  const double eps = c.attr_float("epsilon", 1e-5f);
+  c.set_out(0, c.add("BatchNorm", in, {{"epsilon", eps}}), l);
+}
+
+Tensor scaled(const Tensor& t, float s) {
+  return s == 1.0f ? t : fold_binary("Mul", t, Tensor::scalar_f32(s));
+}
+
+void gemm(Context& c) {
+  Value& a = c.in(0);
+  Value& b = c.in(1);
+  if (a.shape.size() != 2 || b.shape.size() != 2)
+    c.fail("A {} and B {} must be 2-D", shape_str(a.shape), shape_str(b.shape));
+  const float alpha = c.attr_float("alpha", 1.0f), beta = c.attr_float("beta", 1.0f);
+  const bool ta = c.attr_int("transA", 0) != 0, tb = c.attr_int("transB", 0) != 0;
+  // alpha folds into a constant B; otherwise it scales the product.
+  Output ob = b.is_const() ? c.constant(scaled(*b.constant, alpha), "B") : c.plain(b);
+  Output y = c.add("MatMul", {c.plain(a), ob}, {{"transpose_a", ta}, {"transpose_b", tb}},
+                   "matmul");
+  if (!b.is_const() && alpha != 1.0f)
+    y = c.add("Mul", {y, c.constant(Tensor::scalar_f32(alpha), "alpha")}, {}, "alpha_mul");
+  if (c.has_input(2) && beta != 0.0f) {
+    Value& bias = c.in(2);
+    const int64_t n = c.g.type(y).shape[1];
+    Output ob2;
+    if (bias.is_const()) {
+      ob2 = c.constant(scaled(*bias.constant, beta), "C");
+    } else {
+      ob2 = c.plain(bias);
+      if (beta != 1.0f)
+        ob2 = c.add("Mul", {ob2, c.constant(Tensor::scalar_f32(beta), "beta")}, {}, "beta_mul");
+    }
+    y = bias.shape == Shape{n} ? c.add("BiasAdd", {y, ob2}) : c.add("Add", {y, ob2});
+  } else {
+    y = c.add("Identity", {y});
+  }
+  c.set_out(0, y, Layout::kPlain);
+}
+
+void matmul(Context& c) {
+  Value& a = c.in(0);
+  Value& b = c.in(1);
+  if (a.shape.size() != 2 || b.shape.size() != 2)
+    c.unsupported("only rank-2 inputs are supported, got {} and {}", shape_str(a.shape),
+                  shape_str(b.shape));
+  c.set_out(0, c.add("MatMul", {c.plain(a), c.plain(b)}), Layout::kPlain);
+}
+
+void resize(Context& c) {
+  Value& x = image_in(c);
+  const std::string mode = c.attr_string("mode", "nearest");
+  if (mode != "nearest" && mode != "linear") c.unsupported("mode '{}' is not supported", mode);
+  // Opset 10 Resize is asymmetric with floor rounding; inputs are (X, scales).
+  const bool v10 = c.opset < 11;
+  std::string ctm = v10 ? "asymmetric"
+                        : c.attr_string("coordinate_transformation_mode", "half_pixel");
+  std::string nearest = v10 ? "floor" : c.attr_string("nearest_mode", "round_prefer_floor");
+  const int scales_at = v10 ? 1 : 2, sizes_at = 3;
+  std::vector<int64_t> sizes;
+  if (!v10 && c.has_input(sizes_at)) {
+    sizes = to_ints(c.const_in(sizes_at, "sizes"));
+    if (sizes.size() != 4) c.fail("sizes must have 4 entries");
+  } else {
+    std::vector<float> scales = to_floats(c.const_in(scales_at, "scales"));
+    if (scales.size() != 4) c.fail("scales must have 4 entries");
+    for (size_t i = 0; i < 4; ++i) {
+      const double exact = static_cast<double>(x.shape[i]) * scales[i];
+      sizes.push_back(static_cast<int64_t>(std::floor(exact)));
+      // The op derives its scale from the sizes, which matches ONNX only for whole sizes.
+      if (std::abs(exact - std::round(exact)) > 1e-4 && mode == "linear")
+        c.unsupported("scales giving a fractional output size are not supported");
+    }
+  }
+  if (sizes[0] != x.shape[0] || sizes[1] != x.shape[1])
+    c.unsupported("resizing the batch or channel axis is not supported");
+  Attrs a{{"sizes", std::vector<int64_t>{sizes[2], sizes[3]}},
+          {"mode", mode},
+          {"coordinate_transformation_mode", ctm},
+          {"nearest_mode", nearest}};
+  c.set_out(0, c.add("Resize", {c.nhwc(x)}, a), Layout::kNhwc);
+}
+
+}  // namespace
+
+void add_nn_converters(ConverterMap& m) {
+  m["Conv"] = conv;
+  m["ConvTranspose"] = conv_transpose;
+  m["MaxPool"] = [](Context& c) { pool(c, true); };
+  m["AveragePool"] = [](Context& c) { pool(c, false); };
+  m["GlobalAveragePool"] = global_average_pool;
+  m["BatchNormalization"] = batch_norm;
+  m["Gemm"] = gemm;
+  m["MatMul"] = matmul;
+  m["Resize"] = resize;
+}
+
+}  // namespace sf::onnx_import

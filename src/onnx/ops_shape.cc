@@ -1,0 +1,169 @@
+// Converters for ops that move or reinterpret elements: Constant, Identity, Dropout, Cast,
+// Reshape, Flatten, Squeeze, Unsqueeze, Concat, Transpose, Gather, Slice, Pad. Constant inputs
+// were already folded (fold.cc); these handle runtime values.
+#include "onnx/context.h"
+#include "onnx/shape_args.h"
+#include "ops/ops.h"
+
+namespace sf::onnx_import {
+
+namespace {
+
+Layout layout_of(const Value& v) { return v.is_nhwc() ? Layout::kNhwc : Layout::kPlain; }
+
+// Position of NCHW axis `a` in the NHWC form.
+int64_t nhwc_axis(int64_t a) { return std::vector<int64_t>{0, 3, 1, 2}[static_cast<size_t>(a)]; }
+
+void constant(Context& c) {
+  if (const onnx::AttributeProto* a = c.attr("value"))
+    return c.set_const(0, tensor_from_proto(a->t(), c.path + ": Constant"));
+  if (const onnx::AttributeProto* a = c.attr("value_float"))
+    return c.set_const(0, Tensor::scalar_f32(a->f()));
+  if (const onnx::AttributeProto* a = c.attr("value_int"))
+    return c.set_const(0, Tensor::from_vector<int64_t>({}, {a->i()}));
+  if (const onnx::AttributeProto* a = c.attr("value_floats")) {
+    std::vector<float> v(a->floats().begin(), a->floats().end());
+    return c.set_const(0, Tensor::from_vector<float>({static_cast<int64_t>(v.size())}, v));
+  }
+  if (const onnx::AttributeProto* a = c.attr("value_ints")) {
+    std::vector<int64_t> v(a->ints().begin(), a->ints().end());
+    return c.set_const(0, Tensor::from_vector<int64_t>({static_cast<int64_t>(v.size())}, v));
+  }
+  c.unsupported("only tensor, float and int values are supported");
+}
+
+void identity(Context& c) {
+  if (c.op() == "Dropout") {
+    if (c.node->output_size() > 1 && !c.node->output(1).empty())
+      c.unsupported("the mask output is not supported (inference only)");
+    if (c.opset >= 12 && c.has_input(2) &&
+        (!c.in(2).is_const() || to_ints(*c.in(2).constant).at(0) != 0))
+      c.unsupported("training_mode is not supported (inference only)");
+  }
+  c.set_out(0, c.in(0));
+}
+
+void cast(Context& c) {
+  Value& x = c.in(0);
+  const DType to = dtype_from_onnx(static_cast<int>(c.attr_int("to", 1)), c.path + ": Cast");
+  const Layout l = layout_of(x);
+  c.set_out(0, ops::cast(c.g, c.get(x, l), to, c.fresh()), l);
+}
+
+void reshape_to(Context& c, const Shape& shape) {
+  Value& x = c.in(0);
+  c.set_out(0, c.add("Reshape", {c.plain(x)}, {{"shape", shape}}), Layout::kPlain);
+}
+
+void reshape(Context& c) {
+  Shape shape = reshape_shape(c, c.in(0).shape);
+  // Keep the batch dimension free when the model copies or infers it.
+  std::vector<int64_t> spec = c.opset < 5 ? c.attr_ints("shape") : to_ints(*c.in(1).constant);
+  if (!spec.empty() && (spec[0] == 0 || spec[0] == -1) && num_elements(shape) > 0) shape[0] = -1;
+  reshape_to(c, shape);
+}
+
+void flatten(Context& c) {
+  Value& x = c.in(0);
+  const int64_t rank = static_cast<int64_t>(x.shape.size());
+  int64_t axis = c.attr_int("axis", 1);
+  if (axis < 0) axis += rank;
+  c.set_out(0, c.add("Flatten", {c.plain(x)}, {{"axis", axis}}), Layout::kPlain);
+}
+
+void concat(Context& c) {
+  std::vector<Value*> vs;
+  for (int i = 0; i < c.num_inputs(); ++i) vs.push_back(&c.in(i));
+  const int64_t rank = static_cast<int64_t>(vs[0]->shape.size());
+  int64_t axis = normalize_axis(c, c.attr_int("axis", 0), rank);
+  const Layout l = elementwise_layout(c, vs);
+  std::vector<Output> xs;
+  for (Value* v : vs) xs.push_back(c.get(*v, l));
+  if (l == Layout::kNhwc) axis = nhwc_axis(axis);
+  c.set_out(0, c.add("Concat", xs, {{"axis", axis}}), l);
+}
+
+void transpose(Context& c) {
+  Value& x = c.in(0);
+  const std::vector<int64_t> perm = transpose_perm_of(c, x.shape.size());
+  if (x.is_nhwc()) {
+    // Transposing the NHWC form directly; the identity when the model itself asks for NHWC.
+    std::vector<int64_t> q;
+    for (int64_t p : perm) q.push_back(kToNchw[static_cast<size_t>(p)]);
+    bool id = true;
+    for (size_t i = 0; i < q.size(); ++i) id = id && q[i] == static_cast<int64_t>(i);
+    if (id) return c.set_out(0, c.nhwc(x), Layout::kPlain);
+    return c.set_out(0, c.add("Transpose", {c.nhwc(x)}, {{"perm", q}}), Layout::kPlain);
+  }
+  // NHWC data transposed to NCHW: the graph already holds the result's NHWC form.
+  if (perm == kToNchw) return c.set_out(0, c.plain(x), Layout::kNhwc);
+  c.set_out(0, c.add("Transpose", {c.plain(x)}, {{"perm", perm}}), Layout::kPlain);
+}
+
+void gather(Context& c) {
+  Value& x = c.in(0);
+  Value& indices = c.in(1);
+  const int64_t axis = normalize_axis(c, c.attr_int("axis", 0), static_cast<int64_t>(x.shape.size()));
+  c.set_out(0, c.add("Gather", {c.plain(x), c.plain(indices)}, {{"axis", axis}}),
+            Layout::kPlain);
+}
+
+void slice(Context& c) {
+  Value& x = c.in(0);
+  SliceArgs s = slice_args(c);
+  Attrs a{{"starts", s.starts}, {"ends", s.ends}, {"axes", s.axes}, {"steps", s.steps}};
+  c.set_out(0, c.add("StridedSlice", {c.plain(x)}, a), Layout::kPlain);
+}
+
+void pad(Context& c) {
+  Value& x = c.in(0);
+  const std::string mode = c.attr_string("mode", "constant");
+  std::vector<int64_t> pads;
+  float value = 0.0f;
+  if (c.opset < 11) {
+    pads = c.attr_ints("pads");
+    value = c.attr_float("value", 0.0f);
+  } else {
+    pads = to_ints(c.const_in(1, "pads"));
+    if (c.has_input(2)) value = to_floats(c.const_in(2, "constant_value")).at(0);
+  }
+  const size_t rank = x.shape.size();
+  if (pads.size() != 2 * rank) c.fail("pads [{}] for rank {}", fmt::join(pads, ","), rank);
+  const Layout l = layout_of(x);
+  if (l == Layout::kNhwc) {
+    std::vector<int64_t> p(8);
+    for (size_t i = 0; i < 4; ++i) {
+      p[i] = pads[static_cast<size_t>(kToNhwc[i])];
+      p[i + 4] = pads[static_cast<size_t>(kToNhwc[i]) + 4];
+    }
+    pads = p;
+  }
+  Attrs a{{"pads", pads}, {"mode", mode}, {"value", static_cast<double>(value)}};
+  c.set_out(0, c.add("Pad", {c.get(x, l)}, a), l);
+}
+
+// Shape-computing ops that try_fold did not fold: their data is not known at import time.
+void need_constant(Context& c) { c.unsupported("inputs must be constant (folded at import)"); }
+
+}  // namespace
+
+void add_shape_converters(ConverterMap& m) {
+  m["Constant"] = constant;
+  m["Identity"] = identity;
+  m["Dropout"] = identity;
+  m["Cast"] = cast;
+  m["Reshape"] = reshape;
+  m["Flatten"] = flatten;
+  m["Squeeze"] = [](Context& c) { reshape_to(c, squeeze_shape(c, c.in(0).shape)); };
+  m["Unsqueeze"] = [](Context& c) { reshape_to(c, unsqueeze_shape(c, c.in(0).shape)); };
+  m["Concat"] = concat;
+  m["Transpose"] = transpose;
+  m["Gather"] = gather;
+  m["Slice"] = slice;
+  m["Pad"] = pad;
+  m["Shape"] = need_constant;
+  m["Size"] = need_constant;
+  m["ConstantOfShape"] = need_constant;
+}
+
+}  // namespace sf::onnx_import

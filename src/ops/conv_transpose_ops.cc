@@ -1,0 +1,97 @@
+// ConvTranspose2D with ONNX semantics on NHWC images: x [N,H,W,Cin], filter
+// [kh, kw, Cout/groups, Cin]. It is the adjoint of a Conv2D (same strides, pads and dilations)
+// from Cout to Cin channels, whose filter has exactly this layout; the output size is ONNX's
+//   out = (in - 1) * stride - pad_begin - pad_end + dilation * (k - 1) + output_padding + 1.
+// Strides, dilations and pads are validated by ops/conv_geometry.h like every other window op.
+#include "graph/op_registry.h"
+#include "ops/conv_geometry.h"
+#include "ops/ops.h"
+#include "ops/register.h"
+
+namespace sf {
+
+namespace {
+
+const AttrValue kOnePair{std::vector<int64_t>{1, 1}};
+const AttrValue kZeroPair{std::vector<int64_t>{0, 0}};
+const AttrValue kNoPads{std::vector<int64_t>{0, 0, 0, 0}};
+
+// The window attributes of the adjoint Conv2D.
+WindowAttrs adjoint_window(const Attrs& attrs) {
+  return WindowAttrs{.window = {},
+                     .strides = attrs.get_ints("strides"),
+                     .dilations = attrs.get_ints("dilations"),
+                     .padding = "EXPLICIT",
+                     .pads = attrs.get_ints("pads")};
+}
+
+std::vector<TensorType> infer_conv_transpose(const InferContext& ctx) {
+  ctx.expect_dtype(0, DType::f32, "x");
+  ctx.expect_dtype(1, DType::f32, "filter");
+  ctx.expect_rank(0, 4, "x");
+  ctx.expect_rank(1, 4, "filter");
+  const Shape& x = ctx.shape(0);
+  const Shape& w = ctx.shape(1);
+  const int64_t groups = ctx.attrs().get_int("groups");
+  if (groups < 1) ctx.fail("groups must be positive, got {}", groups);
+  if (w[3] != x[3])
+    ctx.fail("filter {} expects {} input channels, x {} has {}", shape_str(w), w[3], shape_str(x),
+             x[3]);
+  if (x[3] % groups != 0)
+    ctx.fail("x {} has {} channels, not divisible by groups {}", shape_str(x), x[3], groups);
+  WindowAttrs a = adjoint_window(ctx.attrs());
+  const std::vector<int64_t>& extra = ctx.attrs().get_ints("output_padding");
+  if (extra.size() != 2 || extra[0] < 0 || extra[1] < 0)
+    ctx.fail("output_padding must be 2 non-negative ints, got [{}]", fmt::join(extra, ","));
+  if (x[1] == 0 || x[2] == 0) ctx.fail("x {} has an empty spatial axis", shape_str(x));
+  // window_2d checks strides, dilations and pads before it looks at sizes; it gets a size that
+  // always fits the window, since the real one (the output) needs those attributes first.
+  Window2D g;
+  std::string err = window_2d(w[0] * 1024 + 1, w[1] * 1024 + 1, w[0], w[1], a, &g);
+  if (!err.empty()) ctx.fail("x {}, filter {}: {}", shape_str(x), shape_str(w), err);
+  Shape y{x[0], 0, 0, w[2] * groups};
+  for (int axis = 0; axis < 2; ++axis) {
+    const size_t i = static_cast<size_t>(axis);
+    const int64_t stride = a.strides[i], dilation = a.dilations[i];
+    // ONNX: output_padding must be smaller than the stride or the dilation.
+    if (extra[i] >= std::max(stride, dilation))
+      ctx.fail("output_padding [{}] must be smaller than the stride or dilation on each axis",
+               fmt::join(extra, ","));
+    y[i + 1] = (x[i + 1] - 1) * stride - a.pads[2 * i] - a.pads[2 * i + 1] + dilation * (w[i] - 1) +
+               extra[i] + 1;
+    if (y[i + 1] < 1)
+      ctx.fail("x {}, filter {}: pads [{}] leave an empty output ({} {})", shape_str(x),
+               shape_str(w), fmt::join(a.pads, ","), axis == 0 ? "height" : "width", y[i + 1]);
+  }
+  return {TensorType{DType::f32, y}};
+}
+
+}  // namespace
+
+void register_conv_transpose_ops(OpRegistry& r) {
+  // No gradient: the importer only runs pretrained graphs through it.
+  r.add(OpDef{.name = "ConvTranspose2D",
+              .inputs = {"x", "filter"},
+              .attrs = {{"strides", AttrKind::Ints, kOnePair},
+                        {"pads", AttrKind::Ints, kNoPads},
+                        {"dilations", AttrKind::Ints, kOnePair},
+                        {"output_padding", AttrKind::Ints, kZeroPair},
+                        {"groups", AttrKind::Int, AttrValue{int64_t{1}}}},
+              .infer = infer_conv_transpose});
+}
+
+namespace ops {
+
+Output conv_transpose2d(Graph& g, Output x, Output w, const ConvTranspose2DOptions& o,
+                        const std::string& name) {
+  return g.add("ConvTranspose2D", {x, w},
+               {{"strides", o.strides},
+                {"pads", o.pads},
+                {"dilations", o.dilations},
+                {"output_padding", o.output_padding},
+                {"groups", o.groups}},
+               name);
+}
+
+}  // namespace ops
+}  // namespace sf

@@ -1,0 +1,50 @@
+// Fused inference ops made by the freeze passes: a conv or matmul, its bias and an optional
+// activation as one node, so kernels can apply bias and activation while the output is hot.
+// Their shape functions defer to Conv2D's and MatMul's, so the shape logic lives once.
+#include "graph/op_registry.h"
+#include "ops/ops.h"
+#include "ops/register.h"
+
+namespace sf {
+
+namespace {
+
+std::vector<AttrSpec> with_activation(std::vector<AttrSpec> attrs) {
+  attrs.push_back({"activation", AttrKind::String, AttrValue{std::string("none")}});
+  return attrs;
+}
+
+InferFn fused_infer(const std::string& base_op) {
+  return [base_op](const InferContext& ctx) -> std::vector<TensorType> {
+    const std::string& act = ctx.attrs().get_string("activation");
+    if (act != "none" && act != "relu" && act != "relu6")
+      ctx.fail("activation '{}' must be none, relu or relu6", act);
+    const OpDef& base = OpRegistry::global().get(base_op, "node '" + ctx.node().name + "'");
+    std::vector<TensorType> two_inputs = {ctx.input(0), ctx.input(1)};
+    InferContext base_ctx(ctx.node(), two_inputs);
+    std::vector<TensorType> out = base.infer(base_ctx);
+    const Shape& bias = ctx.shape(2);
+    if (bias.size() != 1 || bias[0] != out[0].shape.back())
+      ctx.fail("bias {} must be [{}] (the output's last dimension)", shape_str(bias),
+               out[0].shape.back());
+    return out;
+  };
+}
+
+}  // namespace
+
+void register_fused_ops(OpRegistry& r) {
+  // Copies: adding to the registry may move its entries.
+  const std::vector<AttrSpec> conv_attrs = r.get("Conv2D", "fused ops").attrs;
+  const std::vector<AttrSpec> matmul_attrs = r.get("MatMul", "fused ops").attrs;
+  r.add(OpDef{.name = "FusedConv2D",
+              .inputs = {"x", "filter", "bias"},
+              .attrs = with_activation(conv_attrs),
+              .infer = fused_infer("Conv2D")});
+  r.add(OpDef{.name = "FusedMatMul",
+              .inputs = {"a", "b", "bias"},
+              .attrs = with_activation(matmul_attrs),
+              .infer = fused_infer("MatMul")});
+}
+
+}  // namespace sf

@@ -1,0 +1,70 @@
+// Resize of NHWC images to a given [out_h, out_w], with ONNX Resize semantics (nearest or
+// bilinear; the coordinate transformation and nearest rounding modes of the ONNX spec). The
+// coordinate math lives in the reference kernel; the shape function validates the attributes.
+#include "graph/op_registry.h"
+#include "ops/ops.h"
+#include "ops/register.h"
+
+namespace sf {
+
+namespace {
+
+bool one_of(const std::string& value, std::initializer_list<const char*> allowed) {
+  for (const char* a : allowed)
+    if (value == a) return true;
+  return false;
+}
+
+std::vector<TensorType> infer_resize(const InferContext& ctx) {
+  ctx.expect_dtype(0, DType::f32, "x");
+  ctx.expect_rank(0, 4, "x");
+  const Attrs& a = ctx.attrs();
+  const Shape& x = ctx.shape(0);
+  const std::vector<int64_t>& sizes = a.get_ints("sizes");
+  if (sizes.size() != 2 || sizes[0] < 1 || sizes[1] < 1)
+    ctx.fail("sizes must be 2 positive ints [out_h, out_w], got [{}]", fmt::join(sizes, ","));
+  if (x[1] < 1 || x[2] < 1) ctx.fail("x {} has an empty spatial axis", shape_str(x));
+  const std::string& mode = a.get_string("mode");
+  if (!one_of(mode, {"nearest", "linear"}))
+    ctx.fail("mode must be nearest or linear, got '{}'", mode);
+  const std::string& ctm = a.get_string("coordinate_transformation_mode");
+  if (!one_of(ctm, {"half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel"}))
+    ctx.fail(
+        "coordinate_transformation_mode must be half_pixel, asymmetric, align_corners or "
+        "pytorch_half_pixel, got '{}'",
+        ctm);
+  const std::string& nearest = a.get_string("nearest_mode");
+  if (!one_of(nearest, {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"}))
+    ctx.fail("nearest_mode must be round_prefer_floor, round_prefer_ceil, floor or ceil, got '{}'",
+             nearest);
+  return {TensorType{DType::f32, {x[0], sizes[0], sizes[1], x[3]}}};
+}
+
+}  // namespace
+
+void register_resize_ops(OpRegistry& r) {
+  r.add(OpDef{
+      .name = "Resize",
+      .inputs = {"x"},
+      .attrs = {{"sizes", AttrKind::Ints, std::nullopt},
+                {"mode", AttrKind::String, AttrValue{std::string("nearest")}},
+                {"coordinate_transformation_mode", AttrKind::String,
+                 AttrValue{std::string("half_pixel")}},
+                {"nearest_mode", AttrKind::String, AttrValue{std::string("round_prefer_floor")}}},
+      .infer = infer_resize});
+}
+
+namespace ops {
+
+Output resize(Graph& g, Output x, std::vector<int64_t> sizes, const ResizeOptions& o,
+              const std::string& name) {
+  return g.add("Resize", {x},
+               {{"sizes", std::move(sizes)},
+                {"mode", o.mode},
+                {"coordinate_transformation_mode", o.coordinate_transformation_mode},
+                {"nearest_mode", o.nearest_mode}},
+               name);
+}
+
+}  // namespace ops
+}  // namespace sf

@@ -1,0 +1,47 @@
+#include "train/freeze_run.h"
+
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+
+#include "ops/ops.h"
+#include "train/checkpoint.h"
+#include "train/trainer.h"
+#include "transforms/inference_passes.h"
+
+namespace sf {
+
+ModelFile freeze_run(const std::string& run_dir) {
+  const std::string path = checkpoint_path(run_dir);
+  if (!std::filesystem::exists(path)) fail("{}: not a training run (no {})", run_dir, path);
+  Checkpoint ckpt = load_checkpoint(path);
+  ModelSpec spec;
+  try {
+    auto meta = nlohmann::json::parse(ckpt.metadata_json);
+    spec = parse_model_spec(meta.at("model_spec").get<std::string>(),
+                            meta.at("model_origin").get<std::string>());
+  } catch (const nlohmann::json::exception& e) {
+    fail("{}: checkpoint metadata is not a slimflow run: {}", path, e.what());
+  }
+  Model model = build_model(spec, 1);
+  Output probabilities = ops::softmax(model.graph, model.logits, "probabilities");
+  VariableStore variables;
+  for (const auto& [name, value] : ckpt.tensors) {
+    const std::string prefix = "variables/";
+    if (name.rfind(prefix, 0) == 0) variables.set(name.substr(prefix.size()), value);
+  }
+  std::vector<Output> outputs = {probabilities};
+  ModelFile file;
+  file.graph = optimize_for_inference(model.graph, variables, outputs);
+  file.inputs = {"input"};
+  file.outputs = {file.graph.node(outputs[0].node).name};
+  file.metadata = {{"producer", "slimflow 0.1.0"},
+                   {"source", run_dir},
+                   {"model", spec.name},
+                   // Training fed pixels / 255; classify applies (pixel - mean) / std.
+                   {"input_mean", "0"},
+                   {"input_std", "255"}};
+  return file;
+}
+
+}  // namespace sf

@@ -1,0 +1,238 @@
+#include "transforms/inference_passes.h"
+
+#include <cmath>
+#include <map>
+
+#include "core/error.h"
+#include "ops/ops.h"
+
+namespace sf {
+
+namespace {
+
+// Copies nodes from a source graph into a new one, remapping inputs; passes decide per node
+// whether to copy it, drop it (forwarding an input) or replace a group of nodes.
+class Rewriter {
+ public:
+  explicit Rewriter(const Graph& source, const std::vector<Output>& outputs)
+      : source_(source), needed_(static_cast<size_t>(source.num_nodes()), false),
+        uses_(static_cast<size_t>(source.num_nodes()), 0) {
+    for (const Output& o : outputs) ++output_uses_[o];
+    for (const Output& o : outputs) needed_[static_cast<size_t>(o.node)] = true;
+    for (int id = source.num_nodes() - 1; id >= 0; --id)
+      if (needed_[static_cast<size_t>(id)])
+        for (const Output& in : source.node(id).inputs) needed_[static_cast<size_t>(in.node)] = true;
+    for (int id = 0; id < source.num_nodes(); ++id)
+      if (needed_[static_cast<size_t>(id)])
+        for (const Output& in : source.node(id).inputs) {
+          ++uses_[static_cast<size_t>(in.node)];
+          ++output_uses_[in];
+        }
+    for (const Output& o : outputs) ++uses_[static_cast<size_t>(o.node)];
+  }
+
+  bool needed(int id) const { return needed_[static_cast<size_t>(id)]; }
+  // How many inputs (and graph outputs) read any output of this node.
+  int uses(int id) const { return uses_[static_cast<size_t>(id)]; }
+  // Whether anything reads outputs other than output 0 of this node.
+  bool side_outputs_used(const Node& node) const {
+    for (int i = 1; i < static_cast<int>(node.outputs.size()); ++i)
+      if (output_uses_.count({node.id, i})) return true;
+    return false;
+  }
+  Graph& target() { return target_; }
+  Output map(Output old) const {
+    auto it = map_.find(old);
+    SF_CHECK(it != map_.end(), "rewrite: node '{}' output {} was not mapped",
+             source_.node(old.node).name, old.index);
+    return it->second;
+  }
+  void set(Output old, Output replacement) { map_[old] = replacement; }
+  void copy(const Node& node) {
+    std::vector<Output> inputs;
+    for (const Output& in : node.inputs) inputs.push_back(map(in));
+    int id = target_.add_node(node.op, inputs, node.attrs, node.name);
+    target_.mutable_node(id).device = node.device;
+    for (int i = 0; i < static_cast<int>(node.outputs.size()); ++i) set({node.id, i}, {id, i});
+  }
+  std::vector<Output> mapped(const std::vector<Output>& outputs) const {
+    std::vector<Output> out;
+    for (const Output& o : outputs) out.push_back(map(o));
+    return out;
+  }
+  // The single node reading output 0 of `id`, if exactly one does and it is not a graph output.
+  const Node* sole_consumer(int id, const std::vector<Output>& outputs) const {
+    if (uses(id) != 1) return nullptr;
+    for (const Output& o : outputs)
+      if (o.node == id) return nullptr;
+    for (int c = id + 1; c < source_.num_nodes(); ++c) {
+      if (!needed(c)) continue;
+      for (const Output& in : source_.node(c).inputs)
+        if (in.node == id) return in.index == 0 ? &source_.node(c) : nullptr;
+    }
+    return nullptr;
+  }
+
+ private:
+  const Graph& source_;
+  Graph target_;
+  std::vector<bool> needed_;
+  std::vector<int> uses_;
+  std::map<Output, Output> map_;
+  std::map<Output, int> output_uses_;
+};
+
+const Tensor* const_value(const Graph& g, Output o) {
+  const Node& n = g.node(o.node);
+  return n.op == "Const" ? &n.attrs.get_tensor("value") : nullptr;
+}
+
+}  // namespace
+
+Graph freeze_variables(const Graph& graph, const VariableStore& variables,
+                       std::vector<Output>& outputs) {
+  Rewriter rw(graph, outputs);
+  for (const Node& node : graph.nodes()) {
+    if (!rw.needed(node.id)) continue;
+    if (node.op == "Variable") {
+      Output c = ops::constant(rw.target(), variables.get(node.name).clone(), node.name);
+      rw.set({node.id, 0}, c);
+    } else if (node.op == "Dropout" || node.op == "Identity") {
+      if (rw.side_outputs_used(node))
+        fail("freeze: node '{}' ({}): its mask output is used, so it cannot be removed",
+             node.name, node.op);
+      rw.set({node.id, 0}, rw.map(node.inputs[0]));
+    } else {
+      rw.copy(node);
+    }
+  }
+  outputs = rw.mapped(outputs);
+  return std::move(rw.target());
+}
+
+Graph fold_batch_norm(const Graph& graph, std::vector<Output>& outputs) {
+  Rewriter rw(graph, outputs);
+  // BatchNorm id -> the conv/matmul and optional BiasAdd it folds into.
+  struct Fold {
+    int linear;
+    int bias_add;  // -1 when absent
+  };
+  std::map<int, Fold> folds;
+  std::map<int, int> member_of;  // linear/bias node -> BatchNorm id
+  for (const Node& bn : graph.nodes()) {
+    if (bn.op != "BatchNorm" || !rw.needed(bn.id) || rw.side_outputs_used(bn)) continue;
+    int producer = bn.inputs[0].node;
+    int bias_add = -1;
+    if (graph.node(producer).op == "BiasAdd") {
+      bias_add = producer;
+      producer = graph.node(producer).inputs[0].node;
+    }
+    const Node& linear = graph.node(producer);
+    if (linear.op != "Conv2D" && linear.op != "MatMul") continue;
+    if (linear.op == "MatMul" && linear.attrs.get_bool("transpose_b")) continue;
+    bool foldable = const_value(graph, linear.inputs[1]) != nullptr;
+    for (int i = 1; i <= 4; ++i) foldable = foldable && const_value(graph, bn.inputs[i]) != nullptr;
+    if (bias_add >= 0) foldable = foldable && const_value(graph, graph.node(bias_add).inputs[1]);
+    const Node* after_linear = rw.sole_consumer(linear.id, outputs);
+    foldable = foldable && after_linear && after_linear->id == (bias_add >= 0 ? bias_add : bn.id);
+    if (bias_add >= 0) {
+      const Node* after_bias = rw.sole_consumer(bias_add, outputs);
+      foldable = foldable && after_bias && after_bias->id == bn.id;
+    }
+    if (!foldable) continue;
+    folds[bn.id] = Fold{linear.id, bias_add};
+    member_of[linear.id] = bn.id;
+    if (bias_add >= 0) member_of[bias_add] = bn.id;
+  }
+
+  for (const Node& node : graph.nodes()) {
+    if (!rw.needed(node.id) || member_of.count(node.id)) continue;
+    auto fold = folds.find(node.id);
+    if (fold == folds.end()) {
+      rw.copy(node);
+      continue;
+    }
+    // y = gamma * (w x + b - mean) / sqrt(var + eps) + beta, per output channel.
+    const Node& linear = graph.node(fold->second.linear);
+    const Tensor& w = *const_value(graph, linear.inputs[1]);
+    const int64_t channels = w.dim(-1);
+    const float* gamma = const_value(graph, node.inputs[1])->data<float>();
+    const float* beta = const_value(graph, node.inputs[2])->data<float>();
+    const float* mean = const_value(graph, node.inputs[3])->data<float>();
+    const float* var = const_value(graph, node.inputs[4])->data<float>();
+    const double eps = node.attrs.get_float("epsilon");
+    Tensor new_w = w.clone();
+    Tensor new_b(DType::f32, {channels});
+    const float* old_b = fold->second.bias_add >= 0
+                             ? const_value(graph, graph.node(fold->second.bias_add).inputs[1])->data<float>()
+                             : nullptr;
+    float* nw = new_w.data<float>();
+    for (int64_t c = 0; c < channels; ++c) {
+      const double scale = gamma[c] / std::sqrt(static_cast<double>(var[c]) + eps);
+      for (int64_t i = c; i < new_w.numel(); i += channels) nw[i] = static_cast<float>(nw[i] * scale);
+      new_b.data<float>()[c] =
+          static_cast<float>(((old_b ? old_b[c] : 0.0f) - mean[c]) * scale + beta[c]);
+    }
+    Graph& t = rw.target();
+    Output wc = ops::constant(t, new_w, t.unique_name(linear.name + "/folded_weights"));
+    Output bc = ops::constant(t, new_b, t.unique_name(linear.name + "/folded_bias"));
+    int lin = t.add_node(linear.op, {rw.map(linear.inputs[0]), wc}, linear.attrs, linear.name);
+    Output y = ops::bias_add(t, {lin, 0}, bc, node.name);
+    rw.set({node.id, 0}, y);
+  }
+  outputs = rw.mapped(outputs);
+  return std::move(rw.target());
+}
+
+Graph fuse_bias_activation(const Graph& graph, std::vector<Output>& outputs) {
+  Rewriter rw(graph, outputs);
+  struct Fusion {
+    int linear;
+    int bias_add;
+    int activation;  // -1 when absent
+  };
+  std::map<int, Fusion> fusions;  // keyed by the group's last node
+  std::map<int, bool> member;
+  for (const Node& linear : graph.nodes()) {
+    if ((linear.op != "Conv2D" && linear.op != "MatMul") || !rw.needed(linear.id)) continue;
+    const Node* bias = rw.sole_consumer(linear.id, outputs);
+    if (!bias || bias->op != "BiasAdd") continue;
+    const Node* act = rw.sole_consumer(bias->id, outputs);
+    bool fuse_act = act && (act->op == "Relu" || act->op == "Relu6");
+    Fusion f{linear.id, bias->id, fuse_act ? act->id : -1};
+    int last = fuse_act ? act->id : bias->id;
+    fusions[last] = f;
+    member[linear.id] = member[bias->id] = true;
+  }
+  for (const Node& node : graph.nodes()) {
+    if (!rw.needed(node.id)) continue;
+    auto f = fusions.find(node.id);
+    if (f == fusions.end()) {
+      if (!member.count(node.id)) rw.copy(node);
+      continue;
+    }
+    const Node& linear = graph.node(f->second.linear);
+    const Node& bias = graph.node(f->second.bias_add);
+    Attrs attrs = linear.attrs;
+    std::string activation = "none";
+    if (f->second.activation >= 0)
+      activation = graph.node(f->second.activation).op == "Relu" ? "relu" : "relu6";
+    attrs.set("activation", activation);
+    const std::string op = linear.op == "Conv2D" ? "FusedConv2D" : "FusedMatMul";
+    int id = rw.target().add_node(
+        op, {rw.map(linear.inputs[0]), rw.map(linear.inputs[1]), rw.map(bias.inputs[1])}, attrs,
+        linear.name);
+    rw.set({node.id, 0}, {id, 0});
+  }
+  outputs = rw.mapped(outputs);
+  return std::move(rw.target());
+}
+
+Graph optimize_for_inference(const Graph& graph, const VariableStore& variables,
+                             std::vector<Output>& outputs) {
+  Graph frozen = freeze_variables(graph, variables, outputs);
+  Graph folded = fold_batch_norm(frozen, outputs);
+  return fuse_bias_activation(folded, outputs);
+}
+
+}  // namespace sf

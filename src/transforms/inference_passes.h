@@ -1,0 +1,27 @@
+// Graph rewrites that turn a training graph into a lean inference graph. Each pass maps a graph
+// and its outputs to a new graph; nodes keep their names so profiles still name layers.
+//
+//   freeze_variables   variables become constants (values from the store); only what the
+//                      outputs need is kept; Dropout and Identity disappear
+//   fold_batch_norm    an inference BatchNorm after Conv2D/MatMul (+ BiasAdd) folds into the
+//                      filter and bias
+//   fuse_bias_activation  Conv2D/MatMul + BiasAdd (+ Relu/Relu6) become FusedConv2D/FusedMatMul
+#pragma once
+
+#include <vector>
+
+#include "graph/graph.h"
+#include "runtime/session.h"
+
+namespace sf {
+
+Graph freeze_variables(const Graph& graph, const VariableStore& variables,
+                       std::vector<Output>& outputs);
+Graph fold_batch_norm(const Graph& graph, std::vector<Output>& outputs);
+Graph fuse_bias_activation(const Graph& graph, std::vector<Output>& outputs);
+
+// All of the above, in order.
+Graph optimize_for_inference(const Graph& graph, const VariableStore& variables,
+                             std::vector<Output>& outputs);
+
+}  // namespace sf

@@ -1,0 +1,280 @@
+#include <gtest/gtest.h>
+#include <stb/stb_image_write.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "io/image.h"
+
+namespace sf {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::string_literals;
+
+// A fresh folder per test, removed afterwards.
+class TempDir {
+ public:
+  TempDir() {
+    static std::atomic<int> counter{0};
+    path_ = fs::temp_directory_path() /
+            ("slimflow-io-image-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
+    fs::remove_all(path_);
+    fs::create_directories(path_);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  std::string file(const std::string& name) const { return (path_ / name).string(); }
+
+ private:
+  fs::path path_;
+};
+
+void write_bytes(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+std::string read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+std::string le(uint32_t v, int bytes) {
+  std::string s;
+  for (int i = 0; i < bytes; ++i) s.push_back(static_cast<char>(v >> (8 * i)));
+  return s;
+}
+
+// A 24-bit uncompressed BMP: bottom-up rows of BGR padded to 4 bytes.
+std::string make_bmp24(int w, int h, const std::vector<uint8_t>& rgb) {
+  const int row = (w * 3 + 3) / 4 * 4;
+  std::string pixels;
+  for (int y = h - 1; y >= 0; --y) {
+    std::string r;
+    for (int x = 0; x < w; ++x) {
+      const uint8_t* p = &rgb[static_cast<size_t>((y * w + x) * 3)];
+      r += {static_cast<char>(p[2]), static_cast<char>(p[1]), static_cast<char>(p[0])};
+    }
+    r.resize(static_cast<size_t>(row), '\0');
+    pixels += r;
+  }
+  std::string info = le(40, 4) + le(static_cast<uint32_t>(w), 4) + le(static_cast<uint32_t>(h), 4) +
+                     le(1, 2) + le(24, 2) + le(0, 4) + le(static_cast<uint32_t>(pixels.size()), 4) +
+                     le(2835, 4) + le(2835, 4) + le(0, 4) + le(0, 4);
+  std::string file_header =
+      "BM" + le(static_cast<uint32_t>(14 + 40 + pixels.size()), 4) + le(0, 4) + le(14 + 40, 4);
+  return file_header + info + pixels;
+}
+
+Image make_image(int64_t w, int64_t h, int64_t c, std::vector<uint8_t> pixels) {
+  Image img;
+  img.width = w;
+  img.height = h;
+  img.channels = c;
+  img.pixels = std::move(pixels);
+  return img;
+}
+
+template <typename Fn>
+std::string error_of(Fn&& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(IoImage, PngRoundTripIsExact) {
+  TempDir dir;
+  std::vector<uint8_t> gray(5 * 3);
+  for (size_t i = 0; i < gray.size(); ++i) gray[i] = static_cast<uint8_t>(i * 17);
+  write_png(dir.file("digit.png"), gray.data(), 5, 3);
+  EXPECT_EQ(read_bytes(dir.file("digit.png")).substr(1, 3), "PNG");
+  Image img = decode_image(dir.file("digit.png"));
+  EXPECT_EQ(img.width, 5);
+  EXPECT_EQ(img.height, 3);
+  EXPECT_EQ(img.channels, 1);
+  EXPECT_EQ(img.pixels, gray);
+}
+
+TEST(IoImage, DecodesHandWrittenPgmAndPpm) {
+  TempDir dir;
+  write_bytes(dir.file("a.pgm"), "P5\n# a comment\n3 2\n255\n\x00\x10\x20\x30\x40\xff"s);
+  Image gray = decode_image(dir.file("a.pgm"));
+  EXPECT_EQ(gray.width, 3);
+  EXPECT_EQ(gray.height, 2);
+  EXPECT_EQ(gray.channels, 1);
+  EXPECT_EQ(gray.pixels, (std::vector<uint8_t>{0x00, 0x10, 0x20, 0x30, 0x40, 0xff}));
+
+  write_bytes(dir.file("b.ppm"), "P6 2 1 255\n\x01\x02\x03\xfa\xfb\xfc"s);
+  Image rgb = decode_image(dir.file("b.ppm"));
+  EXPECT_EQ(rgb.channels, 3);
+  EXPECT_EQ(rgb.pixels, (std::vector<uint8_t>{1, 2, 3, 250, 251, 252}));
+}
+
+TEST(IoImage, DecodesHandWrittenBmp) {
+  TempDir dir;
+  // 3 pixels wide so that rows need padding; top row red, green, blue.
+  std::vector<uint8_t> rgb = {255, 0, 0, 0, 255, 0, 0, 0, 255, 10, 20, 30, 40, 50, 60, 70, 80, 90};
+  write_bytes(dir.file("c.bmp"), make_bmp24(3, 2, rgb));
+  Image img = decode_image(dir.file("c.bmp"));
+  EXPECT_EQ(img.width, 3);
+  EXPECT_EQ(img.height, 2);
+  EXPECT_EQ(img.channels, 3);
+  EXPECT_EQ(img.pixels, rgb);
+}
+
+TEST(IoImage, DecodesJpegApproximately) {
+  TempDir dir;
+  std::vector<uint8_t> rgb(16 * 16 * 3);
+  for (size_t i = 0; i < rgb.size(); i += 3) {
+    rgb[i] = 200;
+    rgb[i + 1] = 100;
+    rgb[i + 2] = 50;
+  }
+  ASSERT_NE(stbi_write_jpg(dir.file("d.jpg").c_str(), 16, 16, 3, rgb.data(), 95), 0);
+  Image img = decode_image(dir.file("d.jpg"));
+  EXPECT_EQ(img.width, 16);
+  EXPECT_EQ(img.channels, 3);
+  ASSERT_EQ(img.pixels.size(), rgb.size());
+  for (size_t i = 0; i < rgb.size(); ++i) EXPECT_NEAR(img.pixels[i], rgb[i], 4) << "byte " << i;
+}
+
+TEST(IoImage, ErrorsNameTheFile) {
+  TempDir dir;
+  std::string missing = dir.file("missing.png");
+  std::string e = error_of([&] { decode_image(missing); });
+  EXPECT_NE(e.find(missing + ": cannot open"), std::string::npos) << e;
+
+  write_bytes(dir.file("notes.txt"), "just some text, not pixels\n");
+  e = error_of([&] { decode_image(dir.file("notes.txt")); });
+  EXPECT_NE(e.find(dir.file("notes.txt") + ": not an image ("), std::string::npos) << e;
+
+  e = error_of([&] { decode_image(dir.file("")); });
+  EXPECT_NE(e.find("cannot open"), std::string::npos) << e;
+
+  // A PNG cut in half passes the header check and fails in the decoder.
+  std::vector<uint8_t> gray(64 * 64, 7);
+  for (size_t i = 0; i < gray.size(); ++i) gray[i] = static_cast<uint8_t>(i * 31);
+  write_png(dir.file("whole.png"), gray.data(), 64, 64);
+  std::string png = read_bytes(dir.file("whole.png"));
+  write_bytes(dir.file("cut.png"), png.substr(0, png.size() / 2));
+  e = error_of([&] { decode_image(dir.file("cut.png")); });
+  EXPECT_NE(e.find(dir.file("cut.png") + ": "), std::string::npos) << e;
+}
+
+TEST(IoImage, RejectsHugeImagesBeforeDecoding) {
+  TempDir dir;
+  // Headers only: decoding these would need gigabytes; the check must come first.
+  write_bytes(dir.file("wide.pgm"), "P5\n20000 1\n255\n" + std::string(16, 'x'));
+  std::string e = error_of([&] { decode_image(dir.file("wide.pgm")); });
+  EXPECT_NE(e.find("20000x1 pixels; the limit is 16384"), std::string::npos) << e;
+
+  write_bytes(dir.file("big.ppm"), "P6\n16000 16000\n255\n" + std::string(16, 'x'));
+  e = error_of([&] { decode_image(dir.file("big.ppm")); });
+  EXPECT_NE(e.find("16000x16000x3"), std::string::npos) << e;
+  EXPECT_NE(e.find("limit"), std::string::npos) << e;
+}
+
+TEST(IoImage, SameSizeTensorIsNormalisedNhwc) {
+  Image img = make_image(2, 2, 1, {0, 255, 51, 102});
+  Tensor t = image_to_tensor(img, 2, 2, 1, 127.5f, 127.5f);
+  EXPECT_EQ(t.shape(), (Shape{1, 2, 2, 1}));
+  const float* v = t.data<float>();
+  EXPECT_FLOAT_EQ(v[0], -1.0f);
+  EXPECT_FLOAT_EQ(v[1], 1.0f);
+  EXPECT_FLOAT_EQ(v[2], (51 - 127.5f) / 127.5f);
+  EXPECT_FLOAT_EQ(v[3], (102 - 127.5f) / 127.5f);
+
+  Tensor raw = image_to_tensor(img, 2, 2, 1, 0.0f, 255.0f);
+  EXPECT_FLOAT_EQ(raw.data<float>()[1], 1.0f);
+}
+
+TEST(IoImage, ConvertsChannels) {
+  // Gray to RGB replicates.
+  Tensor rgb = image_to_tensor(make_image(1, 1, 1, {80}), 1, 1, 3, 0.0f, 1.0f);
+  EXPECT_EQ(rgb.shape(), (Shape{1, 1, 1, 3}));
+  for (int k = 0; k < 3; ++k) EXPECT_FLOAT_EQ(rgb.data<float>()[k], 80.0f);
+
+  // RGB to gray is luminance.
+  Tensor gray = image_to_tensor(make_image(2, 1, 3, {255, 0, 0, 10, 20, 30}), 2, 1, 1, 0.0f, 1.0f);
+  EXPECT_NEAR(gray.data<float>()[0], 0.299f * 255, 1e-3);
+  EXPECT_NEAR(gray.data<float>()[1], 0.299f * 10 + 0.587f * 20 + 0.114f * 30, 1e-3);
+
+  // RGBA to RGB and gray+alpha to gray drop alpha; RGBA to gray drops alpha, then luminance.
+  Image rgba = make_image(1, 1, 4, {1, 2, 3, 200});
+  Tensor no_alpha = image_to_tensor(rgba, 1, 1, 3, 0.0f, 1.0f);
+  EXPECT_EQ(std::vector<float>(no_alpha.data<float>(), no_alpha.data<float>() + 3),
+            (std::vector<float>{1, 2, 3}));
+  EXPECT_NEAR(image_to_tensor(rgba, 1, 1, 1, 0.0f, 1.0f).data<float>()[0],
+              0.299f * 1 + 0.587f * 2 + 0.114f * 3, 1e-4);
+  EXPECT_FLOAT_EQ(
+      image_to_tensor(make_image(1, 1, 2, {9, 200}), 1, 1, 1, 0.0f, 1.0f).data<float>()[0], 9.0f);
+  Tensor ga_rgb = image_to_tensor(make_image(1, 1, 2, {9, 200}), 1, 1, 3, 0.0f, 1.0f);
+  EXPECT_FLOAT_EQ(ga_rgb.data<float>()[2], 9.0f);
+
+  // The image's own count keeps alpha.
+  Tensor keep = image_to_tensor(rgba, 1, 1, 4, 0.0f, 1.0f);
+  EXPECT_FLOAT_EQ(keep.data<float>()[3], 200.0f);
+}
+
+TEST(IoImage, ResizesBilinearly) {
+  // Upsampling 2 -> 4 samples at input x = -0.25, 0.25, 0.75, 1.25 (edges clamped).
+  Tensor up = image_to_tensor(make_image(2, 1, 1, {0, 100}), 4, 1, 1, 0.0f, 1.0f);
+  EXPECT_EQ(up.shape(), (Shape{1, 1, 4, 1}));
+  const float expected[] = {0.0f, 25.0f, 75.0f, 100.0f};
+  for (int i = 0; i < 4; ++i) EXPECT_NEAR(up.data<float>()[i], expected[i], 1e-3) << i;
+
+  // A constant image stays constant at any size, in every channel.
+  Image flat = make_image(8, 6, 3, std::vector<uint8_t>(8 * 6 * 3, 77));
+  for (auto [w, h] : {std::pair<int64_t, int64_t>{3, 3}, {13, 5}, {28, 28}}) {
+    Tensor t = image_to_tensor(flat, w, h, 3, 77.0f, 2.0f);
+    EXPECT_EQ(t.shape(), (Shape{1, h, w, 3}));
+    for (int64_t i = 0; i < t.numel(); ++i) ASSERT_NEAR(t.data<float>()[i], 0.0f, 1e-4) << i;
+  }
+
+  // Gray replicated to RGB after resizing gives identical channels.
+  Image ramp =
+      make_image(4, 4, 1, {0, 10, 20, 30, 40, 50, 60, 70, 80, 90, 100, 110, 120, 130, 140, 150});
+  Tensor g = image_to_tensor(ramp, 7, 3, 1, 0.0f, 1.0f);
+  Tensor c = image_to_tensor(ramp, 7, 3, 3, 0.0f, 1.0f);
+  for (int64_t i = 0; i < g.numel(); ++i)
+    for (int k = 0; k < 3; ++k) ASSERT_FLOAT_EQ(c.data<float>()[i * 3 + k], g.data<float>()[i]);
+}
+
+TEST(IoImage, RejectsBadConversions) {
+  Image rgb = make_image(2, 2, 3, std::vector<uint8_t>(12, 1));
+  std::string e = error_of([&] { image_to_tensor(rgb, 2, 2, 2, 0.0f, 1.0f); });
+  EXPECT_NE(e.find("cannot convert a 3-channel image to 2 channels"), std::string::npos) << e;
+  e = error_of([&] { image_to_tensor(rgb, 2, 2, 4, 0.0f, 1.0f); });
+  EXPECT_NE(e.find("to 4 channels"), std::string::npos) << e;
+  e = error_of([&] { image_to_tensor(rgb, 0, 2, 3, 0.0f, 1.0f); });
+  EXPECT_NE(e.find("target size 0x2"), std::string::npos) << e;
+  e = error_of([&] { image_to_tensor(rgb, 2, 2, 3, 0.0f, 0.0f); });
+  EXPECT_NE(e.find("std"), std::string::npos) << e;
+  Image short_pixels = make_image(2, 2, 3, std::vector<uint8_t>(5, 1));
+  e = error_of([&] { image_to_tensor(short_pixels, 2, 2, 3, 0.0f, 1.0f); });
+  EXPECT_NE(e.find("holds 5 bytes"), std::string::npos) << e;
+}
+
+TEST(IoImage, WritePngErrors) {
+  TempDir dir;
+  uint8_t px = 0;
+  std::string bad = dir.file("no/such/folder/x.png");
+  std::string e = error_of([&] { write_png(bad, &px, 1, 1); });
+  EXPECT_NE(e.find(bad + ": cannot write PNG"), std::string::npos) << e;
+  e = error_of([&] { write_png(dir.file("x.png"), &px, 0, 1); });
+  EXPECT_NE(e.find("sides must be"), std::string::npos) << e;
+}
+
+}  // namespace
+}  // namespace sf

@@ -1,0 +1,239 @@
+// Every oneDNN kernel against the reference kernel over a shape set with sizes 1, primes, odd
+// channel counts, strides, padding, dilation and groups.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "graph/graph.h"
+#include "ops/ops.h"
+#include "runtime/session.h"
+#include "support/testing.h"
+
+namespace sf {
+namespace {
+
+using testing::expect_impl_matches_reference;
+using testing::random_tensor;
+
+// Sums of up to ~1000 products of values in [-1, 1] in float.
+constexpr double kRtol = 1e-4;
+constexpr double kAtol = 1e-3;
+
+struct ConvCase {
+  const char* name;
+  Shape x, w;
+  ops::Conv2DOptions options;
+};
+
+Attrs conv_attrs(const ops::Conv2DOptions& o) {
+  return {{"strides", o.strides},
+          {"padding", o.padding},
+          {"pads", o.pads},
+          {"dilations", o.dilations},
+          {"groups", o.groups}};
+}
+
+class OneDnnConv : public ::testing::TestWithParam<ConvCase> {
+ protected:
+  // The forward output shape, from the op's own shape function.
+  Shape y_shape() const {
+    Graph g;
+    const ConvCase& c = GetParam();
+    return g
+        .type(ops::conv2d(g, ops::placeholder(g, DType::f32, c.x),
+                          ops::placeholder(g, DType::f32, c.w), c.options))
+        .shape;
+  }
+};
+
+TEST_P(OneDnnConv, ForwardMatchesReference) {
+  const ConvCase& c = GetParam();
+  expect_impl_matches_reference(
+      [&](Graph& g, const std::vector<Output>& in) {
+        return ops::conv2d(g, in[0], in[1], c.options);
+      },
+      {random_tensor(c.x, 1), random_tensor(c.w, 2)}, "onednn", kRtol, kAtol);
+}
+
+TEST_P(OneDnnConv, BackpropInputMatchesReference) {
+  const ConvCase& c = GetParam();
+  expect_impl_matches_reference(
+      [&](Graph& g, const std::vector<Output>& in) {
+        Attrs a = conv_attrs(c.options);
+        a.set("input_shape", c.x);
+        return g.add("Conv2DBackpropInput", {in[0], in[1]}, a);
+      },
+      {random_tensor(y_shape(), 3), random_tensor(c.w, 4)}, "onednn", kRtol, kAtol);
+}
+
+TEST_P(OneDnnConv, BackpropFilterMatchesReference) {
+  const ConvCase& c = GetParam();
+  expect_impl_matches_reference(
+      [&](Graph& g, const std::vector<Output>& in) {
+        Attrs a = conv_attrs(c.options);
+        a.set("filter_shape", c.w);
+        return g.add("Conv2DBackpropFilter", {in[0], in[1]}, a);
+      },
+      {random_tensor(c.x, 5), random_tensor(y_shape(), 6)}, "onednn", kRtol, kAtol);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, OneDnnConv,
+    ::testing::Values(
+        ConvCase{"size1", {1, 1, 1, 1}, {1, 1, 1, 1}, {}},
+        ConvCase{"same3x3_odd_channels", {2, 7, 7, 3}, {3, 3, 3, 5}, {.padding = "SAME"}},
+        ConvCase{"stride2_same_primes",
+                 {1, 13, 11, 5},
+                 {5, 5, 5, 7},
+                 {.strides = {2, 2}, .padding = "SAME"}},
+        ConvCase{"valid_stride21", {3, 7, 13, 16}, {3, 3, 16, 17}, {.strides = {2, 1}}},
+        ConvCase{"explicit_uneven",
+                 {2, 9, 8, 4},
+                 {3, 2, 4, 6},
+                 {.strides = {2, 2}, .padding = "EXPLICIT", .pads = {1, 2, 0, 3}}},
+        ConvCase{
+            "dilation2", {1, 13, 13, 8}, {3, 3, 8, 16}, {.padding = "SAME", .dilations = {2, 2}}},
+        ConvCase{"groups2", {2, 7, 7, 6}, {3, 3, 3, 10}, {.padding = "SAME", .groups = 2}},
+        ConvCase{"depthwise16", {2, 9, 9, 16}, {3, 3, 1, 16}, {.padding = "SAME", .groups = 16}},
+        ConvCase{
+            "depthwise_multiplier2", {1, 7, 7, 3}, {3, 3, 1, 6}, {.padding = "SAME", .groups = 3}},
+        ConvCase{"pointwise", {2, 7, 7, 17}, {1, 1, 17, 33}, {}},
+        ConvCase{"mnist_conv1", {2, 28, 28, 1}, {5, 5, 1, 32}, {.padding = "SAME"}},
+        ConvCase{"mnist_conv2", {2, 14, 14, 32}, {5, 5, 32, 64}, {.padding = "SAME"}}),
+    [](const ::testing::TestParamInfo<ConvCase>& info) { return info.param.name; });
+
+struct MatMulCase {
+  const char* name;
+  int64_t m, k, n;
+};
+
+class OneDnnMatMul : public ::testing::TestWithParam<MatMulCase> {};
+
+TEST_P(OneDnnMatMul, AllTransposesMatchReference) {
+  const MatMulCase& c = GetParam();
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << "transpose_a " << ta << " transpose_b " << tb);
+      Shape a = ta ? Shape{c.k, c.m} : Shape{c.m, c.k};
+      Shape b = tb ? Shape{c.n, c.k} : Shape{c.k, c.n};
+      expect_impl_matches_reference(
+          [=](Graph& g, const std::vector<Output>& in) {
+            return ops::matmul(g, in[0], in[1], ta, tb);
+          },
+          {random_tensor(a, 7), random_tensor(b, 8)}, "onednn", kRtol, kAtol);
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, OneDnnMatMul,
+    ::testing::Values(MatMulCase{"size1", 1, 1, 1}, MatMulCase{"primes", 7, 13, 5},
+                      MatMulCase{"vector_width_pm1", 17, 15, 33}, MatMulCase{"outer", 13, 1, 7},
+                      MatMulCase{"fc2", 64, 1024, 10}),
+    [](const ::testing::TestParamInfo<MatMulCase>& info) { return info.param.name; });
+
+struct PoolCase {
+  const char* name;
+  Shape x;
+  ops::PoolOptions options;
+};
+
+class OneDnnPool : public ::testing::TestWithParam<PoolCase> {
+ protected:
+  // Values on a coarse grid, so windows hold ties and MaxPoolGrad's first-maximum rule counts.
+  static Tensor tied(const Shape& shape, uint32_t seed) {
+    Tensor t = random_tensor(shape, seed);
+    for (int64_t i = 0; i < t.numel(); ++i)
+      t.data<float>()[i] = std::round(t.data<float>()[i] * 2.0f) / 2.0f;
+    return t;
+  }
+};
+
+TEST_P(OneDnnPool, MaxPoolMatchesReference) {
+  const PoolCase& c = GetParam();
+  expect_impl_matches_reference(
+      [&](Graph& g, const std::vector<Output>& in) { return ops::max_pool(g, in[0], c.options); },
+      {tied(c.x, 9)}, "onednn", kRtol, kAtol);
+}
+
+TEST_P(OneDnnPool, MaxPoolGradMatchesReference) {
+  const PoolCase& c = GetParam();
+  Graph shape_graph;
+  Shape y = shape_graph
+                .type(ops::max_pool(shape_graph, ops::placeholder(shape_graph, DType::f32, c.x),
+                                    c.options))
+                .shape;
+  expect_impl_matches_reference(
+      [&](Graph& g, const std::vector<Output>& in) {
+        Output pooled = ops::max_pool(g, in[0], c.options);
+        return g.add("MaxPoolGrad", {in[0], pooled, in[1]},
+                     {{"ksize", c.options.ksize},
+                      {"strides", c.options.strides},
+                      {"padding", c.options.padding},
+                      {"pads", c.options.pads}});
+      },
+      {tied(c.x, 10), random_tensor(y, 11)}, "onednn", kRtol, kAtol);
+}
+
+TEST_P(OneDnnPool, AvgPoolAndGradMatchReference) {
+  const PoolCase& c = GetParam();
+  for (bool include : {false, true}) {
+    SCOPED_TRACE(::testing::Message() << "count_include_pad " << include);
+    ops::PoolOptions o = c.options;
+    o.count_include_pad = include;
+    expect_impl_matches_reference(
+        [&](Graph& g, const std::vector<Output>& in) { return ops::avg_pool(g, in[0], o); },
+        {random_tensor(c.x, 12)}, "onednn", kRtol, kAtol);
+    // The forward pool runs with reference kernels in one session and oneDNN in the other;
+    // both agree (checked above), so AvgPoolGrad sees the same dy.
+    expect_impl_matches_reference(
+        [&](Graph& g, const std::vector<Output>& in) {
+          Output dy = ops::avg_pool(g, in[0], o);
+          return g.add("AvgPoolGrad", {dy},
+                       {{"ksize", o.ksize},
+                        {"strides", o.strides},
+                        {"padding", o.padding},
+                        {"pads", o.pads},
+                        {"count_include_pad", include},
+                        {"input_shape", c.x}});
+        },
+        {random_tensor(c.x, 13)}, "onednn", kRtol, kAtol);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, OneDnnPool,
+    ::testing::Values(
+        PoolCase{"size1", {1, 1, 1, 1}, {.ksize = {1, 1}, .strides = {1, 1}}},
+        PoolCase{"k2s2_valid_odd", {2, 7, 7, 3}, {}},
+        PoolCase{"k3s2_same_primes",
+                 {1, 13, 11, 5},
+                 {.ksize = {3, 3}, .strides = {2, 2}, .padding = "SAME"}},
+        PoolCase{"explicit_uneven",
+                 {2, 9, 8, 17},
+                 {.ksize = {3, 3}, .strides = {2, 1}, .padding = "EXPLICIT", .pads = {1, 0, 2, 1}}},
+        PoolCase{"mnist_pool1", {2, 28, 28, 32}, {}}),
+    [](const ::testing::TestParamInfo<PoolCase>& info) { return info.param.name; });
+
+// With no impl requested, the session picks oneDNN for every dense node.
+TEST(OneDnnSelection, DenseNodesUseOneDnn) {
+  Graph g;
+  Output x = ops::placeholder(g, DType::f32, {2, 8, 8, 3}, "x");
+  Output w = ops::placeholder(g, DType::f32, {3, 3, 3, 4}, "w");
+  Output a = ops::placeholder(g, DType::f32, {2, 64}, "a");
+  Output b = ops::placeholder(g, DType::f32, {64, 5}, "b");
+  Output pool = ops::max_pool(g, ops::conv2d(g, x, w, {.padding = "SAME"}, "conv"), {}, "pool");
+  Output fc = ops::matmul(g, a, b, false, false, "fc");
+  Session session(g);
+  session.run({{x, random_tensor({2, 8, 8, 3}, 1)},
+               {w, random_tensor({3, 3, 3, 4}, 2)},
+               {a, random_tensor({2, 64}, 3)},
+               {b, random_tensor({64, 5}, 4)}},
+              {pool, fc});
+  auto choices = session.kernel_choices();
+  EXPECT_EQ(choices["conv"], "onednn");
+  EXPECT_EQ(choices["pool"], "onednn");
+  EXPECT_EQ(choices["fc"], "onednn");
+}
+
+}  // namespace
+}  // namespace sf

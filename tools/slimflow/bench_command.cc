@@ -1,0 +1,139 @@
+// `slimflow bench`: latency and throughput of a model, peak memory, and a per-node profile.
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <random>
+
+#include "commands.h"
+#include "model_io.h"
+#include "runtime/process_stats.h"
+
+namespace sf::cli {
+
+namespace {
+
+// Multiply-adds x2 of the dense nodes (0 for the rest), for GFLOP/s in the profile.
+double node_flops(const Graph& g, const std::string& name) {
+  const Node& n = g.node(g.id_of(name));
+  if (n.op == "Conv2D" || n.op == "FusedConv2D") {
+    const Shape& w = g.type(n.inputs[1]).shape;  // [kh, kw, in/groups, out]
+    return 2.0 * static_cast<double>(num_elements(n.outputs[0].shape)) *
+           static_cast<double>(w[0] * w[1] * w[2]);
+  }
+  if (n.op == "MatMul" || n.op == "FusedMatMul") {
+    const Shape& a = g.type(n.inputs[0]).shape;
+    int64_t k = n.attrs.get_bool("transpose_a") ? a[0] : a[1];
+    return 2.0 * static_cast<double>(num_elements(n.outputs[0].shape)) * static_cast<double>(k);
+  }
+  return 0.0;
+}
+
+double percentile(std::vector<double> v, double q) {
+  std::sort(v.begin(), v.end());
+  size_t i = static_cast<size_t>(q * static_cast<double>(v.size() - 1) + 0.5);
+  return v[std::min(i, v.size() - 1)];
+}
+
+}  // namespace
+
+Action add_bench_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("bench", "Measure latency, throughput and memory of a model");
+  struct Args {
+    std::string model;
+    int64_t batch = 1;
+    int threads = 0;
+    int runs = 100;
+    int warmup = 10;
+    bool profile = false, json = false;
+  };
+  auto a = std::make_shared<Args>();
+  cmd->add_option("--model", a->model, "Model (.sfm or .onnx)")->required();
+  cmd->add_option("--batch", a->batch, "Batch size")->default_val(1);
+  cmd->add_option("--threads", a->threads, "Threads (0: all cores)");
+  cmd->add_option("--runs", a->runs, "Timed runs")->default_val(100);
+  cmd->add_option("--warmup", a->warmup, "Untimed runs first")->default_val(10);
+  cmd->add_flag("--profile", a->profile, "Add a per-node time table");
+  cmd->add_flag("--json", a->json, "Print one JSON object");
+  return [a]() {
+    if (a->batch <= 0 || a->runs <= 0) fail("--batch and --runs must be positive");
+    ModelFile model = open_model(a->model);
+    Feeds feeds;
+    std::mt19937 rng(1);
+    std::uniform_real_distribution<float> uniform(0.0f, 1.0f);
+    for (size_t i = 0; i < model.inputs.size(); ++i) {
+      const TensorType& t = input_type(model, i);
+      if (t.dtype != DType::f32) fail("bench: input '{}' is {}, only f32 inputs are generated", model.inputs[i], dtype_name(t.dtype));
+      Tensor value(DType::f32, with_batch(t.shape, a->batch));
+      for (int64_t k = 0; k < value.numel(); ++k) value.data<float>()[k] = uniform(rng);
+      feeds.emplace_back(input_output(model, i), value);
+    }
+    std::vector<Output> fetches;
+    for (size_t i = 0; i < model.outputs.size(); ++i) fetches.push_back(output_output(model, i));
+    Session session(model.graph, SessionOptions{.threads = a->threads});
+    for (int i = 0; i < a->warmup; ++i) session.run(feeds, fetches);
+    session.set_profiling(a->profile);
+    std::vector<double> ms;
+    for (int i = 0; i < a->runs; ++i) {
+      auto start = std::chrono::steady_clock::now();
+      session.run(feeds, fetches);
+      ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+    }
+    const double median = percentile(ms, 0.5);
+    nlohmann::json result = {{"model", a->model},
+                             {"batch", a->batch},
+                             {"threads", a->threads},
+                             {"runs", a->runs},
+                             {"latency_ms_min", *std::min_element(ms.begin(), ms.end())},
+                             {"latency_ms_median", median},
+                             {"latency_ms_p90", percentile(ms, 0.9)},
+                             {"throughput_per_sec", static_cast<double>(a->batch) * 1000.0 / median},
+                             {"peak_rss_mb", peak_rss_mb()},
+                             {"model_bytes", model.file_bytes}};
+    std::vector<NodeProfile> profile = session.profile();
+    std::sort(profile.begin(), profile.end(),
+              [](const NodeProfile& x, const NodeProfile& y) { return x.seconds > y.seconds; });
+    double total = 0.0;
+    for (const NodeProfile& p : profile) total += p.seconds;
+    if (a->profile) {
+      nlohmann::json rows = nlohmann::json::array();
+      for (const NodeProfile& p : profile) {
+        double per_call_ms = p.calls ? 1000.0 * p.seconds / static_cast<double>(p.calls) : 0.0;
+        double flops = node_flops(session.graph(), p.name) * static_cast<double>(a->batch) /
+                       std::max<double>(1.0, static_cast<double>(input_type(model, 0).shape.empty() ? 1 : input_type(model, 0).shape[0]));
+        rows.push_back({{"node", p.name},
+                        {"op", p.op},
+                        {"impl", p.impl},
+                        {"output_shape", p.output_shape},
+                        {"ms", per_call_ms},
+                        {"share", total > 0 ? p.seconds / total : 0.0},
+                        {"gflops", per_call_ms > 0 ? flops / (per_call_ms * 1e6) : 0.0}});
+      }
+      result["profile"] = rows;
+    }
+    if (a->json) {
+      std::printf("%s\n", result.dump().c_str());
+      return 0;
+    }
+    std::printf("%s  batch %lld  threads %d  %d runs\n", a->model.c_str(),
+                static_cast<long long>(a->batch), a->threads, a->runs);
+    std::printf("latency ms: min %.3f  median %.3f  p90 %.3f\n", result["latency_ms_min"].get<double>(),
+                median, result["latency_ms_p90"].get<double>());
+    std::printf("throughput %.0f/s  peak RSS %.1f MB  model %zu bytes\n",
+                result["throughput_per_sec"].get<double>(), result["peak_rss_mb"].get<double>(),
+                model.file_bytes);
+    if (a->profile) {
+      std::printf("\n%-24s %-14s %-10s %-18s %9s %7s %8s\n", "node", "op", "impl", "output", "ms", "share", "GFLOP/s");
+      for (const nlohmann::json& r : result["profile"])
+        std::printf("%-24s %-14s %-10s %-18s %9.4f %6.1f%% %8.1f\n", r["node"].get<std::string>().c_str(),
+                    r["op"].get<std::string>().c_str(), r["impl"].get<std::string>().c_str(),
+                    shape_str(r["output_shape"].get<Shape>()).c_str(), r["ms"].get<double>(),
+                    100.0 * r["share"].get<double>(), r["gflops"].get<double>());
+    }
+    return 0;
+  };
+}
+
+}  // namespace sf::cli

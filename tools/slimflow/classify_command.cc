@@ -1,0 +1,87 @@
+// `slimflow classify`: label_image for slimflow models — decode, resize, normalise, top-k.
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <numeric>
+#include <optional>
+
+#include "commands.h"
+#include "io/image.h"
+#include "model_io.h"
+
+namespace sf::cli {
+
+namespace {
+
+std::vector<std::string> read_labels(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) fail("{}: cannot open label file", path);
+  std::vector<std::string> labels;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    labels.push_back(line);
+  }
+  while (!labels.empty() && labels.back().empty()) labels.pop_back();
+  return labels;
+}
+
+}  // namespace
+
+Action add_classify_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("classify", "Classify an image (PNG, JPEG, PGM, BMP): top-k labels");
+  struct Args {
+    std::string model, image, labels;
+    int64_t top = 5, width = 0, height = 0;
+    std::optional<float> mean, std;
+    int threads = 0;
+  };
+  auto a = std::make_shared<Args>();
+  cmd->add_option("--model", a->model, "Model (.sfm or .onnx)")->required();
+  cmd->add_option("--image", a->image, "Image file")->required();
+  cmd->add_option("--labels", a->labels, "Label file, one label per line, in class order");
+  cmd->add_option("--top", a->top, "How many labels to print")->default_val(5);
+  cmd->add_option("--width", a->width, "Resize to this width (default: the model's)");
+  cmd->add_option("--height", a->height, "Resize to this height (default: the model's)");
+  cmd->add_option("--input-mean", a->mean, "Subtracted from each pixel (0..255) before scaling");
+  cmd->add_option("--input-std", a->std, "Pixels are divided by this after the mean");
+  cmd->add_option("--threads", a->threads, "Threads (0: all cores)");
+  return [a]() {
+    ModelFile model = open_model(a->model);
+    if (model.inputs.size() != 1) fail("{}: classify needs a model with one input", a->model);
+    const Shape& in = input_type(model, 0).shape;
+    if (in.size() != 4) fail("{}: input '{}' is {}, not an image batch", a->model, model.inputs[0], shape_str(in));
+    const bool nchw = input_is_nchw(model);
+    const int64_t channels = nchw ? in[1] : in[3];
+    const int64_t height = a->height ? a->height : (nchw ? in[2] : in[1]);
+    const int64_t width = a->width ? a->width : (nchw ? in[3] : in[2]);
+    const float mean = a->mean.value_or(static_cast<float>(metadata_number(model, "input_mean", 0.0)));
+    const float std = a->std.value_or(static_cast<float>(metadata_number(model, "input_std", 255.0)));
+    if (std == 0.0f) fail("--input-std must not be 0");
+    Image image = decode_image(a->image);
+    Tensor input = to_model_layout(image_to_tensor(image, width, height, channels, mean, std), model);
+    Session session(model.graph, SessionOptions{.threads = a->threads});
+    Tensor out = session.run({{input_output(model, 0), input}}, {output_output(model, 0)})[0];
+    Tensor probs = as_probabilities(out);
+    const int64_t classes = probs.dim(1);
+    std::vector<std::string> labels;
+    if (!a->labels.empty()) {
+      labels = read_labels(a->labels);
+      if (static_cast<int64_t>(labels.size()) < classes)
+        fail("{}: {} labels, but the model has {} classes", a->labels, labels.size(), classes);
+    }
+    std::vector<int64_t> order(static_cast<size_t>(classes));
+    std::iota(order.begin(), order.end(), 0);
+    const float* p = probs.data<float>();
+    std::stable_sort(order.begin(), order.end(), [&](int64_t x, int64_t y) { return p[x] > p[y]; });
+    for (int64_t i = 0; i < std::min(a->top, classes); ++i) {
+      int64_t k = order[static_cast<size_t>(i)];
+      std::string label = labels.empty() ? std::to_string(k) : labels[static_cast<size_t>(k)];
+      std::printf("%s (%lld): %.5f\n", label.c_str(), static_cast<long long>(k), p[k]);
+    }
+    return 0;
+  };
+}
+
+}  // namespace sf::cli

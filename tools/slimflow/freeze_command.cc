@@ -1,0 +1,61 @@
+// `slimflow freeze` (training run -> .sfm) and `slimflow import` (.onnx -> .sfm).
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+
+#include "commands.h"
+#include "model_io.h"
+#include "modelfile/model_file.h"
+#include "train/freeze_run.h"
+
+namespace sf::cli {
+
+namespace {
+
+void print_saved(const ModelFile& model, const std::string& out) {
+  ModelFile loaded = load_model(out);
+  std::fprintf(stderr, "wrote %s: %d nodes, %.2f MB of weights, %zu bytes on disk\n", out.c_str(),
+               loaded.graph.num_nodes(), static_cast<double>(weight_bytes(loaded)) / 1e6,
+               loaded.file_bytes);
+  (void)model;
+}
+
+}  // namespace
+
+Action add_freeze_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand(
+      "freeze", "Freeze a training run into one deployable model file (.sfm): variables become "
+                "constants, dropout goes, batch-norm folds, bias and ReLU fuse");
+  auto run_dir = std::make_shared<std::string>();
+  auto out = std::make_shared<std::string>();
+  cmd->add_option("run", *run_dir, "Run directory written by `slimflow train`")->required();
+  cmd->add_option("--out", *out, "Model file to write (.sfm)")->required();
+  return [run_dir, out]() {
+    ModelFile model = freeze_run(*run_dir);
+    save_model(*out, model);
+    print_saved(model, *out);
+    return 0;
+  };
+}
+
+Action add_import_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("import", "Convert an ONNX model into a slimflow model file");
+  auto path = std::make_shared<std::string>();
+  auto out = std::make_shared<std::string>();
+  auto shapes = std::make_shared<std::vector<std::string>>();
+  cmd->add_option("model", *path, "ONNX model (.onnx)")->required();
+  cmd->add_option("--out", *out, "Model file to write (.sfm)")->required();
+  cmd->add_option("--input-shape", *shapes,
+                  "Fix a dynamic input shape, NAME=D1,D2,... (repeatable)");
+  return [path, out, shapes]() {
+    std::map<std::string, Shape> input_shapes;
+    for (const std::string& s : *shapes) input_shapes.insert(parse_input_shape(s));
+    ModelFile model = open_model(*path, input_shapes);
+    model.metadata["source"] = *path;
+    save_model(*out, model);
+    print_saved(model, *out);
+    return 0;
+  };
+}
+
+}  // namespace sf::cli

@@ -1,0 +1,125 @@
+#include "model_io.h"
+
+#include <cmath>
+#include <filesystem>
+
+#include "core/error.h"
+#include "onnx/importer.h"
+
+namespace sf::cli {
+
+std::pair<std::string, Shape> parse_input_shape(const std::string& text) {
+  auto eq = text.find('=');
+  if (eq == std::string::npos || eq == 0)
+    fail("--input-shape '{}': expected NAME=D1,D2,... (e.g. input=1,3,224,224)", text);
+  Shape shape;
+  std::string dims = text.substr(eq + 1);
+  size_t start = 0;
+  while (start <= dims.size()) {
+    size_t comma = dims.find(',', start);
+    std::string part = dims.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    try {
+      size_t used = 0;
+      int64_t d = std::stoll(part, &used);
+      if (used != part.size() || d <= 0) throw std::invalid_argument(part);
+      shape.push_back(d);
+    } catch (const std::exception&) {
+      fail("--input-shape '{}': '{}' is not a positive dimension", text, part);
+    }
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return {text.substr(0, eq), shape};
+}
+
+ModelFile open_model(const std::string& path, const std::map<std::string, Shape>& input_shapes) {
+  if (std::filesystem::is_directory(path))
+    fail("{}: is a directory; freeze a training run first (slimflow freeze {} --out model.sfm)",
+         path, path);
+  if (std::filesystem::path(path).extension() == ".onnx") {
+    ImportOptions options;
+    options.input_shapes = input_shapes;
+    ModelFile model = import_onnx(path, options);
+    model.metadata["input_layout"] = "NCHW";  // the importer keeps ONNX's interface layout
+    return model;
+  }
+  return load_model(path);
+}
+
+const TensorType& input_type(const ModelFile& model, size_t index) {
+  return model.graph.node(model.graph.id_of(model.inputs.at(index))).outputs[0];
+}
+
+Output input_output(const ModelFile& model, size_t index) {
+  return Output{model.graph.id_of(model.inputs.at(index)), 0};
+}
+
+Output output_output(const ModelFile& model, size_t index) {
+  return Output{model.graph.id_of(model.outputs.at(index)), 0};
+}
+
+Shape with_batch(const Shape& shape, int64_t batch) {
+  Shape s = shape;
+  if (!s.empty()) s[0] = batch;
+  return s;
+}
+
+double metadata_number(const ModelFile& model, const std::string& key, double fallback) {
+  auto it = model.metadata.find(key);
+  if (it == model.metadata.end()) return fallback;
+  try {
+    return std::stod(it->second);
+  } catch (const std::exception&) {
+    return fallback;
+  }
+}
+
+}  // namespace sf::cli
+
+namespace sf::cli {
+
+bool input_is_nchw(const ModelFile& model, size_t index) {
+  auto it = model.metadata.find("input_layout");
+  if (it != model.metadata.end()) return it->second == "NCHW";
+  const Shape& s = input_type(model, index).shape;
+  return s.size() == 4 && (s[1] == 1 || s[1] == 3) && s[3] != 1 && s[3] != 3;
+}
+
+Tensor to_model_layout(const Tensor& nhwc, const ModelFile& model, size_t index) {
+  if (!input_is_nchw(model, index)) return nhwc;
+  const int64_t n = nhwc.dim(0), h = nhwc.dim(1), w = nhwc.dim(2), c = nhwc.dim(3);
+  Tensor out(DType::f32, {n, c, h, w});
+  const float* src = nhwc.data<float>();
+  float* dst = out.data<float>();
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t y = 0; y < h; ++y)
+      for (int64_t x = 0; x < w; ++x)
+        for (int64_t k = 0; k < c; ++k)
+          dst[((b * c + k) * h + y) * w + x] = src[((b * h + y) * w + x) * c + k];
+  return out;
+}
+
+Tensor as_probabilities(const Tensor& output) {
+  const int64_t batch = output.rank() > 0 ? output.dim(0) : 1;
+  const int64_t classes = output.numel() / std::max<int64_t>(batch, 1);
+  Tensor probs = output.clone().reshaped({batch, classes});
+  float* p = probs.data<float>();
+  for (int64_t b = 0; b < batch; ++b) {
+    float* row = p + b * classes;
+    double sum = 0.0;
+    bool non_negative = true;
+    for (int64_t k = 0; k < classes; ++k) {
+      sum += row[k];
+      non_negative = non_negative && row[k] >= 0.0f;
+    }
+    if (non_negative && std::abs(sum - 1.0) < 1e-3) continue;
+    float max = row[0];
+    for (int64_t k = 1; k < classes; ++k) max = std::max(max, row[k]);
+    double total = 0.0;
+    for (int64_t k = 0; k < classes; ++k) total += row[k] = std::exp(row[k] - max);
+    for (int64_t k = 0; k < classes; ++k) row[k] = static_cast<float>(row[k] / total);
+  }
+  return probs;
+}
+
+}  // namespace sf::cli
