@@ -91,7 +91,7 @@ TEST(IoNpy, RoundTripsEveryDtype) {
       Tensor(DType::i32, {0, 5}),               // no elements
   };
   for (size_t i = 0; i < tensors.size(); ++i) {
-    std::string path = dir.file("t" + std::to_string(i) + ".npy");
+    std::string path = dir.file(fmt::format("t{}.npy", i));
     write_npy(path, tensors[i]);
     std::string bytes = read_bytes(path);
     ASSERT_EQ(bytes.substr(0, 8), "\x93NUMPY\x01\x00"s);

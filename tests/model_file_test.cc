@@ -1,3 +1,5 @@
+#include "modelfile/model_file.h"
+
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
@@ -12,7 +14,6 @@
 #include <sstream>
 
 #include "graph/op_registry.h"
-#include "modelfile/model_file.h"
 #include "ops/ops.h"
 #include "runtime/session.h"
 #include "support/mnist.h"
@@ -202,21 +203,20 @@ TEST_F(ModelFileTest, MappingOutlivesTheModelWhileATensorHoldsIt) {
 
 struct KindsRegistration {
   KindsRegistration() {
-    OpRegistry::global().add(
-        OpDef{.name = "ModelFileTestKinds",
-              .version = 3,
-              .attrs = {{"i", AttrKind::Int, std::nullopt},
-                        {"f", AttrKind::Float, std::nullopt},
-                        {"b", AttrKind::Bool, std::nullopt},
-                        {"s", AttrKind::String, std::nullopt},
-                        {"is", AttrKind::Ints, std::nullopt},
-                        {"fs", AttrKind::Floats, std::nullopt},
-                        {"t", AttrKind::Tensor, std::nullopt},
-                        {"empty", AttrKind::Tensor, std::nullopt},
-                        {"defaulted", AttrKind::Int, AttrValue{int64_t{42}}}},
-              .infer = [](const InferContext&) -> std::vector<TensorType> {
-                return {TensorType{DType::f32, {1}}};
-              }});
+    OpRegistry::global().add(OpDef{.name = "ModelFileTestKinds",
+                                   .version = 3,
+                                   .attrs = {{"i", AttrKind::Int, std::nullopt},
+                                             {"f", AttrKind::Float, std::nullopt},
+                                             {"b", AttrKind::Bool, std::nullopt},
+                                             {"s", AttrKind::String, std::nullopt},
+                                             {"is", AttrKind::Ints, std::nullopt},
+                                             {"fs", AttrKind::Floats, std::nullopt},
+                                             {"t", AttrKind::Tensor, std::nullopt},
+                                             {"empty", AttrKind::Tensor, std::nullopt},
+                                             {"defaulted", AttrKind::Int, AttrValue{int64_t{42}}}},
+                                   .infer = [](const InferContext&) -> std::vector<TensorType> {
+                                     return {TensorType{DType::f32, {1}}};
+                                   }});
   }
 };
 
@@ -267,9 +267,14 @@ TEST_F(ModelFileTest, OlderWriterGetsDefaultsForMissingAttributes) {
   register_kinds_op();
   ModelFile m;
   m.graph.add_node("ModelFileTestKinds", {},
-                   {{"i", int64_t{1}}, {"f", 1.0}, {"b", false}, {"s", std::string()},
-                    {"is", std::vector<int64_t>{}}, {"fs", std::vector<double>{}},
-                    {"t", Tensor(DType::f32, {1})}, {"empty", Tensor(DType::f32, {0})}},
+                   {{"i", int64_t{1}},
+                    {"f", 1.0},
+                    {"b", false},
+                    {"s", std::string()},
+                    {"is", std::vector<int64_t>{}},
+                    {"fs", std::vector<double>{}},
+                    {"t", Tensor(DType::f32, {1})},
+                    {"empty", Tensor(DType::f32, {0})}},
                    "k");
   save_model(path_, m);
   std::string file = edit_meta(read_file(path_), [](json& j) {
@@ -337,10 +342,12 @@ TEST_F(ModelFileTest, RejectsBadTensors) {
   expect_meta_rejected([](json& j) { j["tensors"][1]["offset"] = 1 << 20; }, "runs past the end");
   expect_meta_rejected([](json& j) { j["tensors"][1]["bytes"] = 8; }, "needs 12");
   expect_meta_rejected([](json& j) { j["tensors"][1]["shape"] = {-3}; }, "negative dimension");
-  expect_meta_rejected([](json& j) { j["tensors"][1]["shape"] = {1LL << 32, 1LL << 32, 4}; },
-                       "elements");
-  expect_meta_rejected([](json& j) { j["tensors"][1]["shape"] = {~uint64_t{0}}; },
-                       "out of range");
+  expect_meta_rejected(
+      [](json& j) {
+        j["tensors"][1]["shape"] = {1LL << 32, 1LL << 32, 4};
+      },
+      "elements");
+  expect_meta_rejected([](json& j) { j["tensors"][1]["shape"] = {~uint64_t{0}}; }, "out of range");
   expect_meta_rejected([](json& j) { j["tensors"][1]["dtype"] = "f16"; }, "unknown dtype 'f16'");
   expect_meta_rejected([](json& j) { j["tensors"][1].erase("bytes"); }, "tensor 1 has no 'bytes'");
   expect_meta_rejected([](json& j) { j["nodes"][1]["attrs"]["value"]["value"] = 7; },
@@ -354,23 +361,33 @@ TEST_F(ModelFileTest, RejectsBadNodes) {
   expect_meta_rejected([](json& j) { j["nodes"][3]["version"] = 2; },
                        "node 'mm': op MatMul version 2 is newer than this build supports (1)");
   expect_meta_rejected([](json& j) { j["nodes"][5]["op"] = "NoSuchOp"; }, "unknown op 'NoSuchOp'");
-  expect_meta_rejected([](json& j) { j["nodes"][3]["inputs"][0] = {4, 0}; },
-                       "node 'mm' input 0 node index (must be an earlier node) is 4");
+  expect_meta_rejected(
+      [](json& j) {
+        j["nodes"][3]["inputs"][0] = {4, 0};
+      },
+      "node 'mm' input 0 node index (must be an earlier node) is 4");
   expect_meta_rejected([](json& j) { j["nodes"][3]["inputs"][0] = {99, 0}; }, "is 99");
   expect_meta_rejected([](json& j) { j["nodes"][3]["inputs"][0] = {0, 1}; }, "output index");
   expect_meta_rejected([](json& j) { j["nodes"][3]["inputs"].erase(1); }, "expects 2 input(s)");
   expect_meta_rejected([](json& j) { j["nodes"][4]["name"] = "mm"; }, "name already used");
-  expect_meta_rejected([](json& j) { j["nodes"][3]["attrs"]["bogus"] = {{"kind", "int"},
-                                                                        {"value", 1}}; },
-                       "unknown attribute 'bogus'");
+  expect_meta_rejected(
+      [](json& j) {
+        j["nodes"][3]["attrs"]["bogus"] = {{"kind", "int"}, {"value", 1}};
+      },
+      "unknown attribute 'bogus'");
   expect_meta_rejected([](json& j) { j["nodes"][3]["attrs"]["transpose_a"]["kind"] = "blob"; },
                        "unknown kind 'blob'");
   expect_meta_rejected([](json& j) { j["nodes"][3]["attrs"]["transpose_a"]["value"] = 1; },
                        "must be true or false");
-  expect_meta_rejected([](json& j) { j["nodes"][0]["attrs"]["shape"]["value"] = {2, -4}; },
-                       "negative dimension");
   expect_meta_rejected(
-      [](json& j) { j["nodes"][0]["attrs"]["shape"]["value"] = {1LL << 40, 1LL << 40}; },
+      [](json& j) {
+        j["nodes"][0]["attrs"]["shape"]["value"] = {2, -4};
+      },
+      "negative dimension");
+  expect_meta_rejected(
+      [](json& j) {
+        j["nodes"][0]["attrs"]["shape"]["value"] = {1LL << 40, 1LL << 40};
+      },
       "elements");
 }
 

@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <set>
 #include <sstream>
 
 #include "onnx/importer.h"
@@ -42,11 +43,21 @@ std::vector<double> as_doubles(const sf::Tensor& t) {
   std::vector<double> v(static_cast<size_t>(t.numel()));
   for (size_t i = 0; i < v.size(); ++i) {
     switch (t.dtype()) {
-      case sf::DType::f32: v[i] = static_cast<const float*>(t.raw())[i]; break;
-      case sf::DType::i32: v[i] = static_cast<const int32_t*>(t.raw())[i]; break;
-      case sf::DType::i64: v[i] = static_cast<double>(static_cast<const int64_t*>(t.raw())[i]); break;
-      case sf::DType::u8: v[i] = static_cast<const uint8_t*>(t.raw())[i]; break;
-      case sf::DType::i8: v[i] = static_cast<const int8_t*>(t.raw())[i]; break;
+      case sf::DType::f32:
+        v[i] = static_cast<const float*>(t.raw())[i];
+        break;
+      case sf::DType::i32:
+        v[i] = static_cast<const int32_t*>(t.raw())[i];
+        break;
+      case sf::DType::i64:
+        v[i] = static_cast<double>(static_cast<const int64_t*>(t.raw())[i]);
+        break;
+      case sf::DType::u8:
+        v[i] = static_cast<const uint8_t*>(t.raw())[i];
+        break;
+      case sf::DType::i8:
+        v[i] = static_cast<const int8_t*>(t.raw())[i];
+        break;
     }
   }
   return v;
@@ -82,13 +93,22 @@ Outcome run_test(const fs::path& dir) {
   const fs::path data = dir / "test_data_set_0";
   std::vector<sf::Tensor> inputs, expected;
   onnx::ModelProto proto;
+  {
+    std::ifstream in(model_path, std::ios::binary);
+    if (!proto.ParseFromIstream(&in)) return {Outcome::kFail, "model does not parse"};
+  }
+  for (const auto* list : {&proto.graph().input(), &proto.graph().output()})
+    for (const auto& v : *list)
+      if (!v.type().has_tensor_type())
+        return {Outcome::kSkip,
+                fmt::format("'{}' is not a tensor (sequence, optional, map)", v.name())};
   try {
     inputs = read_tensors(data, "input_");
     expected = read_tensors(data, "output_");
-    std::ifstream in(model_path, std::ios::binary);
-    if (!proto.ParseFromIstream(&in)) return {Outcome::kFail, "model does not parse"};
   } catch (const sf::OnnxUnsupported& e) {
     return {Outcome::kSkip, e.what()};
+  } catch (const std::exception& e) {
+    return {Outcome::kFail, std::string("reading test data: ") + e.what()};
   }
   std::vector<std::string> input_names;
   std::set<std::string> initializers;
@@ -99,14 +119,17 @@ Outcome run_test(const fs::path& dir) {
     return {Outcome::kSkip, fmt::format("{} inputs but {} input files (optional inputs)",
                                         input_names.size(), inputs.size())};
   sf::ImportOptions options;
-  for (size_t i = 0; i < inputs.size(); ++i) options.input_shapes[input_names[i]] = inputs[i].shape();
+  for (size_t i = 0; i < inputs.size(); ++i)
+    options.input_shapes[input_names[i]] = inputs[i].shape();
   sf::ModelFile model;
   try {
     try {
       model = sf::import_onnx(model_path, options);
     } catch (const sf::OnnxUnsupported& e) {
-      if (!needs_constant(e.what()) || inputs.size() < 2) throw;
-      for (size_t i = 1; i < inputs.size(); ++i) options.constant_inputs[input_names[i]] = inputs[i];
+      if (!needs_constant(e.what())) throw;
+      // Binds the parameters (every input but the data, or the only input) as constants.
+      for (size_t i = inputs.size() > 1 ? 1 : 0; i < inputs.size(); ++i)
+        options.constant_inputs[input_names[i]] = inputs[i];
       model = sf::import_onnx(model_path, options);
     }
   } catch (const sf::OnnxUnsupported& e) {
@@ -114,8 +137,7 @@ Outcome run_test(const fs::path& dir) {
   } catch (const std::exception& e) {
     return {Outcome::kFail, std::string("import: ") + e.what()};
   }
-  const double tol =
-      dir.filename().string().find("resize") != std::string::npos ? 1e-3 : 1e-4;
+  const double tol = dir.filename().string().find("resize") != std::string::npos ? 1e-3 : 1e-4;
   try {
     sf::Session session(model.graph);
     sf::Feeds feeds;

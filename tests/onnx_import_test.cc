@@ -1,1 +1,282 @@
+// The ONNX importer: small models built with the protobuf API, imported, run and compared
+// with values computed here; error messages for unsupported and corrupt models.
 #include <gtest/gtest.h>
+#include <onnx/onnx_pb.h>
+
+#include <cmath>
+#include <fstream>
+#include <random>
+
+#include "onnx/importer.h"
+#include "runtime/session.h"
+
+namespace sf {
+namespace {
+
+onnx::ModelProto new_model(int opset = 13) {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.set_producer_name("onnx_import_test");
+  onnx::OperatorSetIdProto* o = m.add_opset_import();
+  o->set_domain("");
+  o->set_version(opset);
+  m.mutable_graph()->set_name("g");
+  return m;
+}
+
+// dims: -1 is a dynamic dimension.
+void add_input(onnx::ModelProto& m, const std::string& name, const Shape& dims) {
+  onnx::ValueInfoProto* v = m.mutable_graph()->add_input();
+  v->set_name(name);
+  onnx::TypeProto::Tensor* t = v->mutable_type()->mutable_tensor_type();
+  t->set_elem_type(onnx::TensorProto::FLOAT);
+  for (int64_t d : dims) {
+    onnx::TensorShapeProto::Dimension* dim = t->mutable_shape()->add_dim();
+    if (d < 0)
+      dim->set_dim_param("N");
+    else
+      dim->set_dim_value(d);
+  }
+}
+
+void add_output(onnx::ModelProto& m, const std::string& name) {
+  onnx::ValueInfoProto* v = m.mutable_graph()->add_output();
+  v->set_name(name);
+  v->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+}
+
+onnx::NodeProto* add_node(onnx::ModelProto& m, const std::string& op,
+                          std::vector<std::string> inputs, std::vector<std::string> outputs,
+                          const std::string& name = "") {
+  onnx::NodeProto* n = m.mutable_graph()->add_node();
+  n->set_op_type(op);
+  n->set_name(name);
+  for (const std::string& i : inputs) n->add_input(i);
+  for (const std::string& o : outputs) n->add_output(o);
+  return n;
+}
+
+void set_ints(onnx::NodeProto* n, const std::string& name, std::vector<int64_t> v) {
+  onnx::AttributeProto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::INTS);
+  for (int64_t x : v) a->add_ints(x);
+}
+
+void set_int(onnx::NodeProto* n, const std::string& name, int64_t v) {
+  onnx::AttributeProto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::INT);
+  a->set_i(v);
+}
+
+void add_init(onnx::ModelProto& m, const std::string& name, const Shape& dims,
+              const std::vector<float>& values) {
+  onnx::TensorProto* t = m.mutable_graph()->add_initializer();
+  t->set_name(name);
+  t->set_data_type(onnx::TensorProto::FLOAT);
+  for (int64_t d : dims) t->add_dims(d);
+  t->set_raw_data(
+      std::string(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float)));
+}
+
+void add_init_i64(onnx::ModelProto& m, const std::string& name, const Shape& dims,
+                  const std::vector<int64_t>& values) {
+  onnx::TensorProto* t = m.mutable_graph()->add_initializer();
+  t->set_name(name);
+  t->set_data_type(onnx::TensorProto::INT64);
+  for (int64_t d : dims) t->add_dims(d);
+  for (int64_t v : values) t->add_int64_data(v);
+}
+
+std::string write(const std::string& bytes, const std::string& name) {
+  const std::string path = ::testing::TempDir() + name;
+  std::ofstream(path, std::ios::binary) << bytes;
+  return path;
+}
+
+std::string write(const onnx::ModelProto& m, const std::string& name) {
+  return write(m.SerializeAsString(), name);
+}
+
+std::vector<float> random_values(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = u(rng);
+  return v;
+}
+
+Tensor run(const ModelFile& model, const Tensor& x) {
+  Session s(model.graph);
+  std::vector<Tensor> out = s.run({{Output{model.graph.id_of(model.inputs.at(0)), 0}, x}},
+                                  {Output{model.graph.id_of(model.outputs.at(0)), 0}});
+  return out.at(0).clone();
+}
+
+int count_ops(const ModelFile& model, const std::string& op) {
+  int n = 0;
+  for (const Node& node : model.graph.nodes()) n += node.op == op;
+  return n;
+}
+
+TEST(OnnxImport, ConvReluGlobalPoolFlattenGemm) {
+  const int64_t C = 2, H = 5, W = 4, O = 3, K = 4;
+  const std::vector<float> w = random_values(O * C * 9, 1), b = random_values(O, 2);
+  const std::vector<float> fc = random_values(K * O, 3), fb = random_values(K, 4);
+  onnx::ModelProto m = new_model();
+  add_input(m, "x", {-1, C, H, W});
+  add_init(m, "w", {O, C, 3, 3}, w);
+  add_init(m, "b", {O}, b);
+  add_init(m, "fc", {K, O}, fc);
+  add_init(m, "fb", {K}, fb);
+  onnx::NodeProto* conv = add_node(m, "Conv", {"x", "w", "b"}, {"c"}, "conv");
+  set_ints(conv, "pads", {1, 1, 1, 1});
+  add_node(m, "Relu", {"c"}, {"r"});
+  add_node(m, "GlobalAveragePool", {"r"}, {"p"});
+  add_node(m, "Flatten", {"p"}, {"f"});
+  set_int(add_node(m, "Gemm", {"f", "fc", "fb"}, {"y"}, "gemm"), "transB", 1);
+  add_output(m, "y");
+  ModelFile model = import_onnx(write(m, "cnn.onnx"));
+  ASSERT_EQ(model.inputs, std::vector<std::string>{"x"});
+  ASSERT_EQ(model.outputs, std::vector<std::string>{"y"});
+  // Only the input changes layout; the pooled [N,C,1,1] goes back by a reshape.
+  EXPECT_EQ(count_ops(model, "Transpose"), 1);
+
+  const int64_t N = 2;  // the batch was declared dynamic
+  const std::vector<float> xv = random_values(N * C * H * W, 5);
+  Tensor y = run(model, Tensor::from_vector<float>({N, C, H, W}, xv));
+  ASSERT_EQ(y.shape(), (Shape{N, K}));
+  for (int64_t n = 0; n < N; ++n) {
+    std::vector<double> pooled(O, 0.0);
+    for (int64_t o = 0; o < O; ++o)
+      for (int64_t i = 0; i < H; ++i)
+        for (int64_t j = 0; j < W; ++j) {
+          double acc = b[o];
+          for (int64_t c = 0; c < C; ++c)
+            for (int64_t di = 0; di < 3; ++di)
+              for (int64_t dj = 0; dj < 3; ++dj) {
+                const int64_t ii = i + di - 1, jj = j + dj - 1;
+                if (ii < 0 || ii >= H || jj < 0 || jj >= W) continue;
+                acc += xv[((n * C + c) * H + ii) * W + jj] * w[((o * C + c) * 3 + di) * 3 + dj];
+              }
+          pooled[o] += std::max(acc, 0.0) / (H * W);
+        }
+    for (int64_t k = 0; k < K; ++k) {
+      double want = fb[k];
+      for (int64_t o = 0; o < O; ++o) want += pooled[o] * fc[k * O + o];
+      EXPECT_NEAR(y.data<float>()[n * K + k], want, 1e-4) << "n=" << n << " k=" << k;
+    }
+  }
+}
+
+TEST(OnnxImport, ListsEveryUnsupportedNode) {
+  onnx::ModelProto m = new_model();
+  add_input(m, "x", {1, 4});
+  add_node(m, "Relu", {"x"}, {"a"}, "n1");
+  add_node(m, "LSTM", {"a"}, {"b"}, "n3");
+  add_node(m, "Einsum", {"b"}, {"y"}, "n7");
+  add_output(m, "y");
+  const std::string path = write(m, "model.onnx");
+  try {
+    import_onnx(path);
+    FAIL() << "expected OnnxUnsupported";
+  } catch (const OnnxUnsupported& e) {
+    EXPECT_EQ(std::string(e.what()), path + ": 2 unsupported nodes: 'n3' (LSTM), 'n7' (Einsum)");
+  }
+}
+
+TEST(OnnxImport, UnsupportedFeatureNamesTheNode) {
+  onnx::ModelProto m = new_model();
+  add_input(m, "x", {1, 1, 4, 4});
+  onnx::NodeProto* p = add_node(m, "MaxPool", {"x"}, {"y"}, "pool1");
+  set_ints(p, "kernel_shape", {3, 3});
+  set_int(p, "ceil_mode", 1);
+  add_output(m, "y");
+  try {
+    import_onnx(write(m, "ceil.onnx"));
+    FAIL() << "expected OnnxUnsupported";
+  } catch (const OnnxUnsupported& e) {
+    EXPECT_NE(std::string(e.what()).find("node 'pool1' (MaxPool): ceil_mode=1"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(OnnxImport, TruncatedFileIsRejected) {
+  onnx::ModelProto m = new_model();
+  add_input(m, "x", {1, 64});
+  add_init(m, "w", {64, 64}, random_values(64 * 64, 7));
+  add_node(m, "MatMul", {"x", "w"}, {"y"});
+  add_output(m, "y");
+  const std::string bytes = m.SerializeAsString();
+  const std::string path = write(bytes.substr(0, bytes.size() / 2), "truncated.onnx");
+  try {
+    import_onnx(path);
+    FAIL() << "expected sf::Error";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), path + ": not a valid ONNX model (protobuf parse failed)");
+  }
+  EXPECT_THROW(import_onnx(write("\xff\xff\xff garbage", "garbage.onnx")), Error);
+  EXPECT_THROW(import_onnx(::testing::TempDir() + "missing.onnx"), Error);
+}
+
+TEST(OnnxImport, FoldsShapeSubgraphIntoReshape) {
+  onnx::ModelProto m = new_model();
+  add_input(m, "x", {2, 3, 4});
+  add_init_i64(m, "zero", {}, {0});
+  add_init_i64(m, "axes", {1}, {0});
+  add_init_i64(m, "minus_one", {1}, {-1});
+  add_node(m, "Shape", {"x"}, {"s"});
+  add_node(m, "Gather", {"s", "zero"}, {"n"});
+  add_node(m, "Unsqueeze", {"n", "axes"}, {"n1"});
+  add_node(m, "Concat", {"n1", "minus_one"}, {"shape"})->add_attribute()->CopyFrom([] {
+    onnx::AttributeProto a;
+    a.set_name("axis");
+    a.set_type(onnx::AttributeProto::INT);
+    a.set_i(0);
+    return a;
+  }());
+  add_node(m, "Reshape", {"x", "shape"}, {"y"});
+  add_output(m, "y");
+  ModelFile model = import_onnx(write(m, "fold.onnx"));
+  for (const char* op : {"Shape", "Gather", "Unsqueeze", "Concat"})
+    EXPECT_EQ(count_ops(model, op), 0) << op;
+  const std::vector<float> xv = random_values(24, 9);
+  Tensor y = run(model, Tensor::from_vector<float>({2, 3, 4}, xv));
+  ASSERT_EQ(y.shape(), (Shape{2, 12}));
+  for (size_t i = 0; i < xv.size(); ++i) EXPECT_EQ(y.data<float>()[i], xv[i]);
+}
+
+TEST(OnnxImport, DynamicSpatialDimsNeedInputShapes) {
+  onnx::ModelProto m = new_model();
+  add_input(m, "x", {1, 3, -1, -1});
+  add_node(m, "Relu", {"x"}, {"y"});
+  add_output(m, "y");
+  const std::string path = write(m, "dynamic.onnx");
+  EXPECT_THROW(import_onnx(path), Error);
+  ImportOptions options;
+  options.input_shapes["x"] = {1, 3, 2, 2};
+  ModelFile model = import_onnx(path, options);
+  Tensor y = run(model, Tensor::from_vector<float>({1, 3, 2, 2}, random_values(12, 3)));
+  EXPECT_EQ(y.shape(), (Shape{1, 3, 2, 2}));
+}
+
+// A model that transposes its NHWC input to NCHW for a convolution needs no Transpose node.
+TEST(OnnxImport, NhwcInputTransposeIsFree) {
+  onnx::ModelProto m = new_model();
+  add_input(m, "x", {1, 3, 3, 2});
+  add_init(m, "w", {1, 2, 1, 1}, {1.0f, 10.0f});
+  set_ints(add_node(m, "Transpose", {"x"}, {"t"}), "perm", {0, 3, 1, 2});
+  add_node(m, "Conv", {"t", "w"}, {"c"});
+  set_ints(add_node(m, "Transpose", {"c"}, {"y"}), "perm", {0, 2, 3, 1});
+  add_output(m, "y");
+  ModelFile model = import_onnx(write(m, "nhwc.onnx"));
+  EXPECT_EQ(count_ops(model, "Transpose"), 0);
+  const std::vector<float> xv = random_values(18, 4);
+  Tensor y = run(model, Tensor::from_vector<float>({1, 3, 3, 2}, xv));
+  ASSERT_EQ(y.shape(), (Shape{1, 3, 3, 1}));
+  for (int i = 0; i < 9; ++i) EXPECT_NEAR(y.data<float>()[i], xv[2 * i] + 10 * xv[2 * i + 1], 1e-5);
+}
+
+}  // namespace
+}  // namespace sf

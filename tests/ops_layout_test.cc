@@ -64,34 +64,44 @@ testing::BuildFn pad_of(std::vector<int64_t> pads, std::string mode, double valu
 
 TEST(OpsLayoutTest, TransposeMovesAxes) {
   Tensor x = iota({2, 3, 4});
-  Tensor y = run_once([](Graph& g, const std::vector<Output>& in) {
-    return ops::transpose(g, in[0], {2, 0, 1});
-  }, {x});
+  Tensor y = run_once(
+      [](Graph& g, const std::vector<Output>& in) {
+        return ops::transpose(g, in[0], {2, 0, 1});
+      },
+      {x});
   ASSERT_EQ(y.shape(), (Shape{4, 2, 3}));
   for (int64_t i = 0; i < 2; ++i)
     for (int64_t j = 0; j < 3; ++j)
       for (int64_t k = 0; k < 4; ++k)
         EXPECT_EQ(y.data<float>()[(k * 2 + i) * 3 + j], x.data<float>()[(i * 3 + j) * 4 + k]);
   // No perm reverses the axes, as in ONNX.
-  Tensor r = run_once(
-      [](Graph& g, const std::vector<Output>& in) { return ops::transpose(g, in[0], {}); },
-      {Tensor::from_vector<int32_t>({2, 3}, {1, 2, 3, 4, 5, 6})});
+  Tensor r =
+      run_once([](Graph& g, const std::vector<Output>& in) { return ops::transpose(g, in[0], {}); },
+               {Tensor::from_vector<int32_t>({2, 3}, {1, 2, 3, 4, 5, 6})});
   ASSERT_EQ(r.shape(), (Shape{3, 2}));
   EXPECT_EQ(values<int32_t>(r), (std::vector<int32_t>{1, 4, 2, 5, 3, 6}));
 }
 
 TEST(OpsLayoutTest, TransposeRejectsBadPermutations) {
-  EXPECT_EQ(error_of([](Graph& g) { ops::transpose(g, f32(g, {2, 3, 4}), {0, 0, 1}, "t"); }),
+  EXPECT_EQ(error_of([](Graph& g) {
+              ops::transpose(g, f32(g, {2, 3, 4}), {0, 0, 1}, "t");
+            }),
             "node 't' (Transpose): x [2,3,4]: perm [0,0,1] is not a permutation of the 3 axes");
-  EXPECT_EQ(error_of([](Graph& g) { ops::transpose(g, f32(g, {2, 3}), {1, 2}, "t"); }),
+  EXPECT_EQ(error_of([](Graph& g) {
+              ops::transpose(g, f32(g, {2, 3}), {1, 2}, "t");
+            }),
             "node 't' (Transpose): x [2,3]: perm [1,2] is not a permutation of the 2 axes");
-  EXPECT_EQ(error_of([](Graph& g) { ops::transpose(g, f32(g, {2, 3}), {0}, "t"); }),
+  EXPECT_EQ(error_of([](Graph& g) {
+              ops::transpose(g, f32(g, {2, 3}), {0}, "t");
+            }),
             "node 't' (Transpose): x [2,3]: perm [0] is not a permutation of the 2 axes");
 }
 
 TEST(OpsLayoutTest, TransposeGradient) {
   expect_gradients_match(
-      [](Graph& g, const std::vector<Output>& in) { return ops::transpose(g, in[0], {1, 2, 0}); },
+      [](Graph& g, const std::vector<Output>& in) {
+        return ops::transpose(g, in[0], {1, 2, 0});
+      },
       {random_tensor({2, 3, 4}, 1)}, 2);
   expect_gradients_match(
       [](Graph& g, const std::vector<Output>& in) { return ops::transpose(g, in[0], {}); },
@@ -124,15 +134,22 @@ TEST(OpsLayoutTest, PadModes) {
 }
 
 TEST(OpsLayoutTest, PadErrors) {
-  EXPECT_EQ(error_of([](Graph& g) { ops::pad(g, f32(g, {2, 3}), {1, 1}, "constant", 0, "p"); }),
+  EXPECT_EQ(error_of([](Graph& g) {
+              ops::pad(g, f32(g, {2, 3}), {1, 1}, "constant", 0, "p");
+            }),
             "node 'p' (Pad): pads [1,1] must have 2 * rank = 4 entries (all begins, then all "
             "ends) for x [2,3]");
-  EXPECT_EQ(
-      error_of([](Graph& g) { ops::pad(g, f32(g, {2, 3}), {0, -1, 0, 0}, "constant", 0, "p"); }),
-      "node 'p' (Pad): pads [0,-1,0,0] must be non-negative");
-  EXPECT_EQ(error_of([](Graph& g) { ops::pad(g, f32(g, {2, 3}), {0, 3, 0, 0}, "reflect", 0, "p"); }),
+  EXPECT_EQ(error_of([](Graph& g) {
+              ops::pad(g, f32(g, {2, 3}), {0, -1, 0, 0}, "constant", 0, "p");
+            }),
+            "node 'p' (Pad): pads [0,-1,0,0] must be non-negative");
+  EXPECT_EQ(error_of([](Graph& g) {
+              ops::pad(g, f32(g, {2, 3}), {0, 3, 0, 0}, "reflect", 0, "p");
+            }),
             "node 'p' (Pad): reflect pads [0,3,0,0] must be smaller than axis 1 of x [2,3]");
-  EXPECT_EQ(error_of([](Graph& g) { ops::pad(g, f32(g, {2}), {1, 1}, "wrap", 0, "p"); }),
+  EXPECT_EQ(error_of([](Graph& g) {
+              ops::pad(g, f32(g, {2}), {1, 1}, "wrap", 0, "p");
+            }),
             "node 'p' (Pad): mode must be constant, reflect or edge, got 'wrap'");
 }
 
@@ -186,7 +203,8 @@ TEST(OpsLayoutTest, StridedSliceErrors) {
       ops::strided_slice(g, f32(g, {3, 4}), starts, ends, axes, steps, "s");
     });
   };
-  EXPECT_EQ(slice_error({0}, {1}, {0}, {0}), "node 's' (StridedSlice): x [3,4]: step for axis 0 is 0");
+  EXPECT_EQ(slice_error({0}, {1}, {0}, {0}),
+            "node 's' (StridedSlice): x [3,4]: step for axis 0 is 0");
   EXPECT_EQ(slice_error({0, 0}, {1, 1}, {1, -1}, {}),
             "node 's' (StridedSlice): x [3,4]: axis 1 is listed twice");
   EXPECT_EQ(slice_error({0}, {1}, {2}, {}),
@@ -228,9 +246,9 @@ TEST(OpsLayoutTest, GatherErrors) {
             "node 'gt' (Gather): axis 2 is out of range for x [3,2]");
   // Index values are data, checked when the kernel runs.
   try {
-    run_once([](Graph& g, const std::vector<Output>& in) {
-      return ops::gather(g, in[0], in[1], 0, "gt");
-    }, {iota({3, 2}), Tensor::from_vector<int64_t>({2}, {0, 3})});
+    run_once([](Graph& g,
+                const std::vector<Output>& in) { return ops::gather(g, in[0], in[1], 0, "gt"); },
+             {iota({3, 2}), Tensor::from_vector<int64_t>({2}, {0, 3})});
     FAIL() << "expected an error";
   } catch (const Error& e) {
     EXPECT_STREQ(e.what(), "node 'gt' (Gather): index 3 is out of range for axis 0 of x [3,2]");

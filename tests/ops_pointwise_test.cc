@@ -35,7 +35,8 @@ std::string error_of(const std::function<void(Graph&)>& build) {
 
 // Random values in [lo, hi) kept at least 0.05 from every kink, so central differences
 // (step 0.01) never straddle one.
-Tensor away_from(Shape shape, uint32_t seed, float lo, float hi, std::initializer_list<float> kinks) {
+Tensor away_from(Shape shape, uint32_t seed, float lo, float hi,
+                 std::initializer_list<float> kinks) {
   Tensor t = random_tensor(std::move(shape), seed, lo, hi);
   for (int64_t i = 0; i < t.numel(); ++i) {
     float& v = t.data<float>()[i];
@@ -48,8 +49,8 @@ Tensor away_from(Shape shape, uint32_t seed, float lo, float hi, std::initialize
 // Runs a one-input op built by `fn` on x and compares with `want` applied elementwise.
 void expect_unary(const std::function<Output(Graph&, Output)>& fn, const Tensor& x,
                   const std::function<double(double)>& want) {
-  std::vector<float> y = values(
-      run_once([&](Graph& g, const std::vector<Output>& in) { return fn(g, in[0]); }, {x}));
+  std::vector<float> y =
+      values(run_once([&](Graph& g, const std::vector<Output>& in) { return fn(g, in[0]); }, {x}));
   for (int64_t i = 0; i < x.numel(); ++i) {
     const double v = x.data<float>()[i];
     EXPECT_NEAR(y[static_cast<size_t>(i)], want(v), 1e-5 * std::max(1.0, std::abs(want(v))))
@@ -78,10 +79,10 @@ TEST(OpsPointwiseTest, UnaryForwardValues) {
                [](double v) { return v >= 0 ? v : 0.01 * v; });
   expect_unary([](Graph& g, Output v) { return ops::leaky_relu(g, v, 0.2); }, x,
                [](double v) { return v >= 0 ? v : 0.2 * v; });
-  expect_near(run_once([](Graph& g,
-                          const std::vector<Output>& in) { return ops::hard_sigmoid(g, in[0]); },
-                       {x}),
-              {0, 0, 0, 0.4f, 0.5f, 0.55f, 0.9f, 1});
+  expect_near(
+      run_once([](Graph& g, const std::vector<Output>& in) { return ops::hard_sigmoid(g, in[0]); },
+               {x}),
+      {0, 0, 0, 0.4f, 0.5f, 0.55f, 0.9f, 1});
   expect_unary([](Graph& g, Output v) { return ops::hard_sigmoid(g, v, 0.5, 0.25); }, x,
                [](double v) { return std::clamp(0.5 * v + 0.25, 0.0, 1.0); });
   // HardSwish: 0 below -3, x above 3, x * (x + 3) / 6 between.
@@ -103,9 +104,9 @@ TEST(OpsPointwiseTest, PowBroadcasts) {
 TEST(OpsPointwiseTest, PReluBroadcastsSlope) {
   Tensor x = Tensor::from_vector<float>({2, 3}, {-1, 2, -3, 4, -5, 0});
   Tensor slope = Tensor::from_vector<float>({3}, {0.5f, 0.25f, 2});
-  Tensor y = run_once(
-      [](Graph& g, const std::vector<Output>& in) { return ops::prelu(g, in[0], in[1]); },
-      {x, slope});
+  Tensor y =
+      run_once([](Graph& g, const std::vector<Output>& in) { return ops::prelu(g, in[0], in[1]); },
+               {x, slope});
   EXPECT_EQ(values(y), (std::vector<float>{-0.5f, 2, -6, 4, -1.25f, 0}));
 }
 
@@ -121,18 +122,16 @@ TEST(OpsPointwiseTest, ShapeErrorsNameTheNode) {
                          ops::placeholder(g, DType::f32, {2, 3}), "pr");
             }),
             "node 'pr' (PRelu): slope [2,3] does not broadcast to x [3]");
-  EXPECT_EQ(error_of([](Graph& g) {
-              ops::sqrt(g, ops::placeholder(g, DType::i32, {3}), "s");
-            }),
+  EXPECT_EQ(error_of([](Graph& g) { ops::sqrt(g, ops::placeholder(g, DType::i32, {3}), "s"); }),
             "node 's' (Sqrt): input 'x' must be f32, got i32");
 }
 
 TEST(OpsPointwiseTest, SmoothGradients) {
   auto pow = [](Graph& g, const std::vector<Output>& in) { return ops::pow(g, in[0], in[1]); };
-  expect_gradients_match(pow, {random_tensor({2, 3}, 1, 0.5f, 2), random_tensor({3}, 2, -1.5f, 1.5f)},
-                         3);
-  expect_gradients_match(pow, {random_tensor({3}, 4, 0.5f, 2), random_tensor({2, 3}, 5, -1.5f, 1.5f)},
-                         6);
+  expect_gradients_match(
+      pow, {random_tensor({2, 3}, 1, 0.5f, 2), random_tensor({3}, 2, -1.5f, 1.5f)}, 3);
+  expect_gradients_match(
+      pow, {random_tensor({3}, 4, 0.5f, 2), random_tensor({2, 3}, 5, -1.5f, 1.5f)}, 6);
   expect_gradients_match(
       [](Graph& g, const std::vector<Output>& in) { return ops::sqrt(g, in[0]); },
       {random_tensor({2, 3}, 7, 0.5f, 2)}, 8);

@@ -104,20 +104,22 @@ TEST(OpsResizeTest, MatchesOnnxNearestBackendTests) {
   expect_values(resize(x, {8, 8}, {.nearest_mode = "ceil"}), {1, 8, 8, 1},
                 pick(x, {0, 1, 1, 2, 2, 3, 3, 3}));
   // test_resize_upsample_sizes_nearest_floor_align_corners
-  expect_values(resize(x, {8, 8}, {.coordinate_transformation_mode = "align_corners",
-                                   .nearest_mode = "floor"}),
-                {1, 8, 8, 1}, pick(x, {0, 0, 0, 1, 1, 2, 2, 3}));
+  expect_values(
+      resize(x, {8, 8},
+             {.coordinate_transformation_mode = "align_corners", .nearest_mode = "floor"}),
+      {1, 8, 8, 1}, pick(x, {0, 0, 0, 1, 1, 2, 2, 3}));
   // test_resize_upsample_sizes_nearest_round_prefer_ceil_asymmetric
-  expect_values(resize(x, {8, 8}, {.coordinate_transformation_mode = "asymmetric",
-                                   .nearest_mode = "round_prefer_ceil"}),
-                {1, 8, 8, 1}, pick(x, {0, 1, 1, 2, 2, 3, 3, 3}));
+  expect_values(
+      resize(x, {8, 8},
+             {.coordinate_transformation_mode = "asymmetric", .nearest_mode = "round_prefer_ceil"}),
+      {1, 8, 8, 1}, pick(x, {0, 1, 1, 2, 2, 3, 3, 3}));
   // test_resize_downsample_sizes_nearest: [1,2,4] from a 2x4 input resized to 1x3.
   expect_values(resize(iota({1, 2, 4, 1}), {1, 3}, {}), {1, 1, 3, 1}, {1, 2, 4});
   // test_resize_downsample_sizes_linear_pytorch_half_pixel: 4x4 -> 3x1; a single output
   // column maps to source 0 under pytorch_half_pixel (half_pixel would give 1.5).
-  expect_values(resize(x, {3, 1}, {.mode = "linear",
-                                   .coordinate_transformation_mode = "pytorch_half_pixel"}),
-                {1, 3, 1, 1}, {1.6666666f, 7, 12.333333f});
+  expect_values(
+      resize(x, {3, 1}, {.mode = "linear", .coordinate_transformation_mode = "pytorch_half_pixel"}),
+      {1, 3, 1, 1}, {1.6666666f, 7, 12.333333f});
   expect_values(resize(x, {3, 1}, {.mode = "linear"}), {1, 3, 1, 1},
                 {1.6666666f + 1.5f, 7 + 1.5f, 12.333333f + 1.5f});
 }
@@ -141,9 +143,8 @@ TEST(OpsResizeTest, KeepsBatchAndChannels) {
 
 TEST(OpsResizeTest, AttributeErrorsNameTheNode) {
   auto resize_error = [](Shape x, std::vector<int64_t> sizes, ops::ResizeOptions o) {
-    return error_of([&](Graph& g) {
-      ops::resize(g, ops::placeholder(g, DType::f32, x), sizes, o, "rs");
-    });
+    return error_of(
+        [&](Graph& g) { ops::resize(g, ops::placeholder(g, DType::f32, x), sizes, o, "rs"); });
   };
   EXPECT_EQ(resize_error({1, 2, 2, 1}, {4}, {}),
             "node 'rs' (Resize): sizes must be 2 positive ints [out_h, out_w], got [4]");

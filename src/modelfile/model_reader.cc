@@ -81,8 +81,7 @@ class Reader {
       error("truncated: {} bytes, shorter than the {}-byte header", size_, kHeaderBytes);
     const uint32_t version = modelfile::get_le<uint32_t>(data_ + modelfile::kVersionAt);
     if (version > kModelFormatVersion)
-      error("format version {} is newer than this build reads ({})", version,
-            kModelFormatVersion);
+      error("format version {} is newer than this build reads ({})", version, kModelFormatVersion);
     if (version == 0) error("format version 0 is not valid");
     meta_offset_ = modelfile::get_le<uint64_t>(data_ + modelfile::kMetaOffsetAt);
     meta_size_ = modelfile::get_le<uint64_t>(data_ + modelfile::kMetaSizeAt);
@@ -93,16 +92,17 @@ class Reader {
     if (data_offset_ % kAlign != 0)
       error("data section offset {} is not a multiple of {}", data_offset_, kAlign);
     if (meta_offset_ < data_offset_ + data_size_ && data_offset_ < meta_offset_ + meta_size_)
-      error("metadata section [{}, +{}) overlaps data section [{}, +{})", meta_offset_,
-            meta_size_, data_offset_, data_size_);
+      error("metadata section [{}, +{}) overlaps data section [{}, +{})", meta_offset_, meta_size_,
+            data_offset_, data_size_);
   }
 
   // Subtraction instead of addition, so that huge fields cannot wrap around.
   void check_section(const char* what, uint64_t offset, uint64_t bytes) const {
     if (offset < kHeaderBytes || offset > size_ || bytes > size_ - offset)
-      error("truncated or corrupt: {} section at offset {} with {} bytes does not fit the "
-            "{}-byte file (after the {}-byte header)",
-            what, offset, bytes, size_, kHeaderBytes);
+      error(
+          "truncated or corrupt: {} section at offset {} with {} bytes does not fit the "
+          "{}-byte file (after the {}-byte header)",
+          what, offset, bytes, size_, kHeaderBytes);
   }
 
   // --- typed JSON access; every failure names the field ---
@@ -152,13 +152,17 @@ class Reader {
   }
 
   // Checks that no dimension is negative and the element count stays sane, without overflow.
+  // Zero dimensions count as 1 in the bound, so that no partial product (Flatten's outer and
+  // inner sizes, say) can overflow either.
   int64_t checked_numel(const Shape& shape, const std::string& what) const {
-    if (shape.size() > kMaxRank) error("{} has rank {}, more than {}", what, shape.size(), kMaxRank);
-    int64_t n = 1;
+    if (shape.size() > kMaxRank)
+      error("{} has rank {}, more than {}", what, shape.size(), kMaxRank);
+    int64_t bound = 1, n = 1;
     for (int64_t d : shape) {
       if (d < 0) error("{} has a negative dimension in {}", what, shape_str(shape));
-      if (d != 0 && n > kMaxElements / d)
+      if (d > 1 && bound > kMaxElements / d)
         error("{} {} has more than {} elements", what, shape_str(shape), kMaxElements);
+      bound *= std::max<int64_t>(d, 1);
       n *= d;
     }
     return n;

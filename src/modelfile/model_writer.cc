@@ -160,8 +160,8 @@ void save_model(const std::string& path, const ModelFile& model) {
   json nodes = json::array();
   for (const Node& n : model.graph.nodes()) {
     const OpDef* def = OpRegistry::global().find(n.op);
-    if (def == nullptr) fail("{}: cannot save model: node '{}' has unknown op '{}'", path, n.name,
-                             n.op);
+    if (def == nullptr)
+      fail("{}: cannot save model: node '{}' has unknown op '{}'", path, n.name, n.op);
     json inputs = json::array();
     for (const Output& in : n.inputs) inputs.push_back({in.node, in.index});
     json attrs = json::object();

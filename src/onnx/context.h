@@ -36,16 +36,16 @@ inline const std::vector<int64_t> kToNchw{0, 3, 1, 2};
 
 class Context {
  public:
-  Context(Graph& graph, std::string path, int opset) : g(graph), path(std::move(path)),
-                                                       opset(opset) {}
+  Context(Graph& graph, std::string path, int opset)
+      : g(graph), path(std::move(path)), opset(opset) {}
 
   Graph& g;
   std::string path;
   int opset;
   std::map<std::string, Value> values;
-  std::set<std::string> reserved_names;  // graph output names, kept for the final nodes
+  std::set<std::string> reserved_names;   // graph output names, kept for the final nodes
   const onnx::NodeProto* node = nullptr;  // the node being converted
-  std::string label = "graph";             // names nodes added outside any ONNX node
+  std::string label = "graph";            // names nodes added outside any ONNX node
 
   // --- the current node ---
   std::string node_name() const;

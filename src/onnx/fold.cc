@@ -19,11 +19,21 @@ std::vector<T> elements(const Tensor& t) {
   std::vector<T> out(static_cast<size_t>(t.numel()));
   for (size_t i = 0; i < out.size(); ++i) {
     switch (t.dtype()) {
-      case DType::f32: out[i] = static_cast<T>(static_cast<const float*>(t.raw())[i]); break;
-      case DType::i32: out[i] = static_cast<T>(static_cast<const int32_t*>(t.raw())[i]); break;
-      case DType::i64: out[i] = static_cast<T>(static_cast<const int64_t*>(t.raw())[i]); break;
-      case DType::u8: out[i] = static_cast<T>(static_cast<const uint8_t*>(t.raw())[i]); break;
-      case DType::i8: out[i] = static_cast<T>(static_cast<const int8_t*>(t.raw())[i]); break;
+      case DType::f32:
+        out[i] = static_cast<T>(static_cast<const float*>(t.raw())[i]);
+        break;
+      case DType::i32:
+        out[i] = static_cast<T>(static_cast<const int32_t*>(t.raw())[i]);
+        break;
+      case DType::i64:
+        out[i] = static_cast<T>(static_cast<const int64_t*>(t.raw())[i]);
+        break;
+      case DType::u8:
+        out[i] = static_cast<T>(static_cast<const uint8_t*>(t.raw())[i]);
+        break;
+      case DType::i8:
+        out[i] = static_cast<T>(static_cast<const int8_t*>(t.raw())[i]);
+        break;
     }
   }
   return out;
@@ -34,11 +44,21 @@ Tensor from_values(DType dtype, const Shape& shape, const std::vector<T>& v) {
   Tensor t(dtype, shape);
   for (size_t i = 0; i < v.size(); ++i) {
     switch (dtype) {
-      case DType::f32: static_cast<float*>(t.raw())[i] = static_cast<float>(v[i]); break;
-      case DType::i32: static_cast<int32_t*>(t.raw())[i] = static_cast<int32_t>(v[i]); break;
-      case DType::i64: static_cast<int64_t*>(t.raw())[i] = static_cast<int64_t>(v[i]); break;
-      case DType::u8: static_cast<uint8_t*>(t.raw())[i] = static_cast<uint8_t>(v[i]); break;
-      case DType::i8: static_cast<int8_t*>(t.raw())[i] = static_cast<int8_t>(v[i]); break;
+      case DType::f32:
+        static_cast<float*>(t.raw())[i] = static_cast<float>(v[i]);
+        break;
+      case DType::i32:
+        static_cast<int32_t*>(t.raw())[i] = static_cast<int32_t>(v[i]);
+        break;
+      case DType::i64:
+        static_cast<int64_t*>(t.raw())[i] = static_cast<int64_t>(v[i]);
+        break;
+      case DType::u8:
+        static_cast<uint8_t*>(t.raw())[i] = static_cast<uint8_t>(v[i]);
+        break;
+      case DType::i8:
+        static_cast<int8_t*>(t.raw())[i] = static_cast<int8_t>(v[i]);
+        break;
     }
   }
   return t;
@@ -90,7 +110,8 @@ Tensor slice(Context& c, const Tensor& data, const std::vector<int64_t>& starts,
   std::vector<int64_t> index(rank, 0);
   for (int64_t o = 0; o < r.numel(); ++o) {
     int64_t from = 0;
-    for (size_t i = 0; i < rank; ++i) from += (ranges[i].start + index[i] * ranges[i].step) * strides[i];
+    for (size_t i = 0; i < rank; ++i)
+      from += (ranges[i].start + index[i] * ranges[i].step) * strides[i];
     copy_elem(data, from, r, o);
     for (size_t d = rank; d-- > 0;) {
       if (++index[d] < out[d]) break;
@@ -144,11 +165,16 @@ Tensor fold_binary(const std::string& op, const Tensor& a, const Tensor& b) {
   for_each_broadcast(*out, a.shape(), b.shape(), [&](int64_t o, int64_t i, int64_t j) {
     const double p = x[static_cast<size_t>(i)], q = y[static_cast<size_t>(j)];
     double v = 0;
-    if (op == "Add") v = p + q;
-    else if (op == "Sub") v = p - q;
-    else if (op == "Mul") v = p * q;
-    else if (op == "Div") v = is_float ? p / q : (q == 0 ? 0 : std::trunc(p / q));
-    else if (op == "Pow") v = std::pow(p, q);
+    if (op == "Add")
+      v = p + q;
+    else if (op == "Sub")
+      v = p - q;
+    else if (op == "Mul")
+      v = p * q;
+    else if (op == "Div")
+      v = is_float ? p / q : (q == 0 ? 0 : std::trunc(p / q));
+    else if (op == "Pow")
+      v = std::pow(p, q);
     r[static_cast<size_t>(o)] = v;
   });
   return from_values(a.dtype(), *out, r);

@@ -25,9 +25,7 @@ const ConverterMap& converters() {
   return map;
 }
 
-bool is_default_domain(const std::string& domain) {
-  return domain.empty() || domain == "ai.onnx";
-}
+bool is_default_domain(const std::string& domain) { return domain.empty() || domain == "ai.onnx"; }
 
 int default_opset(const onnx::ModelProto& model, const std::string& path) {
   for (const onnx::OperatorSetIdProto& o : model.opset_import())
@@ -42,7 +40,7 @@ void check_supported(const onnx::GraphProto& graph, const std::string& path) {
     const std::string op =
         is_default_domain(n.domain()) ? n.op_type() : n.domain() + "." + n.op_type();
     if (!is_default_domain(n.domain()) || !converters().count(n.op_type())) {
-      const std::string name = !n.name().empty()          ? n.name()
+      const std::string name = !n.name().empty()     ? n.name()
                                : n.output_size() > 0 ? n.output(0)
                                                      : std::string("?");
       bad.push_back(fmt::format("'{}' ({})", name, op));
@@ -68,8 +66,8 @@ Shape input_shape(const onnx::ValueInfoProto& info, const ImportOptions& options
     } else if (i == 0) {
       shape.push_back(1);  // a dynamic batch: Session re-infers shapes for other sizes
     } else {
-      fail("{}: input '{}' has a dynamic dimension {}{}; give its shape with --input-shape",
-           path, info.name(), i, d.dim_param().empty() ? "" : " ('" + d.dim_param() + "')");
+      fail("{}: input '{}' has a dynamic dimension {}{}; give its shape with --input-shape", path,
+           info.name(), i, d.dim_param().empty() ? "" : " ('" + d.dim_param() + "')");
     }
   }
   return shape;
@@ -116,6 +114,8 @@ void convert_node(Context& c, const onnx::NodeProto& n) {
     const std::string msg = e.what();
     if (msg.rfind(c.path + ":", 0) == 0) throw;
     c.fail("{}", msg);
+  } catch (const std::exception& e) {
+    c.fail("{}", e.what());  // e.g. std::out_of_range from malformed attributes
   }
   for (const std::string& out : n.output())
     if (!out.empty() && !c.values.count(out))
@@ -130,6 +130,14 @@ void add_outputs(Context& c, const onnx::GraphProto& graph, ModelFile& model) {
     Value& v = it->second;
     c.label = info.name();
     c.reserved_names.erase(info.name());
+    const int existing = c.g.find(info.name());
+    if (existing >= 0) {
+      // A graph input returned as an output: its placeholder already has the name.
+      if (!(c.plain(v) == Output{existing, 0}))
+        fail("{}: output '{}' clashes with another node's name", c.path, info.name());
+      model.outputs.push_back(info.name());
+      continue;
+    }
     if (v.is_const() && !v.plain.valid())
       ops::constant(c.g, *v.constant, info.name());
     else
@@ -147,12 +155,11 @@ ModelFile import_onnx_bytes(const std::string& bytes, const std::string& name,
   onnx::ModelProto proto;
   if (bytes.size() > INT_MAX || !proto.ParseFromString(bytes) || !proto.has_graph())
     fail("{}: not a valid ONNX model (protobuf parse failed)", name);
-  const int opset = default_opset(proto, name);
-  if (opset < 9 || opset > 17)
-    throw OnnxUnsupported(fmt::format("{}: opset {} is not supported (9 to 17 are)", name,
-                                      opset));
   const onnx::GraphProto& graph = proto.graph();
   check_supported(graph, name);
+  const int opset = default_opset(proto, name);
+  if (opset < 9 || opset > 17)
+    throw OnnxUnsupported(fmt::format("{}: opset {} is not supported (9 to 17 are)", name, opset));
 
   ModelFile model;
   Context c(model.graph, name, opset);

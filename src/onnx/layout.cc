@@ -71,14 +71,12 @@ Output Context::plain(Value& v) {
 
 Output Context::nhwc(Value& v) {
   if (v.nhwc.valid()) return v.nhwc;
-  if (v.shape.size() != 4)
-    fail("expected a 4-D (NCHW) input, got {}", shape_str(v.shape));
+  if (v.shape.size() != 4) fail("expected a 4-D (NCHW) input, got {}", shape_str(v.shape));
   if (v.is_const()) {
     v.nhwc = constant(permute(*v.constant, kToNhwc), "const_nhwc");
   } else {
     const Shape& s = v.shape;
-    v.nhwc = cheap_move(s) ? reshape_keep_batch(*this, v.plain, {s[0], s[2], s[3], s[1]},
-                                                "to_nhwc")
+    v.nhwc = cheap_move(s) ? reshape_keep_batch(*this, v.plain, {s[0], s[2], s[3], s[1]}, "to_nhwc")
                            : add("Transpose", {v.plain}, {{"perm", kToNhwc}}, "to_nhwc");
   }
   return v.nhwc;

@@ -34,6 +34,16 @@ Value& float_operand(Context& c, int i) {
     v.dtype = DType::f32;
     v.plain = v.nhwc = Output{};
   }
+  // A runtime integer exponent is cast; integer bases stay unsupported.
+  if (v.dtype != DType::f32 && c.op() == "Pow" && i == 1 && c.in(0).dtype == DType::f32) {
+    const Layout l = layout_of(v);
+    Output cast = c.add("Cast", {c.get(v, l)}, {{"dtype", std::string("f32")}}, "exponent");
+    Value f = v;
+    f.dtype = DType::f32;
+    (l == Layout::kNhwc ? f.nhwc : f.plain) = cast;
+    (l == Layout::kNhwc ? f.plain : f.nhwc) = Output{};
+    v = f;
+  }
   return float_in(c, i);
 }
 
@@ -85,8 +95,7 @@ void softmax(Context& c) {
   const int64_t axis = normalize_axis(c, c.attr_int("axis", c.opset < 13 ? 1 : -1), rank);
   if (c.opset >= 13) {
     // The channel axis of an NHWC-held value is its last axis.
-    if (x.is_nhwc() && axis == 1) return c.set_out(0, c.add("Softmax", {c.nhwc(x)}),
-                                                   Layout::kNhwc);
+    if (x.is_nhwc() && axis == 1) return c.set_out(0, c.add("Softmax", {c.nhwc(x)}), Layout::kNhwc);
     return c.set_out(0, softmax_axis(c, c.plain(x), axis, rank), Layout::kPlain);
   }
   // Before opset 13, Softmax normalises the input flattened to 2-D at `axis`.
@@ -149,8 +158,9 @@ void add_math_converters(ConverterMap& m) {
     unary(c, "LeakyRelu", {{"alpha", static_cast<double>(c.attr_float("alpha", 0.01f))}});
   };
   m["HardSigmoid"] = [](Context& c) {
-    unary(c, "HardSigmoid", {{"alpha", static_cast<double>(c.attr_float("alpha", 0.2f))},
-                             {"beta", static_cast<double>(c.attr_float("beta", 0.5f))}});
+    unary(c, "HardSigmoid",
+          {{"alpha", static_cast<double>(c.attr_float("alpha", 0.2f))},
+           {"beta", static_cast<double>(c.attr_float("beta", 0.5f))}});
   };
   m["PRelu"] = prelu;
   m["Clip"] = clip;

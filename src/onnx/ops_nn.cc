@@ -58,8 +58,8 @@ void set_padding(Context& c, Attrs& a, const Shape& hw, const std::vector<int64_
 // OIHW -> HWIO for Conv ([kh,kw,in/groups,out]); IOHW -> [kh,kw,out/groups,in] for
 // ConvTranspose: the same permutation.
 Output filter(Context& c, Value& w) {
-  if (w.shape.size() != 4) c.unsupported("only 2-D filters are supported, got {}",
-                                         shape_str(w.shape));
+  if (w.shape.size() != 4)
+    c.unsupported("only 2-D filters are supported, got {}", shape_str(w.shape));
   const std::vector<int64_t> perm{2, 3, 1, 0};
   if (w.is_const()) return c.constant(permute(*w.constant, perm), "filter");
   return c.add("Transpose", {c.plain(w)}, {{"perm", perm}}, "filter");
@@ -103,8 +103,8 @@ void conv_transpose(Context& c) {
   if (!out_shape.empty()) {
     // Pads that give the requested size; a shortfall becomes output padding at the end.
     for (size_t i = 0; i < 2; ++i) {
-      const int64_t natural = strides[i] * (x.shape[2 + i] - 1) + out_pad[i] +
-                              (w.shape[2 + i] - 1) * dilations[i] + 1;
+      const int64_t natural =
+          strides[i] * (x.shape[2 + i] - 1) + out_pad[i] + (w.shape[2 + i] - 1) * dilations[i] + 1;
       const int64_t total = natural - out_shape[i];
       if (total < 0) {
         out_pad[i] += -total;
@@ -118,8 +118,11 @@ void conv_transpose(Context& c) {
   } else if (auto_pad != "NOTSET" && auto_pad != "VALID") {
     c.fail("unknown auto_pad '{}'", auto_pad);
   }
-  Attrs a{{"strides", strides},         {"pads", pads}, {"dilations", dilations},
-          {"output_padding", out_pad}, {"groups", c.attr_int("group", 1)}};
+  Attrs a{{"strides", strides},
+          {"pads", pads},
+          {"dilations", dilations},
+          {"output_padding", out_pad},
+          {"groups", c.attr_int("group", 1)}};
   Output y = c.add("ConvTranspose2D", {c.nhwc(x), f}, a);
   c.set_out(0, add_bias(c, y), Layout::kNhwc);
 }
@@ -131,8 +134,8 @@ void pool(Context& c, bool max) {
   if (c.node->output_size() > 1 && !c.node->output(1).empty())
     c.unsupported("the Indices output is not supported");
   const std::vector<int64_t> k = c.attr_ints("kernel_shape");
-  if (k.size() != 2) c.unsupported("only 2-D pooling is supported, kernel_shape [{}]",
-                                   fmt::join(k, ","));
+  if (k.size() != 2)
+    c.unsupported("only 2-D pooling is supported, kernel_shape [{}]", fmt::join(k, ","));
   const std::vector<int64_t> dilations = pair_attr(c, "dilations", 1);
   if (dilations != std::vector<int64_t>{1, 1})
     c.unsupported("dilations [{}] are not supported for pooling", fmt::join(dilations, ","));
@@ -181,8 +184,8 @@ void gemm(Context& c) {
   const bool ta = c.attr_int("transA", 0) != 0, tb = c.attr_int("transB", 0) != 0;
   // alpha folds into a constant B; otherwise it scales the product.
   Output ob = b.is_const() ? c.constant(scaled(*b.constant, alpha), "B") : c.plain(b);
-  Output y = c.add("MatMul", {c.plain(a), ob}, {{"transpose_a", ta}, {"transpose_b", tb}},
-                   "matmul");
+  Output y =
+      c.add("MatMul", {c.plain(a), ob}, {{"transpose_a", ta}, {"transpose_b", tb}}, "matmul");
   if (!b.is_const() && alpha != 1.0f)
     y = c.add("Mul", {y, c.constant(Tensor::scalar_f32(alpha), "alpha")}, {}, "alpha_mul");
   if (c.has_input(2) && beta != 0.0f) {
@@ -218,9 +221,12 @@ void resize(Context& c) {
   if (mode != "nearest" && mode != "linear") c.unsupported("mode '{}' is not supported", mode);
   // Opset 10 Resize is asymmetric with floor rounding; inputs are (X, scales).
   const bool v10 = c.opset < 11;
-  std::string ctm = v10 ? "asymmetric"
-                        : c.attr_string("coordinate_transformation_mode", "half_pixel");
+  std::string ctm =
+      v10 ? "asymmetric" : c.attr_string("coordinate_transformation_mode", "half_pixel");
   std::string nearest = v10 ? "floor" : c.attr_string("nearest_mode", "round_prefer_floor");
+  if (ctm != "half_pixel" && ctm != "asymmetric" && ctm != "align_corners" &&
+      ctm != "pytorch_half_pixel")
+    c.unsupported("coordinate_transformation_mode '{}' is not supported", ctm);
   const int scales_at = v10 ? 1 : 2, sizes_at = 3;
   std::vector<int64_t> sizes;
   if (!v10 && c.has_input(sizes_at)) {

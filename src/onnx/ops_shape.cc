@@ -37,7 +37,8 @@ void identity(Context& c) {
     if (c.node->output_size() > 1 && !c.node->output(1).empty())
       c.unsupported("the mask output is not supported (inference only)");
     if (c.opset >= 12 && c.has_input(2) &&
-        (!c.in(2).is_const() || to_ints(*c.in(2).constant).at(0) != 0))
+        (!c.in(2).is_const() || c.in(2).constant->numel() != 1 ||
+         to_ints(*c.in(2).constant)[0] != 0))
       c.unsupported("training_mode is not supported (inference only)");
   }
   c.set_out(0, c.in(0));
@@ -103,9 +104,9 @@ void transpose(Context& c) {
 void gather(Context& c) {
   Value& x = c.in(0);
   Value& indices = c.in(1);
-  const int64_t axis = normalize_axis(c, c.attr_int("axis", 0), static_cast<int64_t>(x.shape.size()));
-  c.set_out(0, c.add("Gather", {c.plain(x), c.plain(indices)}, {{"axis", axis}}),
-            Layout::kPlain);
+  const int64_t rank = static_cast<int64_t>(x.shape.size());
+  const int64_t axis = normalize_axis(c, c.attr_int("axis", 0), rank);
+  c.set_out(0, c.add("Gather", {c.plain(x), c.plain(indices)}, {{"axis", axis}}), Layout::kPlain);
 }
 
 void slice(Context& c) {
@@ -125,7 +126,11 @@ void pad(Context& c) {
     value = c.attr_float("value", 0.0f);
   } else {
     pads = to_ints(c.const_in(1, "pads"));
-    if (c.has_input(2)) value = to_floats(c.const_in(2, "constant_value")).at(0);
+    if (c.has_input(2)) {
+      const Tensor& v = c.const_in(2, "constant_value");
+      if (v.numel() != 1) c.fail("constant_value must be a scalar, got {}", shape_str(v.shape()));
+      value = to_floats(v)[0];
+    }
   }
   const size_t rank = x.shape.size();
   if (pads.size() != 2 * rank) c.fail("pads [{}] for rank {}", fmt::join(pads, ","), rank);

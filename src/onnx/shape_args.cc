@@ -69,8 +69,7 @@ Shape squeeze_shape(Context& c, const Shape& in) {
 }
 
 Shape reshape_shape(Context& c, const Shape& in) {
-  std::vector<int64_t> spec = c.opset < 5 ? c.attr_ints("shape")
-                                          : to_ints(c.const_in(1, "shape"));
+  std::vector<int64_t> spec = c.opset < 5 ? c.attr_ints("shape") : to_ints(c.const_in(1, "shape"));
   const bool allow_zero = c.attr_int("allowzero", 0) != 0;
   Shape out;
   int inferred = -1;
@@ -78,8 +77,8 @@ Shape reshape_shape(Context& c, const Shape& in) {
   for (size_t i = 0; i < spec.size(); ++i) {
     int64_t d = spec[i];
     if (d == 0 && !allow_zero) {
-      if (i >= in.size()) c.fail("shape [{}]: 0 at {} but input {}", fmt::join(spec, ","), i,
-                                 shape_str(in));
+      if (i >= in.size())
+        c.fail("shape [{}]: 0 at {} but input {}", fmt::join(spec, ","), i, shape_str(in));
       d = in[i];
     }
     if (d == -1) {
@@ -121,8 +120,8 @@ std::vector<int64_t> transpose_perm_of(Context& c, size_t rank) {
   std::vector<int64_t> sorted = perm;
   std::sort(sorted.begin(), sorted.end());
   for (size_t i = 0; i < rank; ++i)
-    if (sorted[i] != static_cast<int64_t>(i)) c.fail("perm [{}] is not a permutation",
-                                                     fmt::join(perm, ","));
+    if (sorted[i] != static_cast<int64_t>(i))
+      c.fail("perm [{}] is not a permutation", fmt::join(perm, ","));
   return perm;
 }
 

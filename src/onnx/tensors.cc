@@ -10,31 +10,51 @@ namespace onnx_import {
 
 const char* onnx_type_name(int elem_type) {
   switch (elem_type) {
-    case onnx::TensorProto::FLOAT: return "float";
-    case onnx::TensorProto::UINT8: return "uint8";
-    case onnx::TensorProto::INT8: return "int8";
-    case onnx::TensorProto::UINT16: return "uint16";
-    case onnx::TensorProto::INT16: return "int16";
-    case onnx::TensorProto::INT32: return "int32";
-    case onnx::TensorProto::INT64: return "int64";
-    case onnx::TensorProto::STRING: return "string";
-    case onnx::TensorProto::BOOL: return "bool";
-    case onnx::TensorProto::FLOAT16: return "float16";
-    case onnx::TensorProto::DOUBLE: return "double";
-    case onnx::TensorProto::UINT32: return "uint32";
-    case onnx::TensorProto::UINT64: return "uint64";
-    case onnx::TensorProto::BFLOAT16: return "bfloat16";
-    default: return "unknown";
+    case onnx::TensorProto::FLOAT:
+      return "float";
+    case onnx::TensorProto::UINT8:
+      return "uint8";
+    case onnx::TensorProto::INT8:
+      return "int8";
+    case onnx::TensorProto::UINT16:
+      return "uint16";
+    case onnx::TensorProto::INT16:
+      return "int16";
+    case onnx::TensorProto::INT32:
+      return "int32";
+    case onnx::TensorProto::INT64:
+      return "int64";
+    case onnx::TensorProto::STRING:
+      return "string";
+    case onnx::TensorProto::BOOL:
+      return "bool";
+    case onnx::TensorProto::FLOAT16:
+      return "float16";
+    case onnx::TensorProto::DOUBLE:
+      return "double";
+    case onnx::TensorProto::UINT32:
+      return "uint32";
+    case onnx::TensorProto::UINT64:
+      return "uint64";
+    case onnx::TensorProto::BFLOAT16:
+      return "bfloat16";
+    default:
+      return "unknown";
   }
 }
 
 DType dtype_from_onnx(int elem_type, const std::string& where) {
   switch (elem_type) {
-    case onnx::TensorProto::FLOAT: return DType::f32;
-    case onnx::TensorProto::INT32: return DType::i32;
-    case onnx::TensorProto::INT64: return DType::i64;
-    case onnx::TensorProto::UINT8: return DType::u8;
-    case onnx::TensorProto::INT8: return DType::i8;
+    case onnx::TensorProto::FLOAT:
+      return DType::f32;
+    case onnx::TensorProto::INT32:
+      return DType::i32;
+    case onnx::TensorProto::INT64:
+      return DType::i64;
+    case onnx::TensorProto::UINT8:
+      return DType::u8;
+    case onnx::TensorProto::INT8:
+      return DType::i8;
     default:
       throw OnnxUnsupported(fmt::format("{}: element type {} ({}) is not supported", where,
                                         onnx_type_name(elem_type), elem_type));
@@ -59,8 +79,19 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& where_in
     throw OnnxUnsupported(fmt::format("{}: external tensor data is not supported", where));
   const DType dtype = dtype_from_onnx(p.data_type(), where);
   Shape shape(p.dims().begin(), p.dims().end());
-  for (int64_t d : shape)
-    if (d < 0) fail("{}: negative dimension in {}", where, shape_str(shape));
+  // Checks the data size before allocating, so a corrupt header cannot ask for terabytes.
+  uint64_t count = 1;
+  for (int64_t d : shape) {
+    if (d < 0 || (d > 0 && count > (uint64_t{1} << 40) / static_cast<uint64_t>(d)))
+      fail("{}: invalid dimensions {}", where, shape_str(shape));
+    count *= static_cast<uint64_t>(d);
+  }
+  const uint64_t stored = p.has_raw_data()      ? p.raw_data().size() / dtype_size(dtype)
+                          : dtype == DType::f32 ? static_cast<uint64_t>(p.float_data_size())
+                          : dtype == DType::i64 ? static_cast<uint64_t>(p.int64_data_size())
+                                                : static_cast<uint64_t>(p.int32_data_size());
+  if (stored != count)
+    fail("{}: {} values stored for {} {}", where, stored, dtype_name(dtype), shape_str(shape));
   Tensor t(dtype, shape);
   if (p.has_raw_data()) {
     if (p.raw_data().size() != t.bytes())
@@ -70,11 +101,21 @@ Tensor tensor_from_proto(const onnx::TensorProto& p, const std::string& where_in
     return t;
   }
   switch (dtype) {
-    case DType::f32: copy_field<float>(p.float_data(), t, where); break;
-    case DType::i64: copy_field<int64_t>(p.int64_data(), t, where); break;
-    case DType::i32: copy_field<int32_t>(p.int32_data(), t, where); break;
-    case DType::u8: copy_field<uint8_t>(p.int32_data(), t, where); break;
-    case DType::i8: copy_field<int8_t>(p.int32_data(), t, where); break;
+    case DType::f32:
+      copy_field<float>(p.float_data(), t, where);
+      break;
+    case DType::i64:
+      copy_field<int64_t>(p.int64_data(), t, where);
+      break;
+    case DType::i32:
+      copy_field<int32_t>(p.int32_data(), t, where);
+      break;
+    case DType::u8:
+      copy_field<uint8_t>(p.int32_data(), t, where);
+      break;
+    case DType::i8:
+      copy_field<int8_t>(p.int32_data(), t, where);
+      break;
   }
   return t;
 }
