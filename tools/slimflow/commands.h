@@ -18,5 +18,6 @@ Action add_classify_command(CLI::App& app);
 Action add_run_command(CLI::App& app);
 Action add_bench_command(CLI::App& app);
 Action add_inspect_command(CLI::App& app);
+Action add_export_images_command(CLI::App& app);
 
 }  // namespace sf::cli

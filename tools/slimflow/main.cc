@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   remember(sf::cli::add_run_command(app));
   remember(sf::cli::add_bench_command(app));
   remember(sf::cli::add_inspect_command(app));
+  remember(sf::cli::add_export_images_command(app));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
