@@ -387,6 +387,7 @@ std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks
         for (int64_t k = 0; k < observed.numel(); ++k) avg[k] = mom * avg[k] + (1 - mom) * obs[k];
       }
       ++step;
+      if (options.profile && step == 5) session.set_profiling(true);  // after warm-up
       epoch_loss_sum += static_cast<double>(loss) * static_cast<double>(labels.numel());
       epoch_correct += count_correct(out[1], labels);
       epoch_seen += labels.numel();
@@ -409,6 +410,7 @@ std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks
       }
     }
     const double train_seconds = elapsed();
+    if (options.profile && callbacks.on_profile) callbacks.on_profile(session.profile());
     EvalResult eval = evaluate(session, t, test_data);
     EpochReport report{epoch + 1,
                        config.epochs,

@@ -11,6 +11,7 @@
 
 #include "io/dataset.h"
 #include "models/spec.h"
+#include "runtime/session.h"
 
 namespace sf {
 
@@ -32,6 +33,7 @@ struct TrainOptions {
   int64_t train_limit = 0;       // use only the first N training examples (0: all)
   int64_t test_limit = 0;
   std::string kernel_impl;  // "" best available; "reference" for debugging
+  bool profile = false;     // report per-node training-step times at the end
 };
 
 struct Progress {
@@ -64,6 +66,7 @@ struct TrainCallbacks {
   std::function<void(const Progress&)> on_progress;
   std::function<void(const EpochReport&)> on_epoch;
   std::function<void(const std::string&)> on_message;
+  std::function<void(const std::vector<NodeProfile>&)> on_profile;
 };
 
 // Runs the whole training. Throws sf::Error for bad options, data or specs, and for a

@@ -1,6 +1,7 @@
 #include <nlohmann/json.hpp>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fmt/format.h>
@@ -86,6 +87,7 @@ Action add_train_command(CLI::App& app) {
   cmd->add_option("--kernels", options->kernel_impl, "Force a kernel implementation (reference)");
   cmd->add_flag("--json", *json_output, "Print one JSON object per epoch on stdout");
   cmd->add_flag("--quiet", *quiet, "No progress line");
+  cmd->add_flag("--profile", options->profile, "Print per-node training-step times each epoch");
   cmd->callback([options]() {
     if (options->data.empty()) options->data = "mnist";
   });
@@ -99,6 +101,20 @@ Action add_train_command(CLI::App& app) {
     callbacks.on_message = [printer](const std::string& m) {
       printer->end_line();
       std::fprintf(stderr, "%s\n", m.c_str());
+    };
+    callbacks.on_profile = [printer](std::vector<NodeProfile> nodes) {
+      printer->end_line();
+      double total = 0.0;
+      for (const NodeProfile& n : nodes) total += n.seconds;
+      std::sort(nodes.begin(), nodes.end(),
+                [](const NodeProfile& a, const NodeProfile& b) { return a.seconds > b.seconds; });
+      std::fprintf(stderr, "%-40s %-22s %-10s %9s %6s\n", "node", "op", "impl", "ms/step", "share");
+      for (const NodeProfile& n : nodes) {
+        if (n.calls == 0 || n.seconds < 0.002 * total) continue;
+        std::fprintf(stderr, "%-40s %-22s %-10s %9.3f %5.1f%%\n", n.name.c_str(), n.op.c_str(),
+                     n.impl.c_str(), 1000.0 * n.seconds / static_cast<double>(n.calls),
+                     100.0 * n.seconds / total);
+      }
     };
     callbacks.on_epoch = [printer, json_output](const EpochReport& r) {
       printer->end_line();
