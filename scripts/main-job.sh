@@ -17,6 +17,17 @@ rm -rf runs/mnist
 echo "== eval"
 "$sf" eval --model runs/mnist --data mnist --json | tee runs/mnist-eval.json
 
+echo "== freeze into one deployable file, classify a few test digits, bench"
+"$sf" freeze runs/mnist --out runs/mnist.sfm
+printf '%s\n' zero one two three four five six seven eight nine > runs/digit-labels.txt
+"$sf" export-images --data mnist --count 4 --out-dir runs/digits > runs/digits.txt
+while read -r png; do
+  echo "-- $png"
+  "$sf" classify --model runs/mnist.sfm --image "$png" --labels runs/digit-labels.txt --top 2
+done < runs/digits.txt
+"$sf" bench --model runs/mnist.sfm --batch 1 --threads 2 --runs 200 --json | tee runs/mnist-bench-b1.json
+"$sf" bench --model runs/mnist.sfm --batch 64 --threads 2 --runs 50 --json | tee runs/mnist-bench-b64.json
+
 echo "== PyTorch 1.13 on the same network, batch and threads (1 epoch, for speed and memory)"
 OPENBLAS_CORETYPE=Cooperlake OPENBLAS_NUM_THREADS=1 /usr/bin/python3 bench/pytorch_deep_mnist.py \
   --epochs 1 --batch 64 --threads 2 | tee runs/pytorch-train.jsonl
@@ -36,4 +47,9 @@ print(f"{'training images/s':34}{ips:12.0f}{tips:14.0f}{ips / tips:7.2f}x")
 peak, tpeak = max(r["peak_rss_mb"] for r in ours), torch[0]["peak_rss_mb"]
 print(f"{'peak RSS while training (MB)':34}{peak:12.0f}{tpeak:14.0f}{peak / tpeak:7.2f}x")
 print(f"{'total training time (s)':34}{sum(r['epoch_seconds'] for r in ours):12.0f}")
+b1, b64 = json.load(open("runs/mnist-bench-b1.json")), json.load(open("runs/mnist-bench-b64.json"))
+print(f"{'frozen model (runs/mnist.sfm) bytes':34}{b1['model_bytes']:12d}")
+print(f"{'batch-1 latency (ms, median)':34}{b1['latency_ms_median']:12.3f}")
+print(f"{'batch-64 throughput (images/s)':34}{b64['throughput_per_sec']:12.0f}")
+print("ONNX Runtime comparison of the same network: /usr/bin/python3 bench/inference_vs_ort.py")
 PY

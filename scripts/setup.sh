@@ -11,9 +11,11 @@ packages=(
   build-essential cmake ninja-build pkg-config git
   libdnnl-dev libyaml-cpp-dev libcli11-dev nlohmann-json3-dev libfmt-dev zlib1g-dev libstb-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  libonnx-dev libprotobuf-dev protobuf-compiler libonnx-testdata
+  clang libclang-rt-14-dev
   dataset-fashion-mnist
   nodejs npm
-  python3 python3-torch python3-numpy
+  python3 python3-torch python3-numpy python3-torchvision python3-onnx
   # Without it Debian's torch falls back to the reference BLAS and is ~10x slower as a peer.
   libopenblas0-pthread
 )

@@ -14,3 +14,6 @@ bash scripts/build.sh asan
 # oneDNN's JIT and OpenMP runtime allocate at exit in ways LeakSanitizer reports as leaks in
 # third-party code; ASan's memory-error checks and UBSan stay on.
 ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1 ctest --preset asan
+
+echo "== fuzz the model-file loader (libFuzzer, 30 s)"
+bash scripts/fuzz.sh 30

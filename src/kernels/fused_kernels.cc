@@ -18,7 +18,8 @@ class ComposedFusedKernel : public Kernel {
       : base_node_(spec.node), activation_(spec.node.attrs.get_string("activation")) {
     base_node_.op = base_op;
     base_node_.inputs.resize(2);
-    KernelSpec base_spec{base_node_, {spec.inputs[0], spec.inputs[1]}};
+    KernelSpec base_spec{base_node_, {spec.inputs[0], spec.inputs[1]},
+                         {spec.input_is_constant(0), spec.input_is_constant(1)}};
     const KernelDef& def = KernelRegistry::global().select(base_spec, impl);
     base_ = def.create(base_spec);
   }

@@ -19,6 +19,10 @@ namespace sf {
 struct KernelSpec {
   const Node& node;
   std::vector<TensorType> inputs;
+  // Inputs fed by Const nodes: their contents never change, so kernels may prepare them once
+  // (e.g. reorder frozen weights into a blocked layout on the first run only).
+  std::vector<bool> constant_inputs = {};
+  bool input_is_constant(size_t i) const { return i < constant_inputs.size() && constant_inputs[i]; }
 };
 
 struct KernelContext {

@@ -162,7 +162,10 @@ Session::Plan& Session::plan_for(const Feeds& feeds, const std::vector<Output>& 
     if (step_of[static_cast<size_t>(id)] < 0) continue;
     const Node& n = g.node(id);
     KernelSpec spec{n, {}};
-    for (const Output& in : n.inputs) spec.inputs.push_back(g.type(in));
+    for (const Output& in : n.inputs) {
+      spec.inputs.push_back(g.type(in));
+      spec.constant_inputs.push_back(g.node(in.node).op == "Const");
+    }
     const KernelDef& def = KernelRegistry::global().select(spec, options_.kernel_impl);
     plan->steps.push_back(Plan::Step{id, def.create(spec), def.impl});
   }

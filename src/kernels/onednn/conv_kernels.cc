@@ -120,7 +120,8 @@ using Dir = StagedArg::Direction;
 
 class ConvKernel : public Kernel {
  public:
-  ConvKernel(const KernelSpec& spec, ConvDir dir) : dir_(dir) {
+  ConvKernel(const KernelSpec& spec, ConvDir dir)
+      : dir_(dir), constant_b_(dir != ConvDir::BackpropFilter && spec.input_is_constant(1)) {
     std::optional<ConvPds> best = best_pds(spec, dir);
     SF_CHECK(best.has_value(), "node '{}': no oneDNN convolution", spec.node.name);
     const ConvPds& p = *best;
@@ -150,7 +151,8 @@ class ConvKernel : public Kernel {
 
   void compute(KernelContext& ctx) override {
     const dnnl::memory& a = a_->bind(ctx.inputs[0].raw());
-    const dnnl::memory& b = b_->bind(ctx.inputs[1].raw());
+    const dnnl::memory& b =
+        constant_b_ ? b_->bind_constant(ctx.inputs[1].raw()) : b_->bind(ctx.inputs[1].raw());
     const dnnl::memory& out = out_->bind(ctx.outputs[0].raw());
     switch (dir_) {
       case ConvDir::Forward:
@@ -169,6 +171,7 @@ class ConvKernel : public Kernel {
 
  private:
   ConvDir dir_;
+  bool constant_b_;  // frozen weights: reordered once
   // Inputs 0 and 1 of the node, and its output.
   std::optional<StagedArg> a_, b_, out_;
   Runner runner_;

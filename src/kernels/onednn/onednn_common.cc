@@ -62,6 +62,12 @@ const dnnl::memory& StagedArg::bind(void* data) {
   return staged_;
 }
 
+const dnnl::memory& StagedArg::bind_constant(void* data) {
+  if (reorder_ && data == staged_from_) return staged_;
+  staged_from_ = data;
+  return bind(data);
+}
+
 void StagedArg::finish() {
   if (reorder_ && dir_ == Direction::Out)
     reorder_->execute(stream(), {{DNNL_ARG_FROM, staged_}, {DNNL_ARG_TO, user_}});

@@ -48,6 +48,9 @@ class StagedArg {
   // Outputs: points at `data` (the primitive writes the staging buffer when there is one).
   // Returns the memory to hand to the primitive.
   const dnnl::memory& bind(void* data);
+  // An input whose contents never change (a frozen weight): reordered only when `data` is a
+  // different buffer from last time.
+  const dnnl::memory& bind_constant(void* data);
   // Outputs: reorders the staging buffer into the user buffer bound last.
   void finish();
   bool staged() const { return reorder_.has_value(); }
@@ -57,6 +60,7 @@ class StagedArg {
   dnnl::memory user_;
   dnnl::memory staged_;
   std::optional<dnnl::reorder> reorder_;
+  void* staged_from_ = nullptr;
 };
 
 // A primitive with its scratchpad, executed on the shared stream.

@@ -1,0 +1,94 @@
+#!/usr/bin/env python3
+"""fp32 inference, slimflow vs ONNX Runtime 1.30 on the same ONNX files, same run.
+
+For each model exported by bench/export_onnx_models.py: checks that our outputs match ONNX
+Runtime's (max |ours - ort| / max |ort| <= 1e-4), then compares batch-1 latency (and batch-64
+throughput for the Deep-MNIST CNN) with 2 threads, and peak memory.
+
+    /usr/bin/python3 bench/inference_vs_ort.py [--runs 50] [--threads 2] [--models a,b] [--json]
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MODELS = ["deep-mnist", "resnet18", "mobilenet_v2", "squeezenet1_1"]
+
+
+def run(cmd):
+    proc = subprocess.run(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if proc.returncode != 0:
+        sys.exit(f"failed: {' '.join(cmd)}\n{proc.stderr.strip()}")
+    return proc.stdout
+
+
+def last_json(text):
+    return json.loads([l for l in text.splitlines() if l.startswith("{")][-1])
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=50)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--models", default=",".join(MODELS))
+    parser.add_argument("--dir", default="runs/onnx")
+    parser.add_argument("--slimflow", default="build/release/slimflow")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    models = args.models.split(",")
+    if not all(os.path.exists(os.path.join(ROOT, args.dir, f"{m}.onnx")) for m in models):
+        run(["/usr/bin/python3", "bench/export_onnx_models.py", "--out", args.dir])
+
+    rows = []
+    for name in models:
+        onnx_path = os.path.join(args.dir, f"{name}.onnx")
+        x = os.path.join(args.dir, f"{name}-input.npy")
+        ort_out = os.path.join(args.dir, f"{name}-ort.npy")
+        ours_dir = os.path.join(args.dir, f"{name}-slimflow")
+        t = str(args.threads)
+        ort = last_json(run(["node", "bench/ort_runner.js", onnx_path, x, ort_out,
+                             "--runs", str(args.runs), "--threads", t]))
+        run([args.slimflow, "run", "--model", onnx_path, "--input", x, "--output-dir", ours_dir,
+             "--threads", t])
+        ours_out = np.load(os.path.join(ROOT, ours_dir, "output.npy"))
+        theirs = np.load(os.path.join(ROOT, ort_out))
+        rel_err = float(np.abs(ours_out - theirs).max() / max(np.abs(theirs).max(), 1e-30))
+        ours = last_json(run([args.slimflow, "bench", "--model", onnx_path, "--batch", "1",
+                              "--threads", t, "--runs", str(args.runs), "--json"]))
+        row = {"model": name, "max_rel_err": rel_err, "outputs_match": rel_err <= 1e-4,
+               "slimflow_latency_ms": ours["latency_ms_median"],
+               "ort_latency_ms": ort["latency_ms_median"],
+               "latency_ratio": ort["latency_ms_median"] / ours["latency_ms_median"],
+               "slimflow_peak_rss_mb": ours["peak_rss_mb"], "ort_peak_rss_mb": ort["peak_rss_mb"]}
+        if name == "deep-mnist":
+            ort64 = last_json(run(["node", "bench/ort_runner.js", onnx_path, x, "",
+                                   "--runs", str(args.runs), "--threads", t, "--batch", "64"]))
+            ours64 = last_json(run([args.slimflow, "bench", "--model", onnx_path, "--batch", "64",
+                                    "--threads", t, "--runs", str(args.runs), "--json"]))
+            row.update({"slimflow_b64_per_sec": ours64["throughput_per_sec"],
+                        "ort_b64_per_sec": ort64["throughput_per_sec"],
+                        "b64_ratio": ours64["throughput_per_sec"] / ort64["throughput_per_sec"]})
+        rows.append(row)
+
+    if args.json:
+        print(json.dumps(rows))
+        return
+    print(f"\nfp32 inference, {args.threads} threads, median of {args.runs} runs "
+          "(ratio > 1: slimflow faster)")
+    print(f"{'model':16}{'max rel err':>12}{'slimflow ms':>13}{'ORT ms':>9}{'ratio':>7}"
+          f"{'RSS MB':>8}{'ORT RSS':>9}")
+    for r in rows:
+        print(f"{r['model']:16}{r['max_rel_err']:12.1e}{r['slimflow_latency_ms']:13.3f}"
+              f"{r['ort_latency_ms']:9.3f}{r['latency_ratio']:6.2f}x"
+              f"{r['slimflow_peak_rss_mb']:8.0f}{r['ort_peak_rss_mb']:9.0f}")
+        if "b64_ratio" in r:
+            print(f"{'  batch 64 img/s':16}{'':12}{r['slimflow_b64_per_sec']:13.0f}"
+                  f"{r['ort_b64_per_sec']:9.0f}{r['b64_ratio']:6.2f}x")
+
+
+if __name__ == "__main__":
+    main()
