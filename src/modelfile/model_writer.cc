@@ -12,6 +12,7 @@
 
 #include "graph/op_registry.h"
 #include "modelfile/format.h"
+#include "io/atomic_file.h"
 #include "modelfile/model_file.h"
 
 namespace sf {
@@ -22,74 +23,6 @@ using modelfile::align_up;
 using modelfile::kAlign;
 using modelfile::kHeaderBytes;
 
-// Writes a temporary file next to the target; removes it unless committed.
-class AtomicFile {
- public:
-  explicit AtomicFile(const std::string& path) : path_(path) {
-    static std::atomic<int> counter{0};
-    tmp_ = fmt::format("{}.tmp-{}-{}", path, ::getpid(), counter++);
-    fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd_ < 0) error("cannot create " + tmp_);
-  }
-  ~AtomicFile() {
-    if (fd_ >= 0) ::close(fd_);
-    if (!committed_) ::unlink(tmp_.c_str());
-  }
-  AtomicFile(const AtomicFile&) = delete;
-  AtomicFile& operator=(const AtomicFile&) = delete;
-
-  uint64_t position() const { return pos_; }
-
-  void write(const void* data, uint64_t n) {
-    auto* p = static_cast<const char*>(data);
-    while (n > 0) {
-      ssize_t done = ::write(fd_, p, std::min<uint64_t>(n, uint64_t{1} << 30));
-      if (done < 0 && errno == EINTR) continue;
-      if (done < 0) error("cannot write " + tmp_);
-      p += done;
-      n -= static_cast<uint64_t>(done);
-      pos_ += static_cast<uint64_t>(done);
-    }
-  }
-
-  void pad_to(uint64_t offset) {
-    static const char zeros[kAlign] = {};
-    SF_CHECK(offset >= pos_ && offset - pos_ < kAlign, "bad padding {} -> {}", pos_, offset);
-    write(zeros, offset - pos_);
-  }
-
-  // fsync, rename over the target, then fsync the folder so the rename itself is durable.
-  void commit() {
-    if (::fsync(fd_) != 0) error("cannot fsync " + tmp_);
-    int rc = ::close(fd_);
-    fd_ = -1;
-    if (rc != 0) error("cannot close " + tmp_);
-    if (::rename(tmp_.c_str(), path_.c_str()) != 0) error("cannot rename " + tmp_);
-    committed_ = true;
-    std::filesystem::path parent = std::filesystem::path(path_).parent_path();
-    const std::string dir = parent.empty() ? std::string(".") : parent.string();
-    int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dir_fd < 0) error("cannot open folder " + dir);
-    // Some file systems cannot fsync a folder (EINVAL); the rename has still happened.
-    rc = ::fsync(dir_fd);
-    int saved = errno;
-    ::close(dir_fd);
-    if (rc != 0 && saved != EINVAL) {
-      errno = saved;
-      error("cannot fsync folder " + dir);
-    }
-  }
-
- private:
-  [[noreturn]] void error(const std::string& what) {
-    fail("{}: cannot write model: {}: {}", path_, what, std::strerror(errno));
-  }
-
-  std::string path_, tmp_;
-  int fd_ = -1;
-  bool committed_ = false;
-  uint64_t pos_ = 0;
-};
 
 // JSON has no NaN or infinity; those are written as strings.
 json float_json(double v) {
@@ -196,7 +129,7 @@ void save_model(const std::string& path, const ModelFile& model) {
   modelfile::put_le<uint64_t>(header + modelfile::kDataOffsetAt, data_offset);
   modelfile::put_le<uint64_t>(header + modelfile::kDataSizeAt, layout.data_size);
 
-  AtomicFile file(path);
+  AtomicFile file(path, "model");
   file.write(header, sizeof(header));
   file.write(text.data(), text.size());
   file.pad_to(data_offset);

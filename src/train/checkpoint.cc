@@ -1,5 +1,7 @@
 #include "train/checkpoint.h"
 
+#include "io/atomic_file.h"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -65,76 +67,24 @@ uint32_t crc_update(uint32_t crc, const void* data, uint64_t n) {
   return crc;
 }
 
-// Writes a temporary file, tracking its CRC and position; removes it unless committed.
-class AtomicFile {
+// An AtomicFile that keeps the CRC of what it writes (all but the trailing CRC itself).
+class ChecksummedFile {
  public:
-  explicit AtomicFile(const std::string& path)
-      : path_(path), tmp_(path + ".tmp-" + std::to_string(::getpid())) {
-    fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd_ < 0) error("cannot create " + tmp_);
-  }
-  ~AtomicFile() {
-    if (fd_ >= 0) ::close(fd_);
-    if (!committed_) ::unlink(tmp_.c_str());
-  }
-  AtomicFile(const AtomicFile&) = delete;
-  AtomicFile& operator=(const AtomicFile&) = delete;
-
-  uint64_t position() const { return pos_; }
+  explicit ChecksummedFile(const std::string& path) : file_(path, "checkpoint") {}
+  uint64_t position() const { return file_.position(); }
   uint32_t crc() const { return crc_; }
-
   void write(const void* data, uint64_t n, bool checksum = true) {
     if (checksum) crc_ = crc_update(crc_, data, n);
-    auto* p = static_cast<const char*>(data);
-    while (n > 0) {
-      ssize_t done = ::write(fd_, p, std::min<uint64_t>(n, uint64_t{1} << 30));
-      if (done < 0 && errno == EINTR) continue;
-      if (done < 0) error("cannot write " + tmp_);
-      p += done;
-      n -= static_cast<uint64_t>(done);
-      pos_ += static_cast<uint64_t>(done);
-    }
+    file_.write(data, n);
   }
-
   void pad_to(uint64_t offset) {
-    static const char zeros[kAlign] = {};
-    SF_CHECK(offset >= pos_ && offset - pos_ < kAlign, "bad padding {} -> {}", pos_, offset);
-    write(zeros, offset - pos_);
+    const std::vector<char> zeros(static_cast<size_t>(offset - file_.position()), 0);
+    write(zeros.data(), zeros.size());
   }
-
-  // fsync, rename over the target, then fsync the folder so the rename itself is durable.
-  void commit() {
-    if (::fsync(fd_) != 0) error("cannot fsync " + tmp_);
-    if (::close(fd_) != 0) {
-      fd_ = -1;
-      error("cannot close " + tmp_);
-    }
-    fd_ = -1;
-    if (::rename(tmp_.c_str(), path_.c_str()) != 0) error("cannot rename " + tmp_);
-    committed_ = true;
-    std::filesystem::path parent = std::filesystem::path(path_).parent_path();
-    const std::string dir = parent.empty() ? std::string(".") : parent.string();
-    int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dir_fd < 0) error("cannot open folder " + dir);
-    // Some file systems cannot fsync a folder (EINVAL); the rename has still happened.
-    int rc = ::fsync(dir_fd);
-    int saved = errno;
-    ::close(dir_fd);
-    if (rc != 0 && saved != EINVAL) {
-      errno = saved;
-      error("cannot fsync folder " + dir);
-    }
-  }
+  void commit() { file_.commit(); }
 
  private:
-  [[noreturn]] void error(const std::string& what) {
-    fail("{}: cannot write checkpoint: {}: {}", path_, what, std::strerror(errno));
-  }
-
-  std::string path_, tmp_;
-  int fd_ = -1;
-  bool committed_ = false;
-  uint64_t pos_ = 0;
+  AtomicFile file_;
   uint32_t crc_ = 0;
 };
 
@@ -234,7 +184,7 @@ void save_checkpoint(const std::string& path, const Checkpoint& checkpoint) {
   SF_CHECK(header.size() == header_bytes, "header is {} bytes, planned {}", header.size(),
            header_bytes);
 
-  AtomicFile file(path);
+  ChecksummedFile file(path);
   file.write(header.data(), header.size());
   for (const auto& [name, tensor] : checkpoint.tensors) {
     file.pad_to(align_up(file.position()));

@@ -172,6 +172,8 @@ void restore_variables(VariableStore& store, const Model& model, const Checkpoin
 
 }  // namespace
 
+std::string epoch_report_json(const EpochReport& report) { return report_json(report).dump(); }
+
 std::string checkpoint_path(const std::string& run_dir) {
   return (std::filesystem::path(run_dir) / "checkpoint.sfck").string();
 }

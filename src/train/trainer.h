@@ -62,6 +62,9 @@ struct EpochReport {
   double lr;
 };
 
+// One epoch as a JSON object on one line (what `train --json` prints and checkpoints keep).
+std::string epoch_report_json(const EpochReport& report);
+
 struct TrainCallbacks {
   std::function<void(const Progress&)> on_progress;
   std::function<void(const EpochReport&)> on_epoch;

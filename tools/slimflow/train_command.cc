@@ -1,4 +1,3 @@
-#include <nlohmann/json.hpp>
 #include <unistd.h>
 
 #include <algorithm>
@@ -126,18 +125,7 @@ Action add_train_command(CLI::App& app) {
                    static_cast<long long>(r.test_count), r.epoch_seconds, r.images_per_sec,
                    r.peak_rss_mb);
       if (*json_output) {
-        nlohmann::json j = {{"epoch", r.epoch},
-                            {"epochs", r.epochs},
-                            {"step", r.step},
-                            {"loss", r.loss},
-                            {"train_accuracy", r.train_accuracy},
-                            {"test_accuracy", r.test_accuracy},
-                            {"test_count", r.test_count},
-                            {"images_per_sec", r.images_per_sec},
-                            {"epoch_seconds", r.epoch_seconds},
-                            {"peak_rss_mb", r.peak_rss_mb},
-                            {"lr", r.lr}};
-        std::printf("%s\n", j.dump().c_str());
+        std::printf("%s\n", epoch_report_json(r).c_str());
         std::fflush(stdout);
       }
     };

@@ -1,0 +1,74 @@
+#include "io/atomic_file.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <vector>
+
+#include "core/error.h"
+
+namespace sf {
+
+AtomicFile::AtomicFile(const std::string& path, const std::string& kind)
+    : path_(path), kind_(kind) {
+  static std::atomic<int> counter{0};
+  tmp_ = fmt::format("{}.tmp-{}-{}", path, ::getpid(), counter++);
+  fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd_ < 0) error("cannot create " + tmp_);
+}
+
+AtomicFile::~AtomicFile() {
+  if (fd_ >= 0) ::close(fd_);
+  if (!committed_) ::unlink(tmp_.c_str());
+}
+
+void AtomicFile::write(const void* data, uint64_t n) {
+  auto* p = static_cast<const char*>(data);
+  while (n > 0) {
+    ssize_t done = ::write(fd_, p, std::min<uint64_t>(n, uint64_t{1} << 30));
+    if (done < 0 && errno == EINTR) continue;
+    if (done < 0) error("cannot write " + tmp_);
+    p += done;
+    n -= static_cast<uint64_t>(done);
+    pos_ += static_cast<uint64_t>(done);
+  }
+}
+
+void AtomicFile::pad_to(uint64_t offset, uint64_t alignment) {
+  SF_CHECK(offset >= pos_ && offset - pos_ < alignment, "bad padding {} -> {}", pos_, offset);
+  const std::vector<char> zeros(static_cast<size_t>(offset - pos_), 0);
+  write(zeros.data(), zeros.size());
+}
+
+// fsync, rename over the target, then fsync the folder so the rename itself is durable.
+void AtomicFile::commit() {
+  if (::fsync(fd_) != 0) error("cannot fsync " + tmp_);
+  int rc = ::close(fd_);
+  fd_ = -1;
+  if (rc != 0) error("cannot close " + tmp_);
+  if (::rename(tmp_.c_str(), path_.c_str()) != 0) error("cannot rename " + tmp_);
+  committed_ = true;
+  std::filesystem::path parent = std::filesystem::path(path_).parent_path();
+  const std::string dir = parent.empty() ? std::string(".") : parent.string();
+  int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd < 0) error("cannot open folder " + dir);
+  // Some file systems cannot fsync a folder (EINVAL); the rename has still happened.
+  rc = ::fsync(dir_fd);
+  int saved = errno;
+  ::close(dir_fd);
+  if (rc != 0 && saved != EINVAL) {
+    errno = saved;
+    error("cannot fsync folder " + dir);
+  }
+}
+
+void AtomicFile::error(const std::string& what) {
+  fail("{}: cannot write {}: {}: {}", path_, kind_, what, std::strerror(errno));
+}
+
+}  // namespace sf

@@ -1,0 +1,35 @@
+// Writes that matter (checkpoints, models) go through AtomicFile: a temporary file next to the
+// target, fsync, rename over the target, fsync of the folder. A process killed at any moment
+// leaves either the old file or the new one, never a torn one; the temporary is removed unless
+// committed.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace sf {
+
+class AtomicFile {
+ public:
+  // `kind` names the file in errors: "<path>: cannot write <kind>: ...".
+  AtomicFile(const std::string& path, const std::string& kind);
+  ~AtomicFile();
+  AtomicFile(const AtomicFile&) = delete;
+  AtomicFile& operator=(const AtomicFile&) = delete;
+
+  uint64_t position() const { return pos_; }
+  void write(const void* data, uint64_t n);
+  // Writes zeros up to `offset`, which must be less than `alignment` bytes ahead.
+  void pad_to(uint64_t offset, uint64_t alignment = 64);
+  void commit();
+
+ private:
+  [[noreturn]] void error(const std::string& what);
+
+  std::string path_, kind_, tmp_;
+  int fd_ = -1;
+  bool committed_ = false;
+  uint64_t pos_ = 0;
+};
+
+}  // namespace sf
