@@ -19,15 +19,50 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODELS = ["deep-mnist", "resnet18", "mobilenet_v2", "squeezenet1_1"]
 
 
+class CommandFailed(Exception):
+    pass
+
+
 def run(cmd):
     proc = subprocess.run(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     if proc.returncode != 0:
-        sys.exit(f"failed: {' '.join(cmd)}\n{proc.stderr.strip()}")
+        raise CommandFailed(f"{' '.join(cmd)}: {proc.stderr.strip()}")
     return proc.stdout
 
 
 def last_json(text):
     return json.loads([l for l in text.splitlines() if l.startswith("{")][-1])
+
+
+def measure(name, args):
+    onnx_path = os.path.join(args.dir, f"{name}.onnx")
+    x = os.path.join(args.dir, f"{name}-input.npy")
+    ort_out = os.path.join(args.dir, f"{name}-ort.npy")
+    ours_dir = os.path.join(args.dir, f"{name}-slimflow")
+    t = str(args.threads)
+    ort = last_json(run(["node", "bench/ort_runner.js", onnx_path, x, ort_out,
+                         "--runs", str(args.runs), "--threads", t]))
+    run([args.slimflow, "run", "--model", onnx_path, "--input", x, "--output-dir", ours_dir,
+         "--threads", t])
+    ours_out = np.load(os.path.join(ROOT, ours_dir, "output.npy"))
+    theirs = np.load(os.path.join(ROOT, ort_out))
+    rel_err = float(np.abs(ours_out - theirs).max() / max(np.abs(theirs).max(), 1e-30))
+    ours = last_json(run([args.slimflow, "bench", "--model", onnx_path, "--batch", "1",
+                          "--threads", t, "--runs", str(args.runs), "--json"]))
+    row = {"model": name, "max_rel_err": rel_err, "outputs_match": rel_err <= 1e-4,
+           "slimflow_latency_ms": ours["latency_ms_median"],
+           "ort_latency_ms": ort["latency_ms_median"],
+           "latency_ratio": ort["latency_ms_median"] / ours["latency_ms_median"],
+           "slimflow_peak_rss_mb": ours["peak_rss_mb"], "ort_peak_rss_mb": ort["peak_rss_mb"]}
+    if name == "deep-mnist":
+        ort64 = last_json(run(["node", "bench/ort_runner.js", onnx_path, x, "",
+                               "--runs", str(args.runs), "--threads", t, "--batch", "64"]))
+        ours64 = last_json(run([args.slimflow, "bench", "--model", onnx_path, "--batch", "64",
+                                "--threads", t, "--runs", str(args.runs), "--json"]))
+        row.update({"slimflow_b64_per_sec": ours64["throughput_per_sec"],
+                    "ort_b64_per_sec": ort64["throughput_per_sec"],
+                    "b64_ratio": ours64["throughput_per_sec"] / ort64["throughput_per_sec"]})
+    return row
 
 
 def main():
@@ -43,39 +78,15 @@ def main():
     if not all(os.path.exists(os.path.join(ROOT, args.dir, f"{m}.onnx")) for m in models):
         run(["/usr/bin/python3", "bench/export_onnx_models.py", "--out", args.dir])
 
-    rows = []
+    rows, failures = [], []
     for name in models:
-        onnx_path = os.path.join(args.dir, f"{name}.onnx")
-        x = os.path.join(args.dir, f"{name}-input.npy")
-        ort_out = os.path.join(args.dir, f"{name}-ort.npy")
-        ours_dir = os.path.join(args.dir, f"{name}-slimflow")
-        t = str(args.threads)
-        ort = last_json(run(["node", "bench/ort_runner.js", onnx_path, x, ort_out,
-                             "--runs", str(args.runs), "--threads", t]))
-        run([args.slimflow, "run", "--model", onnx_path, "--input", x, "--output-dir", ours_dir,
-             "--threads", t])
-        ours_out = np.load(os.path.join(ROOT, ours_dir, "output.npy"))
-        theirs = np.load(os.path.join(ROOT, ort_out))
-        rel_err = float(np.abs(ours_out - theirs).max() / max(np.abs(theirs).max(), 1e-30))
-        ours = last_json(run([args.slimflow, "bench", "--model", onnx_path, "--batch", "1",
-                              "--threads", t, "--runs", str(args.runs), "--json"]))
-        row = {"model": name, "max_rel_err": rel_err, "outputs_match": rel_err <= 1e-4,
-               "slimflow_latency_ms": ours["latency_ms_median"],
-               "ort_latency_ms": ort["latency_ms_median"],
-               "latency_ratio": ort["latency_ms_median"] / ours["latency_ms_median"],
-               "slimflow_peak_rss_mb": ours["peak_rss_mb"], "ort_peak_rss_mb": ort["peak_rss_mb"]}
-        if name == "deep-mnist":
-            ort64 = last_json(run(["node", "bench/ort_runner.js", onnx_path, x, "",
-                                   "--runs", str(args.runs), "--threads", t, "--batch", "64"]))
-            ours64 = last_json(run([args.slimflow, "bench", "--model", onnx_path, "--batch", "64",
-                                    "--threads", t, "--runs", str(args.runs), "--json"]))
-            row.update({"slimflow_b64_per_sec": ours64["throughput_per_sec"],
-                        "ort_b64_per_sec": ort64["throughput_per_sec"],
-                        "b64_ratio": ours64["throughput_per_sec"] / ort64["throughput_per_sec"]})
-        rows.append(row)
+        try:
+            rows.append(measure(name, args))
+        except CommandFailed as e:
+            failures.append(f"{name}: {e}")
 
     if args.json:
-        print(json.dumps(rows))
+        print(json.dumps({"rows": rows, "failures": failures}))
         return
     print(f"\nfp32 inference, {args.threads} threads, median of {args.runs} runs "
           "(ratio > 1: slimflow faster)")
@@ -88,6 +99,10 @@ def main():
         if "b64_ratio" in r:
             print(f"{'  batch 64 img/s':16}{'':12}{r['slimflow_b64_per_sec']:13.0f}"
                   f"{r['ort_b64_per_sec']:9.0f}{r['b64_ratio']:6.2f}x")
+    for f in failures:
+        print(f"FAILED {f}")
+    if failures:
+        sys.exit(1)
 
 
 if __name__ == "__main__":

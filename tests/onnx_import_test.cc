@@ -189,17 +189,38 @@ TEST(OnnxImport, ListsEveryUnsupportedNode) {
 TEST(OnnxImport, UnsupportedFeatureNamesTheNode) {
   onnx::ModelProto m = new_model();
   add_input(m, "x", {1, 1, 4, 4});
-  onnx::NodeProto* p = add_node(m, "MaxPool", {"x"}, {"y"}, "pool1");
+  onnx::NodeProto* p = add_node(m, "AveragePool", {"x"}, {"y"}, "pool1");
   set_ints(p, "kernel_shape", {3, 3});
   set_int(p, "ceil_mode", 1);
+  set_int(p, "count_include_pad", 1);
   add_output(m, "y");
   try {
     import_onnx(write(m, "ceil.onnx"));
     FAIL() << "expected OnnxUnsupported";
   } catch (const OnnxUnsupported& e) {
-    EXPECT_NE(std::string(e.what()).find("node 'pool1' (MaxPool): ceil_mode=1"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("node 'pool1' (AveragePool): ceil_mode=1"),
+              std::string::npos)
         << e.what();
   }
+}
+
+// SqueezeNet's pooling: 3x3 windows, stride 2, ceil rounding: 5x5 -> 2x2 (floor) becomes 3x3.
+TEST(OnnxImport, CeilModeMaxPoolRoundsTheOutputUp) {
+  onnx::ModelProto m = new_model();
+  add_input(m, "x", {1, 1, 6, 6});
+  onnx::NodeProto* p = add_node(m, "MaxPool", {"x"}, {"y"}, "pool1");
+  set_ints(p, "kernel_shape", {3, 3});
+  set_ints(p, "strides", {2, 2});
+  set_int(p, "ceil_mode", 1);
+  add_output(m, "y");
+  ModelFile model = import_onnx(write(m, "ceil-max.onnx"));
+  std::vector<float> values(36);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i);
+  Tensor y = run(model, Tensor::from_vector<float>({1, 1, 6, 6}, values));
+  ASSERT_EQ(y.shape(), (Shape{1, 1, 3, 3}));
+  // Window starts 0, 2, 4; the last window is clipped to rows/columns 4..5.
+  const std::vector<float> want = {14, 16, 17, 26, 28, 29, 32, 34, 35};
+  for (int i = 0; i < 9; ++i) EXPECT_EQ(y.data<float>()[i], want[static_cast<size_t>(i)]) << i;
 }
 
 TEST(OnnxImport, TruncatedFileIsRejected) {

@@ -55,6 +55,24 @@ void set_padding(Context& c, Attrs& a, const Shape& hw, const std::vector<int64_
   a.set("pads", padding == "EXPLICIT" ? pads : std::vector<int64_t>{0, 0, 0, 0});
 }
 
+// ceil_mode=1: extra bottom/right padding (ignored by max and by averages that exclude
+// padding) makes floor rounding give the ceil-rounded size; as in ONNX and PyTorch, a last
+// window that would start in the end padding is dropped.
+void round_output_up(Context& c, Attrs& a, const Shape& hw, const std::vector<int64_t>& k,
+                     const std::vector<int64_t>& strides) {
+  if (a.get_string("padding") == "SAME") c.unsupported("ceil_mode=1 with auto_pad SAME");
+  std::vector<int64_t> pads = a.get_ints("pads");  // top, bottom, left, right
+  for (size_t i = 0; i < 2; ++i) {
+    const int64_t begin = pads[2 * i], span = hw[i] + begin + pads[2 * i + 1];
+    if (span < k[i]) return;  // the shape function reports the error
+    int64_t out = (span - k[i] + strides[i] - 1) / strides[i] + 1;
+    if ((out - 1) * strides[i] >= hw[i] + begin) --out;
+    pads[2 * i + 1] += std::max<int64_t>(0, (out - 1) * strides[i] + k[i] - span);
+  }
+  a.set("pads", pads);
+  if (pads != std::vector<int64_t>{0, 0, 0, 0}) a.set("padding", std::string("EXPLICIT"));
+}
+
 // OIHW -> HWIO for Conv ([kh,kw,in/groups,out]); IOHW -> [kh,kw,out/groups,in] for
 // ConvTranspose: the same permutation.
 Output filter(Context& c, Value& w) {
@@ -129,8 +147,9 @@ void conv_transpose(Context& c) {
 
 void pool(Context& c, bool max) {
   Value& x = image_in(c);
-  if (c.attr_int("ceil_mode", 0) != 0)
-    c.unsupported("ceil_mode=1 is not supported (only floor rounding of the output size)");
+  const bool ceil_mode = c.attr_int("ceil_mode", 0) != 0;
+  if (ceil_mode && !max && c.attr_int("count_include_pad", 0) != 0)
+    c.unsupported("ceil_mode=1 with count_include_pad=1 is not supported");
   if (c.node->output_size() > 1 && !c.node->output(1).empty())
     c.unsupported("the Indices output is not supported");
   const std::vector<int64_t> k = c.attr_ints("kernel_shape");
@@ -142,6 +161,7 @@ void pool(Context& c, bool max) {
   const std::vector<int64_t> strides = pair_attr(c, "strides", 1);
   Attrs a{{"ksize", k}, {"strides", strides}};
   set_padding(c, a, {x.shape[2], x.shape[3]}, k, strides, dilations);
+  if (ceil_mode) round_output_up(c, a, {x.shape[2], x.shape[3]}, k, strides);
   if (!max) a.set("count_include_pad", c.attr_int("count_include_pad", 0) != 0);
   c.set_out(0, c.add(max ? "MaxPool" : "AvgPool", {c.nhwc(x)}, a), Layout::kNhwc);
 }
