@@ -235,4 +235,13 @@ Graph optimize_for_inference(const Graph& graph, const VariableStore& variables,
   return fuse_bias_activation(folded, outputs);
 }
 
+Graph optimize_constant_graph(const Graph& graph, std::vector<std::string>& output_names) {
+  std::vector<Output> outputs;
+  for (const std::string& name : output_names) outputs.push_back({graph.id_of(name), 0});
+  Graph folded = fold_batch_norm(graph, outputs);
+  Graph fused = fuse_bias_activation(folded, outputs);
+  for (size_t i = 0; i < outputs.size(); ++i) output_names[i] = fused.node(outputs[i].node).name;
+  return fused;
+}
+
 }  // namespace sf

@@ -24,4 +24,8 @@ Graph fuse_bias_activation(const Graph& graph, std::vector<Output>& outputs);
 Graph optimize_for_inference(const Graph& graph, const VariableStore& variables,
                              std::vector<Output>& outputs);
 
+// fold_batch_norm + fuse_bias_activation on a graph with named outputs (an imported model),
+// renaming outputs whose node was fused into another.
+Graph optimize_constant_graph(const Graph& graph, std::vector<std::string>& output_names);
+
 }  // namespace sf

@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "onnx/importer.h"
+#include "transforms/inference_passes.h"
 
 namespace sf::cli {
 
@@ -41,6 +42,7 @@ ModelFile open_model(const std::string& path, const std::map<std::string, Shape>
     options.input_shapes = input_shapes;
     ModelFile model = import_onnx(path, options);
     model.metadata["input_layout"] = "NCHW";  // the importer keeps ONNX's interface layout
+    model.graph = optimize_constant_graph(model.graph, model.outputs);
     return model;
   }
   return load_model(path);
