@@ -44,7 +44,8 @@ print()
 print("Results: Deep-MNIST CNN on MNIST (batch 64, 2 threads)")
 print(f"{'':34}{'slimflow':>12}{'PyTorch 1.13':>14}{'ratio':>8}")
 print(f"{'':34}{'':>12}{'(mallopt)':>14}")
-print(f"{'test accuracy after 5 epochs':34}{100 * ev['accuracy']:11.2f}%{'(1 epoch) ' + format(100 * torch[0]['test_accuracy'], '.2f') + '%':>14}")
+print(f"{'test accuracy (5 ep.; PyTorch 1)':34}{100 * ev['accuracy']:11.2f}%"
+      f"{100 * torch[0]['test_accuracy']:13.2f}%")
 print(f"{'training images/s':34}{ips:12.0f}{tips:14.0f}{ips / tips:7.2f}x")
 peak, tpeak = max(r["peak_rss_mb"] for r in ours), torch[0]["peak_rss_mb"]
 print(f"{'peak RSS while training (MB)':34}{peak:12.0f}{tpeak:14.0f}{peak / tpeak:7.2f}x")
