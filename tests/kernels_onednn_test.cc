@@ -77,6 +77,26 @@ TEST_P(OneDnnConv, BackpropFilterMatchesReference) {
       {random_tensor(c.x, 5), random_tensor(y_shape(), 6)}, "onednn", kRtol, kAtol);
 }
 
+// The inference kernel with bias and activation inside the primitive, in each layout it can
+// choose, against the composed reference.
+TEST_P(OneDnnConv, FusedForwardMatchesReferenceInEveryLayout) {
+  const ConvCase& c = GetParam();
+  const Shape bias{c.w[3]};
+  for (const char* activation : {"none", "relu", "relu6"}) {
+    for (const char* impl : {"onednn", "onednn_nhwc", "onednn_blocked"}) {
+      SCOPED_TRACE(std::string(impl) + " " + activation);
+      expect_impl_matches_reference(
+          [&](Graph& g, const std::vector<Output>& in) {
+            Attrs a = conv_attrs(c.options);
+            a.set("activation", std::string(activation));
+            return g.add("FusedConv2D", {in[0], in[1], in[2]}, a);
+          },
+          {random_tensor(c.x, 7), random_tensor(c.w, 8), random_tensor(bias, 9)}, impl, kRtol,
+          kAtol);
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Shapes, OneDnnConv,
     ::testing::Values(

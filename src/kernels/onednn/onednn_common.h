@@ -51,6 +51,8 @@ class StagedArg {
   // An input whose contents never change (a frozen weight): reordered only when `data` is a
   // different buffer from last time.
   const dnnl::memory& bind_constant(void* data);
+  // Makes the next bind_constant reorder whatever it is given (after binding scratch data).
+  void forget_constant() { staged_from_ = nullptr; }
   // Outputs: reorders the staging buffer into the user buffer bound last.
   void finish();
   bool staged() const { return reorder_.has_value(); }
@@ -86,6 +88,7 @@ class Runner {
 void register_conv_kernels(KernelRegistry& registry);
 void register_matmul_kernels(KernelRegistry& registry);
 void register_pool_kernels(KernelRegistry& registry);
+void register_fused_conv_kernels(KernelRegistry& registry);
 
 // oneDNN kernels outrank the reference kernels (priority 0).
 inline constexpr int kPriority = 10;

@@ -8,6 +8,7 @@ void register_onednn_kernels(KernelRegistry& registry) {
   onednn::register_conv_kernels(registry);
   onednn::register_matmul_kernels(registry);
   onednn::register_pool_kernels(registry);
+  onednn::register_fused_conv_kernels(registry);
 }
 
 }  // namespace sf

@@ -1,0 +1,171 @@
+// oneDNN FusedConv2D for inference: bias and activation run inside the primitive (bias argument
+// and an eltwise post-op), so the output is written once.
+//
+// Two layouts are possible and neither always wins: plain NHWC needs no reorders (best for
+// small, depthwise and 1x1 layers at batch 1), oneDNN's blocked layouts run faster jit kernels
+// but cost a reorder of the input and output on every call. Impl "onednn" builds both and keeps
+// the one that measures faster on the node's own shapes at plan time; "onednn_nhwc" and
+// "onednn_blocked" force one, so tests can check each against the reference.
+#include <algorithm>
+#include <chrono>
+#include <vector>
+
+#include "kernels/onednn/onednn_common.h"
+#include "ops/conv_geometry.h"
+
+namespace sf::onednn {
+
+namespace {
+
+enum class Layout { Nhwc, Blocked };
+
+dnnl::post_ops activation_post_ops(const std::string& activation) {
+  dnnl::post_ops ops;
+  if (activation == "relu") ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+  if (activation == "relu6") ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_clip, 0.0f, 6.0f);
+  return ops;
+}
+
+// One way to run the node: the primitive and the staging of its arguments.
+class Candidate {
+ public:
+  static std::optional<Candidate> make(const KernelSpec& spec, Layout layout) {
+    const Shape& xs = spec.inputs[0].shape;
+    const Shape& ws = spec.inputs[1].shape;
+    const Shape& ys = spec.node.outputs[0].shape;
+    for (const Shape* s : {&xs, &ws, &ys})
+      if (num_elements(*s) == 0) return std::nullopt;
+    const int64_t groups = spec.node.attrs.get_int("groups");
+    const Window2D g = conv_window(spec.node.attrs, xs, ws);
+    const auto f32 = dnnl::memory::data_type::f32;
+    auto act = [&](const Shape& nhwc) {
+      return layout == Layout::Nhwc
+                 ? nhwc_desc(nhwc)
+                 : dnnl::memory::desc({nhwc[0], nhwc[3], nhwc[1], nhwc[2]}, f32, tag::any);
+    };
+    const dnnl::memory::desc w_any(hwio_desc(ws, groups).dims(), f32, tag::any);
+    const dnnl::memory::desc bias({ys[3]}, f32, tag::a);
+    dnnl::primitive_attr attr = user_scratchpad_attr();
+    attr.set_post_ops(activation_post_ops(spec.node.attrs.get_string("activation")));
+    try {
+      dnnl::convolution_forward::primitive_desc pd(
+          dnnl::convolution_forward::desc(
+              dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, act(xs),
+              w_any, bias, act(ys), {g.h.stride, g.w.stride},
+              {g.h.dilation - 1, g.w.dilation - 1}, {g.h.pad_before, g.w.pad_before},
+              {g.h.pad_after, g.w.pad_after}),
+          attr, engine());
+      if (is_reference_impl(pd.impl_info_str())) return std::nullopt;
+      return Candidate(pd, nhwc_desc(xs), hwio_desc(ws, groups), nhwc_desc(ys),
+                       spec.input_is_constant(1));
+    } catch (const dnnl::error&) {
+      return std::nullopt;  // no implementation for this layout and shape
+    }
+  }
+
+  void run(void* x, void* w, void* bias, void* y) {
+    const dnnl::memory& src = x_.bind(x);
+    const dnnl::memory& weights = constant_w_ ? w_.bind_constant(w) : w_.bind(w);
+    bias_.set_data_handle(bias);
+    const dnnl::memory& dst = y_.bind(y);
+    runner_.run({{DNNL_ARG_SRC, src},
+                 {DNNL_ARG_WEIGHTS, weights},
+                 {DNNL_ARG_BIAS, bias_},
+                 {DNNL_ARG_DST, dst}});
+    y_.finish();
+    stream().wait();
+  }
+
+  // Best of a few runs on scratch buffers of the node's shapes, in seconds.
+  double measure(const KernelSpec& spec) {
+    std::vector<float> x(static_cast<size_t>(num_elements(spec.inputs[0].shape)), 0.5f);
+    std::vector<float> w(static_cast<size_t>(num_elements(spec.inputs[1].shape)), 0.01f);
+    std::vector<float> b(static_cast<size_t>(num_elements(spec.inputs[2].shape)), 0.0f);
+    std::vector<float> y(static_cast<size_t>(num_elements(spec.node.outputs[0].shape)));
+    run(x.data(), w.data(), b.data(), y.data());  // warm-up
+    double best = 1e30;
+    for (int i = 0; i < 3; ++i) {
+      const auto start = std::chrono::steady_clock::now();
+      run(x.data(), w.data(), b.data(), y.data());
+      best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+                                .count());
+    }
+    w_.forget_constant();  // the real weights get reordered on the first real call
+    return best;
+  }
+
+  const std::string& impl() const { return runner_.impl(); }
+
+ private:
+  Candidate(const dnnl::convolution_forward::primitive_desc& pd, const dnnl::memory::desc& x,
+            const dnnl::memory::desc& w, const dnnl::memory::desc& y, bool constant_w)
+      : constant_w_(constant_w),
+        x_(x, pd.src_desc(), StagedArg::Direction::In),
+        w_(w, pd.weights_desc(), StagedArg::Direction::In),
+        y_(y, pd.dst_desc(), StagedArg::Direction::Out),
+        bias_(pd.bias_desc(), engine(), DNNL_MEMORY_NONE) {
+    runner_.init<dnnl::convolution_forward::primitive_desc, dnnl::convolution_forward>(pd);
+  }
+
+  bool constant_w_;  // frozen weights: reordered once
+  StagedArg x_, w_, y_;
+  dnnl::memory bias_;
+  Runner runner_;
+};
+
+class FusedConvKernel : public Kernel {
+ public:
+  explicit FusedConvKernel(Candidate candidate) : candidate_(std::move(candidate)) {}
+
+  void compute(KernelContext& ctx) override {
+    candidate_.run(ctx.inputs[0].raw(), ctx.inputs[1].raw(), ctx.inputs[2].raw(),
+                   ctx.outputs[0].raw());
+  }
+
+ private:
+  Candidate candidate_;
+};
+
+std::optional<Candidate> choose(const KernelSpec& spec, const std::vector<Layout>& layouts) {
+  std::optional<Candidate> best;
+  double best_seconds = 0;
+  for (Layout layout : layouts) {
+    std::optional<Candidate> c = Candidate::make(spec, layout);
+    if (!c) continue;
+    if (layouts.size() == 1) return c;
+    const double seconds = c->measure(spec);
+    if (!best || seconds < best_seconds) {
+      best = std::move(c);
+      best_seconds = seconds;
+    }
+  }
+  return best;
+}
+
+KernelDef fused_conv_kernel(const char* impl, std::vector<Layout> layouts, int priority) {
+  KernelDef def;
+  def.op = "FusedConv2D";
+  def.impl = impl;
+  def.priority = priority;
+  def.accepts = [layouts](const KernelSpec& spec) {
+    for (Layout layout : layouts)
+      if (Candidate::make(spec, layout)) return true;
+    return false;
+  };
+  def.create = [layouts](const KernelSpec& spec) -> std::unique_ptr<Kernel> {
+    std::optional<Candidate> c = choose(spec, layouts);
+    SF_CHECK(c.has_value(), "node '{}': no oneDNN convolution", spec.node.name);
+    return std::make_unique<FusedConvKernel>(std::move(*c));
+  };
+  return def;
+}
+
+}  // namespace
+
+void register_fused_conv_kernels(KernelRegistry& r) {
+  r.add(fused_conv_kernel("onednn", {Layout::Nhwc, Layout::Blocked}, kPriority));
+  r.add(fused_conv_kernel("onednn_nhwc", {Layout::Nhwc}, 1));
+  r.add(fused_conv_kernel("onednn_blocked", {Layout::Blocked}, 1));
+}
+
+}  // namespace sf::onednn
