@@ -144,6 +144,28 @@ TEST_P(OneDnnMatMul, AllTransposesMatchReference) {
     }
 }
 
+// Frozen weights (a Const input, packed once) and fed weights, with each activation.
+TEST_P(OneDnnMatMul, FusedMatchesReference) {
+  const MatMulCase& c = GetParam();
+  for (bool tb : {false, true})
+    for (bool frozen : {false, true})
+      for (const char* activation : {"none", "relu", "relu6"}) {
+        SCOPED_TRACE(::testing::Message() << "transpose_b " << tb << " frozen " << frozen << " "
+                                          << activation);
+        const Tensor weights = random_tensor(tb ? Shape{c.n, c.k} : Shape{c.k, c.n}, 9);
+        expect_impl_matches_reference(
+            [&](Graph& g, const std::vector<Output>& in) {
+              Output b = frozen ? ops::constant(g, weights) : in[1];
+              return g.add("FusedMatMul", {in[0], b, in[2]},
+                           {{"transpose_a", false},
+                            {"transpose_b", tb},
+                            {"activation", std::string(activation)}});
+            },
+            {random_tensor({c.m, c.k}, 7), weights, random_tensor({c.n}, 10)}, "onednn", kRtol,
+            kAtol);
+      }
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Shapes, OneDnnMatMul,
     ::testing::Values(MatMulCase{"size1", 1, 1, 1}, MatMulCase{"primes", 7, 13, 5},
@@ -233,6 +255,23 @@ INSTANTIATE_TEST_SUITE_P(
                  {.ksize = {3, 3}, .strides = {2, 1}, .padding = "EXPLICIT", .pads = {1, 0, 2, 1}}},
         PoolCase{"mnist_pool1", {2, 28, 28, 32}, {}}),
     [](const ::testing::TestParamInfo<PoolCase>& info) { return info.param.name; });
+
+TEST(OneDnnTranspose, PermutationsMatchReference) {
+  const std::vector<std::pair<Shape, std::vector<int64_t>>> cases = {
+      {{1, 3, 17, 19}, {0, 2, 3, 1}},  // NCHW -> NHWC, as ONNX imports start
+      {{2, 5, 7, 3}, {0, 3, 1, 2}},    // NHWC -> NCHW
+      {{7, 13}, {1, 0}},
+      {{2, 3, 4, 5, 6}, {4, 2, 0, 3, 1}},
+      {{1}, {0}}};
+  for (const auto& [shape, perm] : cases) {
+    SCOPED_TRACE(shape_str(shape));
+    expect_impl_matches_reference(
+        [&](Graph& g, const std::vector<Output>& in) {
+          return g.add("Transpose", {in[0]}, {{"perm", perm}});
+        },
+        {random_tensor(shape, 11)}, "onednn", 0, 0);
+  }
+}
 
 // With no impl requested, the session picks oneDNN for every dense node.
 TEST(OneDnnSelection, DenseNodesUseOneDnn) {

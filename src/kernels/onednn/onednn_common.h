@@ -89,6 +89,8 @@ void register_conv_kernels(KernelRegistry& registry);
 void register_matmul_kernels(KernelRegistry& registry);
 void register_pool_kernels(KernelRegistry& registry);
 void register_fused_conv_kernels(KernelRegistry& registry);
+void register_fused_matmul_kernels(KernelRegistry& registry);
+void register_transpose_kernels(KernelRegistry& registry);
 
 // oneDNN kernels outrank the reference kernels (priority 0).
 inline constexpr int kPriority = 10;

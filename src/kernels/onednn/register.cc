@@ -9,6 +9,8 @@ void register_onednn_kernels(KernelRegistry& registry) {
   onednn::register_matmul_kernels(registry);
   onednn::register_pool_kernels(registry);
   onednn::register_fused_conv_kernels(registry);
+  onednn::register_fused_matmul_kernels(registry);
+  onednn::register_transpose_kernels(registry);
 }
 
 }  // namespace sf

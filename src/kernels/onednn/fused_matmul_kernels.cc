@@ -1,0 +1,91 @@
+// oneDNN FusedMatMul for inference: bias and activation inside the primitive. Frozen weights
+// are reordered once into the layout oneDNN prefers (format_tag::any); weights that change
+// between calls are read in place through strides, as the plain MatMul kernel does.
+#include "kernels/onednn/onednn_common.h"
+
+namespace sf::onednn {
+
+namespace {
+
+// A [rows, cols] view of a row-major buffer that holds the matrix transposed when `t`.
+dnnl::memory::desc matrix_desc(const Shape& stored, bool t) {
+  const auto f32 = dnnl::memory::data_type::f32;
+  if (!t) return dnnl::memory::desc({stored[0], stored[1]}, f32, {stored[1], 1});
+  return dnnl::memory::desc({stored[1], stored[0]}, f32, {1, stored[1]});
+}
+
+dnnl::matmul::primitive_desc make_pd(const KernelSpec& spec) {
+  const bool ta = spec.node.attrs.get_bool("transpose_a");
+  const bool tb = spec.node.attrs.get_bool("transpose_b");
+  const Shape& y = spec.node.outputs[0].shape;
+  dnnl::memory::desc b = matrix_desc(spec.inputs[1].shape, tb);
+  if (spec.input_is_constant(1))
+    b = dnnl::memory::desc(b.dims(), dnnl::memory::data_type::f32, tag::any);
+  dnnl::post_ops ops;
+  const std::string& activation = spec.node.attrs.get_string("activation");
+  if (activation == "relu") ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+  if (activation == "relu6") ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_clip, 0.0f, 6.0f);
+  dnnl::primitive_attr attr = user_scratchpad_attr();
+  attr.set_post_ops(ops);
+  return dnnl::matmul::primitive_desc(
+      dnnl::matmul::desc(matrix_desc(spec.inputs[0].shape, ta), b,
+                         dnnl::memory::desc({1, y[1]}, dnnl::memory::data_type::f32, tag::ab),
+                         plain_desc(y)),
+      attr, engine());
+}
+
+class FusedMatMulKernel : public Kernel {
+ public:
+  explicit FusedMatMulKernel(const KernelSpec& spec) : constant_b_(spec.input_is_constant(1)) {
+    dnnl::matmul::primitive_desc pd = make_pd(spec);
+    a_ = dnnl::memory(pd.src_desc(), engine(), DNNL_MEMORY_NONE);
+    b_.emplace(matrix_desc(spec.inputs[1].shape, spec.node.attrs.get_bool("transpose_b")),
+               pd.weights_desc(), StagedArg::Direction::In);
+    bias_ = dnnl::memory(pd.bias_desc(), engine(), DNNL_MEMORY_NONE);
+    y_ = dnnl::memory(pd.dst_desc(), engine(), DNNL_MEMORY_NONE);
+    runner_.init<dnnl::matmul::primitive_desc, dnnl::matmul>(pd);
+  }
+
+  void compute(KernelContext& ctx) override {
+    a_.set_data_handle(ctx.inputs[0].raw());
+    const dnnl::memory& b =
+        constant_b_ ? b_->bind_constant(ctx.inputs[1].raw()) : b_->bind(ctx.inputs[1].raw());
+    bias_.set_data_handle(ctx.inputs[2].raw());
+    y_.set_data_handle(ctx.outputs[0].raw());
+    runner_.run({{DNNL_ARG_SRC, a_}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_BIAS, bias_},
+                 {DNNL_ARG_DST, y_}});
+    stream().wait();
+  }
+
+ private:
+  bool constant_b_;
+  dnnl::memory a_, bias_, y_;
+  std::optional<StagedArg> b_;
+  Runner runner_;
+};
+
+bool accepts(const KernelSpec& spec) {
+  for (const TensorType& t : spec.inputs)
+    if (num_elements(t.shape) == 0) return false;
+  try {
+    return !is_reference_impl(make_pd(spec).impl_info_str());
+  } catch (const dnnl::error&) {
+    return false;
+  }
+}
+
+}  // namespace
+
+void register_fused_matmul_kernels(KernelRegistry& r) {
+  KernelDef def;
+  def.op = "FusedMatMul";
+  def.impl = "onednn";
+  def.priority = kPriority;
+  def.accepts = accepts;
+  def.create = [](const KernelSpec& spec) -> std::unique_ptr<Kernel> {
+    return std::make_unique<FusedMatMulKernel>(spec);
+  };
+  r.add(std::move(def));
+}
+
+}  // namespace sf::onednn
