@@ -3,9 +3,10 @@
 //
 // Two layouts are possible and neither always wins: plain NHWC needs no reorders (best for
 // small, depthwise and 1x1 layers at batch 1), oneDNN's blocked layouts run faster jit kernels
-// but cost a reorder of the input and output on every call. Impl "onednn" builds both and keeps
-// the one that measures faster on the node's own shapes at plan time; "onednn_nhwc" and
-// "onednn_blocked" force one, so tests can check each against the reference.
+// but cost a reorder of the input and output on every call. Impl "onednn" builds both and, when
+// oneDNN really picked a blocked layout for the second, keeps the one that measures faster on
+// the node's own shapes at plan time; "onednn_nhwc" and "onednn_blocked" force one, so tests can
+// check each against the reference.
 #include <algorithm>
 #include <chrono>
 #include <vector>
@@ -95,6 +96,7 @@ class Candidate {
   }
 
   const std::string& impl() const { return runner_.impl(); }
+  bool activations_staged() const { return x_.staged() || y_.staged(); }
 
  private:
   Candidate(const dnnl::convolution_forward::primitive_desc& pd, const dnnl::memory::desc& x,
@@ -127,19 +129,25 @@ class FusedConvKernel : public Kernel {
 };
 
 std::optional<Candidate> choose(const KernelSpec& spec, const std::vector<Layout>& layouts) {
-  std::optional<Candidate> best;
+  std::vector<Candidate> candidates;
+  for (Layout layout : layouts)
+    if (std::optional<Candidate> c = Candidate::make(spec, layout)) {
+      // "Any" often resolves to plain NHWC (the brgconv kernels): then it is the same kernel
+      // and there is nothing to measure.
+      if (c->activations_staged() || candidates.empty()) candidates.push_back(std::move(*c));
+    }
+  if (candidates.size() <= 1)
+    return candidates.empty() ? std::nullopt : std::optional<Candidate>(std::move(candidates[0]));
+  size_t best = 0;
   double best_seconds = 0;
-  for (Layout layout : layouts) {
-    std::optional<Candidate> c = Candidate::make(spec, layout);
-    if (!c) continue;
-    if (layouts.size() == 1) return c;
-    const double seconds = c->measure(spec);
-    if (!best || seconds < best_seconds) {
-      best = std::move(c);
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    const double seconds = candidates[i].measure(spec);
+    if (i == 0 || seconds < best_seconds) {
+      best = i;
       best_seconds = seconds;
     }
   }
-  return best;
+  return std::move(candidates[best]);
 }
 
 KernelDef fused_conv_kernel(const char* impl, std::vector<Layout> layouts, int priority) {
