@@ -97,6 +97,23 @@ TEST_P(OneDnnConv, FusedForwardMatchesReferenceInEveryLayout) {
   }
 }
 
+// Winograd exists for 3x3 stride-1 layers; its transforms round differently from a direct
+// convolution, within the same tolerance.
+TEST(OneDnnFusedConv, WinogradMatchesReference) {
+  for (const char* activation : {"none", "relu"}) {
+    SCOPED_TRACE(activation);
+    expect_impl_matches_reference(
+        [&](Graph& g, const std::vector<Output>& in) {
+          Attrs a = conv_attrs({.padding = "SAME"});
+          a.set("activation", std::string(activation));
+          return g.add("FusedConv2D", {in[0], in[1], in[2]}, a);
+        },
+        {random_tensor({1, 14, 13, 32}, 7), random_tensor({3, 3, 32, 48}, 8),
+         random_tensor({48}, 9)},
+        "onednn_winograd", kRtol, kAtol);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Shapes, OneDnnConv,
     ::testing::Values(

@@ -18,7 +18,8 @@ namespace sf::onednn {
 
 namespace {
 
-enum class Layout { Nhwc, Blocked };
+// Winograd (F(4x4, 3x3), blocked layouts) does 3x3 stride-1 layers in fewer multiplications.
+enum class Layout { Nhwc, Blocked, Winograd };
 
 dnnl::post_ops activation_post_ops(const std::string& activation) {
   dnnl::post_ops ops;
@@ -51,7 +52,10 @@ class Candidate {
     try {
       dnnl::convolution_forward::primitive_desc pd(
           dnnl::convolution_forward::desc(
-              dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, act(xs),
+              dnnl::prop_kind::forward_inference,
+              layout == Layout::Winograd ? dnnl::algorithm::convolution_winograd
+                                         : dnnl::algorithm::convolution_direct,
+              act(xs),
               w_any, bias, act(ys), {g.h.stride, g.w.stride},
               {g.h.dilation - 1, g.w.dilation - 1}, {g.h.pad_before, g.w.pad_before},
               {g.h.pad_after, g.w.pad_after}),
@@ -171,9 +175,10 @@ KernelDef fused_conv_kernel(const char* impl, std::vector<Layout> layouts, int p
 }  // namespace
 
 void register_fused_conv_kernels(KernelRegistry& r) {
-  r.add(fused_conv_kernel("onednn", {Layout::Nhwc, Layout::Blocked}, kPriority));
+  r.add(fused_conv_kernel("onednn", {Layout::Nhwc, Layout::Blocked, Layout::Winograd}, kPriority));
   r.add(fused_conv_kernel("onednn_nhwc", {Layout::Nhwc}, 1));
   r.add(fused_conv_kernel("onednn_blocked", {Layout::Blocked}, 1));
+  r.add(fused_conv_kernel("onednn_winograd", {Layout::Winograd}, 1));
 }
 
 }  // namespace sf::onednn
