@@ -70,6 +70,22 @@ void Optimizer::apply(const std::string& name, Tensor& param, const Tensor& grad
   }
 }
 
+void Optimizer::mask_state(const std::string& variable, const Tensor& mask) {
+  const std::string suffix = "/" + variable;
+  for (auto& [key, value] : slots_) {
+    // Keys are "<kind>/<slot>/<variable>" and variable names contain slashes themselves.
+    if (key.size() <= suffix.size() ||
+        key.compare(key.size() - suffix.size(), suffix.size(), suffix) != 0 ||
+        std::count(key.begin(), key.end() - static_cast<std::ptrdiff_t>(suffix.size()), '/') != 1)
+      continue;
+    SF_CHECK(value.numel() == mask.numel(), "optimizer slot '{}': mask has {} elements, slot {}",
+             key, mask.numel(), value.numel());
+    float* v = value.data<float>();
+    const float* m = mask.data<float>();
+    for (int64_t i = 0; i < value.numel(); ++i) v[i] *= m[i];
+  }
+}
+
 std::map<std::string, Tensor> Optimizer::state() const {
   std::map<std::string, Tensor> out = slots_;
   Tensor steps(DType::i64, {});

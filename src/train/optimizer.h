@@ -29,6 +29,10 @@ class Optimizer {
   void begin_step() { ++steps_; }
   void apply(const std::string& name, Tensor& param, const Tensor& grad, double lr, bool decay);
 
+  // Multiplies every slot of `variable` by `mask` (0/1, the variable's shape), so that pruned
+  // weights carry no momentum that would move them off zero.
+  void mask_state(const std::string& variable, const Tensor& mask);
+
   // Slots by "<kind>/<slot>/<variable>", plus the step count, for checkpoints.
   std::map<std::string, Tensor> state() const;
   void restore(const std::map<std::string, Tensor>& tensors);

@@ -170,6 +170,23 @@ void restore_variables(VariableStore& store, const Model& model, const Checkpoin
   for (const auto& [name, init] : model.state) restore(name);
 }
 
+// The checkpoint of a run directory and the model spec it was trained from.
+std::pair<Checkpoint, ModelSpec> load_run(const std::string& run_dir) {
+  std::string path = checkpoint_path(run_dir);
+  if (!std::filesystem::exists(path))
+    fail("{}: not a training run (no {})", run_dir, path);
+  Checkpoint ckpt = load_checkpoint(path);
+  ModelSpec spec;
+  try {
+    json meta = json::parse(ckpt.metadata_json);
+    spec = parse_model_spec(meta.at("model_spec").get<std::string>(),
+                            meta.at("model_origin").get<std::string>());
+  } catch (const json::exception& e) {
+    fail("{}: checkpoint metadata is not a slimflow run: {}", path, e.what());
+  }
+  return {std::move(ckpt), std::move(spec)};
+}
+
 }  // namespace
 
 std::string epoch_report_json(const EpochReport& report) { return report_json(report).dump(); }
@@ -186,6 +203,7 @@ std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks
   ModelSpec spec;
   RunConfig config;
   std::optional<Checkpoint> resumed;
+  std::optional<Checkpoint> initial;  // --init-from: the run to start from
   json resumed_meta;
   if (!options.resume_dir.empty()) {
     std::string path = checkpoint_path(options.resume_dir);
@@ -211,6 +229,27 @@ std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks
     } catch (const json::exception& e) {
       fail("{}: checkpoint metadata is not a slimflow run: {}", path, e.what());
     }
+  } else if (!options.init_from.empty()) {
+    if (options.out_dir.empty()) fail("train: --out DIR is required");
+    auto [ckpt, from_spec] = load_run(options.init_from);
+    spec = std::move(from_spec);
+    try {
+      const json o = json::parse(ckpt.metadata_json).at("options");
+      config.batch = o.at("batch");
+      config.lr = o.at("lr");
+      config.optimizer = o.at("optimizer");
+      config.weight_decay = o.at("weight_decay");
+      config.momentum = o.at("momentum");
+      config.lr_schedule = o.at("lr_schedule");
+      config.seed = o.at("seed");
+      config.data = o.at("data");
+    } catch (const json::exception& e) {
+      fail("{}: checkpoint metadata is not a slimflow run: {}", checkpoint_path(options.init_from),
+           e.what());
+    }
+    config.train_limit = options.train_limit;
+    config.test_limit = options.test_limit;
+    initial = std::move(ckpt);
   } else {
     if (options.model_path.empty()) fail("train: --model is required (or --resume DIR)");
     if (options.out_dir.empty()) fail("train: --out DIR is required");
@@ -305,6 +344,9 @@ std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks
     if (options.epochs) config.epochs = epoch + *options.epochs;
     message(fmt::format("resuming {} at epoch {}, batch {}/{} (step {})", out_dir, epoch + 1,
                         start_batch, batches_per_epoch, step));
+  } else if (initial) {
+    restore_variables(*store, t.model, *initial, checkpoint_path(options.init_from));
+    std::filesystem::create_directories(out_dir);
   } else {
     std::mt19937_64 init_rng(config.seed);
     for (const Parameter& p : t.model.parameters) {
@@ -389,6 +431,8 @@ std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks
         for (int64_t k = 0; k < observed.numel(); ++k) avg[k] = mom * avg[k] + (1 - mom) * obs[k];
       }
       ++step;
+      if (callbacks.after_step)
+        callbacks.after_step(StepState{step, config.epochs * batches_per_epoch, *store, optimizer});
       if (options.profile && step == 5) session.set_profiling(true);  // after warm-up
       epoch_loss_sum += static_cast<double>(loss) * static_cast<double>(labels.numel());
       epoch_correct += count_correct(out[1], labels);
@@ -436,31 +480,41 @@ std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks
   return history;
 }
 
+struct RunEvaluator::Impl {
+  ModelSpec spec;
+  TrainingGraph graph;
+  std::shared_ptr<VariableStore> store = std::make_shared<VariableStore>();
+  std::unique_ptr<Session> session;
+  Dataset test;
+};
+
+RunEvaluator::RunEvaluator(const std::string& run_dir, const std::string& data, int64_t limit,
+                           int threads)
+    : impl_(std::make_unique<Impl>()) {
+  auto [ckpt, spec] = load_run(run_dir);
+  impl_->spec = std::move(spec);
+  impl_->graph = build_training_graph(impl_->spec, kEvalBatch);
+  restore_variables(*impl_->store, impl_->graph.model, ckpt, checkpoint_path(run_dir));
+  impl_->session = std::make_unique<Session>(impl_->graph.model.graph,
+                                             SessionOptions{.threads = threads}, impl_->store);
+  DataSplit split = load_dataset(data);
+  impl_->test = limited(split.test, limit);
+  const Dataset& test = impl_->test;
+  const Shape example = {test.images.dim(1), test.images.dim(2), test.images.dim(3)};
+  if (example != impl_->spec.input)
+    fail("{}: model input is {} but {} examples are {}", run_dir, shape_str(impl_->spec.input),
+         data, shape_str(example));
+}
+
+RunEvaluator::~RunEvaluator() = default;
+EvalResult RunEvaluator::evaluate() { return sf::evaluate(*impl_->session, impl_->graph, impl_->test); }
+VariableStore& RunEvaluator::variables() { return *impl_->store; }
+const Model& RunEvaluator::model() const { return impl_->graph.model; }
+const ModelSpec& RunEvaluator::spec() const { return impl_->spec; }
+
 EvalResult evaluate_run(const std::string& run_dir, const std::string& data, int64_t limit,
                         int threads) {
-  std::string path = checkpoint_path(run_dir);
-  if (!std::filesystem::exists(path))
-    fail("{}: not a training run (no {})", run_dir, path);
-  Checkpoint ckpt = load_checkpoint(path);
-  ModelSpec spec;
-  try {
-    json meta = json::parse(ckpt.metadata_json);
-    spec = parse_model_spec(meta.at("model_spec").get<std::string>(),
-                            meta.at("model_origin").get<std::string>());
-  } catch (const json::exception& e) {
-    fail("{}: checkpoint metadata is not a slimflow run: {}", path, e.what());
-  }
-  TrainingGraph t = build_training_graph(spec, kEvalBatch);
-  auto store = std::make_shared<VariableStore>();
-  restore_variables(*store, t.model, ckpt, path);
-  Session session(t.model.graph, SessionOptions{.threads = threads}, store);
-  DataSplit split = load_dataset(data);
-  Dataset test = limited(split.test, limit);
-  const Shape example = {test.images.dim(1), test.images.dim(2), test.images.dim(3)};
-  if (example != spec.input)
-    fail("{}: model input is {} but {} examples are {}", run_dir, shape_str(spec.input), data,
-         shape_str(example));
-  return evaluate(session, t, test);
+  return RunEvaluator(run_dir, data, limit, threads).evaluate();
 }
 
 }  // namespace sf

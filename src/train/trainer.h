@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -20,6 +21,9 @@ struct TrainOptions {
   std::string data = "mnist";
   std::string out_dir;
   std::string resume_dir;  // non-empty: continue the run stored there
+  // Non-empty: a new run in out_dir that starts from this run's model, variables and training
+  // options (fine-tuning, e.g. retraining after pruning); the other options override them.
+  std::string init_from;
   std::optional<int64_t> epochs;
   std::optional<int64_t> batch;
   std::optional<double> lr;
@@ -65,7 +69,19 @@ struct EpochReport {
 // One epoch as a JSON object on one line (what `train --json` prints and checkpoints keep).
 std::string epoch_report_json(const EpochReport& report);
 
+class Optimizer;
+
+// What a callback may change after each optimizer step.
+struct StepState {
+  int64_t step;  // steps done so far in this run, >= 1
+  int64_t total_steps;
+  VariableStore& variables;
+  Optimizer& optimizer;
+};
+
 struct TrainCallbacks {
+  // Runs after every optimizer step (pruning holds masked weights at zero here).
+  std::function<void(const StepState&)> after_step;
   std::function<void(const Progress&)> on_progress;
   std::function<void(const EpochReport&)> on_epoch;
   std::function<void(const std::string&)> on_message;
@@ -85,6 +101,22 @@ struct EvalResult {
 // Evaluates the model of a run directory (its latest checkpoint) on `data`'s test split.
 EvalResult evaluate_run(const std::string& run_dir, const std::string& data, int64_t limit,
                         int threads);
+
+// A run's model and variables loaded once, evaluated as often as needed after editing the
+// variables (what pruning's sensitivity analysis does).
+class RunEvaluator {
+ public:
+  RunEvaluator(const std::string& run_dir, const std::string& data, int64_t limit, int threads);
+  ~RunEvaluator();
+  EvalResult evaluate();
+  VariableStore& variables();
+  const Model& model() const;
+  const ModelSpec& spec() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 // The checkpoint file of a run directory.
 std::string checkpoint_path(const std::string& run_dir);

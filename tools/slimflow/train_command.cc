@@ -1,59 +1,14 @@
-#include <unistd.h>
-
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <fmt/format.h>
 #include <memory>
 
 #include "commands.h"
+#include "progress.h"
 #include "train/trainer.h"
 
 namespace sf::cli {
 
-namespace {
-
-std::string format_duration(double seconds) {
-  int64_t s = static_cast<int64_t>(seconds + 0.5);
-  if (s >= 3600) return fmt::format("{}h{:02}m", s / 3600, (s / 60) % 60);
-  return fmt::format("{}:{:02}", s / 60, s % 60);
-}
-
-// One live line on a terminal (rewritten in place a few times a second); on a pipe or log
-// file, a plain line every 15 seconds.
-class ProgressPrinter {
- public:
-  ProgressPrinter() : tty_(isatty(fileno(stderr)) != 0) {}
-  void update(const Progress& p) {
-    auto now = std::chrono::steady_clock::now();
-    double since = std::chrono::duration<double>(now - last_).count();
-    bool last_batch = p.batch == p.batches;
-    if (since < (tty_ ? 0.25 : 15.0) && !last_batch) return;
-    last_ = now;
-    std::string line = fmt::format(
-        "epoch {}/{}  step {}/{}  loss {:.4f}  acc {:.2f}%  {:.0f} img/s  ETA {}", p.epoch,
-        p.epochs, p.batch, p.batches, p.loss, 100.0 * p.accuracy, p.images_per_sec,
-        format_duration(p.eta_seconds));
-    if (tty_) {
-      std::fprintf(stderr, "\r%-100s", line.c_str());
-    } else {
-      std::fprintf(stderr, "%s\n", line.c_str());
-    }
-    std::fflush(stderr);
-    pending_ = tty_;
-  }
-  void end_line() {
-    if (pending_) std::fprintf(stderr, "\n");
-    pending_ = false;
-  }
-
- private:
-  bool tty_;
-  bool pending_ = false;
-  std::chrono::steady_clock::time_point last_{};
-};
-
-}  // namespace
 
 Action add_train_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("train", "Train a model from a spec under models/");

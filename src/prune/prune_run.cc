@@ -1,0 +1,166 @@
+#include "prune/prune_run.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "core/error.h"
+#include "prune/magnitude.h"
+#include "prune/sensitivity.h"
+#include "train/checkpoint.h"
+#include "train/optimizer.h"
+
+namespace sf {
+
+namespace {
+
+std::string joined_layers(const std::vector<std::string>& weights) {
+  std::string out;
+  for (const std::string& w : weights) out += (out.empty() ? "" : ", ") + layer_of(w);
+  return out;
+}
+
+void check_sparsity(const std::string& what, double s) {
+  if (!(s >= 0.0 && s < 1.0)) fail("{} {} is outside [0, 1)", what, s);
+}
+
+double run_learning_rate(const std::string& run_dir) {
+  const Checkpoint ckpt = load_checkpoint(checkpoint_path(run_dir));
+  try {
+    return nlohmann::json::parse(ckpt.metadata_json).at("options").at("lr").get<double>();
+  } catch (const nlohmann::json::exception& e) {
+    fail("{}: checkpoint metadata is not a slimflow run: {}", checkpoint_path(run_dir), e.what());
+  }
+}
+
+}  // namespace
+
+int64_t PruneResult::total_weights() const {
+  int64_t n = 0;
+  for (const LayerSparsity& l : layers) n += l.weights;
+  return n;
+}
+
+int64_t PruneResult::nonzero_weights() const {
+  int64_t n = 0;
+  for (const LayerSparsity& l : layers) n += l.nonzero;
+  return n;
+}
+
+std::map<std::string, double> parse_layer_sparsities(const std::string& text) {
+  std::map<std::string, double> out;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    const size_t eq = item.find('=');
+    if (eq == std::string::npos || eq == 0)
+      fail("--per-layer: '{}' is not LAYER=SPARSITY (e.g. fc1=0.97)", item);
+    double v = 0;
+    size_t used = 0;
+    const std::string value = item.substr(eq + 1);
+    try {
+      v = std::stod(value, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != value.size())
+      fail("--per-layer: '{}' is not LAYER=SPARSITY (e.g. fc1=0.97)", item);
+    check_sparsity("--per-layer " + item.substr(0, eq) + ":", v);
+    out[item.substr(0, eq)] = v;
+  }
+  if (out.empty()) fail("--per-layer: no layers given");
+  return out;
+}
+
+PruneResult prune_run(const PruneOptions& options, const TrainCallbacks& callbacks) {
+  auto message = [&](const std::string& text) {
+    if (callbacks.on_message) callbacks.on_message(text);
+  };
+  const int ways = (options.target ? 1 : 0) + (options.per_layer.empty() ? 0 : 1) +
+                   (options.from_sensitivity ? 1 : 0);
+  if (ways != 1) fail("prune: give exactly one of --target, --per-layer, --from-sensitivity");
+  if (options.target) check_sparsity("--target", *options.target);
+  if (options.schedule != "gradual" && options.schedule != "oneshot")
+    fail("prune: --schedule must be gradual or oneshot, got '{}'", options.schedule);
+  if (options.epochs < 1) fail("prune: --epochs must be at least 1, got {}", options.epochs);
+  if (options.out_dir.empty()) fail("prune: --out DIR is required");
+  if (options.from_sensitivity && !(options.max_drop >= 0.0))
+    fail("prune: --max-drop must be non-negative, got {}", options.max_drop);
+
+  PruneResult result;
+  std::map<std::string, double> targets;  // weight name -> sparsity
+  std::vector<std::string> prunable;
+  {
+    RunEvaluator run(options.run_dir, options.data, options.test_limit, options.threads);
+    prunable = prunable_weights(run.model());
+    if (prunable.empty())
+      fail("{}: the model has nothing to prune (no conv or dense weights)", options.run_dir);
+    std::map<std::string, std::string> weight_of_layer;
+    for (const std::string& w : prunable) weight_of_layer[layer_of(w)] = w;
+    if (options.target) {
+      std::map<std::string, const Tensor*> weights;
+      for (const std::string& w : prunable) weights[w] = &run.variables().get(w);
+      targets = global_sparsities(weights, *options.target);
+      result.dense_accuracy = run.evaluate().accuracy;
+    } else if (!options.per_layer.empty()) {
+      for (const auto& [layer, s] : options.per_layer) {
+        auto it = weight_of_layer.find(layer);
+        if (it == weight_of_layer.end())
+          fail("--per-layer: unknown layer '{}' (prunable: {})", layer, joined_layers(prunable));
+        targets[it->second] = s;
+      }
+      result.dense_accuracy = run.evaluate().accuracy;
+    } else {
+      message("sensitivity analysis ...");
+      const SensitivityTable table = analyse_sensitivity(run, options.levels);
+      result.dense_accuracy = table.baseline;
+      for (const auto& [layer, s] : sparsity_within(table, options.max_drop))
+        targets[weight_of_layer.at(layer)] = s;
+    }
+  }
+  std::string chosen;
+  for (const auto& [w, s] : targets) chosen += fmt::format(" {}={:.3f}", layer_of(w), s);
+  message(fmt::format("pruning {} ({} schedule, {} epochs):{}", options.run_dir, options.schedule,
+                      options.epochs, chosen));
+
+  std::map<std::string, Tensor> masks;
+  TrainCallbacks cb = callbacks;
+  const bool gradual = options.schedule == "gradual";
+  cb.after_step = [&](const StepState& s) {
+    // Gradual: sparsity rises along the cubic over the first two thirds of training, masks
+    // recomputed every 2% of it; the last third retrains at the final masks.
+    const int64_t ramp = gradual ? std::max<int64_t>(1, s.total_steps * 2 / 3) : 0;
+    const int64_t every = std::max<int64_t>(1, s.total_steps / 50);
+    const bool update = s.step == 1 || (gradual && s.step <= ramp + every && s.step % every == 0);
+    for (const auto& [name, final_sparsity] : targets) {
+      Tensor& w = s.variables.get(name);
+      if (update) masks[name] = magnitude_mask(w, cubic_sparsity(s.step, ramp, final_sparsity));
+      apply_mask(w, masks.at(name));
+      s.optimizer.mask_state(name, masks.at(name));
+    }
+  };
+
+  TrainOptions train{.data = options.data,
+                     .out_dir = options.out_dir,
+                     .init_from = options.run_dir,
+                     .epochs = options.epochs,
+                     .lr = options.lr ? *options.lr : 0.1 * run_learning_rate(options.run_dir),
+                     .threads = options.threads,
+                     .train_limit = options.train_limit,
+                     .test_limit = options.test_limit};
+  result.history = sf::train(train, cb);
+
+  const Checkpoint pruned = load_checkpoint(checkpoint_path(options.out_dir));
+  for (const std::string& name : prunable) {
+    const double target = targets.count(name) ? targets.at(name) : 0.0;
+    const Tensor& w = pruned.tensors.at("variables/" + name);
+    const double sparsity = sparsity_of(w);
+    const int64_t nonzero = w.numel() - std::llround(sparsity * static_cast<double>(w.numel()));
+    result.layers.push_back(LayerSparsity{layer_of(name), w.numel(), nonzero, target, sparsity});
+  }
+  return result;
+}
+
+}  // namespace sf

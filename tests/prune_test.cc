@@ -1,0 +1,205 @@
+// Magnitude pruning: masks, the schedule, optimizer state under masks, and a pruned retraining
+// run whose masked weights stay exactly zero.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "models/spec.h"
+#include "prune/magnitude.h"
+#include "prune/prune_run.h"
+#include "prune/sensitivity.h"
+#include "support/mnist.h"
+#include "support/testing.h"
+#include "train/checkpoint.h"
+#include "train/optimizer.h"
+
+namespace sf {
+namespace {
+
+#define REQUIRE_MNIST()                                                          \
+  if (!testing::mnist_available()) GTEST_SKIP() << "MNIST not installed: run scripts/setup.sh"
+
+Tensor values(std::vector<float> v) {
+  Tensor t(DType::f32, {static_cast<int64_t>(v.size())});
+  std::copy(v.begin(), v.end(), t.data<float>());
+  return t;
+}
+
+std::vector<float> elements(const Tensor& t) {
+  return std::vector<float>(t.data<float>(), t.data<float>() + t.numel());
+}
+
+TEST(MagnitudeMask, ZerosExactlyTheSmallestMagnitudes) {
+  const Tensor w = values({0.5f, -0.1f, 0.3f, -0.9f, 0.05f, 0.2f});
+  EXPECT_EQ(elements(magnitude_mask(w, 0.5)), (std::vector<float>{1, 0, 1, 1, 0, 0}));
+  EXPECT_EQ(elements(magnitude_mask(w, 0.0)), (std::vector<float>(6, 1.0f)));
+  EXPECT_EQ(elements(magnitude_mask(w, 1.0)), (std::vector<float>(6, 0.0f)));
+  // Ties are broken by position, so the count is exact.
+  const Tensor ties = values({0.1f, -0.1f, 0.1f, 0.1f});
+  EXPECT_EQ(elements(magnitude_mask(ties, 0.5)), (std::vector<float>{0, 0, 1, 1}));
+}
+
+TEST(MagnitudeMask, RandomTensorsGetTheRequestedSparsity) {
+  const Tensor w = testing::random_tensor({37, 53}, 5);
+  for (double s : {0.1, 0.5, 0.9, 0.97}) {
+    Tensor pruned = w.clone();
+    apply_mask(pruned, magnitude_mask(w, s));
+    EXPECT_NEAR(sparsity_of(pruned), s, 1.0 / static_cast<double>(w.numel()));
+  }
+}
+
+TEST(MagnitudeMask, GlobalThresholdPrunesSmallWeightLayersMost) {
+  Tensor big = values({1.0f, 2.0f, -3.0f, 4.0f});
+  Tensor small = values({0.01f, -0.02f, 0.03f, 0.04f, 5.0f, 0.05f});
+  const auto s = global_sparsities({{"big", &big}, {"small", &small}}, 0.5);
+  EXPECT_DOUBLE_EQ(s.at("small"), 5.0 / 6.0);
+  EXPECT_DOUBLE_EQ(s.at("big"), 0.0);
+}
+
+TEST(MagnitudeMask, CubicScheduleRisesFastThenFlattens) {
+  EXPECT_DOUBLE_EQ(cubic_sparsity(0, 100, 0.9), 0.0);
+  EXPECT_DOUBLE_EQ(cubic_sparsity(100, 100, 0.9), 0.9);
+  EXPECT_DOUBLE_EQ(cubic_sparsity(500, 100, 0.9), 0.9);
+  EXPECT_NEAR(cubic_sparsity(50, 100, 0.9), 0.9 * (1 - 0.125), 1e-12);
+  double previous = 0.0;
+  for (int64_t t = 1; t <= 100; ++t) {
+    EXPECT_GE(cubic_sparsity(t, 100, 0.9), previous);
+    previous = cubic_sparsity(t, 100, 0.9);
+  }
+}
+
+TEST(MagnitudeMask, OptimizerStateIsMaskedForThatVariableOnly) {
+  Optimizer opt(OptimizerConfig{.kind = "adam"});
+  Tensor w = values({1, 1, 1}), other = values({1, 1, 1}), nested = values({1, 1, 1});
+  const Tensor grad = values({0.5f, 0.5f, 0.5f});
+  opt.begin_step();
+  opt.apply("fc1/weights", w, grad, 0.1, true);
+  opt.apply("xfc1/weights", other, grad, 0.1, true);
+  opt.apply("a/fc1/weights", nested, grad, 0.1, true);
+  opt.mask_state("fc1/weights", values({1, 0, 1}));
+  for (const auto& [key, slot] : opt.state()) {
+    if (slot.numel() != 3) continue;
+    const bool masked = key.ends_with("/fc1/weights") && !key.ends_with("a/fc1/weights");
+    EXPECT_EQ(slot.data<float>()[1] == 0.0f, masked) << key;
+  }
+}
+
+TEST(ParseLayerSparsities, NamesTheBadEntry) {
+  EXPECT_EQ(parse_layer_sparsities("fc1=0.97,conv2=0.8").at("conv2"), 0.8);
+  for (const char* bad : {"fc1", "fc1=", "=0.5", "fc1=1.0", "fc1=-0.1", "fc1=0.5x"})
+    EXPECT_THROW(parse_layer_sparsities(bad), Error) << bad;
+  EXPECT_THROW(parse_levels("0.5,1.2"), Error);
+  EXPECT_EQ(parse_levels("0.5,0.9").size(), 2u);
+}
+
+class PruneRunTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (!testing::mnist_available()) return;
+    dense_dir_ = testing::make_temp_dir("sf-prune-dense");
+    TrainOptions o;
+    o.model_path = testing::source_path("tests/data/tiny-cnn.yaml");
+    o.out_dir = dense_dir_;
+    o.epochs = 1;
+    o.train_limit = 1280;
+    o.test_limit = 200;
+    o.threads = 1;
+    o.seed = 3;
+    train(o, {});
+  }
+  static void TearDownTestSuite() {
+    if (!dense_dir_.empty()) std::filesystem::remove_all(dense_dir_);
+  }
+  PruneOptions options(const std::string& out) const {
+    PruneOptions o;
+    o.run_dir = dense_dir_;
+    o.out_dir = out;
+    o.epochs = 2;
+    o.train_limit = 640;
+    o.test_limit = 200;
+    o.threads = 1;
+    return o;
+  }
+  static std::string dense_dir_;
+};
+std::string PruneRunTest::dense_dir_;
+
+TEST_F(PruneRunTest, MasksHoldWeightsAndOptimizerStateAtZero) {
+  REQUIRE_MNIST();
+  for (const char* schedule : {"gradual", "oneshot"}) {
+    SCOPED_TRACE(schedule);
+    const std::string out = testing::make_temp_dir("sf-prune");
+    PruneOptions o = options(out);
+    o.schedule = schedule;
+    o.per_layer = {{"fc1", 0.9}, {"conv2", 0.5}};
+    const PruneResult r = prune_run(o, {});
+    ASSERT_EQ(r.history.size(), 2u);
+    EXPECT_GT(r.history.back().test_accuracy, 0.5);
+    const Checkpoint ckpt = load_checkpoint(checkpoint_path(out));
+    const Tensor& fc1 = ckpt.tensors.at("variables/fc1/weights");
+    EXPECT_NEAR(sparsity_of(fc1), 0.9, 1.0 / static_cast<double>(fc1.numel()));
+    EXPECT_NEAR(sparsity_of(ckpt.tensors.at("variables/conv2/weights")), 0.5, 1e-3);
+    EXPECT_EQ(sparsity_of(ckpt.tensors.at("variables/conv1/weights")), 0.0);
+    // Adam's moments are zero wherever the weight is.
+    for (const char* slot : {"optimizer/adam/m/fc1/weights", "optimizer/adam/v/fc1/weights"}) {
+      const Tensor& s = ckpt.tensors.at(slot);
+      for (int64_t i = 0; i < fc1.numel(); ++i)
+        if (fc1.data<float>()[i] == 0.0f) {
+          ASSERT_EQ(s.data<float>()[i], 0.0f) << slot << " " << i;
+        }
+    }
+    int64_t fc1_nonzero = 0;
+    for (const LayerSparsity& l : r.layers)
+      if (l.layer == "fc1") fc1_nonzero = l.nonzero;
+    EXPECT_EQ(fc1_nonzero, fc1.numel() - std::llround(0.9 * static_cast<double>(fc1.numel())));
+    // The pruned run is an ordinary run: it evaluates to what training reported.
+    EXPECT_DOUBLE_EQ(evaluate_run(out, "mnist", 200, 1).accuracy, r.history.back().test_accuracy);
+    std::filesystem::remove_all(out);
+  }
+}
+
+TEST_F(PruneRunTest, ModelWideTargetAndSensitivity) {
+  REQUIRE_MNIST();
+  const std::string out = testing::make_temp_dir("sf-prune-target");
+  PruneOptions o = options(out);
+  o.epochs = 1;
+  o.target = 0.8;
+  const PruneResult r = prune_run(o, {});
+  EXPECT_NEAR(1.0 - static_cast<double>(r.nonzero_weights()) / static_cast<double>(r.total_weights()),
+              0.8, 0.01);
+  std::filesystem::remove_all(out);
+
+  RunEvaluator run(dense_dir_, "mnist", 200, 1);
+  const Tensor before = run.variables().get("fc1/weights").clone();
+  const SensitivityTable table = analyse_sensitivity(run, {0.5, 0.99});
+  ASSERT_EQ(table.rows.size(), 4u);  // conv1, conv2, fc1, fc2
+  EXPECT_EQ(elements(run.variables().get("fc1/weights")), elements(before));  // restored
+  for (const SensitivityRow& row : table.rows) EXPECT_EQ(row.accuracy.size(), 2u);
+  const auto within = sparsity_within(table, 100.0);  // any drop allowed
+  EXPECT_EQ(within.at("fc1"), 0.99);
+}
+
+TEST_F(PruneRunTest, BadArgumentsGiveOneLineErrors) {
+  REQUIRE_MNIST();
+  PruneOptions o = options(testing::make_temp_dir("sf-prune-bad"));
+  o.per_layer = {{"fc9", 0.5}};
+  try {
+    prune_run(o, {});
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("unknown layer 'fc9' (prunable: conv1, conv2, fc1, fc2)"),
+              std::string::npos)
+        << e.what();
+  }
+  o.per_layer.clear();
+  o.target = 1.0;
+  EXPECT_THROW(prune_run(o, {}), Error);
+  o.target.reset();
+  EXPECT_THROW(prune_run(o, {}), Error);  // no way to choose sparsities
+  o.target = 0.5;
+  o.run_dir = "/nonexistent";
+  EXPECT_THROW(prune_run(o, {}), Error);
+}
+
+}  // namespace
+}  // namespace sf
