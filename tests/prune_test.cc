@@ -2,12 +2,16 @@
 // run whose masked weights stay exactly zero.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 
 #include "models/spec.h"
 #include "prune/magnitude.h"
 #include "prune/prune_run.h"
 #include "prune/sensitivity.h"
+#include "prune/structured.h"
+#include "runtime/session.h"
 #include "support/mnist.h"
 #include "support/testing.h"
 #include "train/checkpoint.h"
@@ -177,6 +181,81 @@ TEST_F(PruneRunTest, ModelWideTargetAndSensitivity) {
   for (const SensitivityRow& row : table.rows) EXPECT_EQ(row.accuracy.size(), 2u);
   const auto within = sparsity_within(table, 100.0);  // any drop allowed
   EXPECT_EQ(within.at("fc1"), 0.99);
+}
+
+// Logits of `spec` with `variables` on `x` (inference: dropout off).
+Tensor logits_of(const ModelSpec& spec, const std::map<std::string, Tensor>& variables,
+                 const Tensor& x) {
+  Model m = build_model(spec, x.dim(0));
+  auto store = std::make_shared<VariableStore>();
+  for (const auto& [name, t] : variables) store->set(name, t.clone());
+  Session session(m.graph, SessionOptions{.threads = 1}, store);
+  return session.run({{m.input, x}}, {m.logits})[0];
+}
+
+TEST_F(PruneRunTest, StructuredModelEqualsTheMaskedDenseModel) {
+  REQUIRE_MNIST();
+  const Checkpoint ckpt = load_checkpoint(checkpoint_path(dense_dir_));
+  const ModelSpec spec = parse_model_spec(
+      nlohmann::json::parse(ckpt.metadata_json).at("model_spec").get<std::string>(), "tiny");
+  std::map<std::string, Tensor> dense;
+  for (const auto& [name, t] : ckpt.tensors)
+    if (name.rfind("variables/", 0) == 0) dense[name.substr(10)] = t.clone();
+
+  const StructuredPruning pruned = prune_structured(spec, dense, 0.5, "l2");
+  ASSERT_EQ(pruned.layers.size(), 3u);  // conv1, conv2, fc1; fc2 (the classifier) keeps all
+  EXPECT_EQ(pruned.layers[0].kept.size(), 4u);
+  EXPECT_EQ(pruned.variables.at("conv2/weights").shape(), (Shape{3, 3, 4, 8}));
+  EXPECT_EQ(pruned.variables.at("fc1/weights").shape(), (Shape{7 * 7 * 8, 32}));
+  EXPECT_EQ(pruned.variables.at("fc2/weights").shape(), (Shape{32, 10}));
+  const ModelSpec smaller = parse_model_spec(pruned.spec_text, "pruned");
+
+  // The masked dense model: every connection out of a removed channel is zeroed where the next
+  // layer reads it.
+  std::map<std::string, Tensor> masked = dense;
+  auto zero_inputs = [&](const std::string& weights, const std::vector<int64_t>& kept,
+                         int64_t channels, int64_t positions, bool conv) {
+    Tensor& w = masked.at(weights);
+    const int64_t outs = w.shape().back();
+    float* v = w.data<float>();
+    for (int64_t c = 0; c < channels; ++c) {
+      if (std::find(kept.begin(), kept.end(), c) != kept.end()) continue;
+      if (conv) {  // HWIO: input channel c of every tap
+        const int64_t taps = w.dim(0) * w.dim(1), ins = w.dim(2);
+        for (int64_t t = 0; t < taps; ++t) std::fill_n(v + (t * ins + c) * outs, outs, 0.0f);
+      } else {  // rows p * channels + c
+        for (int64_t p = 0; p < positions; ++p) std::fill_n(v + (p * channels + c) * outs, outs, 0.0f);
+      }
+    }
+  };
+  zero_inputs("conv2/weights", pruned.layers[0].kept, 8, 1, true);
+  zero_inputs("fc1/weights", pruned.layers[1].kept, 16, 49, false);
+  zero_inputs("fc2/weights", pruned.layers[2].kept, 64, 1, false);
+
+  const Tensor x = testing::random_tensor({3, 28, 28, 1}, 9);
+  const Tensor want = logits_of(spec, masked, x);
+  const Tensor got = logits_of(smaller, pruned.variables, x);
+  ASSERT_EQ(got.shape(), want.shape());
+  for (int64_t i = 0; i < want.numel(); ++i)
+    EXPECT_NEAR(got.data<float>()[i], want.data<float>()[i], 1e-4f) << i;
+
+  EXPECT_THROW(prune_structured(spec, dense, 1.0, "l1"), Error);
+  EXPECT_THROW(prune_structured(spec, dense, 0.5, "l3"), Error);
+}
+
+TEST_F(PruneRunTest, StructuredRunRetrainsTheSmallerModel) {
+  REQUIRE_MNIST();
+  const std::string out = testing::make_temp_dir("sf-prune-structured");
+  PruneOptions o = options(out);
+  o.epochs = 1;
+  o.structured = true;
+  o.target = 0.5;
+  const PruneResult r = prune_run(o, {});
+  ASSERT_EQ(r.history.size(), 1u);
+  EXPECT_GT(r.history.back().test_accuracy, 0.3);
+  EXPECT_LT(r.nonzero_weights(), r.total_weights() / 2);
+  EXPECT_DOUBLE_EQ(evaluate_run(out, "mnist", 200, 1).accuracy, r.history.back().test_accuracy);
+  std::filesystem::remove_all(out);
 }
 
 TEST_F(PruneRunTest, BadArgumentsGiveOneLineErrors) {

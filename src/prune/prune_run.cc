@@ -3,12 +3,14 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "core/error.h"
 #include "prune/magnitude.h"
 #include "prune/sensitivity.h"
+#include "prune/structured.h"
 #include "train/checkpoint.h"
 #include "train/optimizer.h"
 
@@ -33,6 +35,66 @@ double run_learning_rate(const std::string& run_dir) {
   } catch (const nlohmann::json::exception& e) {
     fail("{}: checkpoint metadata is not a slimflow run: {}", checkpoint_path(run_dir), e.what());
   }
+}
+
+// Slices the run into a smaller model written as the first checkpoint of out_dir, then retrains
+// it from there.
+PruneResult structured_prune_run(const PruneOptions& options, const TrainCallbacks& callbacks,
+                                 double lr) {
+  if (!options.target) fail("prune --structured: --target (the fraction of filters to remove) is required");
+  const std::string from = checkpoint_path(options.run_dir);
+  if (!std::filesystem::exists(from)) fail("{}: not a training run (no {})", options.run_dir, from);
+  Checkpoint ckpt = load_checkpoint(from);
+  nlohmann::json meta;
+  ModelSpec spec;
+  try {
+    meta = nlohmann::json::parse(ckpt.metadata_json);
+    spec = parse_model_spec(meta.at("model_spec").get<std::string>(),
+                            meta.at("model_origin").get<std::string>());
+  } catch (const nlohmann::json::exception& e) {
+    fail("{}: checkpoint metadata is not a slimflow run: {}", from, e.what());
+  }
+  std::map<std::string, Tensor> variables;
+  const std::string prefix = "variables/";
+  for (const auto& [name, t] : ckpt.tensors)
+    if (name.rfind(prefix, 0) == 0) variables[name.substr(prefix.size())] = t;
+  PruneResult result;
+  result.dense_accuracy =
+      RunEvaluator(options.run_dir, options.data, options.test_limit, options.threads).evaluate().accuracy;
+  const StructuredPruning pruned = prune_structured(spec, variables, *options.target, options.norm);
+  if (pruned.layers.empty())
+    fail("{}: the model has nothing to prune structurally (one conv/dense layer)", options.run_dir);
+  std::string chosen;
+  for (const StructuredLayer& l : pruned.layers)
+    chosen += fmt::format(" {} {}->{}", l.layer, l.before, l.kept.size());
+  if (callbacks.on_message)
+    callbacks.on_message(fmt::format("structured pruning of {} ({} norm):{}", options.run_dir,
+                                     options.norm, chosen));
+
+  Checkpoint start;
+  for (const auto& [name, t] : pruned.variables) start.tensors[prefix + name] = t;
+  meta["model_spec"] = pruned.spec_text;
+  meta["history"] = nlohmann::json::array();
+  start.metadata_json = meta.dump();
+  std::filesystem::create_directories(options.out_dir);
+  save_checkpoint(checkpoint_path(options.out_dir), start);
+
+  TrainOptions train{.data = options.data,
+                     .out_dir = options.out_dir,
+                     .init_from = options.out_dir,
+                     .epochs = options.epochs,
+                     .lr = lr,
+                     .threads = options.threads,
+                     .train_limit = options.train_limit,
+                     .test_limit = options.test_limit};
+  result.history = sf::train(train, callbacks);
+  for (const auto& [name, t] : variables) {
+    if (!name.ends_with("/weights") || t.rank() < 2) continue;
+    const int64_t after = pruned.variables.at(name).numel();
+    result.layers.push_back(LayerSparsity{layer_of(name), t.numel(), after, *options.target,
+                                          1.0 - static_cast<double>(after) / static_cast<double>(t.numel())});
+  }
+  return result;
 }
 
 }  // namespace
@@ -78,6 +140,14 @@ PruneResult prune_run(const PruneOptions& options, const TrainCallbacks& callbac
   auto message = [&](const std::string& text) {
     if (callbacks.on_message) callbacks.on_message(text);
   };
+  const double lr = options.lr ? *options.lr : 0.1 * run_learning_rate(options.run_dir);
+  if (options.structured) {
+    if (!options.per_layer.empty() || options.from_sensitivity)
+      fail("prune --structured: use --target (the fraction of filters to remove)");
+    if (options.epochs < 0) fail("prune: --epochs must be non-negative, got {}", options.epochs);
+    if (options.out_dir.empty()) fail("prune: --out DIR is required");
+    return structured_prune_run(options, callbacks, lr);
+  }
   const int ways = (options.target ? 1 : 0) + (options.per_layer.empty() ? 0 : 1) +
                    (options.from_sensitivity ? 1 : 0);
   if (ways != 1) fail("prune: give exactly one of --target, --per-layer, --from-sensitivity");
@@ -146,7 +216,7 @@ PruneResult prune_run(const PruneOptions& options, const TrainCallbacks& callbac
                      .out_dir = options.out_dir,
                      .init_from = options.run_dir,
                      .epochs = options.epochs,
-                     .lr = options.lr ? *options.lr : 0.1 * run_learning_rate(options.run_dir),
+                     .lr = lr,
                      .threads = options.threads,
                      .train_limit = options.train_limit,
                      .test_limit = options.test_limit};

@@ -21,6 +21,10 @@ struct PruneOptions {
   std::optional<double> target;               // model-wide, one magnitude threshold
   std::map<std::string, double> per_layer;    // layer name -> sparsity; others stay dense
   bool from_sensitivity = false;              // the most each layer tolerates within max_drop
+  // Remove the `target` fraction of filters / neurons of each layer (but the classifier) by
+  // norm, making a smaller dense model, instead of zeroing single weights.
+  bool structured = false;
+  std::string norm = "l1";  // l1 | l2, for structured
   double max_drop = 0.1;                      // accuracy points, for from_sensitivity
   std::vector<double> levels = {0.5, 0.7, 0.8, 0.9, 0.95, 0.98};
   std::string schedule = "gradual";  // gradual | oneshot

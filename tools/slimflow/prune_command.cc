@@ -87,7 +87,8 @@ void print_result(const PruneOptions& o, const PruneResult& r, bool json) {
                             .c_str());
     return;
   }
-  std::printf("\n%-12s %10s %10s %9s\n", "layer", "weights", "nonzero", "sparsity");
+  std::printf("\n%-12s %10s %10s %9s\n", "layer", "weights", o.structured ? "kept" : "nonzero",
+              o.structured ? "removed" : "sparsity");
   for (const LayerSparsity& l : r.layers)
     std::printf("%-12s %10lld %10lld %8.2f%%\n", l.layer.c_str(), static_cast<long long>(l.weights),
                 static_cast<long long>(l.nonzero), 100.0 * l.sparsity);
@@ -118,6 +119,9 @@ Action add_prune_command(CLI::App& app) {
   cmd->add_flag("--from-sensitivity", o->from_sensitivity,
                 "Per-layer sparsities from a sensitivity analysis within --max-drop");
   cmd->add_option("--max-drop", o->max_drop, "Accuracy points each layer may lose (0.1)");
+  cmd->add_flag("--structured", o->structured,
+                "Remove whole filters/neurons (--target of them per layer): a smaller dense model");
+  cmd->add_option("--norm", o->norm, "l1 | l2: filter ranking for --structured")->default_str("l1");
   cmd->add_option("--schedule", o->schedule, "gradual (cubic, Zhu & Gupta 2017) | oneshot")
       ->default_str("gradual");
   cmd->add_option("--epochs", o->epochs, "Retraining epochs")->default_val(4);
