@@ -3,6 +3,15 @@
 // and reference, plus one whole training step (forward and all weight gradients).
 //
 //   kernel_bench --benchmark_filter=onednn   # the reference kernels take seconds per call
+//
+// The pruned-model cases (sparse/...) time the inference nodes with frozen weights of a given
+// sparsity, oneDNN's dense kernel against the sparse one, to find the crossovers in
+// kernels/sparse/sparse_kernels.h:
+//
+//   OMP_NUM_THREADS=1 kernel_bench --benchmark_filter='^sparse/' --benchmark_repetitions=5
+//
+// (one thread and the best CPU time of the repetitions when other jobs share the cores; with
+// OMP_NUM_THREADS=2 for the figures of an idle machine). sparse_only forces the sparse path.
 #include <benchmark/benchmark.h>
 
 #include <functional>
@@ -163,7 +172,83 @@ void train_step(benchmark::State& state) {
                                                   benchmark::Counter::kIsIterationInvariantRate);
 }
 
+// A pruned weight tensor: `sparsity` of the entries (at positions spread by a hash) exactly zero.
+Tensor pruned_tensor(const Shape& shape, double sparsity, uint32_t seed) {
+  Tensor t = random_tensor(shape, seed);
+  float* p = t.data<float>();
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    const uint32_t h = static_cast<uint32_t>(i) * 2654435761u ^ seed;
+    if (static_cast<double>((h * 2246822519u) >> 8) / static_cast<double>(1 << 24) < sparsity)
+      p[i] = 0.0f;
+  }
+  return t;
+}
+
+using FrozenBuild = std::function<Output(Graph&, Output x, Output weights, Output bias)>;
+
+// Times one inference node whose weights are a Const (as in a frozen, pruned model).
+void run_frozen_node(benchmark::State& state, const std::string& impl, const Shape& x_shape,
+                     const Shape& w_shape, double sparsity, const FrozenBuild& build) {
+  Graph g;
+  Output x = ops::placeholder(g, DType::f32, x_shape);
+  Output w = ops::constant(g, pruned_tensor(w_shape, sparsity, 2));
+  Output bias = ops::constant(g, random_tensor({w_shape.back()}, 3));
+  Output y = build(g, x, w, bias);
+  Feeds feeds{{x, random_tensor(x_shape, 1)}};
+  Session session(g, SessionOptions{.kernel_impl = impl});
+  session.run(feeds, {y});  // plans, creates the kernel and prepares the weights
+  if (session.kernel_choices()[g.node(y.node).name] != impl)
+    state.SkipWithError(("no " + impl + " kernel for this node").c_str());
+  for (auto _ : state) benchmark::DoNotOptimize(session.run(feeds, {y}));
+}
+
+FrozenBuild fused_matmul_relu() {
+  return [](Graph& g, Output x, Output w, Output bias) {
+    return g.add("FusedMatMul", {x, w, bias}, {{"activation", std::string("relu")}});
+  };
+}
+
+FrozenBuild fused_conv_relu() {
+  return [](Graph& g, Output x, Output w, Output bias) {
+    Attrs a = same_conv_attrs();
+    a.set("activation", std::string("relu"));
+    return g.add("FusedConv2D", {x, w, bias}, a);
+  };
+}
+
+// fc1 (3136 -> 1024) at batch 1 and 64, conv2 of Deep-MNIST at batch 1 and 64: the dense kernel
+// and the sparse one (forced, so that it runs at every sparsity).
+void register_sparse_cases() {
+  struct Layer {
+    const char* name;
+    Shape x, w;
+    FrozenBuild build;
+  };
+  const std::vector<Layer> layers = {
+      {"fc1_batch1", {1, 3136}, {3136, 1024}, fused_matmul_relu()},
+      {"fc1_batch64", {kBatch, 3136}, {3136, 1024}, fused_matmul_relu()},
+      {"conv2_batch1", {1, 14, 14, 32}, kW2, fused_conv_relu()},
+      {"conv2_batch64", kX2, kW2, fused_conv_relu()},
+  };
+  for (const Layer& layer : layers)
+    for (const char* impl : {"onednn", "sparse_only"})
+      for (int percent : {50, 70, 80, 90, 95}) {
+        // The dense kernel does not care about zeros: one sparsity is enough.
+        if (std::string(impl) == "onednn" && percent != 90) continue;
+        const std::string name =
+            std::string("sparse/") + layer.name + "/" + impl + "/" + std::to_string(percent);
+        benchmark::RegisterBenchmark(name.c_str(),
+                                     [layer, impl, percent](benchmark::State& state) {
+                                       run_frozen_node(state, impl, layer.x, layer.w,
+                                                       percent / 100.0, layer.build);
+                                     })
+            ->Unit(benchmark::kMicrosecond)
+            ->UseRealTime();
+      }
+}
+
 int register_all() {
+  register_sparse_cases();
   for (const char* impl : {"onednn", "reference"})
     for (const Case& c : cases()) {
       auto* b = benchmark::RegisterBenchmark(

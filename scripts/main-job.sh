@@ -28,6 +28,26 @@ done < runs/digits.txt
 "$sf" bench --model runs/mnist.sfm --batch 1 --threads 2 --runs 200 --json | tee runs/mnist-bench-b1.json
 "$sf" bench --model runs/mnist.sfm --batch 64 --threads 2 --runs 50 --json | tee runs/mnist-bench-b64.json
 
+echo "== compress: 8-bit weights; the integer (eightbit) graph calibrated on 1,000 images"
+"$sf" quantize runs/mnist.sfm --mode weights --out runs/mnist-w8.sfm
+"$sf" quantize runs/mnist.sfm --mode eightbit --calib-data mnist --calib-count 1000 \
+  --out runs/mnist-q8.sfm
+
+echo "== prune 95% of the weights by magnitude (gradual), retrain 2 epochs; then quantize the"
+echo "   nonzeros to a 5-bit k-means codebook and Huffman-code values and indices"
+rm -rf runs/mnist-pruned
+"$sf" prune runs/mnist --data mnist --target 0.95 --epochs 2 --threads 2 --out runs/mnist-pruned \
+  --quiet --json | tee runs/mnist-prune.json
+"$sf" freeze runs/mnist-pruned --out runs/mnist-pruned.sfm
+"$sf" size-report runs/mnist-pruned.sfm --bits 5 --scheme kmeans --write runs/mnist-pruned-q.sfm
+for m in mnist mnist-w8 mnist-q8 mnist-pruned mnist-pruned-q; do
+  "$sf" eval --model "runs/$m.sfm" --data mnist --threads 2 --json > "runs/$m-eval.json"
+  "$sf" bench --model "runs/$m.sfm" --batch 1 --threads 2 --runs 300 --json > "runs/$m-b1.json"
+done
+
+echo "== ONNX Runtime 1.30 on the same network (exported from PyTorch; outputs checked)"
+/usr/bin/python3 bench/inference_vs_ort.py --models deep-mnist --json > runs/ort-deep-mnist.json
+
 echo "== PyTorch 1.13 on the same network, batch and threads (1 epoch, for speed and memory;"
 echo "   glibc malloc tuned with mallopt, PyTorch's fastest setting here)"
 OPENBLAS_CORETYPE=Cooperlake OPENBLAS_NUM_THREADS=1 /usr/bin/python3 bench/pytorch_deep_mnist.py \
@@ -54,5 +74,24 @@ b1, b64 = json.load(open("runs/mnist-bench-b1.json")), json.load(open("runs/mnis
 print(f"{'frozen model (runs/mnist.sfm) bytes':34}{b1['model_bytes']:12d}")
 print(f"{'batch-1 latency (ms, median)':34}{b1['latency_ms_median']:12.3f}")
 print(f"{'batch-64 throughput (images/s)':34}{b64['throughput_per_sec']:12.0f}")
-print("ONNX Runtime comparison of the same network: /usr/bin/python3 bench/inference_vs_ort.py")
+ort = json.load(open("runs/ort-deep-mnist.json"))["rows"][0]
+print(f"{'ONNX Runtime, same network (ONNX)':34}{ort['slimflow_latency_ms']:12.3f}"
+      f"{ort['ort_latency_ms']:14.3f}{ort['latency_ratio']:7.2f}x  (batch-1 ms; ratio > 1: faster)")
+print(f"{'  batch-64 images/s':34}{ort['slimflow_b64_per_sec']:12.0f}{ort['ort_b64_per_sec']:14.0f}"
+      f"{ort['b64_ratio']:7.2f}x")
+print()
+print("Compressed models (MNIST test set, batch-1 latency median, 2 threads)")
+print(f"{'model':34}{'accuracy':>10}{'bytes':>12}{'smaller':>9}{'ms':>8}{'faster':>8}")
+base = None
+names = [("mnist", "fp32 (frozen)"), ("mnist-w8", "8-bit weights, float compute"),
+         ("mnist-q8", "eightbit integer graph, calibrated"),
+         ("mnist-pruned", "pruned 95%, fp32"), ("mnist-pruned-q", "pruned + 5-bit k-means + Huffman")]
+for key, label in names:
+    acc = json.load(open(f"runs/{key}-eval.json"))["accuracy"]
+    b = json.load(open(f"runs/{key}-b1.json"))
+    if base is None:
+        base = b
+    print(f"{label:34}{100 * acc:9.2f}%{b['model_bytes']:12d}{base['model_bytes'] / b['model_bytes']:8.1f}x"
+          f"{b['latency_ms_median']:8.3f}{base['latency_ms_median'] / b['latency_ms_median']:7.2f}x")
+print("More: bench/inference_vs_ort.py (4 models), bench/pruning.py, bench/quantization.py")
 PY

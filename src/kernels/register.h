@@ -10,5 +10,7 @@ void register_builtin_kernels(KernelRegistry& registry);
 void register_reference_kernels(KernelRegistry& registry);
 void register_onednn_kernels(KernelRegistry& registry);
 void register_fused_kernels(KernelRegistry& registry);
+void register_sparse_kernels(KernelRegistry& registry);
+void register_int8_kernels(KernelRegistry& registry);  // vectorized element-wise int8 ops
 
 }  // namespace sf

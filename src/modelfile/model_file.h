@@ -17,10 +17,15 @@
 //    "nodes": [{"name", "op", "version", "device", "inputs": [[node_index, output_index], ...],
 //               "attrs": {"<name>": {"kind": "int|float|bool|string|ints|floats|tensor",
 //                                    "value": ...}}}],
-//    "tensors": [{"dtype", "shape", "offset", "bytes", "encoding": "dense"}]}
+//    "tensors": [{"dtype", "shape", "offset", "bytes", "encoding": "dense", ...}]}
 // A tensor attribute's value is an index into "tensors"; a tensor's offset is relative to
 // data_offset and a multiple of 64, so with a page-aligned mapping every tensor is 64-byte
 // aligned. Non-finite floats are written as the strings "nan", "inf" and "-inf".
+//
+// Besides "dense", f32 weights may be stored "linear", "kmeans" (quantized) or "f16", with
+// their parameters (bits, axis, scales, zero_points, codebook) as further entry fields; see
+// quantize/weight_codec.h. The loader validates and decodes them once into plain f32 tensors,
+// so everything after loading sees dense weights.
 //
 // Ops are stored by name and OpDef::version; a file whose op version is newer than this build's
 // is rejected. Node output types are not stored: the loader rebuilds the graph with
@@ -35,10 +40,19 @@
 #include <vector>
 
 #include "graph/graph.h"
+#include "quantize/weight_codec.h"
 
 namespace sf {
 
 inline constexpr uint32_t kModelFormatVersion = 1;
+
+// How a node's weights were stored in the file when not dense (what `inspect` reports).
+struct StoredWeights {
+  quant::WeightEncoding encoding;  // as stored: bits, axis, scales, zero points, codebook
+  uint64_t data_bytes = 0;         // bytes in the data section
+
+  uint64_t stored_bytes() const { return data_bytes + encoding.parameter_bytes(); }
+};
 
 struct ModelFile {
   Graph graph;                                  // inference graph; Const nodes hold the weights
@@ -46,6 +60,11 @@ struct ModelFile {
   std::vector<std::string> outputs;             // output node names (output 0 of each)
   std::map<std::string, std::string> metadata;  // free-form: "producer", "source", "labels", ...
   size_t file_bytes = 0;                        // set by load_model
+  // save_model: Const node name -> the encoded form written instead of its dense value.
+  std::map<std::string, quant::EncodedTensor> encoded_weights;
+  // load_model: node name -> how its tensor attribute was stored, for every encoded tensor.
+  // The graph itself holds the decoded f32 tensors, so saving a loaded model writes them dense.
+  std::map<std::string, StoredWeights> stored_weights;
 };
 
 // Writes atomically: a temporary file in the same folder, fsync, rename, fsync of the folder.
@@ -53,9 +72,10 @@ struct ModelFile {
 void save_model(const std::string& path, const ModelFile& model);
 
 // Memory-maps the file (private, copy-on-write, so writing to a weight never changes the file).
-// Tensor-valued attributes (Const "value") borrow the mapping, which is unmapped when the last
-// tensor referring to it goes. Everything is validated before use; problems throw sf::Error
-// "<path>: ..." naming what is wrong. The file must not be truncated while it is mapped.
+// Dense tensor-valued attributes (Const "value") borrow the mapping, which is unmapped when the
+// last tensor referring to it goes; encoded ones are decoded into their own f32 storage.
+// Everything is validated before use; problems throw sf::Error "<path>: ..." naming what is
+// wrong. The file must not be truncated while it is mapped.
 ModelFile load_model(const std::string& path);
 
 // The parser behind load_model, for fuzzers and in-memory models. `keep_alive` keeps `data`

@@ -42,9 +42,10 @@ class Reader {
       error("metadata is not valid JSON: {}", e.what());
     }
     if (!meta.is_object()) error("metadata is not a JSON object");
+    if (auto nodes = meta.find("nodes"); nodes != meta.end()) nodes_json_ = &*nodes;
     read_tensors(field(meta, "tensors", "metadata"));
     ModelFile model;
-    read_nodes(field(meta, "nodes", "metadata"), model.graph);
+    read_nodes(field(meta, "nodes", "metadata"), model);
     model.inputs = names(field(meta, "inputs", "metadata"), "inputs");
     model.outputs = names(field(meta, "outputs", "metadata"), "outputs");
     for (const std::string& in : model.inputs) {
@@ -144,6 +145,21 @@ class Reader {
     if (!j.is_array()) error("{} must be an array", what);
     return j;
   }
+  // Out-of-range doubles become infinities explicitly (a plain cast would be undefined), for
+  // the validation to reject.
+  static float to_float(double v) {
+    if (std::isfinite(v) && std::abs(v) > std::numeric_limits<float>::max())
+      return v > 0 ? std::numeric_limits<float>::infinity()
+                   : -std::numeric_limits<float>::infinity();
+    return static_cast<float>(v);
+  }
+  // An integer that fits an int, so that narrowing it cannot wrap.
+  int small_integer(const json& j, const std::string& what) const {
+    int64_t v = integer(j, what);
+    if (v < std::numeric_limits<int>::min() || v > std::numeric_limits<int>::max())
+      error("{} is {}, out of range", what, v);
+    return static_cast<int>(v);
+  }
   std::vector<std::string> names(const json& j, const char* what) const {
     std::vector<std::string> out;
     for (const json& e : array(j, fmt::format("'{}'", what)))
@@ -168,14 +184,66 @@ class Reader {
     return n;
   }
 
+  // For error messages only: " (node 'name')" of the first node whose tensor attribute refers
+  // to tensor `index`, or "" when the (not yet validated) node list does not say.
+  std::string owner(size_t index) const {
+    if (nodes_json_ == nullptr || !nodes_json_->is_array()) return "";
+    for (const json& n : *nodes_json_) {
+      if (!n.is_object()) continue;
+      auto name = n.find("name");
+      auto attrs = n.find("attrs");
+      if (name == n.end() || !name->is_string() || attrs == n.end() || !attrs->is_object())
+        continue;
+      for (const auto& [key, a] : attrs->items()) {
+        if (!a.is_object()) continue;
+        auto kind = a.find("kind");
+        auto value = a.find("value");
+        if (kind != a.end() && *kind == "tensor" && value != a.end() &&
+            value->is_number_unsigned() && value->get<uint64_t>() == index)
+          return fmt::format(" (node '{}')", name->get<std::string>());
+      }
+    }
+    return "";
+  }
+
+  // The parameters of an encoded tensor entry, as stored; quant::validate checks them.
+  quant::WeightEncoding encoding_params(const json& t, quant::Encoding kind,
+                                        const std::string& where) const {
+    quant::WeightEncoding e{.kind = kind, .bits = quant::kHalfBits};
+    if (kind == quant::Encoding::f16) return e;
+    e.bits = small_integer(field(t, "bits", where), where + " 'bits'");
+    if (kind == quant::Encoding::kmeans) {
+      for (const json& c : array(field(t, "codebook", where), where + " 'codebook'"))
+        e.codebook.push_back(to_float(number(c, where + " centroid")));
+      return e;
+    }
+    if (t.contains("axis")) e.axis = small_integer(t["axis"], where + " 'axis'");
+    if (e.axis == quant::kNoAxis && t.contains("axis"))
+      error("{} 'axis' is {}; leave it out for one scale per tensor", where, e.axis);
+    for (const json& v : array(field(t, "scales", where), where + " 'scales'"))
+      e.scales.push_back(to_float(number(v, where + " scale")));
+    for (const json& z : array(field(t, "zero_points", where), where + " 'zero_points'"))
+      e.zero_points.push_back(small_integer(z, where + " zero point"));
+    return e;
+  }
+
   void read_tensors(const json& list) {
     array(list, "'tensors'");
     std::vector<std::pair<uint64_t, uint64_t>> ranges;  // [offset, end) of non-empty tensors
+    // Encoded tensors are decoded only once every entry has passed every check.
+    struct Pending {
+      size_t index;
+      Shape shape;
+      quant::WeightEncoding params;
+    };
+    std::vector<Pending> to_decode;
     for (size_t i = 0; i < list.size(); ++i) {
       const json& t = list[i];
       const std::string where = fmt::format("tensor {}", i);
       const std::string encoding = string(field(t, "encoding", where), where + " 'encoding'");
-      if (encoding != modelfile::kDenseEncoding)
+      quant::Encoding kind = quant::Encoding::linear;
+      const bool dense = encoding == modelfile::kDenseEncoding;
+      if (!dense && !quant::parse_encoding(encoding, &kind))
         error("tensor {} has encoding '{}', which this build does not read", i, encoding);
       const std::string dtype_text = string(field(t, "dtype", where), where + " 'dtype'");
       DType dtype;
@@ -184,16 +252,30 @@ class Reader {
       } catch (const Error& e) {
         error("tensor {}: {}", i, e.what());
       }
+      if (!dense && dtype != DType::f32)
+        error("tensor {}{} has encoding '{}' with dtype {}; encoded tensors are f32", i, owner(i),
+              encoding, dtype_name(dtype));
       Shape shape;
       for (const json& d : array(field(t, "shape", where), where + " 'shape'"))
         shape.push_back(integer(d, where + " dimension"));
       const int64_t numel = checked_numel(shape, where);
       const int64_t offset = integer(field(t, "offset", where), where + " 'offset'");
       const int64_t bytes = integer(field(t, "bytes", where), where + " 'bytes'");
-      const auto expected = static_cast<uint64_t>(numel) * dtype_size(dtype);
-      if (bytes < 0 || static_cast<uint64_t>(bytes) != expected)
+      uint64_t expected = static_cast<uint64_t>(numel) * dtype_size(dtype);
+      if (dense && (bytes < 0 || static_cast<uint64_t>(bytes) != expected))
         error("tensor {} has {} bytes, but {} {} needs {}", i, bytes, dtype_name(dtype),
               shape_str(shape), expected);
+      if (!dense) {
+        if (bytes < 0) error("tensor {}{} has {} bytes", i, owner(i), bytes);
+        quant::WeightEncoding params = encoding_params(t, kind, where);
+        try {
+          quant::validate(shape, params, static_cast<uint64_t>(bytes));
+        } catch (const Error& e) {
+          error("tensor {}{}: {}", i, owner(i), e.what());
+        }
+        expected = static_cast<uint64_t>(bytes);
+        to_decode.push_back({i, shape, std::move(params)});
+      }
       if (offset < 0 || static_cast<uint64_t>(offset) % kAlign != 0)
         error("tensor {} offset {} is not a non-negative multiple of {}", i, offset, kAlign);
       const auto begin = static_cast<uint64_t>(offset);
@@ -203,14 +285,29 @@ class Reader {
       if (expected > 0) ranges.emplace_back(begin, begin + expected);
       const unsigned char* at = data_ + data_offset_ + begin;
       // Storage is non-const by design; the mapping is private, so writes never reach the file.
+      // An encoded tensor is a byte view until it is decoded below.
       auto storage = Storage::borrow(const_cast<unsigned char*>(at), expected, keep_alive_);
-      tensors_.emplace_back(dtype, std::move(shape), std::move(storage));
+      if (dense)
+        tensors_.emplace_back(dtype, std::move(shape), std::move(storage));
+      else
+        tensors_.emplace_back(DType::u8, Shape{static_cast<int64_t>(expected)}, std::move(storage));
     }
     std::sort(ranges.begin(), ranges.end());
     for (size_t i = 1; i < ranges.size(); ++i)
       if (ranges[i].first < ranges[i - 1].second)
         error("tensors overlap in the data section: [{}, {}) and [{}, {})", ranges[i - 1].first,
               ranges[i - 1].second, ranges[i].first, ranges[i].second);
+    for (Pending& p : to_decode) {
+      const Tensor stored = tensors_[p.index];
+      try {
+        tensors_[p.index] = quant::decode(
+            p.shape, p.params, static_cast<const uint8_t*>(stored.raw()), stored.bytes());
+      } catch (const Error& e) {
+        error("tensor {}{}: {}", p.index, owner(p.index), e.what());
+      }
+      stored_[tensors_[p.index].storage().get()] =
+          StoredWeights{std::move(p.params), stored.bytes()};
+    }
   }
 
   AttrValue attr(const json& a, const std::string& where) const {
@@ -251,7 +348,8 @@ class Reader {
     checked_numel(known, where);
   }
 
-  void read_nodes(const json& list, Graph& graph) {
+  void read_nodes(const json& list, ModelFile& model) {
+    Graph& graph = model.graph;
     array(list, "'nodes'");
     for (size_t i = 0; i < list.size(); ++i) {
       const json& n = list[i];
@@ -294,6 +392,10 @@ class Reader {
       }
       Node& added = graph.mutable_node(id);
       added.device = device;
+      for (const auto& [key, value] : added.attrs.all())
+        if (const auto* t = std::get_if<Tensor>(&value); t != nullptr && t->defined())
+          if (auto it = stored_.find(t->storage().get()); it != stored_.end())
+            model.stored_weights[name] = it->second;
       for (size_t k = 0; k < added.outputs.size(); ++k)
         checked_numel(added.outputs[k].shape, fmt::format("node '{}' output {}", name, k));
     }
@@ -305,6 +407,8 @@ class Reader {
   const std::string& name_;
   uint64_t meta_offset_ = 0, meta_size_ = 0, data_offset_ = 0, data_size_ = 0;
   std::vector<Tensor> tensors_;
+  std::map<const Storage*, StoredWeights> stored_;  // decoded tensor -> how it was stored
+  const json* nodes_json_ = nullptr;
 };
 
 // Closes the descriptor on every path out of load_model.

@@ -31,14 +31,70 @@ json float_json(double v) {
   return v;
 }
 
-struct Layout {
-  json tensors = json::array();
-  std::vector<std::pair<const Tensor*, uint64_t>> placed;  // tensor, offset in data section
-  uint64_t data_size = 0;
+struct Placed {
+  const void* bytes;
+  uint64_t size;
+  uint64_t offset;  // in the data section
 };
 
+struct Layout {
+  json tensors = json::array();
+  std::vector<Placed> placed;
+  uint64_t data_size = 0;
+
+  // Appends `size` bytes at the next aligned offset and returns that offset.
+  uint64_t place(const void* bytes, uint64_t size) {
+    const uint64_t offset = align_up(data_size);
+    placed.push_back({bytes, size, offset});
+    data_size = offset + size;
+    return offset;
+  }
+};
+
+json floats_json(const std::vector<float>& values) {
+  json out = json::array();
+  for (float v : values) out.push_back(float_json(v));
+  return out;
+}
+
+// The tensor entry of encoded weights: the packed data goes to the data section, the
+// parameters into the entry (docs/MODEL_FORMAT.md).
+json encoded_entry(const quant::EncodedTensor& encoded, Layout& layout) {
+  const quant::WeightEncoding& e = encoded.encoding;
+  json entry = {{"dtype", dtype_name(DType::f32)},
+                {"shape", encoded.shape},
+                {"offset", layout.place(encoded.data.data(), encoded.data.size())},
+                {"bytes", encoded.data.size()},
+                {"encoding", quant::encoding_name(e.kind)}};
+  if (e.kind == quant::Encoding::f16) return entry;
+  entry["bits"] = e.bits;
+  if (e.kind == quant::Encoding::kmeans) {
+    entry["codebook"] = floats_json(e.codebook);
+    return entry;
+  }
+  if (e.axis != quant::kNoAxis) entry["axis"] = e.axis;
+  entry["scales"] = floats_json(e.scales);
+  entry["zero_points"] = e.zero_points;
+  return entry;
+}
+
+// The encoded form must stand for the node's own value: same shape, f32, and valid.
+void check_encoded(const std::string& path, const Node& node, const Tensor& value,
+                   const quant::EncodedTensor& encoded) {
+  if (value.dtype() != DType::f32 || value.shape() != encoded.shape)
+    fail("{}: cannot save model: encoded weights for node '{}' are f32{}, but its value is {}{}",
+         path, node.name, shape_str(encoded.shape), dtype_name(value.dtype()),
+         shape_str(value.shape()));
+  try {
+    quant::validate(encoded.shape, encoded.encoding, encoded.data.size());
+  } catch (const Error& e) {
+    fail("{}: cannot save model: encoded weights for node '{}': {}", path, node.name, e.what());
+  }
+}
+
+// `encoded` replaces the node's "value" tensor when set.
 json attr_json(const std::string& path, const Node& node, const std::string& name,
-               const AttrValue& value, Layout& layout) {
+               const AttrValue& value, const quant::EncodedTensor* encoded, Layout& layout) {
   json out = {{"kind", attr_kind_name(attr_kind_of(value))}};
   if (const auto* i = std::get_if<int64_t>(&value)) {
     out["value"] = *i;
@@ -59,15 +115,17 @@ json attr_json(const std::string& path, const Node& node, const std::string& nam
     if (!t.defined())
       fail("{}: cannot save model: node '{}' attribute '{}' is an empty tensor", path, node.name,
            name);
-    uint64_t offset = align_up(layout.data_size);
     out["value"] = layout.tensors.size();
-    layout.tensors.push_back({{"dtype", dtype_name(t.dtype())},
-                              {"shape", t.shape()},
-                              {"offset", offset},
-                              {"bytes", t.bytes()},
-                              {"encoding", modelfile::kDenseEncoding}});
-    layout.placed.emplace_back(&t, offset);
-    layout.data_size = offset + t.bytes();
+    if (encoded != nullptr && name == "value") {
+      check_encoded(path, node, t, *encoded);
+      layout.tensors.push_back(encoded_entry(*encoded, layout));
+    } else {
+      layout.tensors.push_back({{"dtype", dtype_name(t.dtype())},
+                                {"shape", t.shape()},
+                                {"offset", layout.place(t.raw(), t.bytes())},
+                                {"bytes", t.bytes()},
+                                {"encoding", modelfile::kDenseEncoding}});
+    }
   }
   return out;
 }
@@ -83,6 +141,12 @@ void check_model(const std::string& path, const ModelFile& model) {
   for (const std::string& name : model.outputs)
     if (model.graph.find(name) < 0)
       fail("{}: cannot save model: output '{}' is not a node", path, name);
+  for (const auto& [name, encoded] : model.encoded_weights) {
+    int id = model.graph.find(name);
+    if (id < 0 || model.graph.node(id).op != "Const")
+      fail("{}: cannot save model: encoded weights name '{}', which is not a Const node", path,
+           name);
+  }
 }
 
 }  // namespace
@@ -97,9 +161,12 @@ void save_model(const std::string& path, const ModelFile& model) {
       fail("{}: cannot save model: node '{}' has unknown op '{}'", path, n.name, n.op);
     json inputs = json::array();
     for (const Output& in : n.inputs) inputs.push_back({in.node, in.index});
+    auto encoded = model.encoded_weights.find(n.name);
+    const quant::EncodedTensor* encoded_value =
+        encoded == model.encoded_weights.end() ? nullptr : &encoded->second;
     json attrs = json::object();
     for (const auto& [name, value] : n.attrs.all())
-      attrs[name] = attr_json(path, n, name, value, layout);
+      attrs[name] = attr_json(path, n, name, value, encoded_value, layout);
     nodes.push_back({{"name", n.name},
                      {"op", n.op},
                      {"version", def->version},
@@ -133,9 +200,9 @@ void save_model(const std::string& path, const ModelFile& model) {
   file.write(header, sizeof(header));
   file.write(text.data(), text.size());
   file.pad_to(data_offset);
-  for (const auto& [tensor, offset] : layout.placed) {
-    file.pad_to(data_offset + offset);
-    if (tensor->bytes() > 0) file.write(tensor->raw(), tensor->bytes());
+  for (const Placed& p : layout.placed) {
+    file.pad_to(data_offset + p.offset);
+    if (p.size > 0) file.write(p.bytes, p.size);
   }
   SF_CHECK(file.position() == data_offset + layout.data_size, "wrote {} bytes, expected {}",
            file.position(), data_offset + layout.data_size);

@@ -15,6 +15,7 @@ void register_builtin_ops(OpRegistry& registry) {
   register_resize_ops(registry);
   register_conv_transpose_ops(registry);
   register_fused_ops(registry);
+  register_quantized_ops(registry);
 }
 
 }  // namespace sf

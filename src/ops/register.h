@@ -19,5 +19,6 @@ void register_pointwise_ops(OpRegistry& registry);
 void register_resize_ops(OpRegistry& registry);
 void register_conv_transpose_ops(OpRegistry& registry);
 void register_fused_ops(OpRegistry& registry);  // after nn ops: reuses their attributes
+void register_quantized_ops(OpRegistry& registry);  // after nn ops: reuses their attributes
 
 }  // namespace sf

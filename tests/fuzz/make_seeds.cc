@@ -4,6 +4,7 @@
 
 #include "modelfile/model_file.h"
 #include "ops/ops.h"
+#include "quantize/weight_codec.h"
 
 namespace {
 
@@ -43,6 +44,17 @@ sf::ModelFile convnet() {
   return m;
 }
 
+// Weights stored encoded, so that the fuzzer starts from valid linear, k-means and f16 entries.
+sf::ModelFile with_encoded_weights(sf::ModelFile m, const std::string& node,
+                                   sf::quant::EncodedTensor encoded) {
+  m.encoded_weights[node] = std::move(encoded);
+  return m;
+}
+
+const sf::Tensor& value_of(const sf::ModelFile& m, const std::string& node) {
+  return m.graph.node(m.graph.id_of(node)).attrs.get_tensor("value");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -54,6 +66,13 @@ int main(int argc, char** argv) {
     const std::string dir = argv[1];
     sf::save_model(dir + "/mlp.sfm", mlp());
     sf::save_model(dir + "/convnet.sfm", convnet());
+    const sf::ModelFile m = mlp(), c = convnet();
+    sf::save_model(dir + "/mlp-linear.sfm",
+                   with_encoded_weights(m, "w", sf::quant::encode_linear(value_of(m, "w"), 3, 1)));
+    sf::save_model(dir + "/convnet-kmeans.sfm",
+                   with_encoded_weights(c, "k", sf::quant::encode_kmeans(value_of(c, "k"), 2)));
+    sf::save_model(dir + "/mlp-f16.sfm",
+                   with_encoded_weights(m, "b", sf::quant::encode_f16(value_of(m, "b"))));
   } catch (const sf::Error& e) {
     std::fprintf(stderr, "make_seeds: %s\n", e.what());
     return 1;

@@ -18,6 +18,8 @@ Action add_classify_command(CLI::App& app);
 Action add_run_command(CLI::App& app);
 Action add_bench_command(CLI::App& app);
 Action add_inspect_command(CLI::App& app);
+Action add_quantize_command(CLI::App& app);
 Action add_export_images_command(CLI::App& app);
+Action add_prune_command(CLI::App& app);
 
 }  // namespace sf::cli

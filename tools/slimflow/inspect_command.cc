@@ -10,6 +10,23 @@
 
 namespace sf::cli {
 
+namespace {
+
+// How a Const's tensor is stored: "dense", "linear8", "linear4/ch", "kmeans4 (16)", "f16".
+std::string storage_text(const quant::WeightEncoding& e) {
+  switch (e.kind) {
+    case quant::Encoding::linear:
+      return fmt::format("linear{}{}", e.bits, e.per_channel() ? "/ch" : "");
+    case quant::Encoding::kmeans:
+      return fmt::format("kmeans{} ({})", e.bits, e.codebook.size());
+    case quant::Encoding::f16:
+      return "f16";
+  }
+  return "?";
+}
+
+}  // namespace
+
 Action add_inspect_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("inspect", "Show a model's nodes, shapes, parameters and bytes");
   auto path = std::make_shared<std::string>();
@@ -21,7 +38,7 @@ Action add_inspect_command(CLI::App& app) {
     const Graph& g = model.graph;
     nlohmann::json nodes = nlohmann::json::array();
     int64_t parameters = 0;
-    size_t bytes = 0;
+    size_t bytes = 0, stored_bytes = 0;
     for (const Node& n : g.nodes()) {
       nlohmann::json inputs = nlohmann::json::array();
       for (const Output& in : n.inputs) inputs.push_back(g.node(in.node).name);
@@ -33,8 +50,27 @@ Action add_inspect_command(CLI::App& app) {
       if (n.op == "Const") {
         const Tensor& t = n.attrs.get_tensor("value");
         j["parameters"] = t.numel();
-        j["bytes"] = t.bytes();
-        j["encoding"] = "dense";
+        j["bytes"] = t.bytes();  // as loaded (decoded)
+        j["fp32_bytes"] = t.bytes();
+        auto stored = model.stored_weights.find(n.name);
+        if (stored == model.stored_weights.end()) {
+          j["encoding"] = "dense";
+          j["bits"] = dtype_size(t.dtype()) * 8;
+          j["per_channel"] = false;
+          j["stored_bytes"] = t.bytes();
+          j["storage"] = "dense";
+          stored_bytes += t.bytes();
+        } else {
+          const quant::WeightEncoding& e = stored->second.encoding;
+          j["encoding"] = quant::encoding_name(e.kind);
+          j["bits"] = e.bits;
+          j["per_channel"] = e.per_channel();
+          if (e.per_channel()) j["axis"] = e.axis;
+          if (e.kind == quant::Encoding::kmeans) j["codebook_size"] = e.codebook.size();
+          j["stored_bytes"] = stored->second.stored_bytes();
+          j["storage"] = storage_text(e);
+          stored_bytes += stored->second.stored_bytes();
+        }
         parameters += t.numel();
         bytes += t.bytes();
       }
@@ -48,6 +84,7 @@ Action add_inspect_command(CLI::App& app) {
                             {"nodes", nodes},
                             {"parameters", parameters},
                             {"weight_bytes", bytes},
+                            {"stored_weight_bytes", stored_bytes},
                             {"file_bytes", model.file_bytes}};
       std::printf("%s\n", out.dump().c_str());
       return 0;
@@ -56,18 +93,23 @@ Action add_inspect_command(CLI::App& app) {
                 fmt::format("{}", fmt::join(model.inputs, ", ")).c_str(),
                 fmt::format("{}", fmt::join(model.outputs, ", ")).c_str());
     for (const auto& [k, v] : model.metadata) std::printf("  %s: %s\n", k.c_str(), v.c_str());
-    std::printf("\n%-28s %-16s %-20s %12s %12s\n", "node", "op", "output", "parameters", "bytes");
+    std::printf("\n%-28s %-16s %-20s %12s %12s %-14s %12s\n", "node", "op", "output",
+                "parameters", "bytes", "stored as", "stored bytes");
     for (const nlohmann::json& j : nodes) {
       std::string shape = fmt::format("{}{}", j["dtype"].get<std::string>(),
                                       shape_str(j["shape"].get<Shape>()));
       std::string params = j.contains("parameters") ? std::to_string(j["parameters"].get<int64_t>()) : "";
       std::string b = j.contains("bytes") ? std::to_string(j["bytes"].get<size_t>()) : "";
-      std::printf("%-28s %-16s %-20s %12s %12s\n", j["name"].get<std::string>().c_str(),
-                  j["op"].get<std::string>().c_str(), shape.c_str(), params.c_str(), b.c_str());
+      std::string storage = j.contains("storage") ? j["storage"].get<std::string>() : "";
+      std::string stored =
+          j.contains("stored_bytes") ? std::to_string(j["stored_bytes"].get<size_t>()) : "";
+      std::printf("%-28s %-16s %-20s %12s %12s %-14s %12s\n", j["name"].get<std::string>().c_str(),
+                  j["op"].get<std::string>().c_str(), shape.c_str(), params.c_str(), b.c_str(),
+                  storage.c_str(), stored.c_str());
     }
-    std::printf("\n%lld parameters, %.3f MB of weights, %zu bytes on disk\n",
+    std::printf("\n%lld parameters, %.3f MB of weights (%.3f MB stored), %zu bytes on disk\n",
                 static_cast<long long>(parameters), static_cast<double>(bytes) / 1e6,
-                model.file_bytes);
+                static_cast<double>(stored_bytes) / 1e6, model.file_bytes);
     return 0;
   };
 }

@@ -21,7 +21,9 @@ int main(int argc, char** argv) {
   remember(sf::cli::add_run_command(app));
   remember(sf::cli::add_bench_command(app));
   remember(sf::cli::add_inspect_command(app));
+  remember(sf::cli::add_quantize_command(app));
   remember(sf::cli::add_export_images_command(app));
+  remember(sf::cli::add_prune_command(app));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -91,6 +91,7 @@ void register_pool_kernels(KernelRegistry& registry);
 void register_fused_conv_kernels(KernelRegistry& registry);
 void register_fused_matmul_kernels(KernelRegistry& registry);
 void register_transpose_kernels(KernelRegistry& registry);
+void register_quantized_kernels(KernelRegistry& registry);  // int8 conv / matmul
 
 // oneDNN kernels outrank the reference kernels (priority 0).
 inline constexpr int kPriority = 10;

@@ -17,5 +17,6 @@ void register_reference_layout_kernels(KernelRegistry& registry);
 void register_reference_pointwise_kernels(KernelRegistry& registry);
 void register_reference_resize_kernels(KernelRegistry& registry);
 void register_reference_conv_transpose_kernels(KernelRegistry& registry);
+void register_reference_quantized_kernels(KernelRegistry& registry);
 
 }  // namespace sf

@@ -14,6 +14,7 @@ void register_reference_kernels(KernelRegistry& registry) {
   register_reference_pointwise_kernels(registry);
   register_reference_resize_kernels(registry);
   register_reference_conv_transpose_kernels(registry);
+  register_reference_quantized_kernels(registry);
 }
 
 }  // namespace sf

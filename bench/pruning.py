@@ -1,0 +1,178 @@
+#!/usr/bin/env python3
+"""Pruning figures: weights, file size, accuracy and speed of pruned models, one run.
+
+For LeNet-300-100 and the Deep-MNIST CNN on MNIST: train the dense model (unless its run
+exists), prune it with retraining (gradual magnitude schedule), freeze both, compress the pruned
+one (sparse + k-means codebook + Huffman: `slimflow size-report --write`), and measure test
+accuracy, weights kept, file bytes and batch-1 latency of each. Also: the Deep-MNIST CNN with
+half its filters removed (structured pruning), the sensitivity curves, and the peer: PyTorch
+1.13's own pruning (torch.nn.utils.prune) on the same network, which leaves a dense model of the
+same size and speed.
+
+    /usr/bin/python3 bench/pruning.py [--threads 2] [--epochs 4] [--json]
+
+Writes runs/bench-prune/*.json (sensitivity curves, accuracy-vs-size points) and prints a table.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+OUT = os.path.join(ROOT, "runs", "bench-prune")
+
+MODELS = {
+    # name: (spec, dense run, prune target, dense epochs)
+    "lenet-300-100": ("models/lenet-300-100.yaml", "runs/lenet300", 0.95, 10),
+    "deep-mnist": ("models/deep-mnist.yaml", "runs/mnist", 0.95, 5),
+}
+
+
+def run(cmd, capture=True):
+    print("$ " + " ".join(cmd), file=sys.stderr, flush=True)
+    proc = subprocess.run(cmd, cwd=ROOT, stdout=subprocess.PIPE if capture else None, text=True)
+    if proc.returncode != 0:
+        sys.exit(f"failed ({proc.returncode}): {' '.join(cmd)}")
+    return proc.stdout or ""
+
+
+def last_json(text):
+    return json.loads([l for l in text.splitlines() if l.startswith("{")][-1])
+
+
+def evaluate(sf, model, threads):
+    return last_json(run([sf, "eval", "--model", model, "--data", "mnist", "--threads", threads,
+                          "--json"]))["accuracy"]
+
+
+def bench(sf, model, threads, runs=300):
+    return last_json(run([sf, "bench", "--model", model, "--batch", "1", "--threads", threads,
+                          "--runs", str(runs), "--json"]))
+
+
+def pytorch_peer(threads):
+    """PyTorch's pruning API on the Deep-MNIST CNN: size and batch-1 latency before/after."""
+    code = f"""
+import io, json, time, torch
+from torch import nn
+import torch.nn.utils.prune as prune
+torch.set_num_threads({threads})
+net = nn.Sequential(nn.Conv2d(1, 32, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
+                    nn.Conv2d(32, 64, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+                    nn.Linear(3136, 1024), nn.ReLU(), nn.Linear(1024, 10)).eval()
+x = torch.randn(1, 1, 28, 28)
+def measure():
+    with torch.no_grad():
+        for _ in range(50): net(x)
+        times = []
+        for _ in range(300):
+            t = time.perf_counter(); net(x); times.append(time.perf_counter() - t)
+    buf = io.BytesIO(); torch.save(net.state_dict(), buf)
+    return sorted(times)[len(times) // 2] * 1e3, len(buf.getvalue())
+dense_ms, dense_bytes = measure()
+params = [(m, "weight") for m in net if isinstance(m, (nn.Conv2d, nn.Linear))]
+prune.global_unstructured(params, pruning_method=prune.L1Unstructured, amount=0.95)
+for m, name in params: prune.remove(m, name)
+pruned_ms, pruned_bytes = measure()
+print(json.dumps(dict(dense_ms=dense_ms, dense_bytes=dense_bytes, pruned_ms=pruned_ms,
+                      pruned_bytes=pruned_bytes)))
+"""
+    proc = subprocess.run(["/usr/bin/python3", "-c", code], stdout=subprocess.PIPE, text=True,
+                          env=dict(os.environ, OPENBLAS_CORETYPE="Cooperlake",
+                                   OPENBLAS_NUM_THREADS="1"))
+    return json.loads(proc.stdout.strip().splitlines()[-1]) if proc.returncode == 0 else None
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--threads", default="2")
+    parser.add_argument("--epochs", type=int, default=4, help="retraining epochs when pruning")
+    parser.add_argument("--bits", type=int, default=5, help="codebook bits of the compressed file")
+    parser.add_argument("--slimflow", default="build/release/slimflow")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    sf, t = args.slimflow, args.threads
+    os.makedirs(OUT, exist_ok=True)
+    rows = []
+    for name, (spec, dense_run, target, dense_epochs) in MODELS.items():
+        if not os.path.exists(os.path.join(ROOT, dense_run, "checkpoint.sfck")):
+            run([sf, "train", "--model", spec, "--data", "mnist", "--epochs", str(dense_epochs),
+                 "--threads", t, "--out", dense_run, "--quiet"])
+        pruned_run = os.path.join("runs", "bench-prune", name + "-pruned")
+        prune = last_json(run([sf, "prune", dense_run, "--data", "mnist", "--target", str(target),
+                               "--schedule", "gradual", "--epochs", str(args.epochs),
+                               "--threads", t, "--out", pruned_run, "--quiet", "--json"]))
+        dense_sfm = os.path.join("runs", "bench-prune", name + ".sfm")
+        pruned_sfm = os.path.join("runs", "bench-prune", name + "-pruned.sfm")
+        packed_sfm = os.path.join("runs", "bench-prune", name + "-pruned-q.sfm")
+        run([sf, "freeze", dense_run, "--out", dense_sfm])
+        run([sf, "freeze", pruned_run, "--out", pruned_sfm])
+        size = last_json(run([sf, "size-report", pruned_sfm, "--bits", str(args.bits),
+                              "--scheme", "kmeans", "--write", packed_sfm, "--json"]))
+        with open(os.path.join(OUT, name + "-size.json"), "w") as f:
+            json.dump(size, f)
+        row = {"model": name, "target": target,
+               "total_weights": prune["total_weights"], "nonzero_weights": prune["nonzero_weights"],
+               "weights_ratio": prune["total_weights"] / prune["nonzero_weights"],
+               "dense_accuracy": evaluate(sf, dense_sfm, t),
+               "pruned_accuracy": evaluate(sf, pruned_sfm, t),
+               "compressed_accuracy": evaluate(sf, packed_sfm, t),
+               "dense_bytes": os.path.getsize(os.path.join(ROOT, dense_sfm)),
+               "pruned_bytes": os.path.getsize(os.path.join(ROOT, pruned_sfm)),
+               "compressed_bytes": os.path.getsize(os.path.join(ROOT, packed_sfm)),
+               "size_report_ratio": size["compression_ratio"]}
+        dense_b, pruned_b = bench(sf, dense_sfm, t), bench(sf, pruned_sfm, t)
+        row.update(dense_ms=dense_b["latency_ms_median"], pruned_ms=pruned_b["latency_ms_median"],
+                   speedup=dense_b["latency_ms_median"] / pruned_b["latency_ms_median"],
+                   file_ratio=row["dense_bytes"] / row["compressed_bytes"])
+        rows.append(row)
+
+    # Structured: half the filters / neurons of the Deep-MNIST CNN.
+    structured_run = os.path.join("runs", "bench-prune", "deep-mnist-structured")
+    structured = last_json(run([sf, "prune", "runs/mnist", "--data", "mnist", "--structured",
+                                "--target", "0.5", "--epochs", str(args.epochs), "--threads", t,
+                                "--out", structured_run, "--quiet", "--json"]))
+    structured_sfm = structured_run + ".sfm"
+    run([sf, "freeze", structured_run, "--out", structured_sfm])
+    dense_b = bench(sf, os.path.join("runs", "bench-prune", "deep-mnist.sfm"), t)
+    structured_b = bench(sf, structured_sfm, t)
+    structured_row = {"accuracy": evaluate(sf, structured_sfm, t),
+                      "weights_ratio": structured["total_weights"] / structured["nonzero_weights"],
+                      "dense_ms": dense_b["latency_ms_median"],
+                      "structured_ms": structured_b["latency_ms_median"],
+                      "speedup": dense_b["latency_ms_median"] / structured_b["latency_ms_median"]}
+
+    sensitivity = last_json(run([sf, "prune", "sensitivity", "runs/mnist", "--data", "mnist",
+                                 "--threads", t, "--max-drop", "0.1", "--json"]))
+    with open(os.path.join(OUT, "sensitivity.json"), "w") as f:
+        json.dump(sensitivity, f)
+    peer = pytorch_peer(t)
+    result = {"rows": rows, "structured": structured_row, "pytorch": peer}
+    with open(os.path.join(OUT, "results.json"), "w") as f:
+        json.dump(result, f)
+    if args.json:
+        print(json.dumps(result))
+        return
+
+    print(f"\nPruning on MNIST, {t} threads (accuracy: full test set; latency: batch 1, median)")
+    print(f"{'model':15}{'weights kept':>14}{'fewer':>8}{'acc dense':>11}{'pruned':>9}"
+          f"{'compressed':>12}{'file x':>8}{'ms dense':>10}{'pruned':>8}{'speedup':>9}")
+    for r in rows:
+        print(f"{r['model']:15}{r['nonzero_weights']:>14,}{r['weights_ratio']:7.1f}x"
+              f"{100 * r['dense_accuracy']:10.2f}%{100 * r['pruned_accuracy']:8.2f}%"
+              f"{100 * r['compressed_accuracy']:11.2f}%{r['file_ratio']:7.1f}x"
+              f"{r['dense_ms']:10.3f}{r['pruned_ms']:8.3f}{r['speedup']:8.2f}x")
+    s = structured_row
+    print(f"{'deep-mnist, half the filters (structured)':44}{100 * s['accuracy']:8.2f}%"
+          f"{'':20}{s['dense_ms']:10.3f}{s['structured_ms']:8.3f}{s['speedup']:8.2f}x")
+    if peer:
+        print(f"PyTorch 1.13 torch.nn.utils.prune (95% global L1) on the same CNN: "
+              f"{peer['dense_ms']:.3f} -> {peer['pruned_ms']:.3f} ms, "
+              f"{peer['dense_bytes']:,} -> {peer['pruned_bytes']:,} bytes (dense storage)")
+    print(f"sensitivity curves and size tables: {os.path.relpath(OUT, ROOT)}/")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,111 @@
+#include "compress/size_report.h"
+
+#include <set>
+
+#include "core/error.h"
+
+namespace sf {
+
+namespace {
+
+const std::set<std::string> kWeightReaders = {"Conv2D", "FusedConv2D", "MatMul", "FusedMatMul",
+                                              "ConvTranspose2D"};
+
+// The smallest encoding over the index widths worth trying.
+std::pair<uint64_t, SparseOptions> smallest(const Tensor& w, SparseOptions o) {
+  uint64_t best = UINT64_MAX;
+  SparseOptions best_options = o;
+  for (int index_bits = 2; index_bits <= 10; ++index_bits) {
+    o.index_bits = index_bits;
+    SparseSizes sizes;
+    encode_sparse(w, o, &sizes);
+    if (sizes.bytes < best) {
+      best = sizes.bytes;
+      best_options = o;
+    }
+  }
+  return {best, best_options};
+}
+
+}  // namespace
+
+uint64_t SizeReport::fp32_bytes() const {
+  uint64_t n = other_bytes;
+  for (const auto& r : rows) n += r.fp32_bytes;
+  return n;
+}
+uint64_t SizeReport::pruned_bytes() const {
+  uint64_t n = other_bytes;
+  for (const auto& r : rows) n += r.pruned_bytes;
+  return n;
+}
+uint64_t SizeReport::quantized_bytes() const {
+  uint64_t n = other_bytes;
+  for (const auto& r : rows) n += r.quantized_bytes;
+  return n;
+}
+uint64_t SizeReport::final_bytes() const {
+  uint64_t n = other_bytes;
+  for (const auto& r : rows) n += r.final_bytes;
+  return n;
+}
+int64_t SizeReport::total_weights() const {
+  int64_t n = 0;
+  for (const auto& r : rows) n += r.total_weights;
+  return n;
+}
+int64_t SizeReport::nonzero_weights() const {
+  int64_t n = 0;
+  for (const auto& r : rows) n += r.nonzero_weights;
+  return n;
+}
+
+SizeReport size_report(const ModelFile& model, const SizeReportOptions& options,
+                       const std::string& what) {
+  if (options.bits != 0 && (options.bits < 2 || options.bits > 8))
+    fail("--bits {} is outside [2, 8]", options.bits);
+  if (options.scheme != "kmeans" && options.scheme != "linear")
+    fail("--scheme must be kmeans or linear, got '{}'", options.scheme);
+  const Graph& g = model.graph;
+  std::map<int, std::string> reader_of;  // Const node id -> the layer reading it as weights
+  for (int id = 0; id < g.num_nodes(); ++id) {
+    const Node& n = g.node(id);
+    if (kWeightReaders.count(n.op) && n.inputs.size() > 1 && g.node(n.inputs[1].node).op == "Const")
+      reader_of[n.inputs[1].node] = n.name;
+  }
+  SizeReport report;
+  for (int id = 0; id < g.num_nodes(); ++id) {
+    const Node& n = g.node(id);
+    if (n.op != "Const") continue;
+    const Tensor& t = n.attrs.get_tensor("value");
+    const uint64_t bytes = static_cast<uint64_t>(t.numel()) * dtype_size(t.dtype());
+    auto reader = reader_of.find(id);
+    if (reader == reader_of.end() || t.dtype() != DType::f32) {
+      report.other_bytes += bytes;
+      continue;
+    }
+    SizeReportRow row{n.name, reader->second, t.numel(), 0, bytes};
+    const float* v = t.data<float>();
+    for (int64_t i = 0; i < t.numel(); ++i) row.nonzero_weights += v[i] != 0.0f;
+    const auto [pruned_bytes, pruned_options] = smallest(t, SparseOptions{});
+    row.pruned_bytes = std::min(bytes, pruned_bytes);
+    SparseOptions q{.value_bits = options.bits, .linear = options.scheme == "linear"};
+    const auto [quantized_bytes, quantized_options] =
+        options.bits ? smallest(t, q) : std::pair{pruned_bytes, pruned_options};
+    row.quantized_bytes = options.bits ? quantized_bytes : row.pruned_bytes;
+    q.huffman = true;
+    const auto [coded_bytes, coded_options] = smallest(t, q);
+    // Huffman tables can outweigh what they save on a tiny tensor; dense can beat sparse.
+    row.final_bytes = std::min(coded_bytes, quantized_bytes);
+    row.final_options = coded_bytes <= quantized_bytes ? coded_options : quantized_options;
+    if (options.bits == 0 && row.final_bytes >= bytes) {
+      row.final_bytes = bytes;
+      row.final_dense = true;
+    }
+    report.rows.push_back(row);
+  }
+  if (report.rows.empty()) fail("{}: the model has no conv or matmul weights to report on", what);
+  return report;
+}
+
+}  // namespace sf

@@ -1,0 +1,187 @@
+// Sparse FusedConv2D (groups 1): y = conv(x, filter) + bias, then the activation, with a frozen
+// HWIO filter kept as each output channel's nonzero taps.
+//
+// The input of each image is rewritten once per call into a zero-padded, channel-major layout
+// that is also split by stride phase: plane (ci, rh, rw) holds the padded pixels (h, w) with
+// h % sh == rh and w % sw == rw, at row h / sh and column w / sw. In that layout the inputs a
+// tap (kh, kw, ci) meets along an output row are contiguous for every stride and dilation, and
+// so are whole output images if each output row is computed Qw (the plane width) long and the
+// spare columns dropped. Each nonzero tap then becomes one offset into the layout, and an output
+// channel is one sum of scaled contiguous runs (sparse_accumulate.h) over the whole image.
+#include <omp.h>
+
+#include <algorithm>
+#include <limits>
+#include <vector>
+
+#include "kernels/kernel.h"
+#include "kernels/sparse/sparse_accumulate.h"
+#include "kernels/sparse/sparse_kernels.h"
+#include "kernels/sparse/sparse_weights.h"
+#include "ops/conv_geometry.h"
+
+namespace sf::sparse {
+
+namespace {
+
+// Output channels computed together, so that each pixel's outputs are written as one run.
+constexpr int64_t kChannelTile = 16;
+
+// The stride-split padded layout of one image and where a tap starts in it.
+struct SplitLayout {
+  int64_t channels = 0;
+  int64_t sh = 1, sw = 1;  // strides: phases per axis
+  int64_t qh = 0, qw = 0;  // rows and columns of one plane
+  int64_t out_h = 0, out_w = 0;
+
+  SplitLayout(const Window2D& g, int64_t c, int64_t kh, int64_t kw)
+      : channels(c), sh(g.h.stride), sw(g.w.stride), out_h(g.h.out), out_w(g.w.out) {
+    qh = out_h + (kh - 1) * g.h.dilation / sh;
+    qw = out_w + (kw - 1) * g.w.dilation / sw;
+  }
+  int64_t plane() const { return qh * qw; }
+  int64_t image() const { return channels * sh * sw * plane(); }
+  // One output channel computed with Qw-long rows; the last row stops at out_w.
+  int64_t run_length() const { return (out_h - 1) * qw + out_w; }
+
+  int64_t tap_offset(const ConvTap& t, const Window2D& g) const {
+    const int64_t h = t.kh * g.h.dilation, w = t.kw * g.w.dilation;
+    return ((t.ci * sh + h % sh) * sw + w % sw) * plane() + (h / sh) * qw + w / sw;
+  }
+};
+
+class SparseConvKernel : public SparseKernel {
+ public:
+  SparseConvKernel(const KernelSpec& spec, double threshold)
+      : SparseKernel(spec, threshold),
+        geometry_(conv_window(spec.node.attrs, spec.inputs[0].shape, spec.inputs[1].shape)),
+        filter_shape_(spec.inputs[1].shape),
+        layout_(geometry_, spec.inputs[0].shape[3], filter_shape_[0], filter_shape_[1]),
+        activation_(activation_of(spec.node)) {}
+
+ protected:
+  void prepare(const Tensor& weights) override {
+    const std::vector<std::vector<ConvTap>> taps =
+        conv_taps_of_filter(weights.data<float>(), filter_shape_);
+    tap_start_.assign(1, 0);
+    offsets_.clear();
+    values_.clear();
+    for (const std::vector<ConvTap>& channel : taps) {
+      for (const ConvTap& t : channel) {
+        offsets_.push_back(static_cast<uint32_t>(layout_.tap_offset(t, geometry_)));
+        values_.push_back(t.value);
+      }
+      tap_start_.push_back(static_cast<int64_t>(values_.size()));
+    }
+  }
+
+  void compute_sparse(KernelContext& ctx) override {
+    const Tensor& x = ctx.inputs[0];
+    const int64_t batch = x.shape()[0];
+    split_.resize(static_cast<size_t>(batch * layout_.image()));
+    for (int64_t b = 0; b < batch; ++b) split_image(x, b, split_.data() + b * layout_.image());
+    multiply(ctx.inputs[2].data<float>(), ctx.outputs[0].data<float>(), batch);
+  }
+
+ private:
+  void split_image(const Tensor& x_tensor, int64_t b, float* out) const {
+    const int64_t h_in = x_tensor.shape()[1], w_in = x_tensor.shape()[2];
+    const int64_t c = layout_.channels, sh = layout_.sh, sw = layout_.sw;
+    const int64_t qh = layout_.qh, qw = layout_.qw, plane = layout_.plane();
+    const int64_t top = geometry_.h.pad_before, left = geometry_.w.pad_before;
+    const float* x = x_tensor.data<float>() + b * h_in * w_in * c;
+    const int64_t padded_rows = qh * sh, padded_cols = qw * sw;
+#pragma omp parallel for schedule(static) if (layout_.image() > 16384)
+    for (int64_t hp = 0; hp < padded_rows; ++hp) {
+      const int64_t h = hp - top;
+      for (int64_t wp = 0; wp < padded_cols; ++wp) {
+        const int64_t w = wp - left;
+        float* dst = out + ((hp % sh) * sw + wp % sw) * plane + (hp / sh) * qw + wp / sw;
+        const int64_t channel_step = sh * sw * plane;
+        if (h < 0 || h >= h_in || w < 0 || w >= w_in) {
+          for (int64_t ci = 0; ci < c; ++ci) dst[ci * channel_step] = 0.0f;
+        } else {
+          const float* src = x + (h * w_in + w) * c;
+          for (int64_t ci = 0; ci < c; ++ci) dst[ci * channel_step] = src[ci];
+        }
+      }
+    }
+  }
+
+  void multiply(const float* bias, float* y, int64_t batch) {
+    const AccumulateFn<uint32_t> accumulate = best_accumulate<uint32_t>();
+    const int64_t out_channels = filter_shape_[3];
+    const int64_t run = layout_.run_length();
+    const int64_t out_h = layout_.out_h, out_w = layout_.out_w, qw = layout_.qw;
+    const int64_t tiles = (out_channels + kChannelTile - 1) / kChannelTile;
+    sums_.resize(static_cast<size_t>(omp_get_max_threads() * kChannelTile * run));
+    const Activation act = activation_;
+#pragma omp parallel
+    {
+      float* sums = sums_.data() + omp_get_thread_num() * kChannelTile * run;
+#pragma omp for collapse(2) schedule(static)
+      for (int64_t b = 0; b < batch; ++b)
+        for (int64_t t = 0; t < tiles; ++t) {
+          const int64_t co0 = t * kChannelTile;
+          const int64_t channels = std::min(kChannelTile, out_channels - co0);
+          for (int64_t c = 0; c < channels; ++c) {
+            const size_t co = static_cast<size_t>(co0 + c);
+            accumulate(split_.data() + b * layout_.image(), offsets_.data() + tap_start_[co], 1,
+                       values_.data() + tap_start_[co], tap_start_[co + 1] - tap_start_[co], run,
+                       sums + c * run);
+          }
+          float* image = y + b * out_h * out_w * out_channels + co0;
+          for (int64_t oh = 0; oh < out_h; ++oh)
+            for (int64_t ow = 0; ow < out_w; ++ow) {
+              float* pixel = image + (oh * out_w + ow) * out_channels;
+              const int64_t at = oh * qw + ow;
+              for (int64_t c = 0; c < channels; ++c)
+                pixel[c] = activate(sums[c * run + at] + bias[co0 + c], act);
+            }
+        }
+    }
+  }
+
+  Window2D geometry_;
+  Shape filter_shape_;
+  SplitLayout layout_;
+  Activation activation_;
+  std::vector<int64_t> tap_start_;  // per output channel, into offsets_ / values_
+  std::vector<uint32_t> offsets_;   // where each nonzero tap starts in the split layout
+  std::vector<float> values_;
+  std::vector<float> split_;  // the split layout of every image of the batch
+  std::vector<float> sums_;   // per thread: kChannelTile output channels of one image
+};
+
+bool accepts(const KernelSpec& spec) {
+  if (!spec.input_is_constant(1) || spec.inputs.size() != 3) return false;
+  for (const TensorType& t : spec.inputs)
+    if (t.dtype != DType::f32 || num_elements(t.shape) == 0) return false;
+  const Shape& x = spec.inputs[0].shape;
+  const Shape& w = spec.inputs[1].shape;
+  if (x.size() != 4 || w.size() != 4 || num_elements(spec.node.outputs[0].shape) == 0) return false;
+  if (spec.node.attrs.get_int("groups") != 1 || w[2] != x[3]) return false;  // grouped: dense
+  const SplitLayout layout(conv_window(spec.node.attrs, x, w), x[3], w[0], w[1]);
+  return layout.image() <= static_cast<int64_t>(std::numeric_limits<uint32_t>::max());
+}
+
+KernelDef conv_kernel(const char* impl, bool always_sparse, int priority) {
+  KernelDef def;
+  def.op = "FusedConv2D";
+  def.impl = impl;
+  def.priority = priority;
+  def.accepts = accepts;
+  def.create = [always_sparse](const KernelSpec& spec) -> std::unique_ptr<Kernel> {
+    return std::make_unique<SparseConvKernel>(spec, always_sparse ? 0.0 : kConvCrossover);
+  };
+  return def;
+}
+
+}  // namespace
+
+void register_conv_kernels(KernelRegistry& registry) {
+  registry.add(conv_kernel("sparse", false, kPriority));
+  registry.add(conv_kernel("sparse_only", true, 1));
+}
+
+}  // namespace sf::sparse

@@ -1,0 +1,32 @@
+#include "kernels/sparse/sparse_kernels.h"
+#include "kernels/sparse/sparse_weights.h"
+
+namespace sf::sparse {
+
+SparseKernel::SparseKernel(const KernelSpec& spec, double threshold) : threshold_(threshold) {
+  if (threshold_ > 0.0) dense_ = KernelRegistry::global().select(spec, "onednn").create(spec);
+}
+
+void SparseKernel::compute(KernelContext& ctx) {
+  const Tensor& weights = ctx.inputs[1];
+  if (weights.raw() != decided_for_ || path_ == Path::Undecided) {
+    sparsity_ = zero_fraction(weights.data<float>(), weights.numel());
+    path_ = sparsity_ >= threshold_ ? Path::Sparse : Path::Dense;
+    if (path_ == Path::Sparse) prepare(weights);
+    decided_for_ = weights.raw();
+  }
+  if (path_ == Path::Sparse)
+    compute_sparse(ctx);
+  else
+    dense_->compute(ctx);
+}
+
+Activation activation_of(const Node& node) {
+  if (!node.attrs.has("activation")) return Activation::None;
+  const std::string& a = node.attrs.get_string("activation");
+  if (a == "relu") return Activation::Relu;
+  if (a == "relu6") return Activation::Relu6;
+  return Activation::None;
+}
+
+}  // namespace sf::sparse

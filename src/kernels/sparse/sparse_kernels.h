@@ -1,0 +1,89 @@
+// Sparse fp32 kernels for pruned inference graphs: FusedMatMul, MatMul and FusedConv2D whose
+// weights (input 1) are Const tensors with many exact zeros.
+//
+// A KernelSpec says only that the weights are constant, not what they hold, so the choice
+// between the sparse and the dense product is made at run time: the first compute() (and any
+// compute that sees a different weight buffer) counts the zeros and takes the sparse path only
+// at or above the measured crossover for the op and shape class; otherwise it runs the dense
+// kernel created with it. Impl "sparse" (priority above oneDNN) decides that way;
+// "sparse_only" always takes the sparse path, so tests can check it at any sparsity.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "kernels/kernel.h"
+
+namespace sf {
+
+class KernelRegistry;
+
+namespace sparse {
+
+// Above oneDNN (priority 10): the sparse kernels see frozen weights first and hand dense ones
+// back to oneDNN themselves.
+inline constexpr int kPriority = 20;
+
+// Crossovers: the fraction of zero weights from which the sparse product beats oneDNN's dense
+// one on the Deep-MNIST layers, measured with
+//   OMP_NUM_THREADS=1 build/qd/bench/kernel_bench --benchmark_filter='^sparse/'
+//       --benchmark_repetitions=5   (best CPU time of the repetitions)
+// on the 2-core development machine (AMD EPYC, AVX-512; other builds were running, so CPU time
+// with one thread was the stable figure). Interpolating between the 70% and 80% cases, all four
+// layers cross at 78% (fc1 batch 1: dense 277 us, sparse 381 us at 70%, 256 us at 80%); each
+// constant is rounded up to 80% so that the sparse path is only taken where it clearly wins.
+//
+// Batch-1 MatMul (a sparse dot product per output): fc1 3136x1024 at batch 1 crosses at 78%.
+inline constexpr double kMatMulRowCrossover = 0.8;
+// MatMul with a batch of rows (each nonzero scales a row of the transposed input): fc1 at
+// batch 64 crosses at 78%.
+inline constexpr double kMatMulBatchCrossover = 0.8;
+// Conv2D (each nonzero tap scales a run of the padded, stride-split input): conv2 (14x14x32,
+// 5x5x32x64, SAME) crosses at 78% at batch 1 and at batch 64. Strided layers compute some spare
+// columns and were not measured; they use the same constant.
+inline constexpr double kConvCrossover = 0.8;
+
+// The base of the sparse kernels: owns the run-time choice and the dense fallback.
+class SparseKernel : public Kernel {
+ public:
+  enum class Path { Undecided, Sparse, Dense };
+
+  void compute(KernelContext& ctx) override;
+
+  // Which product the last compute() ran, and the weight sparsity it was chosen on.
+  Path path() const { return path_; }
+  double weight_sparsity() const { return sparsity_; }
+  double threshold() const { return threshold_; }
+
+ protected:
+  // `threshold` 0 always takes the sparse path; otherwise `spec` is handed to the dense kernel
+  // (oneDNN where it accepts, the reference otherwise), created here so that compute() never
+  // plans anything.
+  SparseKernel(const KernelSpec& spec, double threshold);
+
+  // Builds the sparse form of the weights (input 1); called when they are first seen.
+  virtual void prepare(const Tensor& weights) = 0;
+  virtual void compute_sparse(KernelContext& ctx) = 0;
+
+ private:
+  double threshold_;
+  std::unique_ptr<Kernel> dense_;
+  const void* decided_for_ = nullptr;
+  Path path_ = Path::Undecided;
+  double sparsity_ = 0.0;
+};
+
+void register_matmul_kernels(KernelRegistry& registry);
+void register_conv_kernels(KernelRegistry& registry);
+
+// The activations FusedConv2D and FusedMatMul apply after the bias.
+enum class Activation { None, Relu, Relu6 };
+Activation activation_of(const Node& node);
+inline float activate(float v, Activation a) {
+  if (a == Activation::None) return v;
+  v = v > 0.0f ? v : 0.0f;
+  return a == Activation::Relu6 && v > 6.0f ? 6.0f : v;
+}
+
+}  // namespace sparse
+}  // namespace sf

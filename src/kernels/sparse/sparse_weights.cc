@@ -1,0 +1,61 @@
+#include "kernels/sparse/sparse_weights.h"
+
+#include <limits>
+
+namespace sf::sparse {
+
+double zero_fraction(const float* values, int64_t count) {
+  if (count == 0) return 1.0;
+  int64_t zeros = 0;
+  for (int64_t i = 0; i < count; ++i) zeros += values[i] == 0.0f;
+  return static_cast<double>(zeros) / static_cast<double>(count);
+}
+
+namespace {
+
+template <typename Index>
+CsrMatrix<Index> build_csr(const float* w, int64_t k, int64_t n, bool transposed) {
+  CsrMatrix<Index> csr;
+  csr.rows = n;
+  csr.cols = k;
+  csr.row_start.reserve(static_cast<size_t>(n + 1));
+  csr.row_start.push_back(0);
+  // Element (kk, nn) of W, whichever way it is stored.
+  const int64_t k_step = transposed ? 1 : n;
+  const int64_t n_step = transposed ? k : 1;
+  for (int64_t nn = 0; nn < n; ++nn) {
+    for (int64_t kk = 0; kk < k; ++kk) {
+      const float v = w[kk * k_step + nn * n_step];
+      if (v == 0.0f) continue;
+      csr.col.push_back(static_cast<Index>(kk));
+      csr.value.push_back(v);
+    }
+    csr.row_start.push_back(static_cast<int64_t>(csr.value.size()));
+  }
+  return csr;
+}
+
+}  // namespace
+
+AnyCsr csr_of_weights(const float* w, int64_t k, int64_t n, bool transposed) {
+  if (k <= static_cast<int64_t>(std::numeric_limits<uint16_t>::max()) + 1)
+    return build_csr<uint16_t>(w, k, n, transposed);
+  return build_csr<uint32_t>(w, k, n, transposed);
+}
+
+std::vector<std::vector<ConvTap>> conv_taps_of_filter(const float* filter, const Shape& hwio) {
+  const int64_t kh = hwio[0], kw = hwio[1], ci = hwio[2], co = hwio[3];
+  std::vector<std::vector<ConvTap>> taps(static_cast<size_t>(co));
+  for (int64_t h = 0; h < kh; ++h)
+    for (int64_t w = 0; w < kw; ++w)
+      for (int64_t c = 0; c < ci; ++c) {
+        const float* row = filter + ((h * kw + w) * ci + c) * co;
+        for (int64_t o = 0; o < co; ++o)
+          if (row[o] != 0.0f)
+            taps[static_cast<size_t>(o)].push_back(ConvTap{
+                static_cast<int32_t>(h), static_cast<int32_t>(w), static_cast<int32_t>(c), row[o]});
+      }
+  return taps;
+}
+
+}  // namespace sf::sparse

@@ -1,0 +1,49 @@
+// Sparse forms of frozen weights, built once from the dense tensor when a kernel first sees it.
+//
+// MatMul: W [K, N] is stored transposed in CSR, one row per output n holding its nonzero
+// (k, value) pairs, so each output is one short sparse dot product (batch 1) or one sum of
+// scaled input rows (batches). Indices are 16-bit when K allows: at 90% sparsity the index
+// stream is a third of the bytes read, and 16 bits cut it in half.
+//
+// Conv2D: per output channel, the nonzero (kh, kw, ci) taps with their values; the kernel turns
+// each tap into an offset into its own input layout (see sparse_conv_kernel.cc).
+#pragma once
+
+#include <cstdint>
+#include <variant>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace sf::sparse {
+
+// The fraction of exact zeros among `count` floats (1 for an empty tensor).
+double zero_fraction(const float* values, int64_t count);
+
+template <typename Index>
+struct CsrMatrix {
+  int64_t rows = 0;                // N: one row per output
+  int64_t cols = 0;                // K: the reduced dimension
+  std::vector<int64_t> row_start;  // rows + 1 entries into col / value
+  std::vector<Index> col;
+  std::vector<float> value;
+
+  int64_t nonzeros() const { return static_cast<int64_t>(value.size()); }
+};
+
+// Narrow indices when every column fits; 32-bit otherwise.
+using AnyCsr = std::variant<CsrMatrix<uint16_t>, CsrMatrix<uint32_t>>;
+
+// The transpose of W in CSR. `w` holds W [K, N] row-major, or W^T [N, K] when `transposed`
+// (MatMul's transpose_b).
+AnyCsr csr_of_weights(const float* w, int64_t k, int64_t n, bool transposed);
+
+struct ConvTap {
+  int32_t kh, kw, ci;
+  float value;
+};
+
+// For each output channel of an HWIO filter [kh, kw, ci, co], its nonzero taps.
+std::vector<std::vector<ConvTap>> conv_taps_of_filter(const float* filter, const Shape& hwio);
+
+}  // namespace sf::sparse

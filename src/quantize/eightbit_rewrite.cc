@@ -1,0 +1,419 @@
+#include "quantize/eightbit_rewrite.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "core/error.h"
+#include "graph/op_registry.h"
+#include "ops/ops.h"
+#include "ops/quantized_ops.h"
+#include "quantize/quant_params.h"
+
+namespace sf {
+
+SymmetricWeights quantize_weights_symmetric(const Tensor& w, bool per_channel) {
+  SF_CHECK(w.dtype() == DType::f32 && w.rank() >= 1, "weights {} {}", dtype_name(w.dtype()),
+           shape_str(w.shape()));
+  const int64_t channels = per_channel ? w.dim(-1) : 1;
+  const int64_t inner = w.dim(-1);
+  const float* src = w.data<float>();
+  std::vector<float> max_abs(static_cast<size_t>(channels), 0.0f);
+  for (int64_t i = 0; i < w.numel(); ++i) {
+    float& m = max_abs[static_cast<size_t>(per_channel ? i % inner : 0)];
+    m = std::max(m, std::fabs(src[i]));
+  }
+  SymmetricWeights out{Tensor(DType::i8, w.shape()), Tensor(DType::f32, {channels})};
+  float* scales = out.scales.data<float>();
+  for (int64_t c = 0; c < channels; ++c) {
+    const float m = max_abs[static_cast<size_t>(c)];
+    // A zero scale would divide by zero in the kernels' bias and requantization arithmetic.
+    scales[c] = m > 0.0f && std::isfinite(m) ? m / 127.0f : 1.0f;
+  }
+  int8_t* q = out.values.data<int8_t>();
+  for (int64_t i = 0; i < w.numel(); ++i) {
+    const double v = std::round(static_cast<double>(src[i]) / scales[per_channel ? i % inner : 0]);
+    q[i] = static_cast<int8_t>(std::isnan(v) ? 0.0 : std::clamp(v, -127.0, 127.0));
+  }
+  return out;
+}
+
+Tensor params_for_range(const TensorRange& range) {
+  const QuantParams p = choose_quant_params(range.min, range.max);
+  return Tensor::from_vector<float>({2}, {p.scale, static_cast<float>(p.zero_point)});
+}
+
+namespace {
+
+// A tensor's 8-bit form: u8 data and its [scale, zero_point].
+struct U8Form {
+  Output data;
+  Output params;
+};
+
+// Ops that only move elements, so a u8 tensor keeps its params through them.
+bool moves_elements_only(const std::string& op) {
+  return op == "Reshape" || op == "Flatten" || op == "Identity" || op == "Transpose" ||
+         op == "StridedSlice";
+}
+
+// The attributes of `source` that `op` declares (the rest take their defaults).
+Attrs attrs_for(const std::string& op, const Node& source) {
+  Attrs attrs;
+  for (const AttrSpec& spec : OpRegistry::global().get(op, "eightbit rewrite").attrs)
+    if (source.attrs.has(spec.name) && spec.name.rfind("transpose_", 0) != 0)
+      attrs.set(spec.name, source.attrs.all().at(spec.name));
+  return attrs;
+}
+
+const Tensor* const_value(const Graph& g, Output o) {
+  const Node& n = g.node(o.node);
+  return n.op == "Const" && o.index == 0 ? &n.attrs.get_tensor("value") : nullptr;
+}
+
+Tensor transposed_2d(const Tensor& m) {
+  const int64_t rows = m.dim(0), cols = m.dim(1);
+  Tensor t(DType::f32, {cols, rows});
+  const float* src = m.data<float>();
+  float* dst = t.data<float>();
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) dst[c * rows + r] = src[r * cols + c];
+  return t;
+}
+
+class EightbitRewriter {
+ public:
+  // `wanted`: when set, every range lookup is recorded there and answered with a stand-in, so
+  // the rewrite takes its calibrated paths and names everything a calibration must measure.
+  EightbitRewriter(const Graph& source, const EightbitOptions& options,
+                   std::vector<std::string>* wanted)
+      : src_(source), options_(options), wanted_(wanted) {
+    for (const std::string& name : options.exclude)
+      if (source.find(name) < 0) fail("eightbit: exclude: the graph has no node named '{}'", name);
+    find_outputs();
+    mark_needed();
+  }
+
+  EightbitGraph run() {
+    for (const Node& node : src_.nodes()) {
+      if (!needed_[static_cast<size_t>(node.id)] || absorbed_.count(node.id)) continue;
+      if (node.op == "Const") continue;  // copied or quantized when a consumer asks
+      if (options_.exclude.count(node.name) || !rewrite(node)) copy_float(node);
+    }
+    EightbitGraph result;
+    for (int id : output_ids_) {
+      const Output out = float_of({id, 0});
+      result.outputs.push_back(out_.node(out.node).name);
+    }
+    result.graph = std::move(out_);
+    result.layers = std::move(layers_);
+    return result;
+  }
+
+ private:
+  void find_outputs() {
+    if (!options_.outputs.empty()) {
+      for (const std::string& name : options_.outputs) {
+        const int id = src_.find(name);
+        if (id < 0) fail("eightbit: the graph has no output node named '{}'", name);
+        output_ids_.push_back(id);
+      }
+      return;
+    }
+    std::vector<bool> read(static_cast<size_t>(src_.num_nodes()), false);
+    for (const Node& node : src_.nodes())
+      for (const Output& in : node.inputs) read[static_cast<size_t>(in.node)] = true;
+    for (const Node& node : src_.nodes())
+      if (!read[static_cast<size_t>(node.id)] && node.op != "Const" && node.op != "Placeholder")
+        output_ids_.push_back(node.id);
+  }
+
+  void mark_needed() {
+    needed_.assign(static_cast<size_t>(src_.num_nodes()), false);
+    consumers_.assign(static_cast<size_t>(src_.num_nodes()), {});
+    for (int id : output_ids_) {
+      needed_[static_cast<size_t>(id)] = true;
+      is_output_.insert(id);
+    }
+    // Inputs stay even when unused, so that a model's list of inputs still holds.
+    for (const Node& node : src_.nodes())
+      if (node.op == "Placeholder") needed_[static_cast<size_t>(node.id)] = true;
+    for (int id = src_.num_nodes() - 1; id >= 0; --id)
+      if (needed_[static_cast<size_t>(id)])
+        for (const Output& in : src_.node(id).inputs) needed_[static_cast<size_t>(in.node)] = true;
+    for (const Node& node : src_.nodes())
+      if (needed_[static_cast<size_t>(node.id)])
+        for (const Output& in : node.inputs)
+          consumers_[static_cast<size_t>(in.node)].push_back(node.id);
+  }
+
+  // A name no source node has and the new graph does not use yet.
+  std::string fresh(const std::string& base) const {
+    std::string name = base;
+    for (int k = 1; src_.find(name) >= 0 || out_.find(name) >= 0; ++k)
+      name = base + "_" + std::to_string(k);
+    return name;
+  }
+
+  std::optional<TensorRange> range_of(const std::string& tensor) {
+    if (wanted_) {
+      if (std::find(wanted_->begin(), wanted_->end(), tensor) == wanted_->end())
+        wanted_->push_back(tensor);
+      return TensorRange{0.0f, 1.0f};
+    }
+    if (!options_.ranges) return std::nullopt;
+    auto it = options_.ranges->find(tensor);
+    if (it == options_.ranges->end()) return std::nullopt;
+    return it->second;
+  }
+
+  bool is_f32(Output o) const { return src_.type(o).dtype == DType::f32; }
+  bool is_f32_rank(Output o, size_t rank) const {
+    return is_f32(o) && src_.type(o).shape.size() == rank;
+  }
+
+  // The source tensor's float form in the new graph, made on first use.
+  Output float_of(Output s) {
+    if (auto it = float_.find(s); it != float_.end()) return it->second;
+    const Node& node = src_.node(s.node);
+    Output made;
+    if (node.op == "Const") {
+      made = ops::constant(out_, node.attrs.get_tensor("value"), node.name);
+      out_.mutable_node(made.node).device = node.device;
+    } else {
+      auto q = u8_.find(s);
+      SF_CHECK(q != u8_.end(), "eightbit: tensor '{}':{} has no form", node.name, s.index);
+      // A graph output keeps its name, so callers that fetch it by name are unaffected.
+      const std::string name =
+          is_output_.count(s.node) && s.index == 0 ? node.name : fresh(node.name + "/dequantize");
+      made = ops::dequantize(out_, q->second.data, q->second.params, name);
+    }
+    float_[s] = made;
+    return made;
+  }
+
+  // The source tensor's u8 form in the new graph, made on first use.
+  U8Form u8_of(Output s) {
+    if (auto it = u8_.find(s); it != u8_.end()) return it->second;
+    const Node& node = src_.node(s.node);
+    const std::string base = s.index == 0 ? node.name : node.name + "_" + std::to_string(s.index);
+    U8Form made;
+    if (const Tensor* value = const_value(src_, s)) {
+      // A constant is quantized now, over its exact range.
+      TensorRange range;
+      const float* v = value->data<float>();
+      for (int64_t i = 0; i < value->numel(); ++i) {
+        range.min = std::min(range.min, v[i]);
+        range.max = std::max(range.max, v[i]);
+      }
+      const QuantParams p = choose_quant_params(range.min, range.max);
+      Tensor q(DType::u8, value->shape());
+      for (int64_t i = 0; i < value->numel(); ++i) q.data<uint8_t>()[i] = quantize_value(v[i], p);
+      made.params = ops::constant(out_, params_for_range(range), fresh(base + "/quantize_params"));
+      made.data = ops::constant(out_, q, fresh(base + "/quantized"));
+    } else {
+      const Output f = float_of(s);
+      std::optional<TensorRange> range = s.index == 0 ? range_of(node.name) : std::nullopt;
+      made.params =
+          range ? ops::constant(out_, params_for_range(*range), fresh(base + "/quantize_params"))
+                : ops::choose_qparams(out_, f, fresh(base + "/quantize_params"));
+      made.data = ops::quantize(out_, f, made.params, fresh(base + "/quantize"));
+    }
+    u8_[s] = made;
+    return made;
+  }
+
+  void copy_float(const Node& node) {
+    std::vector<Output> inputs;
+    for (const Output& in : node.inputs) inputs.push_back(float_of(in));
+    const int id = out_.add_node(node.op, inputs, node.attrs, node.name);
+    out_.mutable_node(id).device = node.device;
+    for (int i = 0; i < static_cast<int>(node.outputs.size()); ++i) float_[{node.id, i}] = {id, i};
+  }
+
+  void produced(const Node& node, const std::string& tensor, Output tensor_output,
+                const std::string& quantized_op, U8Form form) {
+    u8_[tensor_output] = form;
+    layers_.push_back(
+        EightbitLayer{node.name, node.op, tensor, quantized_op, form.data, form.params});
+  }
+
+  // Emits the integer form of `node`; false when it has none (it then stays float).
+  bool rewrite(const Node& node) {
+    if (node.outputs.empty() || node.outputs[0].dtype != DType::f32) return false;
+    const std::string& op = node.op;
+    if (op == "FusedConv2D" || op == "Conv2D") return rewrite_linear(node, true);
+    if (op == "FusedMatMul" || op == "MatMul") return rewrite_linear(node, false);
+    if (op == "MaxPool" || op == "AvgPool") return rewrite_pool(node);
+    if (op == "GlobalAvgPool") return rewrite_global_avg_pool(node);
+    if (op == "Add") return rewrite_add(node);
+    if (op == "Concat") return rewrite_concat(node);
+    if (moves_elements_only(op)) return pass_u8_through(node);
+    return false;
+  }
+
+  bool rewrite_linear(const Node& node, bool conv) {
+    const bool fused = node.op.rfind("Fused", 0) == 0;
+    const Tensor* w = const_value(src_, node.inputs[1]);
+    if (!w || w->dtype() != DType::f32 || !is_f32_rank(node.inputs[0], conv ? 4 : 2)) return false;
+    if (w->rank() != (conv ? 4 : 2)) return false;
+    if (fused && !is_f32(node.inputs[2])) return false;
+    Tensor weights = *w;
+    if (!conv) {
+      if (node.attrs.get_bool("transpose_a")) return false;
+      if (node.attrs.get_bool("transpose_b")) weights = transposed_2d(weights);
+    }
+    const std::string& name = node.name;
+    const std::string activation = fused ? node.attrs.get_string("activation") : "none";
+    const U8Form x = u8_of(node.inputs[0]);
+    SymmetricWeights q = quantize_weights_symmetric(weights, options_.per_channel);
+    const Output wq = ops::constant(out_, q.values, fresh(name + "/weights_quantized"));
+    const Output ws = ops::constant(out_, q.scales, fresh(name + "/weight_scales"));
+    const Output bias =
+        fused ? float_of(node.inputs[2])
+              : ops::constant(out_, Tensor(DType::f32, {weights.dim(-1)}), fresh(name + "/bias"));
+    const std::vector<Output> inputs = {x.data, x.params, wq, ws, bias};
+    const std::string accumulate = conv ? "QuantizedConv2D" : "QuantizedMatMul";
+    const Attrs attrs = attrs_for(accumulate, node);
+    U8Form y;
+    std::string quantized_op;
+    if (std::optional<TensorRange> range = range_of(name)) {
+      quantized_op = accumulate + "Requantized";
+      y.params = ops::constant(out_, params_for_range(*range), fresh(name + "/out_params"));
+      Attrs a = attrs;
+      a.set("activation", activation);
+      std::vector<Output> all = inputs;
+      all.push_back(y.params);
+      y.data = out_.add(quantized_op, all, a, fresh(name + "/quantized"));
+    } else {
+      // Without a calibrated range the output range is measured on each run's accumulators.
+      quantized_op = accumulate;
+      const Output acc = out_.add(accumulate, inputs, attrs, fresh(name + "/accumulator"));
+      y.params = ops::requantization_range(out_, acc, x.params, ws, activation,
+                                           fresh(name + "/requantization_range"));
+      y.data = ops::requantize(out_, acc, x.params, ws, y.params, activation,
+                               fresh(name + "/quantized"));
+    }
+    produced(node, name, {node.id, 0}, quantized_op, y);
+    return true;
+  }
+
+  // Pooling follows its input: on a float input it stays float, since quantizing after it
+  // converts fewer elements than quantizing before it.
+  bool rewrite_pool(const Node& node) {
+    if (!is_f32_rank(node.inputs[0], 4) || !u8_.count(node.inputs[0])) return false;
+    const U8Form x = u8_of(node.inputs[0]);
+    const std::string op = "Quantized" + node.op;
+    const Output y = out_.add(op, {x.data}, attrs_for(op, node), fresh(node.name + "/quantized"));
+    produced(node, node.name, {node.id, 0}, op, {y, x.params});
+    return true;
+  }
+
+  // [N,H,W,C] -> [N,C] as an average pool over the whole image and a reshape, so that the
+  // classifier heads of ResNet-like models stay 8-bit (on a u8 input, as rewrite_pool).
+  bool rewrite_global_avg_pool(const Node& node) {
+    if (!is_f32_rank(node.inputs[0], 4) || !u8_.count(node.inputs[0])) return false;
+    const Shape& in = src_.type(node.inputs[0]).shape;
+    if (in[1] <= 0 || in[2] <= 0) return false;
+    const U8Form x = u8_of(node.inputs[0]);
+    ops::PoolOptions pool;
+    pool.ksize = {in[1], in[2]};
+    pool.strides = {1, 1};
+    const Output pooled = ops::quantized_avg_pool(out_, x.data, pool, fresh(node.name + "/pool"));
+    const Output y = ops::reshape(out_, pooled, {-1, in[3]}, fresh(node.name + "/quantized"));
+    produced(node, node.name, {node.id, 0}, "QuantizedAvgPool", {y, x.params});
+    return true;
+  }
+
+  // The Relu or Relu6 that alone reads `node`'s result, when it can be fused into it.
+  const Node* fusable_activation(const Node& node) const {
+    if (is_output_.count(node.id)) return nullptr;
+    const std::vector<int>& readers = consumers_[static_cast<size_t>(node.id)];
+    if (readers.size() != 1) return nullptr;
+    const Node& next = src_.node(readers[0]);
+    if ((next.op != "Relu" && next.op != "Relu6") || options_.exclude.count(next.name))
+      return nullptr;
+    return &next;
+  }
+
+  bool rewrite_add(const Node& node) {
+    const Output a = node.inputs[0], b = node.inputs[1];
+    if (!is_f32(a) || !is_f32(b) || src_.type(a).shape != src_.type(b).shape) return false;
+    const Node* act = fusable_activation(node);
+    const Node& last = act ? *act : node;
+    // Without a calibrated output range there are no out_params to give QuantizedAdd.
+    std::optional<TensorRange> range = range_of(last.name);
+    if (!range) return false;
+    const U8Form qa = u8_of(a), qb = u8_of(b);
+    U8Form y;
+    y.params = ops::constant(out_, params_for_range(*range), fresh(node.name + "/out_params"));
+    const std::string activation = !act ? "none" : act->op == "Relu" ? "relu" : "relu6";
+    y.data = ops::quantized_add(out_, qa.data, qa.params, qb.data, qb.params, y.params, activation,
+                                fresh(node.name + "/quantized"));
+    if (act) absorbed_.insert(act->id);
+    produced(node, last.name, {last.id, 0}, "QuantizedAdd", y);
+    return true;
+  }
+
+  bool rewrite_concat(const Node& node) {
+    for (const Output& in : node.inputs)
+      if (!is_f32(in)) return false;
+    std::optional<TensorRange> range = range_of(node.name);
+    if (!range) return false;
+    std::vector<std::pair<Output, Output>> inputs;
+    for (const Output& in : node.inputs) {
+      const U8Form q = u8_of(in);
+      inputs.push_back({q.data, q.params});
+    }
+    U8Form y;
+    y.params = ops::constant(out_, params_for_range(*range), fresh(node.name + "/out_params"));
+    y.data = ops::quantized_concat(out_, inputs, y.params, node.attrs.get_int("axis"),
+                                   fresh(node.name + "/quantized"));
+    produced(node, node.name, {node.id, 0}, "QuantizedConcat", y);
+    return true;
+  }
+
+  // Moving u8 elements is as good as moving floats, and saves a conversion each way; a float
+  // input stays float (quantizing it here would gain nothing).
+  bool pass_u8_through(const Node& node) {
+    if (node.inputs.size() != 1) return false;
+    auto it = u8_.find(node.inputs[0]);
+    if (it == u8_.end()) return false;
+    const U8Form x = it->second;
+    const Output y = out_.add(node.op, {x.data}, node.attrs, fresh(node.name + "/quantized"));
+    u8_[{node.id, 0}] = {y, x.params};
+    return true;
+  }
+
+  const Graph& src_;
+  const EightbitOptions& options_;
+  std::vector<std::string>* wanted_;
+  Graph out_;
+  std::vector<int> output_ids_;
+  std::set<int> is_output_;
+  std::vector<bool> needed_;
+  std::vector<std::vector<int>> consumers_;
+  std::set<int> absorbed_;  // activations fused into the node before them
+  std::map<Output, Output> float_;
+  std::map<Output, U8Form> u8_;
+  std::vector<EightbitLayer> layers_;
+};
+
+}  // namespace
+
+EightbitGraph rewrite_eightbit(const Graph& float_graph, const EightbitOptions& options) {
+  return EightbitRewriter(float_graph, options, nullptr).run();
+}
+
+Graph quantize_eightbit(const Graph& float_graph, const EightbitOptions& options) {
+  return rewrite_eightbit(float_graph, options).graph;
+}
+
+std::vector<std::string> eightbit_range_tensors(const Graph& float_graph,
+                                                const EightbitOptions& options) {
+  std::vector<std::string> wanted;
+  EightbitRewriter(float_graph, options, &wanted).run();
+  return wanted;
+}
+
+}  // namespace sf

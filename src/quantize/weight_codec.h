@@ -1,0 +1,93 @@
+// Weight encodings for storage: an f32 tensor is encoded into fewer bytes when a model is
+// written and decoded back to an ordinary f32 tensor when it is loaded, so kernels never see
+// the encoded form.
+//
+//   linear  bits 2..8; asymmetric min/max quantization with one scale and integer zero point per
+//           tensor or per channel of one axis: x ~= scale[c] * (q - zero_point[c]).
+//   kmeans  bits 2..8; a codebook of 2^bits f32 centroids (1-D k-means): x ~= codebook[q].
+//   f16     IEEE half precision, rounded to nearest even.
+//
+// Indices q are bit-packed little-endian with no padding between elements: element k occupies
+// stream bits [k * bits, (k + 1) * bits), and stream bit j is bit (j % 8) of byte j / 8.
+//
+// This file is compiled into the model-file fuzzer too, so it depends on src/core only.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace sf::quant {
+
+enum class Encoding { linear, kmeans, f16 };
+
+inline constexpr int kMinBits = 2;
+inline constexpr int kMaxBits = 8;
+inline constexpr int kHalfBits = 16;
+// Whole-tensor (not per-channel) linear quantization.
+inline constexpr int kNoAxis = -1;
+
+const char* encoding_name(Encoding encoding);
+// Parses "linear", "kmeans" or "f16"; false for anything else.
+bool parse_encoding(const std::string& name, Encoding* encoding);
+
+// Everything except the packed data: what a file stores in the tensor's JSON entry.
+struct WeightEncoding {
+  Encoding kind = Encoding::linear;
+  int bits = 8;                      // 16 for f16
+  int axis = kNoAxis;                // linear: the per-channel axis, or kNoAxis
+  std::vector<float> scales;         // linear: one per channel (one when axis is kNoAxis)
+  std::vector<int32_t> zero_points;  // linear: in [0, 2^bits - 1], one per scale
+  std::vector<float> codebook;       // kmeans: 2^bits centroids
+
+  bool per_channel() const { return kind == Encoding::linear && axis != kNoAxis; }
+  // Bytes the parameters take in binary form (f32 scales, one byte per zero point, f32
+  // centroids): what the encoding costs beyond its data.
+  size_t parameter_bytes() const;
+  // "linear 8-bit per-channel (axis 3)", "kmeans 4-bit (16 centroids)", "f16".
+  std::string describe() const;
+};
+
+struct EncodedTensor {
+  Shape shape;  // of the f32 tensor it decodes to
+  WeightEncoding encoding;
+  std::vector<uint8_t> data;  // packed indices (linear, kmeans) or little-endian halves (f16)
+
+  size_t stored_bytes() const { return data.size() + encoding.parameter_bytes(); }
+};
+
+// Bytes that `count` indices of `bits` bits take when packed.
+uint64_t packed_bytes(uint64_t count, int bits);
+// The data bytes an encoding of a tensor with `count` elements must have.
+uint64_t data_bytes(const WeightEncoding& encoding, uint64_t count);
+
+// Encoders. They reject (sf::Error) bits outside [2, 8], an axis outside the tensor's rank,
+// a tensor that is not f32, and non-finite values (or, for f16, values beyond half's range).
+EncodedTensor encode_linear(const Tensor& tensor, int bits, int axis = kNoAxis);
+// Deterministic: centroids start evenly spaced over [min, max]; Lloyd iterations run until no
+// assignment changes or 50 iterations; an empty cluster takes over the point farthest from
+// its centroid in the cluster with the largest squared error. With at most 2^bits distinct
+// values the codebook holds them exactly.
+EncodedTensor encode_kmeans(const Tensor& tensor, int bits);
+EncodedTensor encode_f16(const Tensor& tensor);
+
+// Checks everything decode relies on, for a tensor of `shape` whose data has `bytes` bytes:
+// bits range, exact data size, axis, parameter counts, finite positive scales, zero points in
+// range, finite codebook. Throws sf::Error with a message naming the field (no file prefix).
+void validate(const Shape& shape, const WeightEncoding& encoding, uint64_t bytes);
+
+// Validates, then decodes into a new f32 tensor of `shape`.
+Tensor decode(const Shape& shape, const WeightEncoding& encoding, const uint8_t* data,
+              uint64_t bytes);
+inline Tensor decode(const EncodedTensor& encoded) {
+  return decode(encoded.shape, encoded.encoding, encoded.data.data(), encoded.data.size());
+}
+
+// IEEE 754 binary16 conversions (round to nearest, ties to even; NaN stays NaN).
+uint16_t float_to_half(float value);
+float half_to_float(uint16_t half);
+
+}  // namespace sf::quant

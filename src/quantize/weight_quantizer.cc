@@ -1,0 +1,149 @@
+#include "quantize/weight_quantizer.h"
+
+#include <cmath>
+#include <set>
+
+namespace sf::quant {
+namespace {
+
+bool reads_weights(const Node& layer) {
+  const std::string& op = layer.op;
+  return op == "Conv2D" || op == "FusedConv2D" || op == "MatMul" || op == "FusedMatMul" ||
+         op == "ConvTranspose2D";
+}
+
+// The output-channel axis of the weight (input 1, of rank `rank`) of a layer that
+// reads_weights().
+int weight_channel_axis(const Node& layer, int rank) {
+  const std::string& op = layer.op;
+  if (op == "Conv2D" || op == "FusedConv2D") return rank - 1;
+  if (op == "MatMul" || op == "FusedMatMul")
+    return layer.attrs.get_bool("transpose_b") ? 0 : rank - 1;
+  return 2;  // ConvTranspose2D
+}
+
+struct Candidate {
+  int const_id;
+  int layer_id;
+  int axis;
+};
+
+// Const nodes read as a weight, each once, with its first reader.
+std::vector<Candidate> find_candidates(const Graph& g) {
+  std::vector<Candidate> out;
+  std::set<int> seen;
+  for (const Node& n : g.nodes()) {
+    if (!reads_weights(n) || n.inputs.size() < 2) continue;
+    const Node& source = g.node(n.inputs[1].node);
+    if (source.op != "Const" || !seen.insert(source.id).second) continue;
+    const int rank = static_cast<int>(source.outputs[0].shape.size());
+    out.push_back({source.id, n.id, weight_channel_axis(n, rank)});
+  }
+  return out;
+}
+
+void check_options(const Graph& g, const WeightQuantizeOptions& o,
+                   const std::vector<Candidate>& candidates) {
+  if (o.encoding != Encoding::f16 && (o.bits < kMinBits || o.bits > kMaxBits))
+    fail("bits {} is outside [{}, {}]", o.bits, kMinBits, kMaxBits);
+  if (o.per_channel && o.encoding != Encoding::linear)
+    fail("per-channel scales need the linear scheme, not {}", encoding_name(o.encoding));
+  for (const std::string& name : o.exclude) {
+    const int id = g.find(name);
+    if (id < 0) fail("cannot keep '{}' in fp32: the model has no node of that name", name);
+    bool has_weights = false;
+    for (const Candidate& c : candidates)
+      has_weights = has_weights || c.const_id == id || c.layer_id == id;
+    if (!has_weights)
+      fail("cannot keep '{}' in fp32: node '{}' ({}) has no conv or matmul weights", name, name,
+           g.node(id).op);
+  }
+}
+
+bool is_excluded(const Graph& g, const Candidate& c, const std::set<std::string>& exclude) {
+  if (exclude.count(g.node(c.const_id).name)) return true;
+  // Any layer reading the Const as its weight counts, not only the first.
+  for (const Node& n : g.nodes())
+    if (reads_weights(n) && n.inputs.size() >= 2 && n.inputs[1].node == c.const_id &&
+        exclude.count(n.name))
+      return true;
+  return false;
+}
+
+EncodedTensor encode(const Tensor& w, const WeightQuantizeOptions& o, int axis) {
+  switch (o.encoding) {
+    case Encoding::linear:
+      return encode_linear(w, o.bits, o.per_channel ? axis : kNoAxis);
+    case Encoding::kmeans:
+      return encode_kmeans(w, o.bits);
+    case Encoding::f16:
+      return encode_f16(w);
+  }
+  fail("unknown encoding");
+}
+
+void measure_error(const Tensor& w, const EncodedTensor& encoded, WeightRow& row) {
+  const Tensor back = decode(encoded);
+  const float* a = w.data<float>();
+  const float* b = back.data<float>();
+  double squares = 0.0;
+  const int64_t n = w.numel();
+  for (int64_t i = 0; i < n; ++i) {
+    const double e = std::abs(static_cast<double>(a[i]) - b[i]);
+    row.max_abs_error = std::max(row.max_abs_error, e);
+    squares += e * e;
+  }
+  row.rms_error = w.numel() > 0 ? std::sqrt(squares / static_cast<double>(w.numel())) : 0.0;
+}
+
+}  // namespace
+
+WeightQuantizeReport quantize_model_weights(ModelFile& model,
+                                            const WeightQuantizeOptions& options) {
+  const Graph& g = model.graph;
+  const std::vector<Candidate> candidates = find_candidates(g);
+  check_options(g, options, candidates);
+  WeightQuantizeReport report;
+  report.fp32_bytes = weight_bytes(model);
+  report.quantized_bytes = report.fp32_bytes;
+  for (const Candidate& c : candidates) {
+    const Node& node = g.node(c.const_id);
+    const Tensor& w = node.attrs.get_tensor("value");
+    WeightRow row{.node = node.name,
+                  .layer = g.node(c.layer_id).name,
+                  .layer_op = g.node(c.layer_id).op,
+                  .shape = w.shape(),
+                  .description = "dense",
+                  .fp32_bytes = w.bytes(),
+                  .stored_bytes = w.bytes()};
+    if (w.dtype() != DType::f32) {
+      row.kept_reason = fmt::format("{} weights", dtype_name(w.dtype()));
+    } else if (is_excluded(g, c, options.exclude)) {
+      row.kept_reason = "excluded";
+    } else if (w.numel() < options.min_elements) {
+      row.kept_reason = fmt::format("fewer than {} elements", options.min_elements);
+    } else {
+      EncodedTensor encoded;
+      try {
+        encoded = encode(w, options, c.axis);
+      } catch (const Error& e) {
+        fail("node '{}': {}", node.name, e.what());
+      }
+      measure_error(w, encoded, row);
+      row.encoded = true;
+      row.encoding = encoding_name(encoded.encoding.kind);
+      row.description = encoded.encoding.describe();
+      row.bits = encoded.encoding.bits;
+      row.per_channel = encoded.encoding.per_channel();
+      row.codebook_size = encoded.encoding.codebook.size();
+      row.stored_bytes = encoded.stored_bytes();
+      report.quantized_bytes -= row.fp32_bytes;
+      report.quantized_bytes += row.stored_bytes;
+      model.encoded_weights[node.name] = std::move(encoded);
+    }
+    report.rows.push_back(std::move(row));
+  }
+  return report;
+}
+
+}  // namespace sf::quant

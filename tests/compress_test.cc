@@ -1,0 +1,132 @@
+// Huffman coding and the sparse (Deep Compression) weight encoding: round trips, sizes, and
+// corrupt input rejected with an error instead of a crash.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "compress/huffman.h"
+#include "compress/sparse_codec.h"
+#include "core/error.h"
+#include "support/testing.h"
+
+namespace sf {
+namespace {
+
+std::vector<uint32_t> skewed_symbols(size_t n, uint32_t alphabet, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::geometric_distribution<uint32_t> geo(0.3);
+  std::vector<uint32_t> out(n);
+  for (auto& s : out) s = std::min(geo(rng), alphabet - 1);
+  return out;
+}
+
+std::vector<uint64_t> counts_of(const std::vector<uint32_t>& s, size_t alphabet) {
+  std::vector<uint64_t> c(alphabet, 0);
+  for (uint32_t x : s) ++c[x];
+  return c;
+}
+
+TEST(Huffman, RoundTripsAndBeatsFixedWidthOnSkewedData) {
+  const std::vector<uint32_t> symbols = skewed_symbols(10000, 32, 1);
+  const auto counts = counts_of(symbols, 32);
+  const HuffmanCode code = huffman_code(counts);
+  const std::vector<uint8_t> stream = huffman_encode(code, symbols);
+  EXPECT_EQ(huffman_decode(code, stream, symbols.size(), "t"), symbols);
+  EXPECT_EQ((huffman_bits(code, counts) + 7) / 8, stream.size());
+  EXPECT_LT(stream.size() * 8, symbols.size() * 5);  // fixed width would need 5 bits
+}
+
+TEST(Huffman, SingleSymbolAndLengthLimit) {
+  const std::vector<uint32_t> one(100, 7);
+  const HuffmanCode code = huffman_code(counts_of(one, 8));
+  EXPECT_EQ(code.lengths[7], 1);
+  EXPECT_EQ(huffman_decode(code, huffman_encode(code, one), 100, "t"), one);
+  // Fibonacci counts make the deepest possible tree; lengths stay within the limit.
+  std::vector<uint64_t> fib = {1, 1};
+  while (fib.size() < 40) fib.push_back(fib[fib.size() - 1] + fib[fib.size() - 2]);
+  const HuffmanCode deep = huffman_code(fib);
+  for (uint8_t l : deep.lengths) EXPECT_LE(l, kMaxCodeLength);
+  std::vector<uint32_t> all(40);
+  for (uint32_t i = 0; i < 40; ++i) all[i] = i;
+  EXPECT_EQ(huffman_decode(deep, huffman_encode(deep, all), 40, "t"), all);
+}
+
+TEST(Huffman, CorruptStreamsAreErrors) {
+  const std::vector<uint32_t> symbols = skewed_symbols(1000, 16, 2);
+  const HuffmanCode code = huffman_code(counts_of(symbols, 16));
+  std::vector<uint8_t> stream = huffman_encode(code, symbols);
+  stream.resize(stream.size() / 2);
+  EXPECT_THROW(huffman_decode(code, stream, symbols.size(), "t"), Error);
+  EXPECT_THROW(huffman_decode(code, stream, uint64_t{1} << 60, "t"), Error);  // no huge alloc
+  HuffmanCode overfull{{1, 1, 1}};
+  EXPECT_THROW(huffman_decode(overfull, stream, 1, "t"), Error);
+  HuffmanCode too_long{{30, 1}};
+  EXPECT_THROW(huffman_decode(too_long, stream, 1, "t"), Error);
+}
+
+Tensor sparse_tensor(const Shape& shape, double sparsity, uint64_t seed) {
+  Tensor t = testing::random_tensor(shape, seed);
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> u(0, 1);
+  for (int64_t i = 0; i < t.numel(); ++i)
+    if (u(rng) < sparsity) t.data<float>()[i] = 0.0f;
+  return t;
+}
+
+TEST(SparseCodec, F32ValuesRoundTripExactly) {
+  for (double sparsity : {0.0, 0.5, 0.9, 0.999, 1.0})
+    for (int index_bits : {2, 4, 8})
+      for (bool huffman : {false, true}) {
+        SCOPED_TRACE(::testing::Message() << sparsity << " " << index_bits << " " << huffman);
+        const Tensor w = sparse_tensor({37, 61}, sparsity, 3);
+        SparseSizes sizes;
+        const std::vector<uint8_t> blob = encode_sparse(w, {index_bits, 0, huffman}, &sizes);
+        EXPECT_EQ(sizes.bytes, blob.size());
+        const Tensor back = decode_sparse(blob, w.shape(), "t");
+        for (int64_t i = 0; i < w.numel(); ++i) ASSERT_EQ(back.data<float>()[i], w.data<float>()[i]);
+      }
+}
+
+TEST(SparseCodec, CodebookValuesAreCentroidsAndZerosStayZero) {
+  const Tensor w = sparse_tensor({300, 100}, 0.9, 4);
+  for (bool huffman : {false, true}) {
+    const std::vector<uint8_t> blob = encode_sparse(w, {5, 4, huffman});
+    const Tensor back = decode_sparse(blob, w.shape(), "t");
+    for (int64_t i = 0; i < w.numel(); ++i) {
+      const float a = w.data<float>()[i], b = back.data<float>()[i];
+      if (a == 0.0f) {
+        ASSERT_EQ(b, 0.0f);
+      } else {
+        ASSERT_NE(b, 0.0f);
+        ASSERT_NEAR(a, b, 0.2f);  // 16 centroids over [-1, 1]
+      }
+    }
+    // 10% of 30000 values at ~4+5 bits each is far below their f32 bytes.
+    EXPECT_LT(blob.size(), 30000 * 0.1 * 4 / 2.5);
+  }
+}
+
+TEST(SparseCodec, CorruptBlobsAreErrors) {
+  const Tensor w = sparse_tensor({20, 20}, 0.8, 5);
+  const std::vector<uint8_t> blob = encode_sparse(w, {4, 3, true});
+  EXPECT_THROW(decode_sparse(blob, {20, 21}, "t"), Error);  // element count
+  for (size_t cut : {size_t{0}, size_t{3}, size_t{10}, blob.size() / 2, blob.size() - 1}) {
+    std::vector<uint8_t> shorter(blob.begin(), blob.begin() + static_cast<std::ptrdiff_t>(cut));
+    EXPECT_THROW(decode_sparse(shorter, w.shape(), "t"), Error) << cut;
+  }
+  // Flipping any byte either still decodes (a different value) or is an error, never a crash.
+  for (size_t i = 0; i < blob.size(); ++i) {
+    std::vector<uint8_t> flipped = blob;
+    flipped[i] ^= 0x5a;
+    try {
+      decode_sparse(flipped, w.shape(), "t");
+    } catch (const Error&) {
+    }
+  }
+  std::vector<uint8_t> longer = blob;
+  longer.push_back(0);
+  EXPECT_THROW(decode_sparse(longer, w.shape(), "t"), Error);
+}
+
+}  // namespace
+}  // namespace sf

@@ -1,0 +1,193 @@
+// `slimflow quantize`: smaller models.
+//   --mode weights   stores the big conv/matmul weights encoded (linear or k-means indices of
+//                    2..8 bits, or half precision) and decodes them at load: float compute,
+//                    smaller file (quantize/weight_quantizer.h).
+//   --mode eightbit  8-bit compute; wired through run_eightbit_quantization below.
+// Every argument is checked here so that a mistake is one line, not CLI11's usage text.
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "commands.h"
+#include "model_io.h"
+#include "modelfile/model_file.h"
+#include "quantize/weight_quantizer.h"
+
+namespace sf::cli {
+
+namespace {
+
+// The command line as given; empty strings are options not given.
+struct QuantizeArgs {
+  std::string model;
+  std::string mode;
+  std::string bits;
+  std::string scheme;
+  bool per_channel = false;
+  bool float16 = false;
+  std::vector<std::string> exclude;
+  std::string out;
+  bool json = false;
+};
+
+// --mode eightbit: int8 compute with calibrated activation ranges (quantize/eightbit_rewrite.h,
+// quantize/calibration.h). Its implementation replaces this body; until then it is a clear
+// error rather than a silent fallback to weights-only.
+int run_eightbit_quantization(const QuantizeArgs& args) {
+  (void)args;
+  fail("--mode eightbit is not available in this build");
+}
+
+int parse_bits(const std::string& text) {
+  if (text.empty()) return 8;
+  int bits = 0;
+  size_t used = 0;
+  try {
+    bits = std::stoi(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != text.size()) fail("--bits '{}' is not a whole number", text);
+  if (bits < quant::kMinBits || bits > quant::kMaxBits)
+    fail("--bits {} is outside {}..{}", bits, quant::kMinBits, quant::kMaxBits);
+  return bits;
+}
+
+quant::WeightQuantizeOptions weight_options(const QuantizeArgs& args) {
+  if (args.out.empty()) fail("quantize needs --out FILE (the .sfm to write)");
+  quant::WeightQuantizeOptions o;
+  if (args.float16) {
+    if (!args.bits.empty() || !args.scheme.empty() || args.per_channel)
+      fail(
+          "--float16 stores half-precision weights; it takes no --bits, --scheme or "
+          "--per-channel");
+    o.encoding = quant::Encoding::f16;
+  } else {
+    const std::string scheme = args.scheme.empty() ? "linear" : args.scheme;
+    if (scheme == "linear")
+      o.encoding = quant::Encoding::linear;
+    else if (scheme == "kmeans")
+      o.encoding = quant::Encoding::kmeans;
+    else
+      fail("--scheme '{}' is not linear or kmeans", args.scheme);
+    o.bits = parse_bits(args.bits);
+    if (args.per_channel && o.encoding != quant::Encoding::linear)
+      fail("--per-channel needs --scheme linear (k-means keeps one codebook per tensor)");
+    o.per_channel = args.per_channel;
+  }
+  for (const std::string& name : args.exclude) {
+    if (name.empty()) fail("--exclude has an empty node name");
+    o.exclude.insert(name);
+  }
+  return o;
+}
+
+std::string scheme_text(const quant::WeightQuantizeOptions& o) {
+  if (o.encoding == quant::Encoding::f16) return "f16";
+  return fmt::format("{} {}-bit{}", quant::encoding_name(o.encoding), o.bits,
+                     o.per_channel ? " per-channel" : "");
+}
+
+nlohmann::json report_json(const QuantizeArgs& args, const quant::WeightQuantizeOptions& o,
+                           const quant::WeightQuantizeReport& report, uint64_t file_bytes) {
+  nlohmann::json rows = nlohmann::json::array();
+  for (const quant::WeightRow& r : report.rows) {
+    nlohmann::json row = {{"node", r.node},
+                          {"layer", r.layer},
+                          {"op", r.layer_op},
+                          {"shape", r.shape},
+                          {"encoding", r.encoding},
+                          {"description", r.description},
+                          {"bits", r.bits},
+                          {"per_channel", r.per_channel},
+                          {"codebook_size", r.codebook_size},
+                          {"fp32_bytes", r.fp32_bytes},
+                          {"quantized_bytes", r.stored_bytes},
+                          {"max_abs_error", r.max_abs_error},
+                          {"rms_error", r.rms_error}};
+    if (!r.kept_reason.empty()) row["kept_dense"] = r.kept_reason;
+    rows.push_back(std::move(row));
+  }
+  return {{"model", args.model},
+          {"out", args.out},
+          {"mode", "weights"},
+          {"scheme", quant::encoding_name(o.encoding)},
+          {"bits", o.encoding == quant::Encoding::f16 ? quant::kHalfBits : o.bits},
+          {"per_channel", o.per_channel},
+          {"tensors", std::move(rows)},
+          {"fp32_bytes", report.fp32_bytes},
+          {"quantized_bytes", report.quantized_bytes},
+          {"compression_ratio", report.compression_ratio()},
+          {"file_bytes", file_bytes}};
+}
+
+void print_table(const QuantizeArgs& args, const quant::WeightQuantizeOptions& o,
+                 const quant::WeightQuantizeReport& report, uint64_t file_bytes) {
+  std::printf("%s -> %s: weights %s\n\n", args.model.c_str(), args.out.c_str(),
+              scheme_text(o).c_str());
+  std::printf("%-28s %-20s %-34s %12s %12s %10s\n", "weights", "shape", "stored as", "fp32 bytes",
+              "bytes", "max error");
+  for (const quant::WeightRow& r : report.rows) {
+    const std::string how = r.encoded ? r.description : fmt::format("dense ({})", r.kept_reason);
+    const std::string error = r.encoded ? fmt::format("{:.3g}", r.max_abs_error) : "";
+    std::printf("%-28s %-20s %-34s %12llu %12llu %10s\n", r.node.c_str(),
+                shape_str(r.shape).c_str(), how.c_str(),
+                static_cast<unsigned long long>(r.fp32_bytes),
+                static_cast<unsigned long long>(r.stored_bytes), error.c_str());
+  }
+  std::printf("\nall weights: %.3f MB fp32 -> %.3f MB (%.2fx smaller), %llu bytes on disk\n",
+              static_cast<double>(report.fp32_bytes) / 1e6,
+              static_cast<double>(report.quantized_bytes) / 1e6, report.compression_ratio(),
+              static_cast<unsigned long long>(file_bytes));
+}
+
+int run_weight_quantization(const QuantizeArgs& args) {
+  const quant::WeightQuantizeOptions options = weight_options(args);
+  ModelFile model = open_model(args.model);
+  quant::WeightQuantizeReport report;
+  try {
+    report = quant::quantize_model_weights(model, options);
+  } catch (const Error& e) {
+    fail("{}: {}", args.model, e.what());
+  }
+  model.metadata["weight_quantization"] = scheme_text(options);
+  save_model(args.out, model);
+  const uint64_t file_bytes = std::filesystem::file_size(args.out);
+  if (args.json)
+    std::printf("%s\n", report_json(args, options, report, file_bytes).dump().c_str());
+  else
+    print_table(args, options, report, file_bytes);
+  return 0;
+}
+
+}  // namespace
+
+Action add_quantize_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand(
+      "quantize",
+      "Make a model smaller: --mode weights stores conv/matmul weights in 2..8 bits "
+      "or half precision (float compute, smaller file)");
+  auto args = std::make_shared<QuantizeArgs>();
+  cmd->add_option("model", args->model, "Model (.sfm or .onnx)");
+  cmd->add_option("--mode", args->mode, "weights (weights-only, float compute) or eightbit");
+  cmd->add_option("--bits", args->bits, "Bits per weight, 2..8 (default 8)");
+  cmd->add_option("--scheme", args->scheme, "linear (default) or kmeans");
+  cmd->add_flag("--per-channel", args->per_channel, "One scale per output channel (linear only)");
+  cmd->add_flag("--float16", args->float16, "Store weights as IEEE half precision instead");
+  cmd->add_option("--exclude", args->exclude, "Nodes whose weights stay fp32: NODE,...")
+      ->delimiter(',');
+  cmd->add_option("--out", args->out, "Model file to write (.sfm)");
+  cmd->add_flag("--json", args->json, "Print one JSON object");
+  return [args]() {
+    if (args->model.empty()) fail("quantize needs a MODEL (.sfm or .onnx)");
+    if (args->mode == "eightbit") return run_eightbit_quantization(*args);
+    if (args->mode.empty()) fail("quantize needs --mode weights (or eightbit)");
+    if (args->mode != "weights") fail("--mode '{}' is not weights or eightbit", args->mode);
+    return run_weight_quantization(*args);
+  };
+}
+
+}  // namespace sf::cli
