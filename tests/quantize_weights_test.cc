@@ -654,12 +654,44 @@ TEST_F(QuantizeCliTest, BadArgumentsAreOneLineErrors) {
   expect_one_line_error("--mode weights" + out, "MODEL");
   expect_one_line_error(model_ + " --mode weights --exclude fc1,nosuch" + out, "'nosuch'");
   expect_one_line_error(dir_ + "/missing.sfm --mode weights" + out, "missing.sfm");
-  CliResult r = run_cli("quantize " + model_ + " --mode eightbit" + out);
-  EXPECT_NE(r.exit_code, 0);
-  EXPECT_EQ(
-      non_empty_lines(r.out),
-      std::vector<std::string>{"slimflow: error: --mode eightbit is not available in this build"});
+  expect_one_line_error(model_ + " --mode eightbit --bits 4" + out, "are for --mode weights");
+  expect_one_line_error(model_ + " --mode eightbit --report" + out, "--calib-data");
+  expect_one_line_error(model_ + " --mode eightbit --calib-data mnist --method median" + out,
+                        "median");
+  expect_one_line_error(model_ + " --mode eightbit --exclude nosuch" + out, "'nosuch'");
   EXPECT_FALSE(std::filesystem::exists(dir_ + "/q.sfm"));
+}
+
+// The eightbit path through the command: without calibration data the ranges are found at
+// run time (RequantizationRange in the graph), and the integer model tracks the float one.
+TEST_F(QuantizeCliTest, EightbitWithRunTimeRanges) {
+  const std::string out = dir_ + "/q8.sfm";
+  CliResult r = run_cli("quantize " + model_ + " --mode eightbit --per-channel --json --out " + out,
+                        false);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const json report = json::parse(r.out);
+  EXPECT_FALSE(report.at("calibrated").get<bool>());
+  EXPECT_EQ(report.at("layers").size(), 4u);  // conv1, conv2, fc1, fc2
+  const ModelFile fp32 = load_model(model_);
+  const ModelFile q8 = load_model(out);
+  int range_nodes = 0;
+  for (int id = 0; id < q8.graph.num_nodes(); ++id)
+    range_nodes += q8.graph.node(id).op == "RequantizationRange";
+  EXPECT_EQ(range_nodes, 4);
+  const Tensor x = gaussian_tensor({2, 12, 12, 3}, 11, 1.0f);
+  auto run = [&](const ModelFile& m) {
+    Session s(m.graph);
+    return s.run({{Output{m.graph.id_of(m.inputs[0]), 0}, x}},
+                 {Output{m.graph.id_of(m.outputs[0]), 0}})[0];
+  };
+  const Tensor want = run(fp32), got = run(q8);
+  ASSERT_EQ(want.shape(), got.shape());
+  double max_err = 0, max_abs = 0;
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    max_err = std::max(max_err, static_cast<double>(std::abs(want.data<float>()[i] - got.data<float>()[i])));
+    max_abs = std::max(max_abs, static_cast<double>(std::abs(want.data<float>()[i])));
+  }
+  EXPECT_LT(max_err, 0.1 * max_abs);
 }
 
 TEST_F(QuantizeCliTest, JsonReportAndInspect) {

@@ -2,7 +2,7 @@
 //   --mode weights   stores the big conv/matmul weights encoded (linear or k-means indices of
 //                    2..8 bits, or half precision) and decodes them at load: float compute,
 //                    smaller file (quantize/weight_quantizer.h).
-//   --mode eightbit  8-bit compute; wired through run_eightbit_quantization below.
+//   --mode eightbit  8-bit integer compute (quantize_eightbit.h).
 // Every argument is checked here so that a mistake is one line, not CLI11's usage text.
 #include <fmt/format.h>
 
@@ -15,6 +15,7 @@
 #include "model_io.h"
 #include "modelfile/model_file.h"
 #include "quantize/weight_quantizer.h"
+#include "quantize_eightbit.h"
 
 namespace sf::cli {
 
@@ -31,14 +32,34 @@ struct QuantizeArgs {
   std::vector<std::string> exclude;
   std::string out;
   bool json = false;
+  // --mode eightbit
+  std::string calib_data;
+  int64_t calib_count = 1000;
+  std::string method = "minmax";
+  bool report = false;
+  float input_mean = 0.0f;
+  float input_std = 255.0f;
+  int threads = 0;
 };
 
-// --mode eightbit: int8 compute with calibrated activation ranges (quantize/eightbit_rewrite.h,
-// quantize/calibration.h). Its implementation replaces this body; until then it is a clear
-// error rather than a silent fallback to weights-only.
+// --mode eightbit: the integer graph, calibrated or with run-time ranges (quantize_eightbit.h).
 int run_eightbit_quantization(const QuantizeArgs& args) {
-  (void)args;
-  fail("--mode eightbit is not available in this build");
+  if (args.float16 || !args.scheme.empty() || !args.bits.empty())
+    fail("--bits, --scheme and --float16 are for --mode weights; eightbit is 8-bit throughout");
+  EightbitArgs e;
+  e.model = args.model;
+  e.out = args.out;
+  e.calib_data = args.calib_data;
+  e.calib_count = args.calib_count;
+  e.method = args.method;
+  e.per_channel = args.per_channel;
+  e.exclude = args.exclude;
+  e.report = args.report;
+  e.input_mean = args.input_mean;
+  e.input_std = args.input_std;
+  e.threads = args.threads;
+  e.json = args.json;
+  return run_eightbit(e);
 }
 
 int parse_bits(const std::string& text) {
@@ -181,6 +202,18 @@ Action add_quantize_command(CLI::App& app) {
       ->delimiter(',');
   cmd->add_option("--out", args->out, "Model file to write (.sfm)");
   cmd->add_flag("--json", args->json, "Print one JSON object");
+  cmd->add_option("--calib-data", args->calib_data,
+                  "eightbit: calibrate activation ranges on mnist, fashion-mnist, IDX files or "
+                  "a folder of images (without it: ranges at run time)");
+  cmd->add_option("--calib-count", args->calib_count, "eightbit: calibration images (1000)");
+  cmd->add_option("--method", args->method, "eightbit: minmax | percentile | entropy")
+      ->default_str("minmax");
+  cmd->add_flag("--report", args->report,
+                "eightbit: per-layer error (SQNR, max |error|) on the calibration data");
+  cmd->add_option("--input-mean", args->input_mean,
+                  "eightbit: calibration images are fed as (pixel - mean) / std (0)");
+  cmd->add_option("--input-std", args->input_std, "eightbit: see --input-mean (255)");
+  cmd->add_option("--threads", args->threads, "Threads (0: all cores)");
   return [args]() {
     if (args->model.empty()) fail("quantize needs a MODEL (.sfm or .onnx)");
     if (args->mode == "eightbit") return run_eightbit_quantization(*args);
