@@ -6,7 +6,13 @@
 
 #include "compress/huffman.h"
 #include "compress/sparse_codec.h"
+#include "compress/size_report.h"
+#include "graph/graph.h"
+#include "modelfile/model_file.h"
+#include "ops/ops.h"
+#include "runtime/session.h"
 #include "core/error.h"
+#include "support/mnist.h"
 #include "support/testing.h"
 
 namespace sf {
@@ -126,6 +132,68 @@ TEST(SparseCodec, CorruptBlobsAreErrors) {
   std::vector<uint8_t> longer = blob;
   longer.push_back(0);
   EXPECT_THROW(decode_sparse(longer, w.shape(), "t"), Error);
+}
+
+// A one-layer model whose weights are 90% zeros.
+ModelFile sparse_model() {
+  ModelFile m;
+  Graph& g = m.graph;
+  Output x = ops::placeholder(g, DType::f32, {3, 64}, "x");
+  Output w = ops::constant(g, sparse_tensor({64, 48}, 0.9, 7), "fc/weights");
+  Output b = ops::constant(g, testing::random_tensor({48}, 8), "fc/bias");
+  Output y = g.add("FusedMatMul", {x, w, b},
+                   {{"transpose_a", false}, {"transpose_b", false}, {"activation", std::string("relu")}},
+                   "fc");
+  m.inputs = {"x"};
+  m.outputs = {g.node(y.node).name};
+  return m;
+}
+
+Tensor run_model(const ModelFile& m, const Tensor& x) {
+  Session s(m.graph);
+  return s.run({{Output{m.graph.id_of("x"), 0}, x}}, {Output{m.graph.id_of(m.outputs[0]), 0}})[0];
+}
+
+TEST(SizeReport, StagesShrinkAndTheWrittenFileRoundTrips) {
+  const ModelFile m = sparse_model();
+  const std::string dir = testing::make_temp_dir("sf-size");
+  const Tensor x = testing::random_tensor({3, 64}, 9);
+  for (int bits : {0, 5}) {
+    SCOPED_TRACE(bits);
+    const SizeReport r = size_report(m, {.bits = bits}, "m");
+    ASSERT_EQ(r.rows.size(), 1u);  // the bias is not a weight
+    EXPECT_EQ(r.total_weights(), 64 * 48);
+    EXPECT_NEAR(static_cast<double>(r.nonzero_weights()) / (64 * 48), 0.1, 0.03);
+    EXPECT_LT(r.pruned_bytes(), r.fp32_bytes() / 3);
+    EXPECT_LE(r.final_bytes(), r.quantized_bytes());
+    if (bits) {
+      EXPECT_LT(r.quantized_bytes(), r.pruned_bytes());
+    }
+    const std::string path = dir + "/c" + std::to_string(bits) + ".sfm";
+    write_compressed_model(m, r, path);
+    const ModelFile loaded = load_model(path);
+    EXPECT_EQ(loaded.stored_weights.count("fc/weights"), 1u);
+    const Tensor& w = m.graph.node(m.graph.id_of("fc/weights")).attrs.get_tensor("value");
+    const Tensor& back = loaded.graph.node(loaded.graph.id_of("fc/weights")).attrs.get_tensor("value");
+    for (int64_t i = 0; i < w.numel(); ++i)
+      ASSERT_EQ(back.data<float>()[i] == 0.0f, w.data<float>()[i] == 0.0f) << i;
+    const Tensor want = run_model(m, x), got = run_model(loaded, x);
+    for (int64_t i = 0; i < want.numel(); ++i) {
+      if (bits == 0) {
+        ASSERT_EQ(got.data<float>()[i], want.data<float>()[i]);  // lossless
+      } else {
+        ASSERT_NEAR(got.data<float>()[i], want.data<float>()[i], 0.3f);  // 5-bit centroids
+      }
+    }
+  }
+  EXPECT_THROW(size_report(m, {.bits = 9}, "m"), Error);
+  EXPECT_THROW(size_report(m, {.bits = 4, .scheme = "lloyd"}, "m"), Error);
+}
+
+TEST(SizeReport, SparseStorageOnlyWhenSmaller) {
+  EXPECT_TRUE(sparse_if_smaller(sparse_tensor({64, 64}, 0.9, 1)).has_value());
+  EXPECT_FALSE(sparse_if_smaller(sparse_tensor({64, 64}, 0.0, 1)).has_value());
+  EXPECT_FALSE(sparse_if_smaller(sparse_tensor({64, 64}, 0.02, 1)).has_value());
 }
 
 }  // namespace

@@ -15,6 +15,8 @@
 #include "support/mnist.h"
 #include "support/testing.h"
 #include "train/checkpoint.h"
+#include "train/freeze_run.h"
+#include "modelfile/model_file.h"
 #include "train/optimizer.h"
 
 namespace sf {
@@ -158,6 +160,24 @@ TEST_F(PruneRunTest, MasksHoldWeightsAndOptimizerStateAtZero) {
     EXPECT_EQ(fc1_nonzero, fc1.numel() - std::llround(0.9 * static_cast<double>(fc1.numel())));
     // The pruned run is an ordinary run: it evaluates to what training reported.
     EXPECT_DOUBLE_EQ(evaluate_run(out, "mnist", 200, 1).accuracy, r.history.back().test_accuracy);
+    // Frozen, the 90%-sparse fc1 is stored sparse (smaller file) and loads to the same values.
+    ModelFile frozen = freeze_run(out);
+    EXPECT_FALSE(frozen.encoded_weights.empty());
+    save_model(out + "/sparse.sfm", frozen);
+    frozen.encoded_weights.clear();
+    save_model(out + "/dense.sfm", frozen);
+    EXPECT_LT(std::filesystem::file_size(out + "/sparse.sfm"),
+              std::filesystem::file_size(out + "/dense.sfm") / 2);
+    const ModelFile sparse = load_model(out + "/sparse.sfm"), dense = load_model(out + "/dense.sfm");
+    for (const Node& n : dense.graph.nodes()) {
+      if (n.op != "Const") continue;
+      const Tensor& a = n.attrs.get_tensor("value");
+      const Tensor& b = sparse.graph.node(sparse.graph.id_of(n.name)).attrs.get_tensor("value");
+      ASSERT_EQ(a.numel(), b.numel());
+      if (a.dtype() != DType::f32) continue;
+      for (int64_t i = 0; i < a.numel(); ++i)
+        ASSERT_EQ(a.data<float>()[i], b.data<float>()[i]) << n.name << " " << i;
+    }
     std::filesystem::remove_all(out);
   }
 }

@@ -15,7 +15,7 @@ const std::set<std::string> kWeightReaders = {"Conv2D", "FusedConv2D", "MatMul",
 std::pair<uint64_t, SparseOptions> smallest(const Tensor& w, SparseOptions o) {
   uint64_t best = UINT64_MAX;
   SparseOptions best_options = o;
-  for (int index_bits = 2; index_bits <= 10; ++index_bits) {
+  for (int index_bits = 3; index_bits <= 9; ++index_bits) {
     o.index_bits = index_bits;
     SparseSizes sizes;
     encode_sparse(w, o, &sizes);
@@ -106,6 +106,35 @@ SizeReport size_report(const ModelFile& model, const SizeReportOptions& options,
   }
   if (report.rows.empty()) fail("{}: the model has no conv or matmul weights to report on", what);
   return report;
+}
+
+void write_compressed_model(const ModelFile& model, const SizeReport& report,
+                            const std::string& path) {
+  ModelFile out = model;
+  const Graph& g = model.graph;
+  for (const SizeReportRow& row : report.rows) {
+    if (row.final_dense) continue;
+    const Tensor& t = g.node(g.id_of(row.node)).attrs.get_tensor("value");
+    out.encoded_weights[row.node] = quant::EncodedTensor{
+        t.shape(), quant::WeightEncoding{.kind = quant::Encoding::sparse, .bits = 0},
+        encode_sparse(t, row.final_options)};
+  }
+  out.metadata["compression"] = "sparse + codebook + Huffman (slimflow size-report)";
+  save_model(path, out);
+}
+
+std::optional<quant::EncodedTensor> sparse_if_smaller(const Tensor& weights) {
+  if (weights.dtype() != DType::f32) return std::nullopt;
+  const uint64_t dense = static_cast<uint64_t>(weights.numel()) * 4;
+  const float* v = weights.data<float>();
+  uint64_t nonzero = 0;
+  for (int64_t i = 0; i < weights.numel(); ++i) nonzero += v[i] != 0.0f;
+  if (nonzero * 4 + kSparseHeaderBytes >= dense) return std::nullopt;  // cannot win
+  auto [bytes, options] = smallest(weights, SparseOptions{});
+  if (bytes >= dense) return std::nullopt;
+  return quant::EncodedTensor{weights.shape(),
+                              quant::WeightEncoding{.kind = quant::Encoding::sparse, .bits = 0},
+                              encode_sparse(weights, options)};
 }
 
 }  // namespace sf

@@ -4,6 +4,7 @@
 // compressed model (compress_model), so the figures are the file's, not estimates.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -45,5 +46,14 @@ struct SizeReport {
 // ConvTranspose2D. Throws when the model has none.
 SizeReport size_report(const ModelFile& model, const SizeReportOptions& options,
                        const std::string& what);
+
+// Writes `model` with each reported weight in its final encoding (sparse, codebook, Huffman);
+// loading the file decodes them back to dense f32 tensors.
+void write_compressed_model(const ModelFile& model, const SizeReport& report,
+                            const std::string& path);
+
+// The smallest sparse encoding of `weights` with f32 values (what freeze stores for pruned
+// weights), or nullopt when dense storage is no larger.
+std::optional<quant::EncodedTensor> sparse_if_smaller(const Tensor& weights);
 
 }  // namespace sf

@@ -20,6 +20,9 @@
 
 namespace sf {
 
+// magic, 4 option bytes, element / nonzero / gap counts.
+inline constexpr uint64_t kSparseHeaderBytes = 32;
+
 struct SparseOptions {
   int index_bits = 8;   // 2..12
   int value_bits = 0;   // 0: f32 values; 2..8: k-means codebook of 2^value_bits centroids

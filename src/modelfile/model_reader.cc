@@ -211,6 +211,7 @@ class Reader {
                                         const std::string& where) const {
     quant::WeightEncoding e{.kind = kind, .bits = quant::kHalfBits};
     if (kind == quant::Encoding::f16) return e;
+    if (kind == quant::Encoding::sparse) return quant::WeightEncoding{.kind = kind, .bits = 0};
     e.bits = small_integer(field(t, "bits", where), where + " 'bits'");
     if (kind == quant::Encoding::kmeans) {
       for (const json& c : array(field(t, "codebook", where), where + " 'codebook'"))

@@ -66,7 +66,7 @@ json encoded_entry(const quant::EncodedTensor& encoded, Layout& layout) {
                 {"offset", layout.place(encoded.data.data(), encoded.data.size())},
                 {"bytes", encoded.data.size()},
                 {"encoding", quant::encoding_name(e.kind)}};
-  if (e.kind == quant::Encoding::f16) return entry;
+  if (e.kind == quant::Encoding::f16 || e.kind == quant::Encoding::sparse) return entry;
   entry["bits"] = e.bits;
   if (e.kind == quant::Encoding::kmeans) {
     entry["codebook"] = floats_json(e.codebook);

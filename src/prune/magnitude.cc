@@ -78,7 +78,8 @@ void apply_mask(Tensor& weights, const Tensor& mask) {
            weights.numel());
   float* w = weights.data<float>();
   const float* m = mask.data<float>();
-  for (int64_t i = 0; i < weights.numel(); ++i) w[i] *= m[i];
+  // A plain +0 (not w * 0, which is -0 for negative w) so stored zeros are all alike.
+  for (int64_t i = 0; i < weights.numel(); ++i) w[i] = m[i] != 0.0f ? w[i] : 0.0f;
 }
 
 double sparsity_of(const Tensor& t) {

@@ -2,6 +2,9 @@
 // files, so validate() runs first and decoding itself never trusts a count it has not checked.
 #include "quantize/weight_codec.h"
 
+#include "compress/sparse_codec.h"
+#include "core/error.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -248,12 +251,14 @@ const char* encoding_name(Encoding encoding) {
       return "kmeans";
     case Encoding::f16:
       return "f16";
+    case Encoding::sparse:
+      return "sparse";
   }
   return "?";
 }
 
 bool parse_encoding(const std::string& name, Encoding* encoding) {
-  for (Encoding e : {Encoding::linear, Encoding::kmeans, Encoding::f16})
+  for (Encoding e : {Encoding::linear, Encoding::kmeans, Encoding::f16, Encoding::sparse})
     if (name == encoding_name(e)) {
       *encoding = e;
       return true;
@@ -274,6 +279,8 @@ std::string WeightEncoding::describe() const {
       return fmt::format("kmeans {}-bit ({} centroids)", bits, codebook.size());
     case Encoding::f16:
       return "f16";
+    case Encoding::sparse:
+      return "sparse";
   }
   return "?";
 }
@@ -283,6 +290,7 @@ uint64_t packed_bytes(uint64_t count, int bits) {
 }
 
 uint64_t data_bytes(const WeightEncoding& encoding, uint64_t count) {
+  SF_CHECK(encoding.kind != Encoding::sparse, "sparse data has no size of its own");
   return encoding.kind == Encoding::f16 ? count * 2 : packed_bytes(count, encoding.bits);
 }
 
@@ -393,6 +401,13 @@ EncodedTensor encode_f16(const Tensor& tensor) {
 
 void validate(const Shape& shape, const WeightEncoding& e, uint64_t bytes) {
   const uint64_t count = checked_numel(shape);
+  if (e.kind == Encoding::sparse) {
+    // The blob describes itself; decode_sparse checks all of it against `shape`.
+    if (e.bits != 0) fail("sparse bits {} must be 0 (the data describes itself)", e.bits);
+    if (bytes < kSparseHeaderBytes)
+      fail("{} bytes cannot hold a sparse header ({} bytes)", bytes, kSparseHeaderBytes);
+    return;
+  }
   if (e.kind == Encoding::f16) {
     if (e.bits != kHalfBits) fail("f16 bits {} must be {}", e.bits, kHalfBits);
   } else if (e.bits < kMinBits || e.bits > kMaxBits) {
@@ -428,6 +443,8 @@ void validate(const Shape& shape, const WeightEncoding& e, uint64_t bytes) {
 
 Tensor decode(const Shape& shape, const WeightEncoding& e, const uint8_t* data, uint64_t bytes) {
   validate(shape, e, bytes);
+  if (e.kind == Encoding::sparse)
+    return decode_sparse(std::span<const uint8_t>(data, static_cast<size_t>(bytes)), shape, "encoded weights");
   Tensor out(DType::f32, shape);
   float* y = out.data<float>();
   const auto count = static_cast<uint64_t>(out.numel());

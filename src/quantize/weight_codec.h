@@ -6,6 +6,9 @@
 //           tensor or per channel of one axis: x ~= scale[c] * (q - zero_point[c]).
 //   kmeans  bits 2..8; a codebook of 2^bits f32 centroids (1-D k-means): x ~= codebook[q].
 //   f16     IEEE half precision, rounded to nearest even.
+//   sparse  pruned weights: nonzeros with relative indices, values f32 or codebook indices,
+//           optionally Huffman-coded; the data is a self-describing blob (compress/sparse_codec.h)
+//           with no parameters in the entry, validated in full when decoded.
 //
 // Indices q are bit-packed little-endian with no padding between elements: element k occupies
 // stream bits [k * bits, (k + 1) * bits), and stream bit j is bit (j % 8) of byte j / 8.
@@ -22,7 +25,7 @@
 
 namespace sf::quant {
 
-enum class Encoding { linear, kmeans, f16 };
+enum class Encoding { linear, kmeans, f16, sparse };
 
 inline constexpr int kMinBits = 2;
 inline constexpr int kMaxBits = 8;
@@ -37,7 +40,7 @@ bool parse_encoding(const std::string& name, Encoding* encoding);
 // Everything except the packed data: what a file stores in the tensor's JSON entry.
 struct WeightEncoding {
   Encoding kind = Encoding::linear;
-  int bits = 8;                      // 16 for f16
+  int bits = 8;                      // 16 for f16; 0 for sparse (the blob says)
   int axis = kNoAxis;                // linear: the per-channel axis, or kNoAxis
   std::vector<float> scales;         // linear: one per channel (one when axis is kNoAxis)
   std::vector<int32_t> zero_points;  // linear: in [0, 2^bits - 1], one per scale

@@ -4,12 +4,18 @@
 
 #include <filesystem>
 
+#include "compress/size_report.h"
 #include "ops/ops.h"
 #include "train/checkpoint.h"
 #include "train/trainer.h"
 #include "transforms/inference_passes.h"
 
 namespace sf {
+
+namespace {
+// Smaller tensors (biases) are not worth a sparse header.
+constexpr int64_t kMinSparseElements = 256;
+}  // namespace
 
 ModelFile freeze_run(const std::string& run_dir) {
   const std::string path = checkpoint_path(run_dir);
@@ -35,6 +41,11 @@ ModelFile freeze_run(const std::string& run_dir) {
   file.graph = optimize_for_inference(model.graph, variables, outputs);
   file.inputs = {"input"};
   file.outputs = {file.graph.node(outputs[0].node).name};
+  // Pruned weights are stored sparse where that is smaller; loading restores them dense.
+  for (const Node& n : file.graph.nodes())
+    if (n.op == "Const" && n.attrs.get_tensor("value").numel() >= kMinSparseElements)
+      if (auto sparse = sparse_if_smaller(n.attrs.get_tensor("value")))
+        file.encoded_weights[n.name] = std::move(*sparse);
   file.metadata = {{"producer", "slimflow 0.1.0"},
                    {"source", run_dir},
                    {"model", spec.name},

@@ -21,6 +21,8 @@ std::string storage_text(const quant::WeightEncoding& e) {
       return fmt::format("kmeans{} ({})", e.bits, e.codebook.size());
     case quant::Encoding::f16:
       return "f16";
+    case quant::Encoding::sparse:
+      return "sparse";
   }
   return "?";
 }
@@ -52,6 +54,12 @@ Action add_inspect_command(CLI::App& app) {
         j["parameters"] = t.numel();
         j["bytes"] = t.bytes();  // as loaded (decoded)
         j["fp32_bytes"] = t.bytes();
+        if (t.dtype() == DType::f32 && t.numel() > 0) {
+          const float* v = t.data<float>();
+          int64_t zeros = 0;
+          for (int64_t i = 0; i < t.numel(); ++i) zeros += v[i] == 0.0f;
+          j["sparsity"] = static_cast<double>(zeros) / static_cast<double>(t.numel());
+        }
         auto stored = model.stored_weights.find(n.name);
         if (stored == model.stored_weights.end()) {
           j["encoding"] = "dense";
@@ -93,8 +101,8 @@ Action add_inspect_command(CLI::App& app) {
                 fmt::format("{}", fmt::join(model.inputs, ", ")).c_str(),
                 fmt::format("{}", fmt::join(model.outputs, ", ")).c_str());
     for (const auto& [k, v] : model.metadata) std::printf("  %s: %s\n", k.c_str(), v.c_str());
-    std::printf("\n%-28s %-16s %-20s %12s %12s %-14s %12s\n", "node", "op", "output",
-                "parameters", "bytes", "stored as", "stored bytes");
+    std::printf("\n%-28s %-16s %-20s %12s %9s %12s %-14s %12s\n", "node", "op", "output",
+                "parameters", "sparsity", "bytes", "stored as", "stored bytes");
     for (const nlohmann::json& j : nodes) {
       std::string shape = fmt::format("{}{}", j["dtype"].get<std::string>(),
                                       shape_str(j["shape"].get<Shape>()));
@@ -103,9 +111,11 @@ Action add_inspect_command(CLI::App& app) {
       std::string storage = j.contains("storage") ? j["storage"].get<std::string>() : "";
       std::string stored =
           j.contains("stored_bytes") ? std::to_string(j["stored_bytes"].get<size_t>()) : "";
-      std::printf("%-28s %-16s %-20s %12s %12s %-14s %12s\n", j["name"].get<std::string>().c_str(),
-                  j["op"].get<std::string>().c_str(), shape.c_str(), params.c_str(), b.c_str(),
-                  storage.c_str(), stored.c_str());
+      const std::string sparsity =
+          j.contains("sparsity") ? fmt::format("{:.1f}%", 100.0 * j["sparsity"].get<double>()) : "";
+      std::printf("%-28s %-16s %-20s %12s %9s %12s %-14s %12s\n", j["name"].get<std::string>().c_str(),
+                  j["op"].get<std::string>().c_str(), shape.c_str(), params.c_str(),
+                  sparsity.c_str(), b.c_str(), storage.c_str(), stored.c_str());
     }
     std::printf("\n%lld parameters, %.3f MB of weights (%.3f MB stored), %zu bytes on disk\n",
                 static_cast<long long>(parameters), static_cast<double>(bytes) / 1e6,

@@ -29,18 +29,19 @@ inline constexpr int kPriority = 20;
 //   OMP_NUM_THREADS=1 build/qd/bench/kernel_bench --benchmark_filter='^sparse/'
 //       --benchmark_repetitions=5   (best CPU time of the repetitions)
 // on the 2-core development machine (AMD EPYC, AVX-512; other builds were running, so CPU time
-// with one thread was the stable figure). Interpolating between the 70% and 80% cases, all four
-// layers cross at 78% (fc1 batch 1: dense 277 us, sparse 381 us at 70%, 256 us at 80%); each
-// constant is rounded up to 80% so that the sparse path is only taken where it clearly wins.
+// with one thread was the stable figure; quiet 2-thread runs agreed). Interpolated between the
+// bench's 70/80/90% cases:
 //
-// Batch-1 MatMul (a sparse dot product per output): fc1 3136x1024 at batch 1 crosses at 78%.
-inline constexpr double kMatMulRowCrossover = 0.8;
+// Batch-1 MatMul (a sparse dot product per output): fc1 3136x1024 at batch 1 crosses at 83-86%
+// (dense 164 us; sparse 227 us at 80%, 115 us at 90%; 2 threads: 109 us vs 126 / 62 us).
+inline constexpr double kMatMulRowCrossover = 0.85;
 // MatMul with a batch of rows (each nonzero scales a row of the transposed input): fc1 at
-// batch 64 crosses at 78%.
+// batch 64 crosses at 78-80% (dense 2188 us; sparse 2169 us at 80%, 970 us at 90%).
 inline constexpr double kMatMulBatchCrossover = 0.8;
 // Conv2D (each nonzero tap scales a run of the padded, stride-split input): conv2 (14x14x32,
-// 5x5x32x64, SAME) crosses at 78% at batch 1 and at batch 64. Strided layers compute some spare
-// columns and were not measured; they use the same constant.
+// 5x5x32x64, SAME) crosses at 77-79% at batch 1 (dense 83 us; sparse 78 us at 80%) and at
+// batch 64 (dense 5654 us; sparse 4876 us at 80%, 7802 us at 70%); rounded up to 80%. Strided,
+// dilated and other shapes were not measured and use the same constant.
 inline constexpr double kConvCrossover = 0.8;
 
 // The base of the sparse kernels: owns the run-time choice and the dense fallback.
