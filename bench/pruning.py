@@ -24,9 +24,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUT = os.path.join(ROOT, "runs", "bench-prune")
 
 MODELS = {
-    # name: (spec, dense run, prune target, dense epochs)
-    "lenet-300-100": ("models/lenet-300-100.yaml", "runs/lenet300", 0.95, 10),
-    "deep-mnist": ("models/deep-mnist.yaml", "runs/mnist", 0.95, 5),
+    # name: (spec, dense run, prune target, dense epochs, retraining epochs; None: --epochs)
+    "lenet-300-100": ("models/lenet-300-100.yaml", "runs/lenet300", 0.92, 10, 10),
+    "deep-mnist": ("models/deep-mnist.yaml", "runs/mnist", 0.95, 5, None),
 }
 
 
@@ -85,24 +85,45 @@ print(json.dumps(dict(dense_ms=dense_ms, dense_bytes=dense_bytes, pruned_ms=prun
     return json.loads(proc.stdout.strip().splitlines()[-1]) if proc.returncode == 0 else None
 
 
+def structured(sf, t, epochs):
+    """The Deep-MNIST CNN with half its filters and neurons removed, retrained."""
+    structured_run = os.path.join("runs", "bench-prune", "deep-mnist-structured")
+    result = last_json(run([sf, "prune", "runs/mnist", "--data", "mnist", "--structured",
+                            "--target", "0.5", "--epochs", str(epochs), "--threads", t,
+                            "--out", structured_run, "--quiet", "--json"]))
+    structured_sfm = structured_run + ".sfm"
+    run([sf, "freeze", structured_run, "--out", structured_sfm])
+    dense_b = bench(sf, os.path.join("runs", "bench-prune", "deep-mnist.sfm"), t)
+    structured_b = bench(sf, structured_sfm, t)
+    return {"accuracy": evaluate(sf, structured_sfm, t),
+            "weights_ratio": result["total_weights"] / result["nonzero_weights"],
+            "dense_ms": dense_b["latency_ms_median"],
+            "structured_ms": structured_b["latency_ms_median"],
+            "speedup": dense_b["latency_ms_median"] / structured_b["latency_ms_median"]}
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", default="2")
     parser.add_argument("--epochs", type=int, default=4, help="retraining epochs when pruning")
     parser.add_argument("--bits", type=int, default=5, help="codebook bits of the compressed file")
     parser.add_argument("--slimflow", default="build/release/slimflow")
+    parser.add_argument("--models", default=",".join(MODELS))
+    parser.add_argument("--no-structured", action="store_true", help="skip the structured run")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     sf, t = args.slimflow, args.threads
     os.makedirs(OUT, exist_ok=True)
     rows = []
-    for name, (spec, dense_run, target, dense_epochs) in MODELS.items():
+    for name in args.models.split(","):
+        spec, dense_run, target, dense_epochs, prune_epochs = MODELS[name]
         if not os.path.exists(os.path.join(ROOT, dense_run, "checkpoint.sfck")):
             run([sf, "train", "--model", spec, "--data", "mnist", "--epochs", str(dense_epochs),
                  "--threads", t, "--out", dense_run, "--quiet"])
         pruned_run = os.path.join("runs", "bench-prune", name + "-pruned")
         prune = last_json(run([sf, "prune", dense_run, "--data", "mnist", "--target", str(target),
-                               "--schedule", "gradual", "--epochs", str(args.epochs),
+                               "--schedule", "gradual",
+                               "--epochs", str(prune_epochs or args.epochs),
                                "--threads", t, "--out", pruned_run, "--quiet", "--json"]))
         dense_sfm = os.path.join("runs", "bench-prune", name + ".sfm")
         pruned_sfm = os.path.join("runs", "bench-prune", name + "-pruned.sfm")
@@ -130,20 +151,9 @@ def main():
         rows.append(row)
 
     # Structured: half the filters / neurons of the Deep-MNIST CNN.
-    structured_run = os.path.join("runs", "bench-prune", "deep-mnist-structured")
-    structured = last_json(run([sf, "prune", "runs/mnist", "--data", "mnist", "--structured",
-                                "--target", "0.5", "--epochs", str(args.epochs), "--threads", t,
-                                "--out", structured_run, "--quiet", "--json"]))
-    structured_sfm = structured_run + ".sfm"
-    run([sf, "freeze", structured_run, "--out", structured_sfm])
-    dense_b = bench(sf, os.path.join("runs", "bench-prune", "deep-mnist.sfm"), t)
-    structured_b = bench(sf, structured_sfm, t)
-    structured_row = {"accuracy": evaluate(sf, structured_sfm, t),
-                      "weights_ratio": structured["total_weights"] / structured["nonzero_weights"],
-                      "dense_ms": dense_b["latency_ms_median"],
-                      "structured_ms": structured_b["latency_ms_median"],
-                      "speedup": dense_b["latency_ms_median"] / structured_b["latency_ms_median"]}
-
+    structured_row = None
+    if not args.no_structured and os.path.exists(os.path.join(ROOT, "runs/bench-prune/deep-mnist.sfm")):
+        structured_row = structured(sf, t, args.epochs)
     sensitivity = last_json(run([sf, "prune", "sensitivity", "runs/mnist", "--data", "mnist",
                                  "--threads", t, "--max-drop", "0.1", "--json"]))
     with open(os.path.join(OUT, "sensitivity.json"), "w") as f:
@@ -165,8 +175,9 @@ def main():
               f"{100 * r['compressed_accuracy']:11.2f}%{r['file_ratio']:7.1f}x"
               f"{r['dense_ms']:10.3f}{r['pruned_ms']:8.3f}{r['speedup']:8.2f}x")
     s = structured_row
-    print(f"{'deep-mnist, half the filters (structured)':44}{100 * s['accuracy']:8.2f}%"
-          f"{'':20}{s['dense_ms']:10.3f}{s['structured_ms']:8.3f}{s['speedup']:8.2f}x")
+    if s:
+        print(f"{'deep-mnist, half the filters (structured)':44}{100 * s['accuracy']:8.2f}%"
+              f"{'':20}{s['dense_ms']:10.3f}{s['structured_ms']:8.3f}{s['speedup']:8.2f}x")
     if peer:
         print(f"PyTorch 1.13 torch.nn.utils.prune (95% global L1) on the same CNN: "
               f"{peer['dense_ms']:.3f} -> {peer['pruned_ms']:.3f} ms, "
