@@ -189,8 +189,8 @@ int run_weight_quantization(const QuantizeArgs& args) {
 Action add_quantize_command(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "quantize",
-      "Make a model smaller: --mode weights stores conv/matmul weights in 2..8 bits "
-      "or half precision (float compute, smaller file)");
+      "Make a model smaller and faster: --mode weights (2..8-bit or half-precision weights, "
+      "float compute) or --mode eightbit (the integer graph, optionally calibrated)");
   auto args = std::make_shared<QuantizeArgs>();
   cmd->add_option("model", args->model, "Model (.sfm or .onnx)");
   cmd->add_option("--mode", args->mode, "weights (weights-only, float compute) or eightbit");
