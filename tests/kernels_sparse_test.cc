@@ -192,6 +192,28 @@ TEST(SparseSelection, GroupedConvIsNotSparse) {
   EXPECT_NE(session.kernel_choices()["dw"], "sparse");
 }
 
+// Profiles say which path a sparse kernel ran: its own, or the dense fallback.
+TEST(SparseSelection, ProfileNamesThePathThatRan) {
+  for (double sparsity : {0.95, 0.0}) {
+    Graph g;
+    Output x = ops::placeholder(g, DType::f32, {1, 256});
+    Output y = g.add("FusedMatMul",
+                     {x, ops::constant(g, sparse_tensor({256, 128}, sparsity, 4)),
+                      ops::constant(g, random_tensor({128}, 5))},
+                     {{"transpose_a", false},
+                      {"transpose_b", false},
+                      {"activation", std::string("none")}},
+                     "fc");
+    Session session(g);
+    session.set_profiling(true);
+    session.run({{x, random_tensor({1, 256}, 6)}}, {y});
+    std::string impl;
+    for (const NodeProfile& p : session.profile())
+      if (p.name == "fc") impl = p.impl;
+    EXPECT_EQ(impl, sparsity > 0.5 ? "sparse" : "sparse:dense") << sparsity;
+  }
+}
+
 // ---- The run-time choice ---------------------------------------------------------------------
 
 // One node with frozen weights, its kernel created as a session would create it.

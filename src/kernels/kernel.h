@@ -37,6 +37,9 @@ class Kernel {
  public:
   virtual ~Kernel() = default;
   virtual void compute(KernelContext& ctx) = 0;
+  // For a kernel that decides at run time to hand its work to another (a sparse kernel falling
+  // back to the dense one): what the last compute() ran, for profiles. Empty: its own impl.
+  virtual std::string running_impl() const { return ""; }
 };
 
 // A kernel from a plain function, for kernels without state.

@@ -252,8 +252,10 @@ std::vector<NodeProfile> Session::profile() const {
   if (last_plan_ == nullptr) return out;
   for (const Plan::Step& s : last_plan_->steps) {
     const Node& n = last_plan_->graph.node(s.node);
-    out.push_back(NodeProfile{n.name, n.op, s.impl, n.outputs.empty() ? Shape{} : n.outputs[0].shape,
-                              s.seconds, s.calls});
+    const std::string running = s.kernel->running_impl();
+    out.push_back(NodeProfile{n.name, n.op, running.empty() ? s.impl : s.impl + ":" + running,
+                              n.outputs.empty() ? Shape{} : n.outputs[0].shape, s.seconds,
+                              s.calls});
   }
   return out;
 }

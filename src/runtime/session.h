@@ -45,7 +45,7 @@ using Feeds = std::vector<std::pair<Output, Tensor>>;
 struct NodeProfile {
   std::string name;
   std::string op;
-  std::string impl;
+  std::string impl;  // the kernel's; "sparse:dense" when a sparse kernel ran its dense fallback
   Shape output_shape;
   double seconds = 0.0;
   int64_t calls = 0;

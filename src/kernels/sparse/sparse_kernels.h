@@ -55,6 +55,7 @@ class SparseKernel : public Kernel {
   Path path() const { return path_; }
   double weight_sparsity() const { return sparsity_; }
   double threshold() const { return threshold_; }
+  std::string running_impl() const override { return path_ == Path::Dense ? "dense" : ""; }
 
  protected:
   // `threshold` 0 always takes the sparse path; otherwise `spec` is handed to the dense kernel
