@@ -21,13 +21,6 @@ namespace {
 // Winograd (F(4x4, 3x3), blocked layouts) does 3x3 stride-1 layers in fewer multiplications.
 enum class Layout { Nhwc, Blocked, Winograd };
 
-dnnl::post_ops activation_post_ops(const std::string& activation) {
-  dnnl::post_ops ops;
-  if (activation == "relu") ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
-  if (activation == "relu6") ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_clip, 0.0f, 6.0f);
-  return ops;
-}
-
 // One way to run the node: the primitive and the staging of its arguments.
 class Candidate {
  public:

@@ -7,13 +7,6 @@ namespace sf::onednn {
 
 namespace {
 
-// A [rows, cols] view of a row-major buffer that holds the matrix transposed when `t`.
-dnnl::memory::desc matrix_desc(const Shape& stored, bool t) {
-  const auto f32 = dnnl::memory::data_type::f32;
-  if (!t) return dnnl::memory::desc({stored[0], stored[1]}, f32, {stored[1], 1});
-  return dnnl::memory::desc({stored[1], stored[0]}, f32, {1, stored[1]});
-}
-
 dnnl::matmul::primitive_desc make_pd(const KernelSpec& spec) {
   const bool ta = spec.node.attrs.get_bool("transpose_a");
   const bool tb = spec.node.attrs.get_bool("transpose_b");
@@ -21,12 +14,8 @@ dnnl::matmul::primitive_desc make_pd(const KernelSpec& spec) {
   dnnl::memory::desc b = matrix_desc(spec.inputs[1].shape, tb);
   if (spec.input_is_constant(1))
     b = dnnl::memory::desc(b.dims(), dnnl::memory::data_type::f32, tag::any);
-  dnnl::post_ops ops;
-  const std::string& activation = spec.node.attrs.get_string("activation");
-  if (activation == "relu") ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
-  if (activation == "relu6") ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_clip, 0.0f, 6.0f);
   dnnl::primitive_attr attr = user_scratchpad_attr();
-  attr.set_post_ops(ops);
+  attr.set_post_ops(activation_post_ops(spec.node.attrs.get_string("activation")));
   return dnnl::matmul::primitive_desc(
       dnnl::matmul::desc(matrix_desc(spec.inputs[0].shape, ta), b,
                          dnnl::memory::desc({1, y[1]}, dnnl::memory::data_type::f32, tag::ab),

@@ -6,13 +6,6 @@ namespace sf::onednn {
 
 namespace {
 
-// A [rows, cols] view of a row-major buffer that holds the matrix transposed when `t`.
-dnnl::memory::desc matrix_desc(const Shape& stored, bool t) {
-  const auto f32 = dnnl::memory::data_type::f32;
-  if (!t) return dnnl::memory::desc({stored[0], stored[1]}, f32, {stored[1], 1});
-  return dnnl::memory::desc({stored[1], stored[0]}, f32, {1, stored[1]});
-}
-
 dnnl::matmul::primitive_desc make_pd(const KernelSpec& spec) {
   const bool ta = spec.node.attrs.get_bool("transpose_a");
   const bool tb = spec.node.attrs.get_bool("transpose_b");

@@ -39,6 +39,19 @@ dnnl::memory::desc hwio_desc(const Shape& s, int64_t groups) {
   return dnnl::memory::desc({groups, og, ig, kh, kw}, f32, {og, 1, o, kw * ig * o, ig * o});
 }
 
+dnnl::memory::desc matrix_desc(const Shape& stored, bool t) {
+  const auto f32 = dnnl::memory::data_type::f32;
+  if (!t) return dnnl::memory::desc({stored[0], stored[1]}, f32, {stored[1], 1});
+  return dnnl::memory::desc({stored[1], stored[0]}, f32, {1, stored[1]});
+}
+
+dnnl::post_ops activation_post_ops(const std::string& activation) {
+  dnnl::post_ops ops;
+  if (activation == "relu") ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+  if (activation == "relu6") ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_clip, 0.0f, 6.0f);
+  return ops;
+}
+
 dnnl::primitive_attr user_scratchpad_attr() {
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);

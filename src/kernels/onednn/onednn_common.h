@@ -30,6 +30,11 @@ dnnl::memory::desc nhwc_desc(const Shape& nhwc);
 // An HWIO filter [kh, kw, in/groups, out] as oneDNN's logical OIHW (GOIHW when groups > 1).
 dnnl::memory::desc hwio_desc(const Shape& hwio, int64_t groups);
 
+// A [rows, cols] view of a row-major buffer that holds the matrix transposed when `t`.
+dnnl::memory::desc matrix_desc(const Shape& stored, bool t);
+// The eltwise post-op of a fused node's "activation" attribute (none | relu | relu6).
+dnnl::post_ops activation_post_ops(const std::string& activation);
+
 // Attributes with a user-managed scratchpad, so kernels allocate it once.
 dnnl::primitive_attr user_scratchpad_attr();
 
