@@ -3,12 +3,14 @@
 #include <yaml-cpp/yaml.h>
 
 #include <fmt/format.h>
+#include <cmath>
 #include <fstream>
 #include <functional>
 #include <set>
 #include <sstream>
 
 #include "core/error.h"
+#include "ops/fake_quant_ops.h"
 #include "ops/ops.h"
 
 namespace sf {
@@ -30,6 +32,7 @@ struct LayerContext {
   std::string type;
   std::vector<Output> inputs;
   Model& model;
+  int64_t qat_bits = 0;  // quantization-aware training: weights go through FakeQuantWeights
 
   template <typename... Args>
   [[noreturn]] void error(fmt::format_string<Args...> format, Args&&... args) const {
@@ -79,7 +82,28 @@ struct LayerContext {
     model.parameters.push_back(Parameter{var_name, v, init, fan_in, fan_out, decay});
     return v;
   }
+  // The layer's weights as its op reads them: fake-quantized under quantization-aware training.
+  Output weights(Shape shape, const Initializer& init, int64_t fan_in, int64_t fan_out) const {
+    Output w = parameter("weights", std::move(shape), init, fan_in, fan_out, true);
+    if (qat_bits == 0) return w;
+    return ops::fake_quant_weights(graph(), w, qat_bits, name + "/weights_fake_quant");
+  }
 };
+
+// Under quantization-aware training, the tensors the eightbit graph holds in u8 (the input and
+// the results of these layers) are fake-quantized with a learned range.
+const std::set<std::string> kFakeQuantizedLayers = {"conv2d", "depthwise_conv2d", "dense", "add",
+                                                    "concat"};
+
+Output fake_quant_activation(Model& model, Output x, const std::string& name) {
+  const std::string range = name + "/activation_range";
+  Output r = ops::variable(model.graph, DType::f32, {2}, range);
+  // NaN: nothing learned yet; the first batch's range is taken as is.
+  model.state.emplace_back(range, Initializer{Initializer::Kind::Constant, std::nan("")});
+  Output y = ops::fake_quant_activation(model.graph, x, r, name + "/fake_quant");
+  model.moving_averages.push_back({range, Output{y.node, 1}, 0.99});
+  return y;
+}
 
 Output apply_activation(const LayerContext& ctx, Output x, const std::string& activation) {
   Graph& g = ctx.graph();
@@ -162,9 +186,9 @@ Output build_conv(LayerContext& ctx, bool depthwise) {
   options.groups = groups;
   std::string activation = ctx.get<std::string>("activation", "none");
   const int64_t per_group_in = in_channels / groups;
-  Output w = ctx.parameter("weights", {kernel[0], kernel[1], per_group_in, out_channels},
-                           weight_init(ctx, activation), kernel[0] * kernel[1] * per_group_in,
-                           kernel[0] * kernel[1] * out_channels / groups, true);
+  Output w = ctx.weights({kernel[0], kernel[1], per_group_in, out_channels},
+                         weight_init(ctx, activation), kernel[0] * kernel[1] * per_group_in,
+                         kernel[0] * kernel[1] * out_channels / groups);
   Output y = ops::conv2d(ctx.graph(), x, w, options, ctx.name);
   if (ctx.get<bool>("use_bias", true)) {
     Output b = ctx.parameter("bias", {out_channels}, bias_init(ctx), 1, 1, false);
@@ -181,8 +205,7 @@ Output build_dense(LayerContext& ctx) {
   const int64_t units = ctx.required<int64_t>("units");
   if (units <= 0) ctx.error("units must be positive, got {}", units);
   std::string activation = ctx.get<std::string>("activation", "none");
-  Output w = ctx.parameter("weights", {in[1], units}, weight_init(ctx, activation), in[1], units,
-                           true);
+  Output w = ctx.weights({in[1], units}, weight_init(ctx, activation), in[1], units);
   Output y = ops::matmul(ctx.graph(), ctx.input(), w, false, false, ctx.name);
   if (ctx.get<bool>("use_bias", true)) {
     Output b = ctx.parameter("bias", {units}, bias_init(ctx), 1, 1, false);
@@ -311,12 +334,13 @@ YAML::Node parse_yaml(const std::string& text, const std::string& origin) {
 ModelSpec parse_model_spec(const std::string& text, const std::string& origin) {
   YAML::Node root = parse_yaml(text, origin);
   if (!root.IsMap()) fail("{}: a model spec must be a mapping with name, input, classes, layers", origin);
-  static const std::set<std::string> kTopKeys = {"name", "input", "classes", "layers", "train"};
+  static const std::set<std::string> kTopKeys = {"name",   "input", "classes",
+                                                  "layers", "train", "qat"};
   for (const auto& kv : root) {
     std::string key = kv.first.as<std::string>();
     if (!kTopKeys.count(key))
-      fail("{}: unknown key '{}' (known: name, input, classes, layers, train)", where(origin, kv.first),
-           key);
+      fail("{}: unknown key '{}' (known: name, input, classes, layers, train, qat)",
+           where(origin, kv.first), key);
   }
   ModelSpec spec;
   spec.origin = origin;
@@ -346,6 +370,18 @@ ModelSpec parse_model_spec(const std::string& text, const std::string& origin) {
       spec.train_defaults[key] = kv.second.as<std::string>();
     }
   }
+  if (const YAML::Node& qat = root["qat"]) {
+    if (!qat.IsMap() || qat.size() != 1 || !qat["bits"])
+      fail("{}: 'qat' must be a mapping with only 'bits' (2..8), e.g. qat: {{bits: 4}}",
+           where(origin, qat));
+    try {
+      spec.qat_bits = qat["bits"].as<int64_t>();
+    } catch (const YAML::Exception&) {
+      fail("{}: qat bits must be an integer in 2..8", where(origin, qat["bits"]));
+    }
+    if (spec.qat_bits < 2 || spec.qat_bits > 8)
+      fail("{}: qat bits {} is outside 2..8", where(origin, qat["bits"]), spec.qat_bits);
+  }
   // Building once validates layer types, keys and shapes now rather than at training time.
   build_model(spec, 1);
   return spec;
@@ -358,7 +394,9 @@ Model build_model(const ModelSpec& spec, int64_t batch) {
   Shape input_shape = {batch, spec.input[0], spec.input[1], spec.input[2]};
   model.input = ops::placeholder(g, DType::f32, input_shape, "input");
   std::map<std::string, Output> layer_outputs;
-  Output previous = model.input;
+  const Output input = spec.qat_bits > 0 ? fake_quant_activation(model, model.input, "input")
+                                         : model.input;
+  Output previous = input;
   for (const YAML::Node& layer : root["layers"]) {
     if (!layer.IsMap()) fail("{}: each layer must be a mapping", where(spec.origin, layer));
     if (!layer["type"]) fail("{}: layer without 'type'", where(spec.origin, layer));
@@ -374,7 +412,7 @@ Model build_model(const ModelSpec& spec, int64_t batch) {
       fail("{}: layer '{}': unknown type '{}' (known: {})", where(spec.origin, layer), name, type,
            known);
     }
-    LayerContext ctx{spec.origin, layer, name, type, {}, model};
+    LayerContext ctx{spec.origin, layer, name, type, {}, model, spec.qat_bits};
     for (const auto& kv : layer) {
       std::string key = kv.first.as<std::string>();
       if (key == "name" || key == "type" || key == "inputs") continue;
@@ -391,7 +429,7 @@ Model build_model(const ModelSpec& spec, int64_t batch) {
       for (const YAML::Node& in : inputs) {
         std::string in_name = in.as<std::string>();
         if (in_name == "input") {
-          ctx.inputs.push_back(model.input);
+          ctx.inputs.push_back(input);
           continue;
         }
         auto it = layer_outputs.find(in_name);
@@ -411,6 +449,8 @@ Model build_model(const ModelSpec& spec, int64_t batch) {
       if (message.rfind(spec.origin, 0) == 0) throw;  // already names the file
       fail("{}: {}", where(spec.origin, layer), message);
     }
+    if (spec.qat_bits > 0 && kFakeQuantizedLayers.count(type))
+      out = fake_quant_activation(model, out, name);
     layer_outputs[name] = out;
     previous = out;
   }
@@ -420,6 +460,15 @@ Model build_model(const ModelSpec& spec, int64_t batch) {
          shape_str(logits.shape), batch, spec.classes);
   model.logits = previous;
   return model;
+}
+
+ModelSpec with_qat(const ModelSpec& spec, int64_t bits) {
+  if (spec.qat_bits == bits) return spec;
+  if (spec.qat_bits != 0)
+    fail("{}: the spec already trains with qat bits {}; cannot change it to {}", spec.origin,
+         spec.qat_bits, bits);
+  return parse_model_spec(spec.text + fmt::format("\n# added by slimflow train --qat\nqat: {{bits: {}}}\n", bits),
+                          spec.origin);
 }
 
 }  // namespace sf

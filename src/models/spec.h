@@ -28,10 +28,15 @@ struct ModelSpec {
   Shape input;  // [H, W, C]
   int64_t classes = 0;
   std::map<std::string, std::string> train_defaults;  // key -> scalar text
+  // Quantization-aware training (`qat: {bits: B}`): weights fake-quantized to B bits per
+  // channel, the input and conv/dense/add/concat results to u8 with learned ranges. 0: off.
+  int64_t qat_bits = 0;
 };
 
 ModelSpec load_model_spec(const std::string& path);
 ModelSpec parse_model_spec(const std::string& text, const std::string& origin);
+// The spec with `qat: {bits: B}` added (`train --qat B`); an error when it already has other bits.
+ModelSpec with_qat(const ModelSpec& spec, int64_t bits);
 
 // A trainable variable of a built model.
 struct Parameter {

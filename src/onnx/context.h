@@ -3,6 +3,7 @@
 
 #include <onnx/onnx_pb.h>
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -102,6 +103,22 @@ using ConverterMap = std::map<std::string, Converter>;
 void add_nn_converters(ConverterMap& m);
 void add_math_converters(ConverterMap& m);
 void add_shape_converters(ConverterMap& m);
+void add_quant_converters(ConverterMap& m);
+
+// --- importer.cc ---
+// Runs `convert` as the conversion of node n (c.node = &n): errors become one line naming the
+// file and the node.
+void convert_as(Context& c, const onnx::NodeProto& n, const std::function<void()>& convert);
+// Converts node n with its converter (or folds it).
+void convert_node(Context& c, const onnx::NodeProto& n);
+
+// --- ops_nn.cc, shared with the quantized converters ---
+// A Conv node's OIHW filter as HWIO.
+Output conv_filter(Context& c, Value& w);
+// The Conv2D attributes of the current Conv-like node for x (NCHW) and w (OIHW).
+Attrs conv2d_attrs(Context& c, const Shape& x, const Shape& w);
+// The MaxPool (max) or AvgPool attributes of the current pooling node for x (NCHW).
+Attrs pool2d_attrs(Context& c, const Shape& x, bool max);
 
 // --- tensors.cc ---
 DType dtype_from_onnx(int elem_type, const std::string& where);
@@ -130,5 +147,11 @@ Tensor cast_tensor(const Tensor& t, DType dtype);
 // Integer or float tensor elements as int64 (for shapes, axes, pads, ...).
 std::vector<int64_t> to_ints(const Tensor& t);
 std::vector<float> to_floats(const Tensor& t);
+
+// --- ops_quant.cc ---
+// (q - zero_point) * scale on the host; scale and zero_point hold one value or one per index
+// of `axis` (already in [0, rank)).
+Tensor dequantize_tensor(const Tensor& q, const Tensor& scale, const Tensor& zero_point,
+                         int64_t axis);
 
 }  // namespace sf::onnx_import

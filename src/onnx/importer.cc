@@ -1,5 +1,6 @@
 // import_onnx: parses the ModelProto, lists unsupported nodes up front, creates placeholders
-// and constants, converts node by node (folding what is static), and names the outputs.
+// and constants, converts node by node (folding what is static, and turning QDQ groups into
+// integer ops: qdq_fusion.cc), and names the outputs.
 #include "onnx/importer.h"
 
 #include <climits>
@@ -7,6 +8,7 @@
 #include <sstream>
 
 #include "onnx/context.h"
+#include "onnx/qdq_fusion.h"
 #include "ops/ops.h"
 
 namespace sf {
@@ -20,6 +22,7 @@ const ConverterMap& converters() {
     add_nn_converters(m);
     add_math_converters(m);
     add_shape_converters(m);
+    add_quant_converters(m);
     return m;
   }();
   return map;
@@ -103,10 +106,12 @@ void add_inputs(Context& c, const onnx::GraphProto& graph, const ImportOptions& 
   }
 }
 
-void convert_node(Context& c, const onnx::NodeProto& n) {
+}  // namespace
+
+void convert_as(Context& c, const onnx::NodeProto& n, const std::function<void()>& convert) {
   c.node = &n;
   try {
-    if (!try_fold(c)) converters().at(n.op_type())(c);
+    convert();
   } catch (const OnnxUnsupported&) {
     throw;
   } catch (const Error& e) {
@@ -117,10 +122,18 @@ void convert_node(Context& c, const onnx::NodeProto& n) {
   } catch (const std::exception& e) {
     c.fail("{}", e.what());  // e.g. std::out_of_range from malformed attributes
   }
+}
+
+void convert_node(Context& c, const onnx::NodeProto& n) {
+  convert_as(c, n, [&] {
+    if (!try_fold(c)) converters().at(n.op_type())(c);
+  });
   for (const std::string& out : n.output())
     if (!out.empty() && !c.values.count(out))
       c.unsupported("output '{}' is not produced by this importer", out);
 }
+
+namespace {
 
 void add_outputs(Context& c, const onnx::GraphProto& graph, ModelFile& model) {
   c.node = nullptr;
@@ -165,7 +178,8 @@ ModelFile import_onnx_bytes(const std::string& bytes, const std::string& name,
   Context c(model.graph, name, opset);
   for (const onnx::ValueInfoProto& out : graph.output()) c.reserved_names.insert(out.name());
   add_inputs(c, graph, options, model);
-  for (const onnx::NodeProto& n : graph.node()) convert_node(c, n);
+  QdqFusion fusion(c, graph, options.fuse_qdq);
+  for (const onnx::NodeProto& n : graph.node()) fusion.convert(n);
   add_outputs(c, graph, model);
   model.metadata["source"] = name;
   model.metadata["format"] = "onnx";

@@ -33,6 +33,10 @@ struct ImportOptions {
   // Graph inputs bound to fixed values: they become constants instead of placeholders (for
   // models that take their weights or shape parameters as inputs).
   std::map<std::string, Tensor> constant_inputs;
+  // Runs the QDQ groups of quantized models (DequantizeLinear -> Conv/MatMul/Gemm/pooling/Add/
+  // Concat -> QuantizeLinear) on the integer ops; false keeps them as the float ops between
+  // QuantizeLinear/DequantizeLinear that the model spells out (qdq_fusion.h).
+  bool fuse_qdq = true;
 };
 
 // Reads and converts `path`. The result's inputs are the model's non-constant graph inputs

@@ -1,6 +1,7 @@
 // Converters for the NHWC image ops (Conv, ConvTranspose, pooling, BatchNormalization,
 // Resize) and the dense ones (Gemm, MatMul). Image ops take the NHWC form of their input and
-// produce NHWC; ONNX's OIHW filters are permuted to HWIO once, at import.
+// produce NHWC; ONNX's OIHW filters are permuted to HWIO once, at import. The filter and window
+// attribute helpers are shared with the quantized converters (ops_quant.cc, qdq_fusion.cc).
 #include <cmath>
 
 #include "onnx/context.h"
@@ -73,15 +74,49 @@ void round_output_up(Context& c, Attrs& a, const Shape& hw, const std::vector<in
   if (pads != std::vector<int64_t>{0, 0, 0, 0}) a.set("padding", std::string("EXPLICIT"));
 }
 
+}  // namespace
+
 // OIHW -> HWIO for Conv ([kh,kw,in/groups,out]); IOHW -> [kh,kw,out/groups,in] for
 // ConvTranspose: the same permutation.
-Output filter(Context& c, Value& w) {
+Output conv_filter(Context& c, Value& w) {
   if (w.shape.size() != 4)
     c.unsupported("only 2-D filters are supported, got {}", shape_str(w.shape));
   const std::vector<int64_t> perm{2, 3, 1, 0};
   if (w.is_const()) return c.constant(permute(*w.constant, perm), "filter");
   return c.add("Transpose", {c.plain(w)}, {{"perm", perm}}, "filter");
 }
+
+Attrs conv2d_attrs(Context& c, const Shape& x, const Shape& w) {
+  if (w.size() != 4) c.unsupported("only 2-D filters are supported, got {}", shape_str(w));
+  Attrs a;
+  const std::vector<int64_t> strides = pair_attr(c, "strides", 1);
+  const std::vector<int64_t> dilations = pair_attr(c, "dilations", 1);
+  a.set("strides", strides);
+  a.set("dilations", dilations);
+  a.set("groups", c.attr_int("group", 1));
+  set_padding(c, a, {x[2], x[3]}, {w[2], w[3]}, strides, dilations);
+  return a;
+}
+
+Attrs pool2d_attrs(Context& c, const Shape& x, bool max) {
+  const bool ceil_mode = c.attr_int("ceil_mode", 0) != 0;
+  if (ceil_mode && !max && c.attr_int("count_include_pad", 0) != 0)
+    c.unsupported("ceil_mode=1 with count_include_pad=1 is not supported");
+  const std::vector<int64_t> k = c.attr_ints("kernel_shape");
+  if (k.size() != 2)
+    c.unsupported("only 2-D pooling is supported, kernel_shape [{}]", fmt::join(k, ","));
+  const std::vector<int64_t> dilations = pair_attr(c, "dilations", 1);
+  if (dilations != std::vector<int64_t>{1, 1})
+    c.unsupported("dilations [{}] are not supported for pooling", fmt::join(dilations, ","));
+  const std::vector<int64_t> strides = pair_attr(c, "strides", 1);
+  Attrs a{{"ksize", k}, {"strides", strides}};
+  set_padding(c, a, {x[2], x[3]}, k, strides, dilations);
+  if (ceil_mode) round_output_up(c, a, {x[2], x[3]}, k, strides);
+  if (!max) a.set("count_include_pad", c.attr_int("count_include_pad", 0) != 0);
+  return a;
+}
+
+namespace {
 
 Output add_bias(Context& c, Output y) {
   if (!c.has_input(2)) return y;
@@ -91,22 +126,15 @@ Output add_bias(Context& c, Output y) {
 void conv(Context& c) {
   Value& x = image_in(c);
   Value& w = c.in(1);
-  Output f = filter(c, w);
-  Attrs a;
-  const std::vector<int64_t> strides = pair_attr(c, "strides", 1);
-  const std::vector<int64_t> dilations = pair_attr(c, "dilations", 1);
-  a.set("strides", strides);
-  a.set("dilations", dilations);
-  a.set("groups", c.attr_int("group", 1));
-  set_padding(c, a, {x.shape[2], x.shape[3]}, {w.shape[2], w.shape[3]}, strides, dilations);
-  Output y = c.add("Conv2D", {c.nhwc(x), f}, a);
+  Output f = conv_filter(c, w);
+  Output y = c.add("Conv2D", {c.nhwc(x), f}, conv2d_attrs(c, x.shape, w.shape));
   c.set_out(0, add_bias(c, y), Layout::kNhwc);
 }
 
 void conv_transpose(Context& c) {
   Value& x = image_in(c);
   Value& w = c.in(1);
-  Output f = filter(c, w);
+  Output f = conv_filter(c, w);
   const std::vector<int64_t> strides = pair_attr(c, "strides", 1);
   const std::vector<int64_t> dilations = pair_attr(c, "dilations", 1);
   std::vector<int64_t> out_pad = pair_attr(c, "output_padding", 0);
@@ -147,22 +175,9 @@ void conv_transpose(Context& c) {
 
 void pool(Context& c, bool max) {
   Value& x = image_in(c);
-  const bool ceil_mode = c.attr_int("ceil_mode", 0) != 0;
-  if (ceil_mode && !max && c.attr_int("count_include_pad", 0) != 0)
-    c.unsupported("ceil_mode=1 with count_include_pad=1 is not supported");
   if (c.node->output_size() > 1 && !c.node->output(1).empty())
     c.unsupported("the Indices output is not supported");
-  const std::vector<int64_t> k = c.attr_ints("kernel_shape");
-  if (k.size() != 2)
-    c.unsupported("only 2-D pooling is supported, kernel_shape [{}]", fmt::join(k, ","));
-  const std::vector<int64_t> dilations = pair_attr(c, "dilations", 1);
-  if (dilations != std::vector<int64_t>{1, 1})
-    c.unsupported("dilations [{}] are not supported for pooling", fmt::join(dilations, ","));
-  const std::vector<int64_t> strides = pair_attr(c, "strides", 1);
-  Attrs a{{"ksize", k}, {"strides", strides}};
-  set_padding(c, a, {x.shape[2], x.shape[3]}, k, strides, dilations);
-  if (ceil_mode) round_output_up(c, a, {x.shape[2], x.shape[3]}, k, strides);
-  if (!max) a.set("count_include_pad", c.attr_int("count_include_pad", 0) != 0);
+  Attrs a = pool2d_attrs(c, x.shape, max);
   c.set_out(0, c.add(max ? "MaxPool" : "AvgPool", {c.nhwc(x)}, a), Layout::kNhwc);
 }
 

@@ -16,6 +16,8 @@ void register_builtin_ops(OpRegistry& registry) {
   register_conv_transpose_ops(registry);
   register_fused_ops(registry);
   register_quantized_ops(registry);
+  register_onnx_quant_ops(registry);
+  register_fake_quant_ops(registry);
 }
 
 }  // namespace sf

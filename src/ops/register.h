@@ -20,5 +20,7 @@ void register_resize_ops(OpRegistry& registry);
 void register_conv_transpose_ops(OpRegistry& registry);
 void register_fused_ops(OpRegistry& registry);  // after nn ops: reuses their attributes
 void register_quantized_ops(OpRegistry& registry);  // after nn ops: reuses their attributes
+void register_onnx_quant_ops(OpRegistry& registry);  // after nn ops: reuses their attributes
+void register_fake_quant_ops(OpRegistry& registry);
 
 }  // namespace sf

@@ -8,6 +8,7 @@
 #include "graph/op_registry.h"
 #include "ops/ops.h"
 #include "ops/quantized_ops.h"
+#include "quantize/learned_ranges.h"
 #include "quantize/quant_params.h"
 
 namespace sf {
@@ -401,7 +402,24 @@ class EightbitRewriter {
 
 }  // namespace
 
+namespace {
+
+// A graph trained quantization-aware: its learned ranges stand in for calibrated ones (they are
+// the ranges the model was trained on), calibration filling only what was not learned.
+EightbitOptions with_learned_ranges(const EightbitOptions& options, const LearnedRanges& learned) {
+  EightbitOptions out = options;
+  if (!out.ranges) out.ranges = TensorRanges{};
+  for (const auto& [name, range] : learned.ranges) (*out.ranges)[name] = range;
+  return out;
+}
+
+}  // namespace
+
 EightbitGraph rewrite_eightbit(const Graph& float_graph, const EightbitOptions& options) {
+  if (has_fake_quant(float_graph)) {
+    const LearnedRanges learned = take_learned_ranges(float_graph, options.outputs);
+    return EightbitRewriter(learned.graph, with_learned_ranges(options, learned), nullptr).run();
+  }
   return EightbitRewriter(float_graph, options, nullptr).run();
 }
 
@@ -412,7 +430,13 @@ Graph quantize_eightbit(const Graph& float_graph, const EightbitOptions& options
 std::vector<std::string> eightbit_range_tensors(const Graph& float_graph,
                                                 const EightbitOptions& options) {
   std::vector<std::string> wanted;
-  EightbitRewriter(float_graph, options, &wanted).run();
+  if (!has_fake_quant(float_graph)) {
+    EightbitRewriter(float_graph, options, &wanted).run();
+    return wanted;
+  }
+  const LearnedRanges learned = take_learned_ranges(float_graph, options.outputs);
+  EightbitRewriter(learned.graph, options, &wanted).run();
+  std::erase_if(wanted, [&](const std::string& name) { return learned.ranges.count(name) > 0; });
   return wanted;
 }
 

@@ -294,55 +294,117 @@ uint64_t data_bytes(const WeightEncoding& encoding, uint64_t count) {
   return encoding.kind == Encoding::f16 ? count * 2 : packed_bytes(count, encoding.bits);
 }
 
-EncodedTensor encode_linear(const Tensor& tensor, int bits, int axis) {
+namespace {
+
+// The per-channel scale and zero point of linear encoding, and the index of one value.
+struct LinearGrid {
+  ChannelGeometry geometry;
+  int32_t qmax = 0;
+  std::vector<float> scales;
+  std::vector<int32_t> zero_points;
+
+  uint8_t index(float x, size_t channel) const {
+    const float q = std::nearbyint(x / scales[channel]) + static_cast<float>(zero_points[channel]);
+    return static_cast<uint8_t>(std::clamp(q, 0.0f, static_cast<float>(qmax)));
+  }
+  float value(uint8_t index, size_t channel) const {
+    return static_cast<float>(index - zero_points[channel]) * scales[channel];
+  }
+};
+
+LinearGrid linear_grid(const Tensor& tensor, const float* x, int bits, int axis) {
   check_bits(bits);
   if (axis != kNoAxis && (axis < 0 || axis >= tensor.rank()))
     fail("per-channel axis {} is outside tensor {} (rank {})", axis, shape_str(tensor.shape()),
          tensor.rank());
-  const float* x = checked_values(tensor, "linear");
-  const ChannelGeometry g = geometry(tensor.shape(), axis);
+  LinearGrid grid;
+  const ChannelGeometry& g = grid.geometry = geometry(tensor.shape(), axis);
   const auto channels = static_cast<size_t>(g.channels);
   // Zero is always inside the range, so that it is represented exactly.
   std::vector<float> lo(channels, 0.0f), hi(channels, 0.0f);
-  for (int64_t o = 0; o < g.outer; ++o)
-    for (int64_t c = 0; c < g.channels; ++c) {
-      const float* row = x + (o * g.channels + c) * g.inner;
-      float& l = lo[static_cast<size_t>(c)];
-      float& h = hi[static_cast<size_t>(c)];
-      for (int64_t i = 0; i < g.inner; ++i) {
-        l = std::min(l, row[i]);
-        h = std::max(h, row[i]);
+  float* __restrict l = lo.data();
+  float* __restrict h = hi.data();
+  for (int64_t o = 0; o < g.outer; ++o) {
+    const float* __restrict block = x + o * g.channels * g.inner;
+    if (g.inner == 1) {  // channels last (HWIO filters, [K, N] matrices)
+      for (int64_t c = 0; c < g.channels; ++c) {
+        l[c] = std::min(l[c], block[c]);
+        h[c] = std::max(h[c], block[c]);
       }
+      continue;
     }
-  const int32_t qmax = max_index(bits);
-  EncodedTensor out;
-  out.shape = tensor.shape();
-  out.encoding = WeightEncoding{.kind = Encoding::linear, .bits = bits, .axis = axis};
-  out.encoding.scales.resize(channels);
-  out.encoding.zero_points.resize(channels);
+    for (int64_t c = 0; c < g.channels; ++c)
+      for (int64_t i = 0; i < g.inner; ++i) {
+        l[c] = std::min(l[c], block[c * g.inner + i]);
+        h[c] = std::max(h[c], block[c * g.inner + i]);
+      }
+  }
+  grid.qmax = max_index(bits);
+  grid.scales.resize(channels);
+  grid.zero_points.resize(channels);
   for (size_t c = 0; c < channels; ++c) {
     // An all-zero channel gets scale 1; a range so small that its step underflows gets the
     // smallest normal float, which still decodes every element within a step.
-    float scale = static_cast<float>((static_cast<double>(hi[c]) - lo[c]) / qmax);
+    float scale = static_cast<float>((static_cast<double>(hi[c]) - lo[c]) / grid.qmax);
     if (hi[c] == lo[c]) scale = 1.0f;
     scale = std::max(scale, std::numeric_limits<float>::min());
     const double zero = std::nearbyint(-static_cast<double>(lo[c]) / scale);
-    out.encoding.scales[c] = scale;
-    out.encoding.zero_points[c] = static_cast<int32_t>(std::clamp(zero, 0.0, double(qmax)));
+    grid.scales[c] = scale;
+    grid.zero_points[c] = static_cast<int32_t>(std::clamp(zero, 0.0, double(grid.qmax)));
   }
+  return grid;
+}
+
+}  // namespace
+
+EncodedTensor encode_linear(const Tensor& tensor, int bits, int axis) {
+  const float* x = checked_values(tensor, "linear");
+  LinearGrid grid = linear_grid(tensor, x, bits, axis);
+  const ChannelGeometry& g = grid.geometry;
   std::vector<uint8_t> indices(static_cast<size_t>(tensor.numel()));
   for (int64_t o = 0; o < g.outer; ++o)
     for (int64_t c = 0; c < g.channels; ++c) {
       const int64_t start = (o * g.channels + c) * g.inner;
-      const float scale = out.encoding.scales[static_cast<size_t>(c)];
-      const auto zero = static_cast<float>(out.encoding.zero_points[static_cast<size_t>(c)]);
-      for (int64_t i = start; i < start + g.inner; ++i) {
-        const float q = std::nearbyint(x[i] / scale) + zero;
-        indices[static_cast<size_t>(i)] =
-            static_cast<uint8_t>(std::clamp(q, 0.0f, static_cast<float>(qmax)));
-      }
+      for (int64_t i = start; i < start + g.inner; ++i)
+        indices[static_cast<size_t>(i)] = grid.index(x[i], static_cast<size_t>(c));
     }
+  EncodedTensor out;
+  out.shape = tensor.shape();
+  out.encoding = WeightEncoding{.kind = Encoding::linear, .bits = bits, .axis = axis};
+  out.encoding.scales = std::move(grid.scales);
+  out.encoding.zero_points = std::move(grid.zero_points);
   out.data = pack(indices, bits);
+  return out;
+}
+
+Tensor fake_quantize_linear(const Tensor& tensor, int bits, int axis) {
+  const float* x = checked_values(tensor, "linear");
+  const LinearGrid grid = linear_grid(tensor, x, bits, axis);
+  const ChannelGeometry& g = grid.geometry;
+  // The same arithmetic as LinearGrid::index then value, as flat loops over each row of
+  // channels: this runs on every training step.
+  const std::vector<float> zeros(grid.zero_points.begin(), grid.zero_points.end());
+  const float* __restrict scale = grid.scales.data();
+  const float* __restrict zero = zeros.data();
+  const auto qmax = static_cast<float>(grid.qmax);
+  Tensor out(DType::f32, tensor.shape());
+  float* __restrict y = out.data<float>();
+  auto round_trip = [&](float value, int64_t c) {
+    const float q = std::clamp(std::nearbyint(value / scale[c]) + zero[c], 0.0f, qmax);
+    return (q - zero[c]) * scale[c];
+  };
+  if (g.inner == 1) {  // channels last (HWIO filters, [K, N] matrices)
+#pragma omp parallel for if (tensor.numel() >= (1 << 16))
+    for (int64_t o = 0; o < g.outer; ++o)
+      for (int64_t c = 0; c < g.channels; ++c)
+        y[o * g.channels + c] = round_trip(x[o * g.channels + c], c);
+  } else {
+#pragma omp parallel for if (tensor.numel() >= (1 << 16))
+    for (int64_t o = 0; o < g.outer; ++o)
+      for (int64_t c = 0; c < g.channels; ++c)
+        for (int64_t i = (o * g.channels + c) * g.inner; i < (o * g.channels + c + 1) * g.inner; ++i)
+          y[i] = round_trip(x[i], c);
+  }
   return out;
 }
 

@@ -70,6 +70,9 @@ uint64_t data_bytes(const WeightEncoding& encoding, uint64_t count);
 // Encoders. They reject (sf::Error) bits outside [2, 8], an axis outside the tensor's rank,
 // a tensor that is not f32, and non-finite values (or, for f16, values beyond half's range).
 EncodedTensor encode_linear(const Tensor& tensor, int bits, int axis = kNoAxis);
+// decode(encode_linear(tensor, bits, axis)) without the packing: what quantization-aware
+// training's FakeQuantWeights computes, so training sees exactly the weights the file will hold.
+Tensor fake_quantize_linear(const Tensor& tensor, int bits, int axis = kNoAxis);
 // Deterministic: centroids start evenly spaced over [min, max]; Lloyd iterations run until no
 // assignment changes or 50 iterations; an empty cluster takes over the point farthest from
 // its centroid in the cluster with the largest squared error. With at most 2^bits distinct

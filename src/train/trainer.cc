@@ -154,9 +154,11 @@ json report_json(const EpochReport& r) {
           {"lr", r.lr}};
 }
 
-// Fills the variable store from a checkpoint's "variables/..." tensors.
+// Fills the variable store from a checkpoint's "variables/..." tensors. With
+// `initialize_missing_state`, state the checkpoint lacks starts from its initializer (a float
+// run fine-tuned with --qat has no learned activation ranges yet).
 void restore_variables(VariableStore& store, const Model& model, const Checkpoint& ckpt,
-                       const std::string& path) {
+                       const std::string& path, bool initialize_missing_state = false) {
   auto restore = [&](const std::string& name) {
     auto it = ckpt.tensors.find(kVariablePrefix + name);
     if (it == ckpt.tensors.end()) fail("{}: checkpoint has no value for variable '{}'", path, name);
@@ -167,7 +169,16 @@ void restore_variables(VariableStore& store, const Model& model, const Checkpoin
     store.set(name, it->second.clone());
   };
   for (const Parameter& p : model.parameters) restore(p.name);
-  for (const auto& [name, init] : model.state) restore(name);
+  std::mt19937_64 unused_rng(0);
+  for (const auto& [name, init] : model.state) {
+    if (initialize_missing_state && !ckpt.tensors.count(kVariablePrefix + name)) {
+      Tensor value(DType::f32, model.graph.node(model.graph.id_of(name)).outputs[0].shape);
+      initialize(value, init, 1, 1, unused_rng);
+      store.set(name, value);
+      continue;
+    }
+    restore(name);
+  }
 }
 
 // The checkpoint of a run directory and the model spec it was trained from.
@@ -205,6 +216,8 @@ std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks
   std::optional<Checkpoint> resumed;
   std::optional<Checkpoint> initial;  // --init-from: the run to start from
   json resumed_meta;
+  if (!options.resume_dir.empty() && !options.init_from.empty())
+    fail("train: --resume continues a run, --init-from starts a new one from it: give one");
   if (!options.resume_dir.empty()) {
     std::string path = checkpoint_path(options.resume_dir);
     if (!std::filesystem::exists(path))
@@ -267,6 +280,12 @@ std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks
     config.test_limit = options.test_limit;
   }
   const bool resuming = resumed.has_value();
+  if (options.qat_bits != 0) {
+    if (resuming && spec.qat_bits != options.qat_bits)
+      fail("train: --qat cannot change when resuming ({} trains with qat bits {})",
+           options.resume_dir, spec.qat_bits);
+    spec = with_qat(spec, options.qat_bits);
+  }
   if (!resuming || !options.data.empty()) {
     if (!options.data.empty()) config.data = options.data;
   }
@@ -345,7 +364,8 @@ std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks
     message(fmt::format("resuming {} at epoch {}, batch {}/{} (step {})", out_dir, epoch + 1,
                         start_batch, batches_per_epoch, step));
   } else if (initial) {
-    restore_variables(*store, t.model, *initial, checkpoint_path(options.init_from));
+    restore_variables(*store, t.model, *initial, checkpoint_path(options.init_from),
+                      /*initialize_missing_state=*/true);
     std::filesystem::create_directories(out_dir);
   } else {
     std::mt19937_64 init_rng(config.seed);
@@ -428,7 +448,9 @@ std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks
         float* avg = store->get(m.variable).data<float>();
         const float* obs = observed.data<float>();
         const float mom = static_cast<float>(m.momentum);
-        for (int64_t k = 0; k < observed.numel(); ++k) avg[k] = mom * avg[k] + (1 - mom) * obs[k];
+        // NaN: nothing observed yet (learned activation ranges), so the first batch is taken.
+        for (int64_t k = 0; k < observed.numel(); ++k)
+          avg[k] = std::isnan(avg[k]) ? obs[k] : mom * avg[k] + (1 - mom) * obs[k];
       }
       ++step;
       if (callbacks.after_step)

@@ -36,6 +36,9 @@ struct TrainOptions {
   int64_t checkpoint_every = 0;  // steps; 0: only at the end of each epoch
   int64_t train_limit = 0;       // use only the first N training examples (0: all)
   int64_t test_limit = 0;
+  // Quantization-aware training with weights in this many bits (2..8) and u8 activations; a
+  // new run or --init-from (fine-tuning a float run). 0: as the spec says.
+  int64_t qat_bits = 0;
   std::string kernel_impl;  // "" best available; "reference" for debugging
   bool profile = false;     // report per-node training-step times at the end
 };

@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "ops/ops.h"
+#include "quantize/weight_codec.h"
 
 namespace sf {
 
@@ -95,8 +96,22 @@ Graph freeze_variables(const Graph& graph, const VariableStore& variables,
   for (const Node& node : graph.nodes()) {
     if (!rw.needed(node.id)) continue;
     if (node.op == "Variable") {
+      // Weights trained quantization-aware are stored as the forward pass saw them.
+      const Node* fake_quant = rw.sole_consumer(node.id, outputs);
+      if (fake_quant != nullptr && fake_quant->op == "FakeQuantWeights") {
+        const auto bits = static_cast<int>(fake_quant->attrs.get_int("bits"));
+        const Tensor& w = variables.get(node.name);
+        Output c = ops::constant(
+            rw.target(), quant::fake_quantize_linear(w, bits, static_cast<int>(w.rank()) - 1),
+            node.name);
+        rw.set({fake_quant->id, 0}, c);
+        continue;
+      }
       Output c = ops::constant(rw.target(), variables.get(node.name).clone(), node.name);
       rw.set({node.id, 0}, c);
+    } else if (node.op == "FakeQuantWeights" && graph.node(node.inputs[0].node).op == "Variable" &&
+               rw.sole_consumer(node.inputs[0].node, outputs) == &node) {
+      continue;  // folded into its variable's constant above
     } else if (node.op == "Dropout" || node.op == "Identity") {
       if (rw.side_outputs_used(node))
         fail("freeze: node '{}' ({}): its mask output is used, so it cannot be removed",

@@ -22,5 +22,6 @@ Action add_quantize_command(CLI::App& app);
 Action add_export_images_command(CLI::App& app);
 Action add_prune_command(CLI::App& app);
 Action add_size_report_command(CLI::App& app);
+Action add_export_command(CLI::App& app);
 
 }  // namespace sf::cli

@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "model_io.h"
 #include "quantize/calibration.h"
+#include "quantize/learned_ranges.h"
 #include "quantize/eightbit_report.h"
 #include "quantize/eightbit_rewrite.h"
 
@@ -80,13 +81,18 @@ int run_eightbit(const EightbitArgs& a) {
     options.ranges = calibrate(model.graph, model.inputs,
                                eightbit_range_tensors(model.graph, options), *source, co);
   }
+  const bool learned = has_fake_quant(model.graph);
   const EightbitGraph q = rewrite_eightbit(model.graph, options);
+  const char* ranges_kind = options.ranges ? (learned ? "learned and calibrated activation ranges"
+                                                      : "calibrated activation ranges")
+                            : learned      ? "activation ranges learned in training (--qat)"
+                                           : "activation ranges at run time";
   ModelFile out;
   out.graph = q.graph;
   out.inputs = model.inputs;
   out.outputs = q.outputs;
   out.metadata = model.metadata;
-  out.metadata["quantization"] = options.ranges ? "eightbit, calibrated" : "eightbit, run-time ranges";
+  out.metadata["quantization"] = fmt::format("eightbit, {}", ranges_kind);
   if (options.ranges) {
     out.metadata["calibration"] = fmt::format("{} images from {}, {}", source->size(),
                                               a.calib_data, a.method);
@@ -109,6 +115,7 @@ int run_eightbit(const EightbitArgs& a) {
     nlohmann::json j = {{"out", a.out},
                         {"mode", "eightbit"},
                         {"calibrated", options.ranges.has_value()},
+                        {"learned_ranges", learned},
                         {"method", a.method},
                         {"per_channel", a.per_channel},
                         {"layers", layers},
@@ -121,7 +128,7 @@ int run_eightbit(const EightbitArgs& a) {
   }
   std::printf("%zu layers rewritten to 8-bit integer ops (%s weights, %s)\n", q.layers.size(),
               a.per_channel ? "per-channel" : "per-tensor",
-              options.ranges ? "calibrated activation ranges" : "activation ranges at run time");
+              ranges_kind);
   std::string rest;
   for (const auto& [op, n] : still_float) rest += fmt::format(" {} x{}", op, n);
   std::printf("still float:%s\n", rest.empty() ? " nothing" : rest.c_str());

@@ -22,6 +22,8 @@ Action add_train_command(CLI::App& app) {
   cmd->add_option("--out", options->out_dir, "Run directory for checkpoints");
   cmd->add_option("--resume", options->resume_dir,
                   "Continue the run in this directory from its last checkpoint");
+  cmd->add_option("--init-from", options->init_from,
+                  "Start a new run (--out) from this run's weights and options (fine-tuning)");
   cmd->add_option("--epochs", options->epochs,
                   "Epochs to train (with --resume: epochs to add to where the run stopped)");
   cmd->add_option("--batch", options->batch, "Batch size (spec default, else 64)");
@@ -38,6 +40,10 @@ Action add_train_command(CLI::App& app) {
                   "Also checkpoint every N steps (default: at the end of each epoch)");
   cmd->add_option("--train-limit", options->train_limit, "Use only the first N training examples");
   cmd->add_option("--test-limit", options->test_limit, "Use only the first N test examples");
+  cmd->add_option("--qat", options->qat_bits,
+                  "Quantization-aware training: weights fake-quantized to BITS (2..8) per channel, "
+                  "activations to 8 bits with learned ranges (quantize then uses them)")
+      ->check(CLI::Range(2, 8));
   cmd->add_option("--kernels", options->kernel_impl, "Force a kernel implementation (reference)");
   cmd->add_flag("--json", *json_output, "Print one JSON object per epoch on stdout");
   cmd->add_flag("--quiet", *quiet, "No progress line");

@@ -18,5 +18,7 @@ void register_reference_pointwise_kernels(KernelRegistry& registry);
 void register_reference_resize_kernels(KernelRegistry& registry);
 void register_reference_conv_transpose_kernels(KernelRegistry& registry);
 void register_reference_quantized_kernels(KernelRegistry& registry);
+void register_reference_onnx_quant_kernels(KernelRegistry& registry);
+void register_reference_fake_quant_kernels(KernelRegistry& registry);
 
 }  // namespace sf

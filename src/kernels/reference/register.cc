@@ -15,6 +15,8 @@ void register_reference_kernels(KernelRegistry& registry) {
   register_reference_resize_kernels(registry);
   register_reference_conv_transpose_kernels(registry);
   register_reference_quantized_kernels(registry);
+  register_reference_onnx_quant_kernels(registry);
+  register_reference_fake_quant_kernels(registry);
 }
 
 }  // namespace sf
