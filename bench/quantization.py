@@ -57,19 +57,22 @@ net = nn.Sequential(nn.Conv2d(1, 32, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
                     nn.Conv2d(32, 64, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
                     nn.Linear(3136, 1024), nn.ReLU(), nn.Linear(1024, 10)).eval()
 x = torch.rand(1, 1, 28, 28)
-def latency(m):
+x64 = torch.rand(64, 1, 28, 28)
+def median_seconds(m, x, runs):
     with torch.no_grad():
-        for _ in range(50): m(x)
+        for _ in range(max(runs // 6, 3)): m(x)
         t = []
-        for _ in range(300):
+        for _ in range(runs):
             s = time.perf_counter(); m(x); t.append(time.perf_counter() - s)
-    return sorted(t)[len(t) // 2] * 1e3
-fp32 = latency(net)
+    return sorted(t)[len(t) // 2]
 q = prepare_fx(net, get_default_qconfig_mapping(engine), example_inputs=(x,))
 with torch.no_grad():
     for _ in range(10): q(torch.rand(8, 1, 28, 28))
 q = convert_fx(q)
-print(json.dumps(dict(fp32_ms=fp32, int8_ms=latency(q), engine=engine)))
+print(json.dumps(dict(fp32_ms=median_seconds(net, x, 300) * 1e3,
+                      int8_ms=median_seconds(q, x, 300) * 1e3,
+                      fp32_b64_per_sec=64 / median_seconds(net, x64, 30),
+                      int8_b64_per_sec=64 / median_seconds(q, x64, 30), engine=engine)))
 """
     proc = subprocess.run(["/usr/bin/python3", "-c", code], stdout=subprocess.PIPE, text=True,
                           env=dict(os.environ, OPENBLAS_CORETYPE="Cooperlake",
@@ -269,11 +272,16 @@ def main():
                   f"{r['bytes']:11d}{100 * r['bytes'] / fp32['bytes']:8.1f}%"
                   f"{r['b1_ms']:8.3f}{r['b64_per_sec']:11.0f}")
     print_bits_table(bits, args.qat_epochs)
+    ours = table["mnist"]
+    fp32, int8 = ours["fp32"], ours["eightbit, 1000 images"]
+    print(f"\nint8 vs our own fp32: batch 1 {fp32['b1_ms'] / int8['b1_ms']:.2f}x, "
+          f"batch 64 {int8['b64_per_sec'] / fp32['b64_per_sec']:.2f}x")
     if peer:
-        ours = table["mnist"]
-        print(f"\nbatch-1 latency, same network: slimflow fp32 {ours['fp32']['b1_ms']:.3f} ms, "
-              f"int8 {ours['eightbit, 1000 images']['b1_ms']:.3f} ms; PyTorch 1.13 fp32 "
-              f"{peer['fp32_ms']:.3f} ms, int8 ({peer['engine']}) {peer['int8_ms']:.3f} ms")
+        print(f"same network, PyTorch 1.13 ({peer['engine']}): batch-1 fp32 {peer['fp32_ms']:.3f} ms, "
+              f"int8 {peer['int8_ms']:.3f} ms; batch-64 fp32 {peer['fp32_b64_per_sec']:.0f}, "
+              f"int8 {peer['int8_b64_per_sec']:.0f} images/s")
+        print(f"slimflow int8 vs PyTorch int8: batch 1 {peer['int8_ms'] / int8['b1_ms']:.2f}x, "
+              f"batch 64 {int8['b64_per_sec'] / peer['int8_b64_per_sec']:.2f}x")
     print(ort_table(ort_rows, t))
 
 
