@@ -7,6 +7,8 @@
 #include <set>
 
 #include "autodiff/gradients.h"
+#include "onnx/exporter.h"
+#include "onnx/importer.h"
 #include "ops/fake_quant_ops.h"
 #include "ops/ops.h"
 #include "quantize/eightbit_rewrite.h"
@@ -220,6 +222,19 @@ TEST(QatTrainTest, TrainsFreezesOnTheBitGridAndQuantizesWithLearnedRanges) {
   const Tensor got = int_session.run({{qin, images}}, {Output{q.graph.id_of(q.outputs[0]), 0}})[0].clone();
   for (int64_t i = 0; i < want.numel(); ++i)
     EXPECT_NEAR(got.data<float>()[i], want.data<float>()[i], 0.05) << "class " << i;
+
+  // Exported to ONNX, the learned ranges become QuantizeLinear -> DequantizeLinear pairs.
+  const std::string onnx = export_onnx_bytes(frozen, "qat.onnx");
+  ModelFile imported = import_onnx_bytes(onnx, "qat.onnx");
+  int quantize_linear = 0;
+  for (const Node& n : imported.graph.nodes()) quantize_linear += n.op == "QuantizeLinear";
+  EXPECT_EQ(quantize_linear, 5);
+  Session onnx_session(imported.graph);
+  const Tensor round_trip =
+      onnx_session.run({{Output{imported.graph.id_of(imported.inputs[0]), 0}, images}},
+                       {Output{imported.graph.id_of(imported.outputs[0]), 0}})[0].clone();
+  for (int64_t i = 0; i < want.numel(); ++i)
+    EXPECT_NEAR(round_trip.data<float>()[i], want.data<float>()[i], 0.02) << "class " << i;
   std::filesystem::remove_all(dir);
 }
 

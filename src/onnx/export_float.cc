@@ -2,9 +2,12 @@
 // images run channels-first; elementwise ops run in whatever form their inputs are already
 // held; ops that depend on the element order (Flatten, Reshape, Softmax, Slice, Pad) read
 // the tensor as our graph holds it, so a Flatten of NHWC data flattens in NHWC order.
+#include <cmath>
+
 #include "onnx/context.h"
 #include "onnx/export_context.h"
 #include "ops/conv_geometry.h"
+#include "quantize/quant_params.h"
 
 namespace sf::onnx_export {
 
@@ -189,6 +192,23 @@ void softmax(Context& c) {
   set_attr(emit(c, "Softmax", {c.get(in(c, 0))}, kAsIs), "axis", int64_t{-1});
 }
 
+// A learned activation range of quantization-aware training: the u8 round trip it stands for,
+// QuantizeLinear -> DequantizeLinear, which ONNX Runtime treats as the QDQ form of the model.
+void fake_quant_activation(Context& c) {
+  const Tensor& range = c.const_in(1, "range");
+  const float* r = range.data<float>();
+  if (!std::isfinite(r[0]) || !std::isfinite(r[1]))
+    c.fail("its range was never learned (the run trained for no steps)");
+  const QuantParams p = choose_quant_params(r[0], r[1]);
+  Tensor zero_point(DType::u8, {});
+  zero_point.data<uint8_t>()[0] = static_cast<uint8_t>(p.zero_point);
+  const std::string scale = c.scalar_f32(p.scale, c.node->name + "/scale");
+  const std::string zero = c.initializer(zero_point, c.node->name + "/zero_point");
+  const Form form = c.held_form(in(c, 0));
+  const std::string q = c.add("QuantizeLinear", {c.get(in(c, 0), form), scale, zero}, "quantize");
+  emit(c, "DequantizeLinear", {q, scale, zero}, form);
+}
+
 // BatchNormalization normalizes axis 1: channels-first images, or [N,C].
 void batch_norm(Context& c) {
   const size_t rank = c.shape(in(c, 0)).size();
@@ -273,6 +293,7 @@ void add_float_writers(WriterMap& m) {
   m["Concat"] = concat;
   m["Softmax"] = softmax;
   m["BatchNorm"] = batch_norm;
+  m["FakeQuantActivation"] = fake_quant_activation;
   m["StridedSlice"] = strided_slice;
   m["Pad"] = pad;
 }
