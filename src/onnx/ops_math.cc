@@ -1,5 +1,6 @@
-// Converters for elementwise math, activations, Softmax and ReduceMean. Elementwise ops keep
-// their input's layout, so chains such as Conv -> Add -> Relu stay NHWC.
+// Converters for elementwise math, activations, Softmax and the reductions ReduceMean, ReduceMax
+// and ReduceMin. Elementwise ops keep their input's layout, so chains such as Conv -> Add -> Relu
+// stay NHWC.
 #include <cmath>
 #include <limits>
 
@@ -56,6 +57,28 @@ void binary(Context& c, const std::string& op) {
   c.set_out(0, c.add(op, {oa, ob}), l);
 }
 
+// Max / Min of one or more inputs with NumPy broadcasting, folded pairwise into the engine's
+// binary Maximum / Minimum.
+void variadic_extremum(Context& c, const std::string& op) {
+  std::vector<Value*> vs;
+  for (int i = 0; i < c.num_inputs(); ++i) {
+    Value& v = c.in(i);
+    if (v.dtype != DType::f32 && v.dtype != DType::i32 && v.dtype != DType::i64)
+      c.unsupported("input {} is {}; only float, int32 and int64 tensors are supported", i,
+                    dtype_name(v.dtype));
+    if (v.dtype != c.in(0).dtype)
+      c.fail("input {} is {} but input 0 is {}: all inputs must have the same type", i,
+             dtype_name(v.dtype), dtype_name(c.in(0).dtype));
+    vs.push_back(&v);
+  }
+  if (vs.size() == 1) return c.set_out(0, *vs.front());
+  const Layout l = elementwise_layout(c, vs);
+  Output y = elementwise_operand(c, *vs.front(), l);
+  for (size_t i = 1; i < vs.size(); ++i)
+    y = c.add(op, {y, elementwise_operand(c, *vs[i], l)}, {}, i + 1 < vs.size() ? "partial" : "");
+  c.set_out(0, y, l);
+}
+
 // Clip's bound from attribute (opset < 11) or constant input `index`.
 float clip_bound(Context& c, const char* name, int index, float def) {
   if (c.opset < 11) return c.attr_float(name, def);
@@ -105,10 +128,14 @@ void softmax(Context& c) {
   c.set_out(0, c.add("Reshape", {s}, {{"shape", x.shape}}), Layout::kPlain);
 }
 
-void reduce_mean(Context& c) {
+// ReduceMean, ReduceMax or ReduceMin (`op`, the engine's op of the same name): axes from the
+// attribute, or from opset 18 from a constant input; none means all unless
+// noop_with_empty_axes.
+void reduce(Context& c, const std::string& op) {
   Value& x = float_in(c, 0);
   const int64_t rank = static_cast<int64_t>(x.shape.size());
-  std::vector<int64_t> axes = c.opset < 18 ? c.attr_ints("axes") : axes_arg(c, 1, 18);
+  std::vector<int64_t> axes = axes_arg(c, 1, 18);
+  if (axes.empty() && c.attr_int("noop_with_empty_axes", 0) != 0) return c.set_out(0, x);
   if (axes.empty())
     for (int64_t i = 0; i < rank; ++i) axes.push_back(i);
   for (int64_t& a : axes) a = normalize_axis(c, a, rank);
@@ -122,12 +149,11 @@ void reduce_mean(Context& c) {
       std::vector<int64_t> mapped;
       for (int64_t a : axes) mapped.push_back(kToNchw[static_cast<size_t>(a)]);
       std::sort(mapped.begin(), mapped.end());
-      Output y = c.add("ReduceMean", {c.nhwc(x)}, {{"axes", mapped}, {"keep_dims", keep}});
+      Output y = c.add(op, {c.nhwc(x)}, {{"axes", mapped}, {"keep_dims", keep}});
       return c.set_out(0, y, keep ? Layout::kNhwc : Layout::kPlain);
     }
   }
-  c.set_out(0, c.add("ReduceMean", {c.plain(x)}, {{"axes", axes}, {"keep_dims", keep}}),
-            Layout::kPlain);
+  c.set_out(0, c.add(op, {c.plain(x)}, {{"axes", axes}, {"keep_dims", keep}}), Layout::kPlain);
 }
 
 void prelu(Context& c) {
@@ -150,6 +176,9 @@ void add_math_converters(ConverterMap& m) {
   m["Sqrt"] = [](Context& c) { unary(c, "Sqrt"); };
   m["Exp"] = [](Context& c) { unary(c, "Exp"); };
   m["Neg"] = [](Context& c) { unary(c, "Neg"); };
+  m["Round"] = [](Context& c) { unary(c, "Round"); };
+  m["Max"] = [](Context& c) { variadic_extremum(c, "Maximum"); };
+  m["Min"] = [](Context& c) { variadic_extremum(c, "Minimum"); };
   m["Relu"] = [](Context& c) { unary(c, "Relu"); };
   m["Sigmoid"] = [](Context& c) { unary(c, "Sigmoid"); };
   m["Tanh"] = [](Context& c) { unary(c, "Tanh"); };
@@ -165,7 +194,9 @@ void add_math_converters(ConverterMap& m) {
   m["PRelu"] = prelu;
   m["Clip"] = clip;
   m["Softmax"] = softmax;
-  m["ReduceMean"] = reduce_mean;
+  m["ReduceMean"] = [](Context& c) { reduce(c, "ReduceMean"); };
+  m["ReduceMax"] = [](Context& c) { reduce(c, "ReduceMax"); };
+  m["ReduceMin"] = [](Context& c) { reduce(c, "ReduceMin"); };
 }
 
 }  // namespace sf::onnx_import

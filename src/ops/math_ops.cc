@@ -1,6 +1,12 @@
-// Elementwise arithmetic with NumPy broadcasting, sums and reductions. Gradients of broadcast
-// inputs are summed back to the input's shape with SumTo; the target shapes of gradient nodes
-// follow their forward tensors (the `like` input) so re-inferring for a new batch size works.
+// Elementwise arithmetic with NumPy broadcasting (Add .. Div, Maximum, Minimum), Round, sums and
+// reductions. Gradients of broadcast inputs are summed back to the input's shape with SumTo; the
+// target shapes of gradient nodes follow their forward tensors (the `like` input) so
+// re-inferring for a new batch size works.
+//
+// Gradients through a selection (Maximum/Minimum, ReduceMax/ReduceMin) go to the selected
+// element. Ties follow TensorFlow: Maximum/Minimum give all of dy to `a`; ReduceMax/ReduceMin
+// split dy equally among the tied elements. NaN counts as the extreme (it propagates, as in
+// NumPy), so its gradient goes to the NaN element.
 #include "graph/op_registry.h"
 #include "ops/broadcast.h"
 #include "ops/ops.h"
@@ -21,6 +27,19 @@ std::vector<TensorType> infer_binary(const InferContext& ctx) {
 }
 
 std::vector<TensorType> infer_same(const InferContext& ctx) { return {ctx.input(0)}; }
+
+// MaximumGrad / MinimumGrad (dy, a, b): da and db at the broadcast (dy's) shape, so that the
+// gradient sums them down to each input's shape as for Add.
+std::vector<TensorType> infer_selection_grad(const InferContext& ctx) {
+  ctx.expect_dtype(0, DType::f32, "dy");
+  ctx.expect_dtype(1, DType::f32, "a");
+  ctx.expect_dtype(2, DType::f32, "b");
+  std::optional<Shape> shape = broadcast_shapes(ctx.shape(1), ctx.shape(2));
+  if (!shape || *shape != ctx.shape(0))
+    ctx.fail("a {} and b {} do not broadcast to dy {}", shape_str(ctx.shape(1)),
+             shape_str(ctx.shape(2)), shape_str(ctx.shape(0)));
+  return {ctx.input(0), ctx.input(0)};
+}
 
 // Sums a gradient of the broadcast output back to the shape of input `i`. Inputs of equal
 // shapes are never broadcast, so their gradients pass through unchanged.
@@ -46,6 +65,23 @@ std::vector<TensorType> infer_reduce(const InferContext& ctx) {
   std::vector<int64_t> axes =
       checked_axes(ctx, ctx.attrs().get_ints("axes"), static_cast<int64_t>(x.size()));
   return {TensorType{DType::f32, reduced_shape(x, axes, ctx.attrs().get_bool("keep_dims"))}};
+}
+
+// The gradient of Maximum or Minimum: a dedicated op picks the selected side of each element.
+GradFn selection_grad(const std::string& grad_op) {
+  return [grad_op](GradContext& ctx) -> std::vector<Output> {
+    int id = ctx.graph.add_node(grad_op, {ctx.grad(), ctx.input(0), ctx.input(1)}, {},
+                                ctx.name("select"));
+    return {unbroadcast(ctx, Output{id, 0}, 0, "da"), unbroadcast(ctx, Output{id, 1}, 1, "db")};
+  };
+}
+
+// The output shape of the node's reduction (attrs axes, keep_dims) applied to input `x`.
+Shape checked_reduced_shape(const InferContext& ctx, int x) {
+  const Shape& shape = ctx.shape(x);
+  std::vector<int64_t> axes =
+      checked_axes(ctx, ctx.attrs().get_ints("axes"), static_cast<int64_t>(shape.size()));
+  return reduced_shape(shape, axes, ctx.attrs().get_bool("keep_dims"));
 }
 
 // SumTo and BroadcastTo take their target from input 1 when present, else from attr `shape`.
@@ -98,6 +134,24 @@ void register_math_ops(OpRegistry& r) {
                 Output db = ops::neg(g, ops::div(g, dy_y, ctx.input(1), ctx.name("dy_y_over_b")),
                                      ctx.name("neg"));
                 return {unbroadcast(ctx, da, 0, "da"), unbroadcast(ctx, db, 1, "db")};
+              }});
+  r.add(OpDef{.name = "Maximum",
+              .inputs = {"a", "b"},
+              .infer = infer_binary,
+              .grad = selection_grad("MaximumGrad")});
+  r.add(OpDef{.name = "Minimum",
+              .inputs = {"a", "b"},
+              .infer = infer_binary,
+              .grad = selection_grad("MinimumGrad")});
+  r.add(OpDef{.name = "MaximumGrad", .inputs = {"dy", "a", "b"}, .infer = infer_selection_grad});
+  r.add(OpDef{.name = "MinimumGrad", .inputs = {"dy", "a", "b"}, .infer = infer_selection_grad});
+  // Not differentiable: the derivative is zero almost everywhere, and a silent zero would stop
+  // training unnoticed (quantization-aware training uses FakeQuantize's straight-through one).
+  r.add(OpDef{.name = "Round",
+              .inputs = {"x"},
+              .infer = [](const InferContext& ctx) -> std::vector<TensorType> {
+                ctx.expect_dtype(0, DType::f32, "x");
+                return {ctx.input(0)};
               }});
   r.add(OpDef{.name = "Neg",
               .inputs = {"x"},
@@ -191,6 +245,33 @@ void register_math_ops(OpRegistry& r) {
                 return {ctx.graph.add("ReduceMeanGrad", {ctx.grad(), ctx.input(0)}, ctx.node.attrs,
                                       ctx.name("dx"))};
               }});
+  for (const char* name : {"ReduceMax", "ReduceMin"})
+    r.add(OpDef{.name = name,
+                .inputs = {"x"},
+                .attrs = {{"axes", AttrKind::Ints, AttrValue{std::vector<int64_t>{}}},
+                          {"keep_dims", AttrKind::Bool, AttrValue{false}}},
+                .infer = infer_reduce,
+                .grad = [](GradContext& ctx) -> std::vector<Output> {
+                  return {ctx.graph.add("ReduceExtremumGrad",
+                                        {ctx.grad(), ctx.input(0), ctx.output(0)}, ctx.node.attrs,
+                                        ctx.name("dx"))};
+                }});
+  // dx = dy at the elements of x equal to the reduction's result y (split among ties), else 0.
+  r.add(OpDef{.name = "ReduceExtremumGrad",
+              .inputs = {"dy", "x", "y"},
+              .attrs = {{"axes", AttrKind::Ints, AttrValue{std::vector<int64_t>{}}},
+                        {"keep_dims", AttrKind::Bool, AttrValue{false}}},
+              .infer = [](const InferContext& ctx) -> std::vector<TensorType> {
+                ctx.expect_dtype(0, DType::f32, "dy");
+                ctx.expect_dtype(1, DType::f32, "x");
+                ctx.expect_dtype(2, DType::f32, "y");
+                Shape want = checked_reduced_shape(ctx, 1);
+                for (int i : {0, 2})
+                  if (ctx.shape(i) != want)
+                    ctx.fail("{} {} vs x {}: it must be {}", i == 0 ? "dy" : "y",
+                             shape_str(ctx.shape(i)), shape_str(ctx.shape(1)), shape_str(want));
+                return {ctx.input(1)};
+              }});
   // dx = dy broadcast over the reduced axes of x, divided by their element count.
   r.add(OpDef{.name = "ReduceMeanGrad",
               .inputs = {"dy", "x"},
@@ -198,9 +279,7 @@ void register_math_ops(OpRegistry& r) {
                         {"keep_dims", AttrKind::Bool, AttrValue{false}}},
               .infer = [](const InferContext& ctx) -> std::vector<TensorType> {
                 const Shape& x = ctx.shape(1);
-                std::vector<int64_t> axes =
-                    checked_axes(ctx, ctx.attrs().get_ints("axes"), static_cast<int64_t>(x.size()));
-                Shape want = reduced_shape(x, axes, ctx.attrs().get_bool("keep_dims"));
+                Shape want = checked_reduced_shape(ctx, 1);
                 if (ctx.shape(0) != want)
                   ctx.fail("dy {} vs x {}: dy must be {}", shape_str(ctx.shape(0)), shape_str(x),
                            shape_str(want));
@@ -247,6 +326,21 @@ Output reduce_mean(Graph& g, Output x, std::vector<int64_t> axes, bool keep_dims
                    const std::string& name) {
   return g.add("ReduceMean", {x}, {{"axes", std::move(axes)}, {"keep_dims", keep_dims}}, name);
 }
+Output reduce_max(Graph& g, Output x, std::vector<int64_t> axes, bool keep_dims,
+                  const std::string& name) {
+  return g.add("ReduceMax", {x}, {{"axes", std::move(axes)}, {"keep_dims", keep_dims}}, name);
+}
+Output reduce_min(Graph& g, Output x, std::vector<int64_t> axes, bool keep_dims,
+                  const std::string& name) {
+  return g.add("ReduceMin", {x}, {{"axes", std::move(axes)}, {"keep_dims", keep_dims}}, name);
+}
+Output maximum(Graph& g, Output a, Output b, const std::string& name) {
+  return g.add("Maximum", {a, b}, {}, name);
+}
+Output minimum(Graph& g, Output a, Output b, const std::string& name) {
+  return g.add("Minimum", {a, b}, {}, name);
+}
+Output round(Graph& g, Output x, const std::string& name) { return g.add("Round", {x}, {}, name); }
 
 }  // namespace ops
 }  // namespace sf

@@ -40,6 +40,13 @@ Output sub(Graph& g, Output a, Output b, const std::string& name = "");
 Output mul(Graph& g, Output a, Output b, const std::string& name = "");
 Output div(Graph& g, Output a, Output b, const std::string& name = "");
 Output neg(Graph& g, Output x, const std::string& name = "");
+// Elementwise max(a, b) / min(a, b) with NumPy broadcasting (f32, i32, i64); NaN in either
+// input gives NaN. The gradient goes to the selected input, all of it to `a` on ties.
+Output maximum(Graph& g, Output a, Output b, const std::string& name = "");
+Output minimum(Graph& g, Output a, Output b, const std::string& name = "");
+// Rounds to the nearest integer, ties to even (ONNX Round; NaN and +-inf pass through). f32;
+// not differentiable.
+Output round(Graph& g, Output x, const std::string& name = "");
 Output add_n(Graph& g, std::vector<Output> xs, const std::string& name = "");
 // Sums a broadcast result back down to `shape` (the gradient of broadcasting).
 Output sum_to(Graph& g, Output x, Shape shape, const std::string& name = "");
@@ -56,6 +63,13 @@ Output reduce_sum(Graph& g, Output x, std::vector<int64_t> axes, bool keep_dims 
                   const std::string& name = "");
 Output reduce_mean(Graph& g, Output x, std::vector<int64_t> axes, bool keep_dims = false,
                    const std::string& name = "");
+// The largest / smallest element over `axes` (empty: all); a NaN element makes the result NaN.
+// An empty reduced axis gives -inf / +inf. The gradient goes to the elements equal to the
+// result, split equally among ties.
+Output reduce_max(Graph& g, Output x, std::vector<int64_t> axes, bool keep_dims = false,
+                  const std::string& name = "");
+Output reduce_min(Graph& g, Output x, std::vector<int64_t> axes, bool keep_dims = false,
+                  const std::string& name = "");
 
 // --- activations (activation_ops.cc) ---
 Output relu(Graph& g, Output x, const std::string& name = "");

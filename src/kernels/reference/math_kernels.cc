@@ -1,6 +1,11 @@
 // Reference kernels for elementwise arithmetic, sums and reductions. Broadcasting walks the
 // shapes with for_each_broadcast (ops/broadcast.h); sums accumulate in double, in a fixed
 // order, so results do not depend on the thread count.
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/kernel.h"
@@ -31,6 +36,15 @@ void binary(KernelContext& ctx, Op op) {
                      [&](int64_t o, int64_t ia, int64_t ib) { py[o] = op(pa[ia], pb[ib]); });
 }
 
+// Whether Maximum (Pick = std::greater_equal) or Minimum (std::less_equal) selects `a`: on ties,
+// and whenever `a` is NaN; a NaN `b` fails the comparison, so NaN propagates from either side.
+template <typename Pick, typename T>
+bool selects_a(T a, T b) {
+  if constexpr (std::is_floating_point_v<T>)
+    if (std::isnan(a)) return true;
+  return Pick{}(a, b);
+}
+
 template <typename T>
 void add_binary_kernels(KernelRegistry& r, DType dtype) {
   r.add(simple_kernel("Add", dtype, "reference", [](KernelContext& ctx) {
@@ -42,12 +56,34 @@ void add_binary_kernels(KernelRegistry& r, DType dtype) {
   r.add(simple_kernel("Mul", dtype, "reference", [](KernelContext& ctx) {
     binary<T>(ctx, [](T a, T b) { return static_cast<T>(a * b); });
   }));
+  r.add(simple_kernel("Maximum", dtype, "reference", [](KernelContext& ctx) {
+    binary<T>(ctx, [](T a, T b) { return selects_a<std::greater_equal<>>(a, b) ? a : b; });
+  }));
+  r.add(simple_kernel("Minimum", dtype, "reference", [](KernelContext& ctx) {
+    binary<T>(ctx, [](T a, T b) { return selects_a<std::less_equal<>>(a, b) ? a : b; });
+  }));
   r.add(simple_kernel("Neg", dtype, "reference", [](KernelContext& ctx) {
     const T* x = ctx.inputs[0].data<T>();
     T* y = ctx.outputs[0].data<T>();
     const int64_t n = ctx.outputs[0].numel();
     for (int64_t i = 0; i < n; ++i) y[i] = static_cast<T>(-x[i]);
   }));
+}
+
+// da, db (at dy's shape) of Maximum or Minimum: dy goes to the side the forward op selected.
+template <typename Pick>
+void selection_grad(KernelContext& ctx) {
+  const float* dy = ctx.inputs[0].data<float>();
+  const float* a = ctx.inputs[1].data<float>();
+  const float* b = ctx.inputs[2].data<float>();
+  float* da = ctx.outputs[0].data<float>();
+  float* db = ctx.outputs[1].data<float>();
+  for_each_broadcast(ctx.outputs[0].shape(), ctx.inputs[1].shape(), ctx.inputs[2].shape(),
+                     [&](int64_t o, int64_t ia, int64_t ib) {
+                       const bool to_a = selects_a<Pick>(a[ia], b[ib]);
+                       da[o] = to_a ? dy[o] : 0.0f;
+                       db[o] = to_a ? 0.0f : dy[o];
+                     });
 }
 
 // Sums x into `target` (which broadcasts to x's shape), writing float results to out.
@@ -88,6 +124,41 @@ void reduce(KernelContext& ctx, bool mean) {
   }
 }
 
+// ReduceMax (Pick = std::greater) or ReduceMin (std::less) over the node's axes. `empty` is the
+// result of reducing nothing (-inf for max); a NaN element wins and then stays.
+template <typename Pick>
+void reduce_extremum(KernelContext& ctx, float empty) {
+  const Tensor& x = ctx.inputs[0];
+  Shape kept = reduced_shape(x.shape(), node_axes(ctx, x.rank()), true);
+  const float* px = x.data<float>();
+  float* y = ctx.outputs[0].data<float>();
+  std::fill(y, y + ctx.outputs[0].numel(), empty);
+  for_each_broadcast(x.shape(), x.shape(), kept, [&](int64_t o, int64_t, int64_t k) {
+    if (std::isnan(px[o]) || Pick{}(px[o], y[k])) y[k] = px[o];
+  });
+}
+
+// dx = dy at the elements of x equal to the result y (NaN matching NaN), shared equally among
+// those ties; 0 elsewhere.
+void reduce_extremum_grad(KernelContext& ctx) {
+  const float* dy = ctx.inputs[0].data<float>();
+  const Tensor& x = ctx.inputs[1];
+  const float* y = ctx.inputs[2].data<float>();
+  Shape kept = reduced_shape(x.shape(), node_axes(ctx, x.rank()), true);
+  const float* px = x.data<float>();
+  float* dx = ctx.outputs[0].data<float>();
+  auto is_result = [&](int64_t o, int64_t k) {
+    return px[o] == y[k] || (std::isnan(px[o]) && std::isnan(y[k]));
+  };
+  std::vector<int64_t> ties(static_cast<size_t>(num_elements(kept)), 0);
+  for_each_broadcast(x.shape(), x.shape(), kept, [&](int64_t o, int64_t, int64_t k) {
+    if (is_result(o, k)) ++ties[static_cast<size_t>(k)];
+  });
+  for_each_broadcast(x.shape(), x.shape(), kept, [&](int64_t o, int64_t, int64_t k) {
+    dx[o] = is_result(o, k) ? dy[k] / static_cast<float>(ties[static_cast<size_t>(k)]) : 0.0f;
+  });
+}
+
 }  // namespace
 
 void register_reference_math_kernels(KernelRegistry& r) {
@@ -125,6 +196,23 @@ void register_reference_math_kernels(KernelRegistry& r) {
                       [](KernelContext& ctx) { reduce(ctx, false); }));
   r.add(simple_kernel("ReduceMean", DType::f32, "reference",
                       [](KernelContext& ctx) { reduce(ctx, true); }));
+  r.add(simple_kernel("ReduceMax", DType::f32, "reference", [](KernelContext& ctx) {
+    reduce_extremum<std::greater<>>(ctx, -std::numeric_limits<float>::infinity());
+  }));
+  r.add(simple_kernel("ReduceMin", DType::f32, "reference", [](KernelContext& ctx) {
+    reduce_extremum<std::less<>>(ctx, std::numeric_limits<float>::infinity());
+  }));
+  r.add(simple_kernel("ReduceExtremumGrad", DType::f32, "reference", reduce_extremum_grad));
+  r.add(
+      simple_kernel("MaximumGrad", DType::f32, "reference", selection_grad<std::greater_equal<>>));
+  r.add(simple_kernel("MinimumGrad", DType::f32, "reference", selection_grad<std::less_equal<>>));
+  r.add(simple_kernel("Round", DType::f32, "reference", [](KernelContext& ctx) {
+    const float* x = ctx.inputs[0].data<float>();
+    float* y = ctx.outputs[0].data<float>();
+    const int64_t n = ctx.outputs[0].numel();
+    // nearbyint rounds in the default mode, to nearest with ties to even, as ONNX asks.
+    for (int64_t i = 0; i < n; ++i) y[i] = std::nearbyint(x[i]);
+  }));
   r.add(simple_kernel("ReduceMeanGrad", DType::f32, "reference", [](KernelContext& ctx) {
     const Tensor& dy = ctx.inputs[0];
     const Tensor& x = ctx.inputs[1];
