@@ -6,7 +6,8 @@
 //
 // The pruned-model cases (sparse/...) time the inference nodes with frozen weights of a given
 // sparsity, oneDNN's dense kernel against the sparse one, to find the crossovers in
-// kernels/sparse/sparse_kernels.h:
+// kernels/sparse/sparse_kernels.h; sparse/<layer>/sparse_only/block<R>/<percent> prune whole
+// blocks of R adjacent outputs (prune --block R), which the MatMul kernel runs as blocks:
 //
 //   OMP_NUM_THREADS=1 kernel_bench --benchmark_filter='^sparse/' --benchmark_repetitions=5
 //
@@ -172,12 +173,16 @@ void train_step(benchmark::State& state) {
                                                   benchmark::Counter::kIsIterationInvariantRate);
 }
 
-// A pruned weight tensor: `sparsity` of the entries (at positions spread by a hash) exactly zero.
-Tensor pruned_tensor(const Shape& shape, double sparsity, uint32_t seed) {
+// A pruned weight tensor: `sparsity` of its blocks of `block` adjacent entries along the last
+// axis (chosen by a hash) exactly zero; block 1 prunes single entries.
+Tensor pruned_tensor(const Shape& shape, double sparsity, uint32_t seed, int64_t block = 1) {
   Tensor t = random_tensor(shape, seed);
   float* p = t.data<float>();
+  const int64_t row = shape.back();
+  const int64_t per_row = (row + block - 1) / block;
   for (int64_t i = 0; i < t.numel(); ++i) {
-    const uint32_t h = static_cast<uint32_t>(i) * 2654435761u ^ seed;
+    const uint32_t h =
+        static_cast<uint32_t>(i / row * per_row + i % row / block) * 2654435761u ^ seed;
     if (static_cast<double>((h * 2246822519u) >> 8) / static_cast<double>(1 << 24) < sparsity)
       p[i] = 0.0f;
   }
@@ -188,10 +193,11 @@ using FrozenBuild = std::function<Output(Graph&, Output x, Output weights, Outpu
 
 // Times one inference node whose weights are a Const (as in a frozen, pruned model).
 void run_frozen_node(benchmark::State& state, const std::string& impl, const Shape& x_shape,
-                     const Shape& w_shape, double sparsity, const FrozenBuild& build) {
+                     const Shape& w_shape, double sparsity, int64_t block,
+                     const FrozenBuild& build) {
   Graph g;
   Output x = ops::placeholder(g, DType::f32, x_shape);
-  Output w = ops::constant(g, pruned_tensor(w_shape, sparsity, 2));
+  Output w = ops::constant(g, pruned_tensor(w_shape, sparsity, 2, block));
   Output bias = ops::constant(g, random_tensor({w_shape.back()}, 3));
   Output y = build(g, x, w, bias);
   Feeds feeds{{x, random_tensor(x_shape, 1)}};
@@ -217,12 +223,25 @@ FrozenBuild fused_conv_relu() {
 }
 
 // fc1 (3136 -> 1024) at batch 1 and 64, conv2 of Deep-MNIST at batch 1 and 64: the dense kernel
-// and the sparse one (forced, so that it runs at every sparsity).
+// and the sparse one (forced, so that it runs at every sparsity); for fc1 also block-pruned
+// weights.
 void register_sparse_cases() {
   struct Layer {
     const char* name;
     Shape x, w;
     FrozenBuild build;
+  };
+  auto add = [](const Layer& layer, const std::string& impl, int64_t block, int percent) {
+    const std::string name = std::string("sparse/") + layer.name + "/" + impl +
+                             (block > 1 ? "/block" + std::to_string(block) : "") + "/" +
+                             std::to_string(percent);
+    benchmark::RegisterBenchmark(name.c_str(),
+                                 [layer, impl, block, percent](benchmark::State& state) {
+                                   run_frozen_node(state, impl, layer.x, layer.w, percent / 100.0,
+                                                   block, layer.build);
+                                 })
+        ->Unit(benchmark::kMicrosecond)
+        ->UseRealTime();
   };
   const std::vector<Layer> layers = {
       {"fc1_batch1", {1, 3136}, {3136, 1024}, fused_matmul_relu()},
@@ -230,21 +249,14 @@ void register_sparse_cases() {
       {"conv2_batch1", {1, 14, 14, 32}, kW2, fused_conv_relu()},
       {"conv2_batch64", kX2, kW2, fused_conv_relu()},
   };
-  for (const Layer& layer : layers)
-    for (const char* impl : {"onednn", "sparse_only"})
-      for (int percent : {50, 70, 80, 90, 95}) {
-        // The dense kernel does not care about zeros: one sparsity is enough.
-        if (std::string(impl) == "onednn" && percent != 90) continue;
-        const std::string name =
-            std::string("sparse/") + layer.name + "/" + impl + "/" + std::to_string(percent);
-        benchmark::RegisterBenchmark(name.c_str(),
-                                     [layer, impl, percent](benchmark::State& state) {
-                                       run_frozen_node(state, impl, layer.x, layer.w,
-                                                       percent / 100.0, layer.build);
-                                     })
-            ->Unit(benchmark::kMicrosecond)
-            ->UseRealTime();
-      }
+  for (const Layer& layer : layers) {
+    // The dense kernel does not care about zeros: one sparsity is enough.
+    add(layer, "onednn", 1, 90);
+    for (int percent : {50, 70, 80, 90, 95}) add(layer, "sparse_only", 1, percent);
+  }
+  for (const Layer& layer : {layers[0], layers[1]})
+    for (int64_t block : {16, 8, 4})
+      for (int percent : {30, 50, 70, 80, 90, 95}) add(layer, "sparse_only", block, percent);
 }
 
 int register_all() {

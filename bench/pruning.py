@@ -4,12 +4,15 @@
 For LeNet-300-100 and the Deep-MNIST CNN on MNIST: train the dense model (unless its run
 exists), prune it with retraining (gradual magnitude schedule), freeze both, compress the pruned
 one (sparse + k-means codebook + Huffman: `slimflow size-report --write`), and measure test
-accuracy, weights kept, file bytes and batch-1 latency of each. Also: the Deep-MNIST CNN with
+accuracy, weights kept, file bytes and batch-1 latency of each. Each model is pruned once per
+--blocks entry: 1 prunes single weights (unstructured), R whole blocks of R adjacent output
+channels (`prune --block R`), which the block-sparse MatMul kernel runs faster, so the table
+shows what blocks cost in accuracy next to what they gain in speed. Also: the Deep-MNIST CNN with
 half its filters removed (structured pruning), the sensitivity curves, and the peer: PyTorch
 1.13's own pruning (torch.nn.utils.prune) on the same network, which leaves a dense model of the
 same size and speed.
 
-    /usr/bin/python3 bench/pruning.py [--threads 2] [--epochs 4] [--json]
+    /usr/bin/python3 bench/pruning.py [--threads 2] [--epochs 4] [--blocks 1,16] [--json]
 
 Writes runs/bench-prune/*.json (sensitivity curves, accuracy-vs-size points) and prints a table.
 """
@@ -107,6 +110,8 @@ def main():
     parser.add_argument("--threads", default="2")
     parser.add_argument("--epochs", type=int, default=4, help="retraining epochs when pruning")
     parser.add_argument("--bits", type=int, default=5, help="codebook bits of the compressed file")
+    parser.add_argument("--blocks", default="1,16",
+                        help="prune --block sizes, one row each (1: single weights)")
     parser.add_argument("--slimflow", default="build/release/slimflow")
     parser.add_argument("--models", default=",".join(MODELS))
     parser.add_argument("--no-structured", action="store_true", help="skip the structured run")
@@ -120,35 +125,41 @@ def main():
         if not os.path.exists(os.path.join(ROOT, dense_run, "checkpoint.sfck")):
             run([sf, "train", "--model", spec, "--data", "mnist", "--epochs", str(dense_epochs),
                  "--threads", t, "--out", dense_run, "--quiet"])
-        pruned_run = os.path.join("runs", "bench-prune", name + "-pruned")
-        prune = last_json(run([sf, "prune", dense_run, "--data", "mnist", "--target", str(target),
-                               "--schedule", "gradual",
-                               "--epochs", str(prune_epochs or args.epochs),
-                               "--threads", t, "--out", pruned_run, "--quiet", "--json"]))
         dense_sfm = os.path.join("runs", "bench-prune", name + ".sfm")
-        pruned_sfm = os.path.join("runs", "bench-prune", name + "-pruned.sfm")
-        packed_sfm = os.path.join("runs", "bench-prune", name + "-pruned-q.sfm")
         run([sf, "freeze", dense_run, "--out", dense_sfm])
-        run([sf, "freeze", pruned_run, "--out", pruned_sfm])
-        size = last_json(run([sf, "size-report", pruned_sfm, "--bits", str(args.bits),
-                              "--scheme", "kmeans", "--write", packed_sfm, "--json"]))
-        with open(os.path.join(OUT, name + "-size.json"), "w") as f:
-            json.dump(size, f)
-        row = {"model": name, "target": target,
-               "total_weights": prune["total_weights"], "nonzero_weights": prune["nonzero_weights"],
-               "weights_ratio": prune["total_weights"] / prune["nonzero_weights"],
-               "dense_accuracy": evaluate(sf, dense_sfm, t),
-               "pruned_accuracy": evaluate(sf, pruned_sfm, t),
-               "compressed_accuracy": evaluate(sf, packed_sfm, t),
-               "dense_bytes": os.path.getsize(os.path.join(ROOT, dense_sfm)),
-               "pruned_bytes": os.path.getsize(os.path.join(ROOT, pruned_sfm)),
-               "compressed_bytes": os.path.getsize(os.path.join(ROOT, packed_sfm)),
-               "size_report_ratio": size["compression_ratio"]}
-        dense_b, pruned_b = bench(sf, dense_sfm, t), bench(sf, pruned_sfm, t)
-        row.update(dense_ms=dense_b["latency_ms_median"], pruned_ms=pruned_b["latency_ms_median"],
-                   speedup=dense_b["latency_ms_median"] / pruned_b["latency_ms_median"],
-                   file_ratio=row["dense_bytes"] / row["compressed_bytes"])
-        rows.append(row)
+        dense_accuracy = evaluate(sf, dense_sfm, t)
+        for block in [int(b) for b in args.blocks.split(",")]:
+            pruned = name + "-pruned" + (f"-block{block}" if block > 1 else "")
+            pruned_run = os.path.join("runs", "bench-prune", pruned)
+            prune = last_json(run([sf, "prune", dense_run, "--data", "mnist", "--target",
+                                   str(target), "--schedule", "gradual", "--block", str(block),
+                                   "--epochs", str(prune_epochs or args.epochs),
+                                   "--threads", t, "--out", pruned_run, "--quiet", "--json"]))
+            pruned_sfm = pruned_run + ".sfm"
+            packed_sfm = pruned_run + "-q.sfm"
+            run([sf, "freeze", pruned_run, "--out", pruned_sfm])
+            size = last_json(run([sf, "size-report", pruned_sfm, "--bits", str(args.bits),
+                                  "--scheme", "kmeans", "--write", packed_sfm, "--json"]))
+            with open(os.path.join(OUT, pruned.replace("-pruned", "") + "-size.json"), "w") as f:
+                json.dump(size, f)
+            row = {"model": name, "block": block, "target": target,
+                   "total_weights": prune["total_weights"],
+                   "nonzero_weights": prune["nonzero_weights"],
+                   "weights_ratio": prune["total_weights"] / prune["nonzero_weights"],
+                   "dense_accuracy": dense_accuracy,
+                   "pruned_accuracy": evaluate(sf, pruned_sfm, t),
+                   "compressed_accuracy": evaluate(sf, packed_sfm, t),
+                   "dense_bytes": os.path.getsize(os.path.join(ROOT, dense_sfm)),
+                   "pruned_bytes": os.path.getsize(os.path.join(ROOT, pruned_sfm)),
+                   "compressed_bytes": os.path.getsize(os.path.join(ROOT, packed_sfm)),
+                   "size_report_ratio": size["compression_ratio"]}
+            # Timed back to back, so that both see the same load.
+            dense_b, pruned_b = bench(sf, dense_sfm, t), bench(sf, pruned_sfm, t)
+            row.update(dense_ms=dense_b["latency_ms_median"],
+                       pruned_ms=pruned_b["latency_ms_median"],
+                       speedup=dense_b["latency_ms_median"] / pruned_b["latency_ms_median"],
+                       file_ratio=row["dense_bytes"] / row["compressed_bytes"])
+            rows.append(row)
 
     # Structured: half the filters / neurons of the Deep-MNIST CNN.
     structured_row = None
@@ -167,16 +178,16 @@ def main():
         return
 
     print(f"\nPruning on MNIST, {t} threads (accuracy: full test set; latency: batch 1, median)")
-    print(f"{'model':15}{'weights kept':>14}{'fewer':>8}{'acc dense':>11}{'pruned':>9}"
+    print(f"{'model':15}{'block':>6}{'weights kept':>14}{'fewer':>8}{'acc dense':>11}{'pruned':>9}"
           f"{'compressed':>12}{'file x':>8}{'ms dense':>10}{'pruned':>8}{'speedup':>9}")
     for r in rows:
-        print(f"{r['model']:15}{r['nonzero_weights']:>14,}{r['weights_ratio']:7.1f}x"
+        print(f"{r['model']:15}{r['block']:>6}{r['nonzero_weights']:>14,}{r['weights_ratio']:7.1f}x"
               f"{100 * r['dense_accuracy']:10.2f}%{100 * r['pruned_accuracy']:8.2f}%"
               f"{100 * r['compressed_accuracy']:11.2f}%{r['file_ratio']:7.1f}x"
               f"{r['dense_ms']:10.3f}{r['pruned_ms']:8.3f}{r['speedup']:8.2f}x")
     s = structured_row
     if s:
-        print(f"{'deep-mnist, half the filters (structured)':44}{100 * s['accuracy']:8.2f}%"
+        print(f"{'deep-mnist, half the filters (structured)':50}{100 * s['accuracy']:8.2f}%"
               f"{'':20}{s['dense_ms']:10.3f}{s['structured_ms']:8.3f}{s['speedup']:8.2f}x")
     if peer:
         print(f"PyTorch 1.13 torch.nn.utils.prune (95% global L1) on the same CNN: "

@@ -6,6 +6,7 @@
 
 #include "graph/graph.h"
 #include "kernels/kernel.h"
+#include "kernels/sparse/block_product.h"
 #include "kernels/sparse/sparse_accumulate.h"
 #include "kernels/sparse/sparse_kernels.h"
 #include "ops/ops.h"
@@ -109,6 +110,144 @@ INSTANTIATE_TEST_SUITE_P(
                       // K past 16-bit indices
                       MatMulCase{"wide_k", 2, 70001, 3}),
     [](const ::testing::TestParamInfo<MatMulCase>& info) { return info.param.name; });
+
+// ---- Block-sparse MatMul ----------------------------------------------------------------------
+
+// W [k, n] pruned in blocks of `block` adjacent outputs (the last of each row shorter when
+// `block` does not divide n): about `sparsity` of the blocks zero, and the rows k that
+// `zero_row_every` divides all zero.
+Tensor block_sparse_weights(int64_t k, int64_t n, int64_t block, double sparsity, uint32_t seed,
+                            int64_t zero_row_every = 0) {
+  Tensor t = random_tensor({k, n}, seed);
+  std::mt19937 rng(seed + 1000);
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  float* w = t.data<float>();
+  for (int64_t kk = 0; kk < k; ++kk)
+    for (int64_t n0 = 0; n0 < n; n0 += block) {
+      const bool zero = u(rng) < sparsity || (zero_row_every > 0 && kk % zero_row_every == 0);
+      if (zero) std::fill_n(w + kk * n + n0, std::min(block, n - n0), 0.0f);
+    }
+  return t;
+}
+
+// One nonzero block: row k / 2 of the first strip.
+Tensor single_block(int64_t k, int64_t n, int64_t block) {
+  Tensor t(DType::f32, {k, n});
+  t.fill_zero();
+  for (int64_t i = 0; i < std::min(block, n); ++i) t.data<float>()[k / 2 * n + i] = 0.5f - 0.1f * i;
+  return t;
+}
+
+Tensor transposed(const Tensor& w) {
+  Tensor t(DType::f32, {w.dim(1), w.dim(0)});
+  for (int64_t i = 0; i < w.dim(0); ++i)
+    for (int64_t j = 0; j < w.dim(1); ++j)
+      t.data<float>()[j * w.dim(0) + i] = w.data<float>()[i * w.dim(1) + j];
+  return t;
+}
+
+// The form the sparse MatMul kernel runs for `weights` ("block16", "" for CSR, "dense").
+std::string matmul_form(int64_t m, const Tensor& weights, bool transpose_b,
+                        const std::string& impl) {
+  Graph g;
+  const int64_t k = transpose_b ? weights.dim(1) : weights.dim(0);
+  Output a = ops::placeholder(g, DType::f32, {m, k});
+  Output y = ops::matmul(g, a, ops::constant(g, weights), false, transpose_b, "fc");
+  Session session(g, SessionOptions{.kernel_impl = impl});
+  session.set_profiling(true);
+  session.run({{a, random_tensor({m, k}, 1)}}, {y});
+  for (const NodeProfile& p : session.profile())
+    if (p.name == "fc") {
+      const size_t colon = p.impl.find(':');
+      return colon == std::string::npos ? "" : p.impl.substr(colon + 1);
+    }
+  return "?";
+}
+
+struct BlockCase {
+  const char* name;
+  int64_t m, k, n, block;
+};
+
+class SparseBlockMatMul : public ::testing::TestWithParam<BlockCase> {};
+
+// Block-pruned weights run as blocks and agree with the reference, for every batch size and
+// for n not a multiple of the block; all-zero rows, a single block and an empty layer too.
+TEST_P(SparseBlockMatMul, FusedMatchesReference) {
+  const BlockCase& c = GetParam();
+  // Sums of thousands of terms, added in another order than the reference's.
+  const double atol = c.k > 1000 ? 1e-2 : kAtol;
+  const std::vector<std::pair<std::string, Tensor>> patterns = {
+      {"blocks_80%", block_sparse_weights(c.k, c.n, c.block, 0.8, 3)},
+      {"blocks_50%_zero_rows", block_sparse_weights(c.k, c.n, c.block, 0.5, 4, 3)},
+      {"blocks_95%", block_sparse_weights(c.k, c.n, c.block, 0.95, 5)},
+      {"single_block", single_block(c.k, c.n, c.block)},
+      {"empty", block_sparse_weights(c.k, c.n, c.block, 1.0, 6)}};
+  for (bool tb : {false, true})
+    for (const auto& [pattern, w] : patterns) {
+      SCOPED_TRACE(::testing::Message() << pattern << " transpose_b " << tb);
+      const Tensor weights = tb ? transposed(w) : w;
+      if (pattern != "empty") {
+        EXPECT_EQ(matmul_form(c.m, weights, tb, "sparse_only").rfind("block", 0), 0u);
+      }
+      for (const char* activation : {"none", "relu"})
+        expect_impl_matches_reference(
+            [&](Graph& g, const std::vector<Output>& in) {
+              return g.add("FusedMatMul", {in[0], ops::constant(g, weights), in[2]},
+                           {{"transpose_a", false},
+                            {"transpose_b", tb},
+                            {"activation", std::string(activation)}});
+            },
+            {random_tensor({c.m, c.k}, 1, -4.0f, 4.0f), weights, random_tensor({c.n}, 2)},
+            "sparse_only", kRtol, atol);
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, SparseBlockMatMul,
+                         ::testing::Values(BlockCase{"batch1_block16", 1, 70, 37, 16},
+                                           BlockCase{"batch2_block16", 2, 70, 37, 16},
+                                           BlockCase{"batch7_block8", 7, 70, 37, 8},
+                                           BlockCase{"batch64_block4", 64, 70, 37, 4},
+                                           BlockCase{"batch1_block4", 1, 33, 10, 4},
+                                           BlockCase{"batch7_block16", 7, 33, 48, 16},
+                                           BlockCase{"batch64_block8", 64, 40, 20, 8},
+                                           // more rows than one chunk (128), the last chunk partial
+                                           BlockCase{"rows_over_chunk_block16", 131, 29, 32, 16},
+                                           // K past 16-bit indices
+                                           BlockCase{"wide_k_block16", 2, 70001, 16, 16}),
+                         [](const ::testing::TestParamInfo<BlockCase>& info) {
+                           return info.param.name;
+                         });
+
+// The AVX-512 / AVX2 strip loops this CPU runs agree with the portable ones and with the sum they
+// compute, for each width and every group of rows.
+TEST(SparseBlockProduct, BestMatchesPortableAndTheSum) {
+  const int64_t k = 300;
+  const Tensor a = random_tensor({70, k}, 1);
+  const std::vector<uint16_t> index = {0, 7, 299, 3, 150, 1, 2, 250, 9};
+  const Tensor values = random_tensor({static_cast<int64_t>(index.size()) * 16}, 2);
+  for (int64_t block : sparse::kBlockWidths)
+    for (int64_t rows : {1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 64, 70})
+      for (int64_t count : {0, 1, 2, 3, 5, 9}) {
+        SCOPED_TRACE(::testing::Message()
+                     << "block " << block << " rows " << rows << " count " << count);
+        std::vector<float> best(static_cast<size_t>(rows * block)), portable(best.size());
+        sparse::best_block_strip<uint16_t>(block)(index.data(), values.data<float>(), count,
+                                                  a.data<float>(), k, rows, best.data());
+        sparse::portable_block_strip<uint16_t>(block)(index.data(), values.data<float>(), count,
+                                                      a.data<float>(), k, rows, portable.data());
+        for (int64_t r = 0; r < rows; ++r)
+          for (int64_t i = 0; i < block; ++i) {
+            double sum = 0.0;
+            for (int64_t b = 0; b < count; ++b)
+              sum += static_cast<double>(a.data<float>()[r * k + index[static_cast<size_t>(b)]]) *
+                     values.data<float>()[b * block + i];
+            const size_t at = static_cast<size_t>(r * block + i);
+            ASSERT_NEAR(best[at], portable[at], 1e-5) << r << " " << i;
+            ASSERT_NEAR(portable[at], sum, 1e-5) << r << " " << i;
+          }
+      }
+}
 
 // ---- Conv2D ----------------------------------------------------------------------------------
 

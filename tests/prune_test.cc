@@ -74,6 +74,63 @@ TEST(MagnitudeMask, CubicScheduleRisesFastThenFlattens) {
   }
 }
 
+Tensor matrix(int64_t rows, std::vector<float> v) {
+  Tensor t(DType::f32, {rows, static_cast<int64_t>(v.size()) / rows});
+  std::copy(v.begin(), v.end(), t.data<float>());
+  return t;
+}
+
+TEST(MagnitudeMask, BlocksOfAdjacentOutputsByNormPerWeight) {
+  // Rows of 10 in blocks of 4: columns [0, 4), [4, 8) and the shorter [8, 10).
+  // L1 / size:  0.1, 1, 0.3 | 0.1, 0.15, 1.025   L2 / sqrt(size): 0.1, 1, 0.3 | 0.2, 0.15, 1.41
+  const Tensor w = matrix(2, {0.1f, -0.1f, 0.1f, 0.1f, 1, 1, -1, 1, 0.3f, 0.3f,  //
+                              0.4f, 0, 0, 0, 0.15f, 0.15f, -0.15f, 0.15f, 0.05f, 2});
+  EXPECT_EQ(elements(magnitude_mask(w, 2.0 / 6.0, 4, "l1")),
+            (std::vector<float>{0, 0, 0, 0, 1, 1, 1, 1, 1, 1,  //
+                                0, 0, 0, 0, 1, 1, 1, 1, 1, 1}));
+  EXPECT_EQ(elements(magnitude_mask(w, 2.0 / 6.0, 4, "l2")),
+            (std::vector<float>{0, 0, 0, 0, 1, 1, 1, 1, 1, 1,  //
+                                1, 1, 1, 1, 0, 0, 0, 0, 1, 1}));
+  // The shorter block is compared per weight, not by its smaller sum: it goes fourth.
+  EXPECT_EQ(elements(magnitude_mask(w, 4.0 / 6.0, 4, "l1")),
+            (std::vector<float>{0, 0, 0, 0, 1, 1, 1, 1, 0, 0,  //
+                                0, 0, 0, 0, 0, 0, 0, 0, 1, 1}));
+  // Block 1 is magnitude pruning of single weights with either norm.
+  const Tensor r = testing::random_tensor({37, 53}, 5);
+  EXPECT_EQ(elements(magnitude_mask(r, 0.7, 1, "l2")), elements(magnitude_mask(r, 0.7)));
+  EXPECT_THROW(magnitude_mask(w, 0.5, 3), Error);
+  EXPECT_THROW(magnitude_mask(w, 0.5, 4, "l3"), Error);
+}
+
+TEST(MagnitudeMask, BlockMasksOfRandomTensorsHaveTheRequestedBlockSparsity) {
+  const Tensor w = testing::random_tensor({5, 5, 6, 32}, 7);  // HWIO: blocks along the outputs
+  for (int64_t block : {4, 8, 16})
+    for (double s : {0.5, 0.9}) {
+      Tensor pruned = w.clone();
+      apply_mask(pruned, magnitude_mask(w, s, block));
+      EXPECT_NEAR(sparsity_of(pruned), s, static_cast<double>(block) / w.numel());
+      // Each block is all zero or all kept.
+      for (int64_t b = 0; b < w.numel(); b += block) {
+        const float* v = pruned.data<float>() + b;
+        const bool zero = v[0] == 0.0f;
+        for (int64_t i = 1; i < block; ++i) ASSERT_EQ(v[i] == 0.0f, zero) << block << " " << b;
+      }
+    }
+}
+
+TEST(MagnitudeMask, GlobalThresholdOverBlocks) {
+  // Blocks of 4 with per-weight magnitudes big: 1, 2; small: 0.01, 0.02, 0.03, 0.04. Half of the
+  // 24 weights is the three smallest blocks, all in `small`.
+  Tensor big = matrix(1, {1, 1, 1, 1, 2, -2, 2, 2});
+  Tensor small = matrix(2, {0.01f, 0.01f, 0.01f, 0.01f, 0.02f, 0.02f, 0.02f, 0.02f,  //
+                            0.03f, 0.03f, 0.03f, 0.03f, 0.04f, 0.04f, 0.04f, 0.04f});
+  const auto s = global_sparsities({{"big", &big}, {"small", &small}}, 0.5, 4);
+  EXPECT_DOUBLE_EQ(s.at("small"), 0.75);
+  EXPECT_DOUBLE_EQ(s.at("big"), 0.0);
+  EXPECT_TRUE(is_prune_block(16));
+  EXPECT_FALSE(is_prune_block(2));
+}
+
 TEST(MagnitudeMask, OptimizerStateIsMaskedForThatVariableOnly) {
   Optimizer opt(OptimizerConfig{.kind = "adam"});
   Tensor w = values({1, 1, 1}), other = values({1, 1, 1}), nested = values({1, 1, 1});
@@ -180,6 +237,97 @@ TEST_F(PruneRunTest, MasksHoldWeightsAndOptimizerStateAtZero) {
     }
     std::filesystem::remove_all(out);
   }
+}
+
+// Whole blocks of `block` adjacent outputs are zero, the rest of the weights not, and Adam's
+// moments are zero wherever the weight is.
+void expect_exact_blocks(const Checkpoint& ckpt, const std::string& name, int64_t block) {
+  SCOPED_TRACE(name);
+  const Tensor& w = ckpt.tensors.at("variables/" + name);
+  const int64_t row = w.shape().back();
+  for (int64_t start = 0; start < w.numel(); start += row)
+    for (int64_t b = start; b < start + row; b += block) {
+      const float* v = w.data<float>() + b;
+      const int64_t size = std::min(block, start + row - b);
+      const bool zero = v[0] == 0.0f;
+      for (int64_t i = 1; i < size; ++i) ASSERT_EQ(v[i] == 0.0f, zero) << "block at " << b;
+    }
+  for (const std::string slot : {"optimizer/adam/m/", "optimizer/adam/v/"}) {
+    const Tensor& s = ckpt.tensors.at(slot + name);
+    for (int64_t i = 0; i < w.numel(); ++i)
+      if (w.data<float>()[i] == 0.0f) {
+        ASSERT_EQ(s.data<float>()[i], 0.0f) << slot << " " << i;
+      }
+  }
+}
+
+TEST_F(PruneRunTest, BlockMasksStayExactThroughRetraining) {
+  REQUIRE_MNIST();
+  {
+    SCOPED_TRACE("per-layer, gradual, blocks of 8");
+    const std::string out = testing::make_temp_dir("sf-prune-block8");
+    PruneOptions o = options(out);
+    o.block = 8;
+    o.per_layer = {{"fc1", 0.9}, {"conv2", 0.5}};
+    const PruneResult r = prune_run(o, {});
+    EXPECT_GT(r.history.back().test_accuracy, 0.5);
+    const Checkpoint ckpt = load_checkpoint(checkpoint_path(out));
+    const Tensor& fc1 = ckpt.tensors.at("variables/fc1/weights");  // [784, 64]: 8 blocks a row
+    const int64_t blocks = fc1.dim(0) * 8;
+    EXPECT_EQ(sparsity_of(fc1), std::llround(0.9 * static_cast<double>(blocks)) * 8.0 /
+                                    static_cast<double>(fc1.numel()));
+    expect_exact_blocks(ckpt, "fc1/weights", 8);
+    expect_exact_blocks(ckpt, "conv2/weights", 8);
+    EXPECT_EQ(sparsity_of(ckpt.tensors.at("variables/conv1/weights")), 0.0);
+    std::filesystem::remove_all(out);
+  }
+  {
+    SCOPED_TRACE("model-wide, oneshot, blocks of 16 (fc2's 10 outputs: one shorter block)");
+    const std::string out = testing::make_temp_dir("sf-prune-block16");
+    PruneOptions o = options(out);
+    o.block = 16;
+    o.norm = "l2";
+    o.schedule = "oneshot";
+    o.epochs = 1;
+    o.target = 0.8;
+    const PruneResult r = prune_run(o, {});
+    EXPECT_NEAR(
+        1.0 - static_cast<double>(r.nonzero_weights()) / static_cast<double>(r.total_weights()),
+        0.8, 0.01);
+    const Checkpoint ckpt = load_checkpoint(checkpoint_path(out));
+    for (const char* w : {"conv1/weights", "conv2/weights", "fc1/weights", "fc2/weights"})
+      expect_exact_blocks(ckpt, w, 16);
+    std::filesystem::remove_all(out);
+  }
+}
+
+TEST(PruneOptionsTest, BadBlockValuesGiveOneLineErrors) {
+  PruneOptions o;
+  o.run_dir = "/nonexistent";
+  o.out_dir = "/nonexistent-out";
+  o.target = 0.5;
+  for (int64_t block : {0, -4, 2, 3, 32}) {
+    o.block = block;
+    try {
+      prune_run(o, {});
+      FAIL() << "no error for block " << block;
+    } catch (const Error& e) {
+      const std::string message = e.what();
+      EXPECT_EQ(message, "prune: --block must be 1, 4, 8 or 16 (output channels per block), got " +
+                             std::to_string(block));
+    }
+  }
+  o.block = 8;
+  o.structured = true;
+  EXPECT_THROW(prune_run(o, {}), Error);
+  o.structured = false;
+  o.target.reset();
+  o.from_sensitivity = true;
+  EXPECT_THROW(prune_run(o, {}), Error);
+  o.from_sensitivity = false;
+  o.target = 0.5;
+  o.norm = "l3";
+  EXPECT_THROW(prune_run(o, {}), Error);
 }
 
 TEST_F(PruneRunTest, ModelWideTargetAndSensitivity) {

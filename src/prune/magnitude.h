@@ -1,5 +1,13 @@
 // Magnitude pruning: which weights a model has to prune, masks that zero the smallest weights
-// of a layer, a model-wide threshold, and the gradual (cubic) sparsity schedule.
+// (or blocks of weights) of a layer, a model-wide threshold, and the gradual (cubic) sparsity
+// schedule.
+//
+// Blocks: `block` consecutive weights of one row along the last axis, which holds the output
+// channels of both [K, N] dense and HWIO conv weights, so a block is R adjacent values in memory
+// that one vector load of a block-sparse kernel reads (kernels/sparse). Rows are cut from their
+// start; when the row length is not a multiple of `block`, the last block of each row is shorter.
+// A block's magnitude is its norm per weight: L1 / size ("l1") or L2 / sqrt(size) ("l2"), so
+// that blocks of different sizes compare and block 1 is |w| with either norm.
 #pragma once
 
 #include <cstdint>
@@ -19,14 +27,22 @@ std::vector<std::string> prunable_weights(const Model& model);
 // The layer name of a prunable weight: "fc1/weights" -> "fc1".
 std::string layer_of(const std::string& weight_name);
 
-// A 0/1 mask with exactly round(sparsity * n) zeros at the smallest |w| (earlier elements
-// first among equal magnitudes). Weights already zero count as pruned first.
-Tensor magnitude_mask(const Tensor& weights, double sparsity);
+// The block sizes `slimflow prune --block` takes: 1 (single weights) and the widths the
+// block-sparse kernels run.
+bool is_prune_block(int64_t block);
 
-// Per-layer sparsities that one magnitude threshold over all `weights` gives when it zeros
-// `target` of them in total (the model-wide target: large, redundant layers take most of it).
+// A 0/1 mask that zeros exactly round(sparsity * blocks) blocks, those of smallest magnitude
+// (earlier blocks first among equal magnitudes); with whole blocks that is round(sparsity * n)
+// weights. Blocks already zero count as pruned first. `norm` is "l1" or "l2".
+Tensor magnitude_mask(const Tensor& weights, double sparsity, int64_t block = 1,
+                      const std::string& norm = "l1");
+
+// Per-layer sparsities (fractions of each layer's blocks) that one magnitude threshold over the
+// blocks of all `weights` gives when it zeros `target` of the weights in total (the model-wide
+// target: large, redundant layers take most of it).
 std::map<std::string, double> global_sparsities(const std::map<std::string, const Tensor*>& weights,
-                                                double target);
+                                                double target, int64_t block = 1,
+                                                const std::string& norm = "l1");
 
 // Multiplies in place.
 void apply_mask(Tensor& weights, const Tensor& mask);

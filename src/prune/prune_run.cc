@@ -140,7 +140,14 @@ PruneResult prune_run(const PruneOptions& options, const TrainCallbacks& callbac
   auto message = [&](const std::string& text) {
     if (callbacks.on_message) callbacks.on_message(text);
   };
-  const double lr = options.lr ? *options.lr : 0.1 * run_learning_rate(options.run_dir);
+  if (!is_prune_block(options.block))
+    fail("prune: --block must be 1, 4, 8 or 16 (output channels per block), got {}", options.block);
+  if (options.norm != "l1" && options.norm != "l2")
+    fail("prune: --norm must be l1 or l2, got '{}'", options.norm);
+  if (options.block > 1 && (options.structured || options.from_sensitivity))
+    fail("prune: --block works with --target or --per-layer (structured pruning removes whole "
+         "filters, the sensitivity analysis prunes single weights)");
+  const double lr = options.lr ? *options.lr : run_learning_rate(options.run_dir);
   if (options.structured) {
     if (!options.per_layer.empty() || options.from_sensitivity)
       fail("prune --structured: use --target (the fraction of filters to remove)");
@@ -172,7 +179,7 @@ PruneResult prune_run(const PruneOptions& options, const TrainCallbacks& callbac
     if (options.target) {
       std::map<std::string, const Tensor*> weights;
       for (const std::string& w : prunable) weights[w] = &run.variables().get(w);
-      targets = global_sparsities(weights, *options.target);
+      targets = global_sparsities(weights, *options.target, options.block, options.norm);
       result.dense_accuracy = run.evaluate().accuracy;
     } else if (!options.per_layer.empty()) {
       for (const auto& [layer, s] : options.per_layer) {
@@ -192,8 +199,10 @@ PruneResult prune_run(const PruneOptions& options, const TrainCallbacks& callbac
   }
   std::string chosen;
   for (const auto& [w, s] : targets) chosen += fmt::format(" {}={:.3f}", layer_of(w), s);
-  message(fmt::format("pruning {} ({} schedule, {} epochs):{}", options.run_dir, options.schedule,
-                      options.epochs, chosen));
+  const std::string blocks =
+      options.block > 1 ? fmt::format(", blocks of {} by {} norm", options.block, options.norm) : "";
+  message(fmt::format("pruning {} ({} schedule, {} epochs{}):{}", options.run_dir,
+                      options.schedule, options.epochs, blocks, chosen));
 
   std::map<std::string, Tensor> masks;
   TrainCallbacks cb = callbacks;
@@ -206,7 +215,9 @@ PruneResult prune_run(const PruneOptions& options, const TrainCallbacks& callbac
     const bool update = s.step == 1 || (gradual && s.step <= ramp + every && s.step % every == 0);
     for (const auto& [name, final_sparsity] : targets) {
       Tensor& w = s.variables.get(name);
-      if (update) masks[name] = magnitude_mask(w, cubic_sparsity(s.step, ramp, final_sparsity));
+      if (update)
+        masks[name] = magnitude_mask(w, cubic_sparsity(s.step, ramp, final_sparsity),
+                                     options.block, options.norm);
       apply_mask(w, masks.at(name));
       s.optimizer.mask_state(name, masks.at(name));
     }

@@ -1,5 +1,6 @@
 // Iterative magnitude pruning with retraining: start from a trained run, zero the smallest
-// weights of each layer (all at once or along the cubic gradual schedule), retrain with masks
+// weights, or blocks of adjacent output channels, of each layer (all at once or along the cubic
+// gradual schedule), retrain with masks
 // that hold pruned weights and their optimizer state at exactly zero, and write a new run that
 // `freeze` and `eval` use like any other.
 #pragma once
@@ -24,12 +25,17 @@ struct PruneOptions {
   // Remove the `target` fraction of filters / neurons of each layer (but the classifier) by
   // norm, making a smaller dense model, instead of zeroing single weights.
   bool structured = false;
-  std::string norm = "l1";  // l1 | l2, for structured
+  // Prune blocks of this many adjacent output channels of one input row (1, 4, 8 or 16; 1:
+  // single weights), which the block-sparse kernels run faster; see prune/magnitude.h.
+  int64_t block = 1;
+  std::string norm = "l1";  // l1 | l2: ranks filters for structured, blocks for block > 1
   double max_drop = 0.1;                      // accuracy points, for from_sensitivity
   std::vector<double> levels = {0.5, 0.7, 0.8, 0.9, 0.95, 0.98};
   std::string schedule = "gradual";  // gradual | oneshot
   int64_t epochs = 4;
-  std::optional<double> lr;  // default: a tenth of the run's learning rate
+  // Default: the run's own learning rate (its schedule restarts): a tenth of it recovered
+  // LeNet-300-100 at 92% sparsity only to -0.4 points in 10 epochs, the full rate to -0.07.
+  std::optional<double> lr;
   int threads = 0;
   int64_t train_limit = 0;
   int64_t test_limit = 0;

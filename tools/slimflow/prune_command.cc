@@ -121,11 +121,16 @@ Action add_prune_command(CLI::App& app) {
   cmd->add_option("--max-drop", o->max_drop, "Accuracy points each layer may lose (0.1)");
   cmd->add_flag("--structured", o->structured,
                 "Remove whole filters/neurons (--target of them per layer): a smaller dense model");
-  cmd->add_option("--norm", o->norm, "l1 | l2: filter ranking for --structured")->default_str("l1");
+  cmd->add_option("--block", o->block,
+                  "Prune blocks of R adjacent output channels (1, 4, 8, 16), which block-sparse "
+                  "kernels run faster")
+      ->default_val(1);
+  cmd->add_option("--norm", o->norm, "l1 | l2: filter ranking for --structured, block ranking for --block")
+      ->default_str("l1");
   cmd->add_option("--schedule", o->schedule, "gradual (cubic, Zhu & Gupta 2017) | oneshot")
       ->default_str("gradual");
   cmd->add_option("--epochs", o->epochs, "Retraining epochs")->default_val(4);
-  cmd->add_option("--lr", *lr, "Retraining learning rate (default: a tenth of the run's)");
+  cmd->add_option("--lr", *lr, "Retraining learning rate (default: the run's)");
   cmd->add_option("--out", o->out_dir, "Directory for the pruned run");
   cmd->add_option("--threads", o->threads, "Threads (0: all cores)")->default_val(0);
   cmd->add_option("--train-limit", o->train_limit, "Use only the first N training examples");

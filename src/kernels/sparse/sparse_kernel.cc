@@ -11,7 +11,7 @@ void SparseKernel::compute(KernelContext& ctx) {
   const Tensor& weights = ctx.inputs[1];
   if (weights.raw() != decided_for_ || path_ == Path::Undecided) {
     sparsity_ = zero_fraction(weights.data<float>(), weights.numel());
-    path_ = sparsity_ >= threshold_ ? Path::Sparse : Path::Dense;
+    path_ = sparse_pays(weights) ? Path::Sparse : Path::Dense;
     if (path_ == Path::Sparse) prepare(weights);
     decided_for_ = weights.raw();
   }
@@ -20,6 +20,8 @@ void SparseKernel::compute(KernelContext& ctx) {
   else
     dense_->compute(ctx);
 }
+
+bool SparseKernel::sparse_pays(const Tensor&) { return sparsity_ >= threshold_; }
 
 Activation activation_of(const Node& node) {
   if (!node.attrs.has("activation")) return Activation::None;

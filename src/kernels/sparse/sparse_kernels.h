@@ -44,6 +44,32 @@ inline constexpr double kMatMulBatchCrossover = 0.8;
 // dilated and other shapes were not measured and use the same constant.
 inline constexpr double kConvCrossover = 0.8;
 
+// Block-sparse MatMul (weights pruned in blocks of R adjacent outputs, sparse_weights.h), per
+// block width: the fraction of zero blocks from which the block product beats oneDNN, and its
+// time per stored weight (every weight of a nonzero block) relative to the CSR product's time
+// per nonzero, which decides between the two forms. Measured with
+//   OMP_NUM_THREADS=1 build/hE/bench/kernel_bench --benchmark_filter='^sparse/fc1'
+//       --benchmark_repetitions=5   (median CPU time)
+// on the same machine while other builds ran (load average 6-7 on its 2 cores), on fc1
+// 3136x1024 with hashed block patterns (sparse/fc1_*/sparse_only/block<R>/<percent>):
+//
+// Batch 1 (dense 200 us): block 16 and 8 win from the lowest sparsity measured, 30% (169 and
+// 174 us), block 4 crosses at 43% (240 us at 30%, 177 us at 50%). At 90% they take 22.5, 26.1
+// and 36.7 us where CSR takes 80 us: per stored weight 0.28, 0.33 and 0.46 of CSR's per nonzero
+// (0.28, 0.33, 0.44 at 95%).
+// Batch 64 (dense 2234 us): block 16 crosses at 55% (2538 us at 50%, 1224 us at 70%), block 8 at
+// 68% (4044 / 2066 us at 50 / 70%), block 4 at 82% (2409 / 1494 us at 80 / 90%). At 90%: 605,
+// 843 and 1494 us against CSR's 2535 us: 0.24, 0.33 and 0.59 (0.26, 0.31, 0.66 at 95%).
+// Unstructured weights store several times their nonzeros as blocks (random 90%: 3.4x in blocks
+// of 4), so they stay CSR; block-pruned ones store exactly their nonzeros and run as blocks.
+struct BlockForm {
+  int64_t block;
+  double row_crossover, batch_crossover;  // batch 1; more rows
+  double row_cost, batch_cost;            // per stored weight, CSR's per nonzero = 1
+};
+inline constexpr BlockForm kBlockMatMulForms[] = {
+    {16, 0.3, 0.55, 0.28, 0.26}, {8, 0.3, 0.7, 0.33, 0.33}, {4, 0.45, 0.85, 0.46, 0.66}};
+
 // The base of the sparse kernels: owns the run-time choice and the dense fallback.
 class SparseKernel : public Kernel {
  public:
@@ -63,7 +89,10 @@ class SparseKernel : public Kernel {
   // plans anything.
   SparseKernel(const KernelSpec& spec, double threshold);
 
-  // Builds the sparse form of the weights (input 1); called when they are first seen.
+  // Whether the sparse path should run these weights, whose zero fraction weight_sparsity()
+  // holds: by default at or above the threshold.
+  virtual bool sparse_pays(const Tensor& weights);
+  // Builds the sparse form of the weights (input 1) when sparse_pays() chose it.
   virtual void prepare(const Tensor& weights) = 0;
   virtual void compute_sparse(KernelContext& ctx) = 0;
 

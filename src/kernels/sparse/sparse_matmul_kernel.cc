@@ -1,15 +1,20 @@
 // Sparse MatMul / FusedMatMul: y [M, N] = a [M, K] * W [K, N] (+ bias, activation), W frozen and
-// held as the CSR of W^T (one row of nonzeros per output n).
+// held as the CSR of W^T (one row of nonzeros per output n), or, when its nonzeros come in blocks
+// of R adjacent outputs (prune --block R), as block strips (sparse_weights.h).
 //
-// One row of a (batch 1): each output is a sparse dot product with a; nothing to reuse.
-// More rows: a block of up to 128 rows is transposed to aT [K, rows], so a nonzero (k, n, v)
+// CSR, one row of a (batch 1): each output is a sparse dot product with a; nothing to reuse.
+// CSR, more rows: a block of up to 128 rows is transposed to aT [K, rows], so a nonzero (k, n, v)
 // adds v * aT[k, :] to the column of y for output n: one weight load serves the whole block.
+// Blocks: each strip of R outputs is a sum of a[:, k] times the R values of its blocks
+// (block_product.h), for batch 1 and for batches alike.
 #include <omp.h>
 
 #include <algorithm>
+#include <string>
 #include <vector>
 
 #include "kernels/kernel.h"
+#include "kernels/sparse/block_product.h"
 #include "kernels/sparse/sparse_accumulate.h"
 #include "kernels/sparse/sparse_kernels.h"
 #include "kernels/sparse/sparse_weights.h"
@@ -24,26 +29,103 @@ constexpr int64_t kRowBlock = 128;
 // a stride of N floats, which for N = 1024 maps every store to the same L1 set.
 constexpr int64_t kColumnTile = 16;
 
+// The widest block: the most sums one strip writes per row.
+constexpr int64_t kWidestBlock = kBlockWidths[0];
+
 class SparseMatMulKernel : public SparseKernel {
  public:
+  // `threshold` is CSR's crossover, 0 to never fall back to dense.
   SparseMatMulKernel(const KernelSpec& spec, double threshold)
       : SparseKernel(spec, threshold),
+        batch1_(spec.inputs[0].shape[0] == 1),
         transpose_b_(spec.node.attrs.get_bool("transpose_b")),
         activation_(activation_of(spec.node)),
         k_(spec.inputs[0].shape[1]),
         n_(spec.node.outputs[0].shape[1]) {}
 
+  std::string running_impl() const override {
+    if (path() == Path::Sparse && block_ > 1) return "block" + std::to_string(block_);
+    return SparseKernel::running_impl();
+  }
+
  protected:
+  // The form of the weights that should run fastest: CSR, or the block width whose blocks
+  // store few enough weights more than the nonzeros to make up for their cheaper loop (each
+  // form's time taken as proportional to what it stores). It then runs only at or above its own
+  // crossover; below, the dense kernel runs.
+  bool sparse_pays(const Tensor& weights) override {
+    const double density = 1.0 - weight_sparsity();
+    const double total = static_cast<double>(k_ * n_);
+    block_ = 1;
+    double best = density;  // in units of CSR's time per nonzero
+    double block_sparsity = 0.0, block_crossover = 0.0;
+    for (const BlockForm& f : kBlockMatMulForms) {
+      const double cost = batch1_ ? f.row_cost : f.batch_cost;
+      // Blocks store at least the nonzeros: no need to count them when that already loses.
+      if (density * cost >= best) continue;
+      const int64_t blocks = nonzero_blocks(weights.data<float>(), k_, n_, transpose_b_, f.block);
+      const double stored = static_cast<double>(blocks * f.block) / total;
+      if (stored * cost < best) {
+        best = stored * cost;
+        block_ = f.block;
+        block_sparsity = 1.0 - static_cast<double>(blocks) /
+                                   static_cast<double>(k_ * ((n_ + f.block - 1) / f.block));
+        block_crossover = batch1_ ? f.row_crossover : f.batch_crossover;
+      }
+    }
+    if (threshold() == 0.0) return true;
+    return block_ > 1 ? block_sparsity >= block_crossover : weight_sparsity() >= threshold();
+  }
+
   void prepare(const Tensor& weights) override {
-    csr_ = csr_of_weights(weights.data<float>(), k_, n_, transpose_b_);
+    if (block_ > 1) {
+      blocks_ = block_csr_of_weights(weights.data<float>(), k_, n_, transpose_b_, block_);
+      csr_ = {};
+    } else {
+      csr_ = csr_of_weights(weights.data<float>(), k_, n_, transpose_b_);
+      blocks_ = {};
+    }
   }
 
   void compute_sparse(KernelContext& ctx) override {
     const float* bias = ctx.inputs.size() > 2 ? ctx.inputs[2].data<float>() : nullptr;
-    std::visit([&](const auto& csr) { run(csr, ctx.inputs[0], bias, ctx.outputs[0]); }, csr_);
+    if (block_ > 1)
+      std::visit([&](const auto& w) { run_blocks(w, ctx.inputs[0], bias, ctx.outputs[0]); },
+                 blocks_);
+    else
+      std::visit([&](const auto& csr) { run(csr, ctx.inputs[0], bias, ctx.outputs[0]); }, csr_);
   }
 
  private:
+  template <typename Index>
+  void run_blocks(const BlockCsr<Index>& w, const Tensor& a_tensor, const float* bias,
+                  Tensor& y_tensor) const {
+    const float* a = a_tensor.data<float>();
+    float* y = y_tensor.data<float>();
+    const int64_t m = a_tensor.shape()[0];
+    const int64_t k = k_, n = n_, r = w.block;
+    const Activation act = activation_;
+    const BlockStripFn<Index> strip = best_block_strip<Index>(r);
+    const int64_t chunks = (m + kRowBlock - 1) / kRowBlock;
+#pragma omp parallel for collapse(2) schedule(static) if (w.blocks() * r * m > 4096)
+    for (int64_t s = 0; s < w.strips; ++s)
+      for (int64_t c = 0; c < chunks; ++c) {
+        const int64_t row0 = c * kRowBlock;
+        const int64_t rows = std::min(kRowBlock, m - row0);
+        const int64_t begin = w.strip_start[static_cast<size_t>(s)];
+        float sums[kRowBlock * kWidestBlock];
+        strip(w.row.data() + begin, w.value.data() + begin * r,
+              w.strip_start[static_cast<size_t>(s + 1)] - begin, a + row0 * k, k, rows, sums);
+        const int64_t col0 = s * r;
+        const int64_t cols = std::min(r, n - col0);
+        for (int64_t i = 0; i < rows; ++i)
+          for (int64_t j = 0; j < cols; ++j) {
+            const float sum = sums[i * r + j];
+            y[(row0 + i) * n + col0 + j] = activate(bias ? sum + bias[col0 + j] : sum, act);
+          }
+      }
+  }
+
   template <typename Index>
   void run(const CsrMatrix<Index>& csr, const Tensor& a_tensor, const float* bias,
            Tensor& y_tensor) {
@@ -97,10 +179,13 @@ class SparseMatMulKernel : public SparseKernel {
     }
   }
 
+  bool batch1_;
   bool transpose_b_;
   Activation activation_;
   int64_t k_, n_;
+  int64_t block_ = 1;  // the form chosen: 1 for CSR, else the block width
   AnyCsr csr_;
+  AnyBlockCsr blocks_;
   std::vector<float> a_t_;    // one transposed block of a
   std::vector<float> tiles_;  // per thread: kColumnTile output columns of the block
 };

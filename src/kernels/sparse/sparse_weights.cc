@@ -1,5 +1,6 @@
 #include "kernels/sparse/sparse_weights.h"
 
+#include <algorithm>
 #include <limits>
 
 namespace sf::sparse {
@@ -35,11 +36,67 @@ CsrMatrix<Index> build_csr(const float* w, int64_t k, int64_t n, bool transposed
   return csr;
 }
 
+// Calls visit(kk, nn0, values) for each nonzero block, strip by strip, with the block's
+// min(block, n - nn0) values in `values`.
+template <typename Visit>
+void for_each_nonzero_block(const float* w, int64_t k, int64_t n, bool transposed, int64_t block,
+                            Visit visit) {
+  const int64_t k_step = transposed ? 1 : n;
+  const int64_t n_step = transposed ? k : 1;
+  std::vector<float> values(static_cast<size_t>(block));
+  for (int64_t nn0 = 0; nn0 < n; nn0 += block) {
+    const int64_t width = std::min(block, n - nn0);
+    for (int64_t kk = 0; kk < k; ++kk) {
+      bool any = false;
+      for (int64_t i = 0; i < width; ++i) {
+        values[static_cast<size_t>(i)] = w[kk * k_step + (nn0 + i) * n_step];
+        any = any || values[static_cast<size_t>(i)] != 0.0f;
+      }
+      if (any) visit(kk, nn0, values.data());
+    }
+  }
+}
+
+template <typename Index>
+BlockCsr<Index> build_block_csr(const float* w, int64_t k, int64_t n, bool transposed,
+                                int64_t block) {
+  BlockCsr<Index> csr;
+  csr.block = block;
+  csr.strips = (n + block - 1) / block;
+  csr.strip_start.assign(static_cast<size_t>(csr.strips + 1), 0);
+  for_each_nonzero_block(w, k, n, transposed, block, [&](int64_t kk, int64_t nn0, const float* v) {
+    csr.row.push_back(static_cast<Index>(kk));
+    const int64_t width = std::min(block, n - nn0);
+    csr.value.insert(csr.value.end(), v, v + width);
+    csr.value.resize(csr.value.size() + static_cast<size_t>(block - width), 0.0f);
+    ++csr.strip_start[static_cast<size_t>(nn0 / block + 1)];
+  });
+  for (int64_t s = 0; s < csr.strips; ++s)
+    csr.strip_start[static_cast<size_t>(s + 1)] += csr.strip_start[static_cast<size_t>(s)];
+  return csr;
+}
+
+bool fits_16_bits(int64_t k) {
+  return k <= static_cast<int64_t>(std::numeric_limits<uint16_t>::max()) + 1;
+}
+
 }  // namespace
 
+int64_t nonzero_blocks(const float* w, int64_t k, int64_t n, bool transposed, int64_t block) {
+  int64_t count = 0;
+  for_each_nonzero_block(w, k, n, transposed, block,
+                         [&](int64_t, int64_t, const float*) { ++count; });
+  return count;
+}
+
+AnyBlockCsr block_csr_of_weights(const float* w, int64_t k, int64_t n, bool transposed,
+                                 int64_t block) {
+  if (fits_16_bits(k)) return build_block_csr<uint16_t>(w, k, n, transposed, block);
+  return build_block_csr<uint32_t>(w, k, n, transposed, block);
+}
+
 AnyCsr csr_of_weights(const float* w, int64_t k, int64_t n, bool transposed) {
-  if (k <= static_cast<int64_t>(std::numeric_limits<uint16_t>::max()) + 1)
-    return build_csr<uint16_t>(w, k, n, transposed);
+  if (fits_16_bits(k)) return build_csr<uint16_t>(w, k, n, transposed);
   return build_csr<uint32_t>(w, k, n, transposed);
 }
 

@@ -5,6 +5,12 @@
 // scaled input rows (batches). Indices are 16-bit when K allows: at 90% sparsity the index
 // stream is a third of the bytes read, and 16 bits cut it in half.
 //
+// Block-sparse MatMul, for weights pruned in blocks of R adjacent outputs (prune --block R):
+// W [K, N] is cut into strips of R output columns, and each strip keeps the rows k whose block
+// W[k, strip] holds a nonzero, with all R values of the block (zeros included, the last strip
+// padded with zeros when R does not divide N). One input x[k] then serves R multiply-adds read
+// with one vector load, instead of one load of x, index and value per nonzero.
+//
 // Conv2D: per output channel, the nonzero (kh, kw, ci) taps with their values; the kernel turns
 // each tap into an offset into its own input layout (see sparse_conv_kernel.cc).
 #pragma once
@@ -37,6 +43,26 @@ using AnyCsr = std::variant<CsrMatrix<uint16_t>, CsrMatrix<uint32_t>>;
 // The transpose of W in CSR. `w` holds W [K, N] row-major, or W^T [N, K] when `transposed`
 // (MatMul's transpose_b).
 AnyCsr csr_of_weights(const float* w, int64_t k, int64_t n, bool transposed);
+
+template <typename Index>
+struct BlockCsr {
+  int64_t block = 0;                 // R
+  int64_t strips = 0;                // ceil(N / R)
+  std::vector<int64_t> strip_start;  // strips + 1 entries into row, counted in blocks
+  std::vector<Index> row;            // k of each block
+  std::vector<float> value;          // R per block
+
+  int64_t blocks() const { return static_cast<int64_t>(row.size()); }
+};
+
+using AnyBlockCsr = std::variant<BlockCsr<uint16_t>, BlockCsr<uint32_t>>;
+
+// How many of W's blocks of `block` adjacent outputs (one row k, one strip) hold a nonzero.
+// `w` as for csr_of_weights.
+int64_t nonzero_blocks(const float* w, int64_t k, int64_t n, bool transposed, int64_t block);
+
+AnyBlockCsr block_csr_of_weights(const float* w, int64_t k, int64_t n, bool transposed,
+                                 int64_t block);
 
 struct ConvTap {
   int32_t kh, kw, ci;
