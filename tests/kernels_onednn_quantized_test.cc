@@ -1,8 +1,9 @@
 // The oneDNN int8 conv / matmul / max-pool kernels and the vectorized element-wise kernels
 // against the reference kernels, over sizes 1, primes, strides, padding, dilation, groups and
-// depthwise, with fed and frozen weights. The conv / matmul accumulators are exact below 2^24
-// (oneDNN passes them through float) and requantize with the reference's fixed-point code, so
-// u8 outputs agree within one unit (in practice identical); the "simd" kernels are exact.
+// depthwise, with fed and frozen weights and params, source zero points 0 and not. The conv /
+// matmul accumulators are exact below 2^24 (oneDNN passes them through float); u8 outputs agree
+// within one unit (oneDNN requantizes in float when the params are Consts); the "simd" kernels
+// are exact.
 #include <gtest/gtest.h>
 
 #include <oneapi/dnnl/dnnl.hpp>
@@ -61,18 +62,20 @@ Tensor params_tensor(QuantParams p) {
   return Tensor::from_vector<float>({2}, {p.scale, static_cast<float>(p.zero_point)});
 }
 
-// x, x_params, w, w_scales, bias: random, with a zero point away from 0 so that padding
-// (real zero, not code zero) matters.
+// x, x_params, w, w_scales, bias: random. A zero point away from 0 makes padding (real zero,
+// not code zero) matter; 0 is what inputs that follow a ReLU have.
 std::vector<Tensor> random_inputs(const Shape& x, const Shape& w, bool per_channel,
-                                  uint32_t seed) {
+                                  bool x_zero_point, uint32_t seed) {
   const int64_t c = w.back();
-  return {random_u8(x, seed), params_tensor({0.02f, 37 + static_cast<int32_t>(seed % 50)}),
-          random_i8(w, seed + 1), random_f32({per_channel ? c : 1}, seed + 2, 1e-3f, 4e-3f),
+  const int32_t zero_point = x_zero_point ? 37 + static_cast<int32_t>(seed % 50) : 0;
+  return {random_u8(x, seed), params_tensor({0.02f, zero_point}), random_i8(w, seed + 1),
+          random_f32({per_channel ? c : 1}, seed + 2, 1e-3f, 4e-3f),
           random_f32({c}, seed + 3, -2.0f, 2.0f)};
 }
 
-// Output params covering the real values of i32 accumulators, as calibration would choose.
-QuantParams covering(const Tensor& acc, const std::vector<Tensor>& inputs) {
+// Output params covering the real values of i32 accumulators, as calibration would choose;
+// `relu`: only their positive part (zero point 0), as for a layer with a ReLU.
+QuantParams covering(const Tensor& acc, const std::vector<Tensor>& inputs, bool relu = false) {
   const float xs = inputs[1].data<float>()[0];
   const Tensor& ws = inputs[3];
   const int64_t c = acc.dim(-1);
@@ -83,7 +86,7 @@ QuantParams covering(const Tensor& acc, const std::vector<Tensor>& inputs) {
     lo = std::min(lo, real);
     hi = std::max(hi, real);
   }
-  return choose_quant_params(lo, hi);
+  return choose_quant_params(relu ? 0.0f : lo, hi);
 }
 
 // oneDNN's int8 primitives pass the int32 accumulator through float on its way to the s32
@@ -94,22 +97,36 @@ int64_t accumulator_tolerance(int64_t want) {
 
 using Build = std::function<Output(Graph&, const std::vector<Output>&)>;
 
-// Runs `build` on placeholders for `inputs` (input 2, the weights, as a Const when frozen)
-// with the reference kernels and with `impl`; expects `impl` to be chosen, u8 outputs within
-// u8_tolerance and i32 accumulators within accumulator_tolerance. Returns the reference output.
+// Which inputs of a conv / matmul are Consts: none, the weights (input 2), or all but x (a
+// calibrated model, whose Requantized forms let oneDNN write the u8 output).
+enum class Frozen { Nothing, Weights, AllButX };
+
+std::ostream& operator<<(std::ostream& os, Frozen f) {
+  return os << (f == Frozen::Nothing   ? "fed"
+                : f == Frozen::Weights ? "frozen weights"
+                                       : "frozen all but x");
+}
+
+bool is_frozen(Frozen f, size_t input) {
+  return input > 0 && (f == Frozen::AllButX || (f == Frozen::Weights && input == 2));
+}
+
+// Runs `build` on placeholders for `inputs` (Consts where `frozen` says) with the reference
+// kernels and with `impl`; expects `impl` to be chosen, u8 outputs within u8_tolerance and i32
+// accumulators within accumulator_tolerance. Returns the reference output.
 Tensor expect_impl_equals_reference(const Build& build, const std::vector<Tensor>& inputs,
-                                    bool frozen, const std::string& impl = "onednn",
+                                    Frozen frozen, const std::string& impl = "onednn",
                                     int u8_tolerance = 1) {
   Graph g;
   std::vector<Output> in;
   for (size_t i = 0; i < inputs.size(); ++i)
-    in.push_back(frozen && i == 2 ? ops::constant(g, inputs[i], "weights")
-                                  : ops::placeholder(g, inputs[i].dtype(), inputs[i].shape(),
-                                                     "input" + std::to_string(i)));
+    in.push_back(is_frozen(frozen, i) ? ops::constant(g, inputs[i], "const" + std::to_string(i))
+                                      : ops::placeholder(g, inputs[i].dtype(), inputs[i].shape(),
+                                                         "input" + std::to_string(i)));
   const Output y = build(g, in);
   Feeds feeds;
   for (size_t i = 0; i < inputs.size(); ++i)
-    if (!(frozen && i == 2)) feeds.emplace_back(in[i], inputs[i]);
+    if (!is_frozen(frozen, i)) feeds.emplace_back(in[i], inputs[i]);
   Session reference(g, SessionOptions{.kernel_impl = "reference"});
   Session onednn(g, SessionOptions{.kernel_impl = impl});
   const Tensor want = reference.run(feeds, {y})[0].clone();
@@ -133,6 +150,33 @@ Tensor expect_impl_equals_reference(const Build& build, const std::vector<Tensor
   return want;
 }
 
+// The accumulating op and its Requantized form with each activation, per-channel and
+// per-tensor scales, fed and frozen inputs, source zero points 0 and not; the output params
+// cover the accumulators' whole range (zero point > 0) or, for relu and relu6, their positive
+// part (zero point 0), as calibration would choose.
+void expect_requantized_forms_equal_reference(
+    const Shape& x, const Shape& w, const Build& accumulate,
+    const std::function<Build(const char* activation)>& requantized) {
+  uint32_t seed = 1;
+  for (bool per_channel : {true, false})
+    for (bool x_zero_point : {true, false})
+      for (Frozen frozen : {Frozen::Nothing, Frozen::Weights, Frozen::AllButX}) {
+        SCOPED_TRACE(::testing::Message() << (per_channel ? "per channel" : "per tensor")
+                                          << ", x zero point " << x_zero_point << ", " << frozen);
+        std::vector<Tensor> inputs = random_inputs(x, w, per_channel, x_zero_point, seed += 10);
+        const Tensor acc = expect_impl_equals_reference(accumulate, inputs, frozen);
+        inputs.push_back(Tensor());
+        for (const char* activation : {"none", "relu", "relu6"})
+          for (bool relu_range : {false, true}) {
+            if (relu_range && std::string(activation) == "none") continue;
+            SCOPED_TRACE(::testing::Message()
+                         << activation << (relu_range ? ", positive range" : ""));
+            inputs.back() = params_tensor(covering(acc, inputs, relu_range));
+            expect_impl_equals_reference(requantized(activation), inputs, frozen);
+          }
+      }
+}
+
 struct ConvCase {
   const char* name;
   Shape x, w;
@@ -146,28 +190,17 @@ class OneDnnQuantizedConv : public ::testing::TestWithParam<ConvCase> {};
 TEST_P(OneDnnQuantizedConv, EqualsReference) {
   if (!has_vnni()) GTEST_SKIP() << "no VNNI: the int8 kernels decline";
   const ConvCase& c = GetParam();
-  uint32_t seed = 1;
-  for (bool per_channel : {true, false})
-    for (bool frozen : {false, true}) {
-      SCOPED_TRACE(::testing::Message() << (per_channel ? "per channel" : "per tensor")
-                                        << (frozen ? ", frozen" : ", fed"));
-      std::vector<Tensor> inputs = random_inputs(c.x, c.w, per_channel, seed += 10);
-      const Tensor acc = expect_impl_equals_reference(
-          [&](Graph& g, const std::vector<Output>& in) {
-            return ops::quantized_conv2d(g, {in[0], in[1], in[2], in[3], in[4]}, c.options);
-          },
-          inputs, frozen);
-      inputs.push_back(params_tensor(covering(acc, inputs)));
-      for (const char* activation : {"none", "relu", "relu6"}) {
-        SCOPED_TRACE(activation);
-        expect_impl_equals_reference(
-            [&](Graph& g, const std::vector<Output>& in) {
-              return ops::quantized_conv2d_requantized(g, {in[0], in[1], in[2], in[3], in[4]},
-                                                       in[5], c.options, activation);
-            },
-            inputs, frozen);
-      }
-    }
+  expect_requantized_forms_equal_reference(
+      c.x, c.w,
+      [&](Graph& g, const std::vector<Output>& in) {
+        return ops::quantized_conv2d(g, {in[0], in[1], in[2], in[3], in[4]}, c.options);
+      },
+      [&](const char* activation) -> Build {
+        return [&c, activation](Graph& g, const std::vector<Output>& in) {
+          return ops::quantized_conv2d_requantized(g, {in[0], in[1], in[2], in[3], in[4]}, in[5],
+                                                   c.options, activation);
+        };
+      });
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -203,7 +236,7 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(OneDnnQuantized, FollowsParamsThatChangeBetweenRuns) {
   if (!has_vnni()) GTEST_SKIP() << "no VNNI: the int8 kernels decline";
   const Shape xs{1, 9, 9, 8}, ws{3, 3, 8, 12};
-  std::vector<Tensor> inputs = random_inputs(xs, ws, true, 5);
+  std::vector<Tensor> inputs = random_inputs(xs, ws, true, true, 5);
   inputs.push_back(params_tensor({0.3f, 20}));
   Graph g;
   std::vector<Output> in;
@@ -215,8 +248,8 @@ TEST(OneDnnQuantized, FollowsParamsThatChangeBetweenRuns) {
                                                      {.padding = "SAME"}, "relu");
   Session reference(g, SessionOptions{.kernel_impl = "reference"});
   Session onednn(g, SessionOptions{.kernel_impl = "onednn"});
-  for (const QuantParams xp : {QuantParams{0.02f, 3}, QuantParams{0.01f, 250},
-                               QuantParams{0.05f, 128}}) {
+  for (const QuantParams xp :
+       {QuantParams{0.02f, 3}, QuantParams{0.01f, 250}, QuantParams{0.05f, 128}}) {
     SCOPED_TRACE(xp.zero_point);
     Feeds feeds;
     for (size_t i = 0; i < inputs.size(); ++i)
@@ -240,28 +273,17 @@ class OneDnnQuantizedMatMul : public ::testing::TestWithParam<MatMulCase> {};
 TEST_P(OneDnnQuantizedMatMul, EqualsReference) {
   if (!has_vnni()) GTEST_SKIP() << "no VNNI: the int8 kernels decline";
   const MatMulCase& c = GetParam();
-  uint32_t seed = 1;
-  for (bool per_channel : {true, false})
-    for (bool frozen : {false, true}) {
-      SCOPED_TRACE(::testing::Message() << (per_channel ? "per channel" : "per tensor")
-                                        << (frozen ? ", frozen" : ", fed"));
-      std::vector<Tensor> inputs = random_inputs({c.m, c.k}, {c.k, c.n}, per_channel, seed += 10);
-      const Tensor acc = expect_impl_equals_reference(
-          [&](Graph& g, const std::vector<Output>& in) {
-            return ops::quantized_matmul(g, {in[0], in[1], in[2], in[3], in[4]});
-          },
-          inputs, frozen);
-      inputs.push_back(params_tensor(covering(acc, inputs)));
-      for (const char* activation : {"none", "relu", "relu6"}) {
-        SCOPED_TRACE(activation);
-        expect_impl_equals_reference(
-            [&](Graph& g, const std::vector<Output>& in) {
-              return ops::quantized_matmul_requantized(g, {in[0], in[1], in[2], in[3], in[4]},
-                                                       in[5], activation);
-            },
-            inputs, frozen);
-      }
-    }
+  expect_requantized_forms_equal_reference(
+      {c.m, c.k}, {c.k, c.n},
+      [](Graph& g, const std::vector<Output>& in) {
+        return ops::quantized_matmul(g, {in[0], in[1], in[2], in[3], in[4]});
+      },
+      [](const char* activation) -> Build {
+        return [activation](Graph& g, const std::vector<Output>& in) {
+          return ops::quantized_matmul_requantized(g, {in[0], in[1], in[2], in[3], in[4]}, in[5],
+                                                   activation);
+        };
+      });
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -289,9 +311,8 @@ TEST(OneDnnQuantized, LargeAccumulatorsStayExact) {
           return conv ? ops::quantized_conv2d(g, {in[0], in[1], in[2], in[3], in[4]})
                       : ops::quantized_matmul(g, {in[0], in[1], in[2], in[3], in[4]});
         },
-        inputs, false);
-    EXPECT_GT(*std::max_element(acc.data<int32_t>(), acc.data<int32_t>() + acc.numel()),
-              1 << 24);
+        inputs, Frozen::Nothing);
+    EXPECT_GT(*std::max_element(acc.data<int32_t>(), acc.data<int32_t>() + acc.numel()), 1 << 24);
   }
 }
 
@@ -308,7 +329,7 @@ TEST(OneDnnQuantized, MaxPoolEqualsReference) {
         [&](Graph& g, const std::vector<Output>& in) {
           return ops::quantized_max_pool(g, in[0], options);
         },
-        {random_u8(shape, 3)}, false);
+        {random_u8(shape, 3)}, Frozen::Nothing);
   }
 }
 
@@ -331,7 +352,7 @@ TEST(SimdQuantized, RequantizeEqualsReference) {
             [&](Graph& g, const std::vector<Output>& in) {
               return ops::requantize(g, in[0], in[1], in[2], in[3], activation);
             },
-            inputs, false, "simd", 0);
+            inputs, Frozen::Nothing, "simd", 0);
       }
 }
 
@@ -352,7 +373,138 @@ TEST(SimdQuantized, AddEqualsReference) {
             [&](Graph& g, const std::vector<Output>& in) {
               return ops::quantized_add(g, in[0], in[1], in[2], in[3], in[4], activation);
             },
-            inputs, false, "simd", 0);
+            inputs, Frozen::Nothing, "simd", 0);
+      }
+}
+
+TEST(SimdQuantized, AvgPoolEqualsReference) {
+  const std::vector<std::pair<Shape, ops::PoolOptions>> cases = {
+      {{1, 1, 1, 1}, {.ksize = {1, 1}, .strides = {1, 1}}},
+      {{2, 7, 7, 3}, {.ksize = {3, 3}, .strides = {2, 2}, .padding = "SAME"}},
+      {{1, 8, 5, 17}, {.ksize = {2, 2}, .strides = {2, 2}}},
+      {{1, 9, 8, 33},
+       {.ksize = {3, 2}, .strides = {2, 1}, .padding = "EXPLICIT", .pads = {1, 1, 0, 1}}},
+      {{1, 7, 7, 1280}, {.ksize = {7, 7}, .strides = {1, 1}}},        // a global pool
+      {{1, 130, 130, 5}, {.ksize = {130, 130}, .strides = {1, 1}}}};  // divided in integers
+  for (const auto& [shape, options] : cases) {
+    SCOPED_TRACE(shape_str(shape));
+    // All 255 makes sums whose averages are exact integers, where float division must not fall
+    // short; random values test the rounding of the rest.
+    Tensor full(DType::u8, shape);
+    std::fill(full.data<uint8_t>(), full.data<uint8_t>() + full.numel(), uint8_t{255});
+    for (const Tensor& x : {random_u8(shape, 3), full})
+      expect_impl_equals_reference(
+          [&](Graph& g, const std::vector<Output>& in) {
+            return ops::quantized_avg_pool(g, in[0], options);
+          },
+          {x}, Frozen::Nothing, "simd", 0);
+  }
+}
+
+// Floats around the vector width with the values that test the rounding: exact ties k + 0.5
+// and their float neighbours, NaN, infinities, huge values, values beyond the u8 range.
+Tensor quantize_inputs(const Shape& shape, QuantParams p, uint32_t seed) {
+  Tensor x = random_f32(shape, seed, -3.0f, 3.0f);
+  float* v = x.data<float>();
+  const float specials[] = {std::numeric_limits<float>::quiet_NaN(),
+                            std::numeric_limits<float>::infinity(),
+                            -std::numeric_limits<float>::infinity(),
+                            3e38f,
+                            -3e38f,
+                            -0.0f,
+                            1e-30f};
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    const int64_t k = i % 41 - 20;
+    if (i % 3 == 0) v[i] = (static_cast<float>(k) + 0.5f) * p.scale;  // a tie (up to rounding)
+    if (i % 5 == 1) v[i] = std::nextafter(v[i], 1e30f);
+    if (i % 7 == 2) v[i] = std::nextafter((static_cast<float>(k) + 0.5f) * p.scale, -1e30f);
+    if (i % 11 == 4) v[i] = specials[(i / 11) % 7];
+  }
+  return x;
+}
+
+TEST(SimdQuantized, QuantizeEqualsReference) {
+  for (const Shape& shape :
+       {Shape{1}, Shape{15}, Shape{3, 16}, Shape{2, 9, 17}, Shape{1, 224, 224, 3}})
+    for (const QuantParams p : {QuantParams{0.02f, 128}, QuantParams{0.1f, 0},
+                                QuantParams{1.0f / 255.0f, 255}, QuantParams{3.0f, 7}}) {
+      SCOPED_TRACE(::testing::Message() << shape_str(shape) << " scale " << p.scale);
+      expect_impl_equals_reference(
+          [](Graph& g, const std::vector<Output>& in) { return ops::quantize(g, in[0], in[1]); },
+          {quantize_inputs(shape, p, 4), params_tensor(p)}, Frozen::Nothing, "simd", 0);
+    }
+}
+
+TEST(SimdQuantized, DequantizeEqualsReference) {
+  for (const Shape& shape : {Shape{1}, Shape{15}, Shape{3, 16}, Shape{2, 9, 17}, Shape{64, 10}})
+    for (const QuantParams p : {QuantParams{0.02f, 128}, QuantParams{0.3f, 0}}) {
+      SCOPED_TRACE(::testing::Message() << shape_str(shape) << " scale " << p.scale);
+      // Compared as bytes: the f32 outputs must be identical.
+      Graph g;
+      const Output q = ops::placeholder(g, DType::u8, shape, "q");
+      const Output params = ops::placeholder(g, DType::f32, {2}, "params");
+      const Output y = ops::dequantize(g, q, params);
+      const Feeds feeds = {{q, random_u8(shape, 8)}, {params, params_tensor(p)}};
+      Session reference(g, SessionOptions{.kernel_impl = "reference"});
+      Session simd(g, SessionOptions{.kernel_impl = "simd"});
+      const Tensor want = reference.run(feeds, {y})[0].clone();
+      const Tensor got = simd.run(feeds, {y})[0].clone();
+      EXPECT_EQ(simd.kernel_choices()[g.node(y.node).name], "simd");
+      EXPECT_EQ(std::memcmp(want.raw(), got.raw(), want.bytes()), 0);
+    }
+}
+
+// Params are f32 outputs, compared exactly.
+void expect_params_equal(const Build& build, const std::vector<Tensor>& inputs) {
+  Graph g;
+  std::vector<Output> in;
+  Feeds feeds;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    in.push_back(
+        ops::placeholder(g, inputs[i].dtype(), inputs[i].shape(), "input" + std::to_string(i)));
+    feeds.emplace_back(in.back(), inputs[i]);
+  }
+  const Output y = build(g, in);
+  Session reference(g, SessionOptions{.kernel_impl = "reference"});
+  Session simd(g, SessionOptions{.kernel_impl = "simd"});
+  const Tensor want = reference.run(feeds, {y})[0].clone();
+  const Tensor got = simd.run(feeds, {y})[0].clone();
+  EXPECT_EQ(simd.kernel_choices()[g.node(y.node).name], "simd");
+  EXPECT_EQ(want.data<float>()[0], got.data<float>()[0]);
+  EXPECT_EQ(want.data<float>()[1], got.data<float>()[1]);
+}
+
+TEST(SimdQuantized, ChooseQParamsEqualsReference) {
+  for (const Shape& shape : {Shape{1}, Shape{15}, Shape{3, 16}, Shape{2, 9, 17}, Shape{0, 3}})
+    for (const auto& [lo, hi] :
+         {std::pair{-3.0f, 5.0f}, std::pair{0.5f, 2.0f}, std::pair{-4.0f, -1.0f}}) {
+      SCOPED_TRACE(::testing::Message() << shape_str(shape) << " " << lo << ".." << hi);
+      Tensor x = random_f32(shape, 6, lo, hi);
+      if (x.numel() > 4) {  // left out of the range
+        x.data<float>()[1] = std::numeric_limits<float>::quiet_NaN();
+        x.data<float>()[3] = -std::numeric_limits<float>::infinity();
+      }
+      expect_params_equal(
+          [](Graph& g, const std::vector<Output>& in) { return ops::choose_qparams(g, in[0]); },
+          {x});
+    }
+}
+
+TEST(SimdQuantized, RequantizationRangeEqualsReference) {
+  for (const Shape& shape : {Shape{1}, Shape{3, 5}, Shape{7, 16}, Shape{2, 9, 17}, Shape{0, 4}})
+    for (bool per_channel : {true, false})
+      for (const char* activation : {"none", "relu", "relu6"}) {
+        SCOPED_TRACE(::testing::Message() << shape_str(shape) << " " << activation);
+        std::mt19937 rng(static_cast<uint32_t>(shape.size() * 3 + per_channel));
+        std::uniform_int_distribution<int32_t> dist(-3000000, 3000000);
+        Tensor acc(DType::i32, shape);
+        for (int64_t i = 0; i < acc.numel(); ++i) acc.data<int32_t>()[i] = dist(rng);
+        expect_params_equal(
+            [&](Graph& g, const std::vector<Output>& in) {
+              return ops::requantization_range(g, in[0], in[1], in[2], activation);
+            },
+            {acc, params_tensor({0.02f, 7}),
+             random_f32({per_channel ? shape.back() : 1}, 3, 1e-5f, 4e-4f)});
       }
 }
 

@@ -1,6 +1,11 @@
-// Vectorized kernels (impl "simd") for the element-wise int8 ops: Requantize and QuantizedAdd.
-// They produce exactly the reference kernels' bytes (kernels/int8_loops.h), only faster, and
-// outrank them when no implementation is forced.
+// Vectorized kernels (impl "simd") for the element-wise int8 ops (Quantize, Dequantize,
+// ChooseQParams, Requantize, RequantizationRange, QuantizedAdd) and QuantizedAvgPool. They produce
+// exactly the reference kernels' bytes (kernels/int8_loops.h), only faster, and outrank them when
+// no implementation is forced.
+#include <algorithm>
+#include <string>
+#include <vector>
+
 #include "kernels/int8_loops.h"
 #include "kernels/kernel.h"
 #include "kernels/quantized_args.h"
@@ -12,6 +17,21 @@ namespace {
 
 constexpr int kPriority = 5;
 
+void choose_qparams(KernelContext& ctx) {
+  const FloatRange r = finite_range(ctx.inputs[0].data<float>(), ctx.inputs[0].numel());
+  write_params(ctx.outputs[0], choose_quant_params(r.lo, r.hi));
+}
+
+void quantize(KernelContext& ctx) {
+  quantize_elements(ctx.inputs[0].data<float>(), ctx.outputs[0].numel(), params_input(ctx, 1),
+                    ctx.outputs[0].data<uint8_t>());
+}
+
+void dequantize(KernelContext& ctx) {
+  dequantize_elements(ctx.inputs[0].data<uint8_t>(), ctx.outputs[0].numel(), params_input(ctx, 1),
+                      ctx.outputs[0].data<float>());
+}
+
 void requantize(KernelContext& ctx) {
   const Tensor& acc = ctx.inputs[0];
   const int64_t channels = acc.dim(-1);
@@ -22,6 +42,41 @@ void requantize(KernelContext& ctx) {
                   requantize_multipliers(xq.scale, scales_input(ctx, 2, channels), out.scale),
                   out.zero_point, activation_clamp(ctx.node.attrs.get_string("activation"), out),
                   ctx.outputs[0].data<uint8_t>());
+}
+
+// The reference's range of real values, from each channel's extreme accumulators: the real
+// value (acc * x_scale) * w_scale, rounded in double, and the activation's clamps never
+// decrease as acc grows (scales are positive), so the extremes map to the extremes.
+void requantization_range(KernelContext& ctx) {
+  const Tensor& acc = ctx.inputs[0];
+  const int64_t channels = acc.dim(-1);
+  double lo = 0.0, hi = 0.0;
+  if (acc.numel() > 0) {
+    const QuantParams xq = params_input(ctx, 1);
+    const std::vector<float> scales = scales_input(ctx, 2, channels);
+    const std::string& act = ctx.node.attrs.get_string("activation");
+    std::vector<int32_t> acc_lo(static_cast<size_t>(channels)), acc_hi(acc_lo.size());
+    channel_ranges(acc.data<int32_t>(), acc.numel() / channels, channels, acc_lo.data(),
+                   acc_hi.data());
+    auto real = [&](int32_t a, float scale) {
+      double r = a * static_cast<double>(xq.scale) * scale;
+      if (act == "relu" || act == "relu6") r = std::max(r, 0.0);
+      if (act == "relu6") r = std::min(r, 6.0);
+      return r;
+    };
+    for (size_t c = 0; c < acc_lo.size(); ++c) {
+      lo = std::min(lo, real(acc_lo[c], scales[c]));
+      hi = std::max(hi, real(acc_hi[c], scales[c]));
+    }
+  }
+  write_params(ctx.outputs[0], choose_quant_params(static_cast<float>(lo), static_cast<float>(hi)));
+}
+
+void quantized_avg_pool(KernelContext& ctx) {
+  const Tensor& x = ctx.inputs[0];
+  if (ctx.outputs[0].numel() == 0) return;
+  average_pool(x.data<uint8_t>(), x.dim(0), x.dim(3), pool_window(ctx.node.attrs, x.shape()),
+               ctx.outputs[0].data<uint8_t>());
 }
 
 void quantized_add(KernelContext& ctx) {
@@ -36,7 +91,12 @@ void quantized_add(KernelContext& ctx) {
 }  // namespace
 
 void register_int8_kernels(KernelRegistry& r) {
+  r.add(simple_kernel("ChooseQParams", DType::f32, "simd", choose_qparams, kPriority));
+  r.add(simple_kernel("Quantize", DType::f32, "simd", quantize, kPriority));
+  r.add(simple_kernel("Dequantize", DType::u8, "simd", dequantize, kPriority));
   r.add(simple_kernel("Requantize", DType::i32, "simd", requantize, kPriority));
+  r.add(simple_kernel("RequantizationRange", DType::i32, "simd", requantization_range, kPriority));
+  r.add(simple_kernel("QuantizedAvgPool", DType::u8, "simd", quantized_avg_pool, kPriority));
   r.add(simple_kernel("QuantizedAdd", DType::u8, "simd", quantized_add, kPriority));
 }
 

@@ -2,6 +2,10 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
 namespace sf {
 
 namespace {
@@ -105,6 +109,151 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void quantized_add_avx512(c
   }
 }
 
+// Quantize divides in float: the quotient is within half a float ulp of the exact one, so it
+// rounds to the reference's integer unless a tie k + 0.5 lies within that distance. Such rare
+// blocks, NaNs (which quantize to the zero point) and tails take the scalar reference instead,
+// keeping the bytes identical.
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void quantize_avx512(const float* x,
+                                                                          int64_t count,
+                                                                          QuantParams p,
+                                                                          uint8_t* out) {
+  const __m512 scale = _mm512_set1_ps(p.scale);
+  const __m512 half = _mm512_set1_ps(0.5f);
+  const __m512 one = _mm512_set1_ps(1.0f);
+  const __m512 rounding_error = _mm512_set1_ps(0x1p-22f);  // relative, with margin
+  const __m512 lo = _mm512_set1_ps(static_cast<float>(-p.zero_point));
+  const __m512 hi = _mm512_set1_ps(static_cast<float>(255 - p.zero_point));
+  const __m512i zero_point = _mm512_set1_epi32(p.zero_point);
+  const int64_t blocks = count / 16;
+#pragma omp parallel for schedule(static) if (count >= kParallelMin)
+  for (int64_t block = 0; block < blocks; ++block) {
+    const int64_t i = block * 16;
+    const __m512 q = _mm512_div_ps(_mm512_loadu_ps(x + i), scale);
+    const __m512 whole = _mm512_roundscale_ps(q, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    const __m512 fraction = _mm512_abs_ps(_mm512_sub_ps(q, whole));
+    const __mmask16 near_tie =
+        _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_sub_ps(fraction, half)),
+                           _mm512_mul_ps(_mm512_abs_ps(q), rounding_error), _CMP_LE_OQ);
+    if ((near_tie | _mm512_cmp_ps_mask(q, q, _CMP_UNORD_Q)) != 0) {
+      for (int64_t j = i; j < i + 16; ++j) out[j] = quantize_value(x[j], p);
+      continue;
+    }
+    // Ties away from zero: whole + sign(q) where the fraction reaches one half.
+    const __m512 sign_one = _mm512_castsi512_ps(
+        _mm512_or_si512(_mm512_castps_si512(one),
+                        _mm512_and_si512(_mm512_castps_si512(q),
+                                         _mm512_set1_epi32(std::numeric_limits<int32_t>::min()))));
+    const __m512 rounded =
+        _mm512_mask_add_ps(whole, _mm512_cmp_ps_mask(fraction, half, _CMP_GE_OQ), whole, sign_one);
+    // Clamped before the conversion, so infinities and huge values saturate.
+    const __m512i code = _mm512_add_epi32(
+        _mm512_cvttps_epi32(_mm512_min_ps(_mm512_max_ps(rounded, lo), hi)), zero_point);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), _mm512_cvtepi32_epi8(code));
+  }
+  for (int64_t j = blocks * 16; j < count; ++j) out[j] = quantize_value(x[j], p);
+}
+
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void dequantize_avx512(const uint8_t* q,
+                                                                            int64_t count,
+                                                                            QuantParams p,
+                                                                            float* out) {
+  const __m512 scale = _mm512_set1_ps(p.scale);
+  const __m512i zero_point = _mm512_set1_epi32(p.zero_point);
+  const int64_t blocks = (count + 15) / 16;
+#pragma omp parallel for schedule(static) if (count >= kParallelMin)
+  for (int64_t block = 0; block < blocks; ++block) {
+    const int64_t i = block * 16;
+    const __mmask16 k = tail_mask(count - i);
+    const __m512i codes = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(k, q + i));
+    _mm512_mask_storeu_ps(
+        out + i, k, _mm512_mul_ps(scale, _mm512_cvtepi32_ps(_mm512_sub_epi32(codes, zero_point))));
+  }
+}
+
+__attribute__((target("avx512f,avx512bw,avx512vl"))) FloatRange finite_range_avx512(const float* x,
+                                                                                    int64_t count) {
+  const __m512 infinity = _mm512_set1_ps(std::numeric_limits<float>::infinity());
+  __m512 lo = _mm512_setzero_ps(), hi = _mm512_setzero_ps();
+  for (int64_t i = 0; i < count; i += 16) {
+    const __mmask16 k = tail_mask(count - i);
+    const __m512 v = _mm512_maskz_loadu_ps(k, x + i);
+    // NaN and infinities compare false.
+    const __mmask16 finite = _mm512_cmp_ps_mask(_mm512_abs_ps(v), infinity, _CMP_LT_OQ);
+    lo = _mm512_mask_min_ps(lo, finite, lo, v);
+    hi = _mm512_mask_max_ps(hi, finite, hi, v);
+  }
+  return {_mm512_reduce_min_ps(lo), _mm512_reduce_max_ps(hi)};
+}
+
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void channel_ranges_avx512(
+    const int32_t* acc, int64_t rows, int64_t channels, int32_t* lo, int32_t* hi) {
+  for (int64_t j = 0; j < channels; j += 16) {
+    const __mmask16 k = tail_mask(channels - j);
+    __m512i min = _mm512_set1_epi32(std::numeric_limits<int32_t>::max());
+    __m512i max = _mm512_set1_epi32(std::numeric_limits<int32_t>::min());
+    for (int64_t r = 0; r < rows; ++r) {
+      const __m512i v = _mm512_maskz_loadu_epi32(k, acc + r * channels + j);
+      min = _mm512_min_epi32(min, v);
+      max = _mm512_max_epi32(max, v);
+    }
+    _mm512_mask_storeu_epi32(lo + j, k, min);
+    _mm512_mask_storeu_epi32(hi + j, k, max);
+  }
+}
+
+// Window sums are exact in float (below 2^24) and so is their quotient's floor while count is
+// at most 2^14: a quotient just below an integer k <= 255 differs from it by at least 1 / count,
+// more than the float rounding near k.
+constexpr int64_t kMaxFloatPoolCount = 1 << 14;
+
+// The output pixel (oy, ox)'s window, clipped to the image: rows [r0, r1), columns [c0, c1).
+struct PoolWindow {
+  int64_t r0, r1, c0, c1;
+  int64_t count() const { return (r1 - r0) * (c1 - c0); }
+};
+
+PoolWindow pool_window_at(const Window2D& g, int64_t oy, int64_t ox) {
+  const int64_t r = oy * g.h.stride - g.h.pad_before, c = ox * g.w.stride - g.w.pad_before;
+  return {std::max<int64_t>(r, 0), std::min(r + g.h.k, g.h.in), std::max<int64_t>(c, 0),
+          std::min(c + g.w.k, g.w.in)};
+}
+
+uint8_t average_value(int64_t sum, int64_t count) {
+  return static_cast<uint8_t>((sum + count / 2) / count);
+}
+
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void average_pool_avx512(
+    const uint8_t* x, int64_t n, int64_t channels, const Window2D& g, uint8_t* y) {
+  const int64_t pixels = n * g.h.out * g.w.out;
+#pragma omp parallel for schedule(static) if (pixels * channels >= kParallelMin)
+  for (int64_t p = 0; p < pixels; ++p) {
+    const int64_t b = p / (g.h.out * g.w.out), oy = p / g.w.out % g.h.out, ox = p % g.w.out;
+    const PoolWindow win = pool_window_at(g, oy, ox);
+    const int64_t count = win.count();
+    uint8_t* out = y + p * channels;
+    for (int64_t j = 0; j < channels; j += 16) {
+      const __mmask16 k = tail_mask(channels - j);
+      __m512i sum = _mm512_setzero_si512();
+      for (int64_t r = win.r0; r < win.r1; ++r)
+        for (int64_t c = win.c0; c < win.c1; ++c)
+          sum = _mm512_add_epi32(sum, _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(
+                                          k, x + ((b * g.h.in + r) * g.w.in + c) * channels + j)));
+      if (count > kMaxFloatPoolCount) {
+        alignas(64) int32_t sums[16];
+        _mm512_store_si512(sums, sum);
+        for (int64_t i = 0; i < std::min<int64_t>(16, channels - j); ++i)
+          out[j + i] = average_value(sums[i], count);
+        continue;
+      }
+      const __m512 numerator = _mm512_cvtepi32_ps(
+          _mm512_add_epi32(sum, _mm512_set1_epi32(static_cast<int32_t>(count / 2))));
+      const __m512i q =
+          _mm512_cvttps_epi32(_mm512_div_ps(numerator, _mm512_set1_ps(static_cast<float>(count))));
+      _mm512_mask_cvtepi32_storeu_epi8(out + j, k, q);
+    }
+  }
+}
+
 #pragma GCC diagnostic pop
 
 }  // namespace
@@ -128,6 +277,57 @@ void quantized_add_elements(const uint8_t* a, const uint8_t* b, int64_t count,
     return quantized_add_avx512(a, b, count, p, out);
 #pragma omp parallel for schedule(static) if (count >= kParallelMin)
   for (int64_t i = 0; i < count; ++i) out[i] = quantized_add_value(a[i], b[i], p);
+}
+
+void quantize_elements(const float* x, int64_t count, QuantParams p, uint8_t* out) {
+  if (has_avx512()) return quantize_avx512(x, count, p, out);
+#pragma omp parallel for schedule(static) if (count >= kParallelMin)
+  for (int64_t i = 0; i < count; ++i) out[i] = quantize_value(x[i], p);
+}
+
+void dequantize_elements(const uint8_t* q, int64_t count, QuantParams p, float* out) {
+  if (has_avx512()) return dequantize_avx512(q, count, p, out);
+#pragma omp parallel for schedule(static) if (count >= kParallelMin)
+  for (int64_t i = 0; i < count; ++i) out[i] = dequantize_value(q[i], p);
+}
+
+FloatRange finite_range(const float* x, int64_t count) {
+  if (has_avx512()) return finite_range_avx512(x, count);
+  FloatRange r;
+  for (int64_t i = 0; i < count; ++i)
+    if (std::isfinite(x[i])) {
+      r.lo = std::min(r.lo, x[i]);
+      r.hi = std::max(r.hi, x[i]);
+    }
+  return r;
+}
+
+void average_pool(const uint8_t* x, int64_t n, int64_t channels, const Window2D& g, uint8_t* y) {
+  if (has_avx512()) return average_pool_avx512(x, n, channels, g, y);
+  const int64_t pixels = n * g.h.out * g.w.out;
+#pragma omp parallel for schedule(static) if (pixels * channels >= kParallelMin)
+  for (int64_t p = 0; p < pixels; ++p) {
+    const int64_t b = p / (g.h.out * g.w.out), oy = p / g.w.out % g.h.out, ox = p % g.w.out;
+    const PoolWindow win = pool_window_at(g, oy, ox);
+    for (int64_t j = 0; j < channels; ++j) {
+      int64_t sum = 0;
+      for (int64_t r = win.r0; r < win.r1; ++r)
+        for (int64_t c = win.c0; c < win.c1; ++c)
+          sum += x[((b * g.h.in + r) * g.w.in + c) * channels + j];
+      y[p * channels + j] = average_value(sum, win.count());
+    }
+  }
+}
+
+void channel_ranges(const int32_t* acc, int64_t rows, int64_t channels, int32_t* lo, int32_t* hi) {
+  if (has_avx512()) return channel_ranges_avx512(acc, rows, channels, lo, hi);
+  std::copy(acc, acc + channels, lo);
+  std::copy(acc, acc + channels, hi);
+  for (int64_t r = 1; r < rows; ++r)
+    for (int64_t j = 0; j < channels; ++j) {
+      lo[j] = std::min(lo[j], acc[r * channels + j]);
+      hi[j] = std::max(hi[j], acc[r * channels + j]);
+    }
 }
 
 }  // namespace sf

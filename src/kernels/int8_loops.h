@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "ops/conv_geometry.h"
 #include "quantize/quant_params.h"
 
 namespace sf {
@@ -18,5 +19,24 @@ void requantize_rows(const int32_t* acc, int64_t rows, int64_t channels,
 // out[i] = quantized_add_value(a[i], b[i], p).
 void quantized_add_elements(const uint8_t* a, const uint8_t* b, int64_t count,
                             const QuantizedAddParams& p, uint8_t* out);
+
+// out[i] = quantize_value(x[i], p).
+void quantize_elements(const float* x, int64_t count, QuantParams p, uint8_t* out);
+
+// out[i] = dequantize_value(q[i], p).
+void dequantize_elements(const uint8_t* q, int64_t count, QuantParams p, float* out);
+
+// The smallest and largest finite values of x, widened to include 0 (ChooseQParams' range).
+struct FloatRange {
+  float lo = 0.0f, hi = 0.0f;
+};
+FloatRange finite_range(const float* x, int64_t count);
+
+// QuantizedAvgPool of NHWC u8 x [n, g.h.in, g.w.in, channels]: the average of each window's
+// in-bounds values, (sum + count / 2) / count.
+void average_pool(const uint8_t* x, int64_t n, int64_t channels, const Window2D& g, uint8_t* y);
+
+// The per-channel minimum and maximum of int32 accumulators [rows, channels], rows > 0.
+void channel_ranges(const int32_t* acc, int64_t rows, int64_t channels, int32_t* lo, int32_t* hi);
 
 }  // namespace sf

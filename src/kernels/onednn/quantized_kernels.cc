@@ -3,8 +3,19 @@
 //
 // oneDNN computes the int32 accumulator: u8 source with a run-time source zero point (padding
 // contributes nothing, i.e. real zero, as in the reference), s8 weights and the s32 bias the
-// reference adds (quantize_bias). The requantization to u8 then runs here with the reference's
-// fixed-point code (kernels/int8_loops.h) rather than oneDNN's float output scales.
+// reference adds (quantize_bias). What happens to it depends on the node:
+// - the Requantized forms whose params are Consts (every calibrated model) let oneDNN write the
+//   u8 output itself: output scales x_scale * w_scale / out_scale per channel, the output zero
+//   point and the activation's clamp, in float with round-to-nearest-even instead of the
+//   reference's fixed point, so an output may differ from it by one unit (at near-ties). The
+//   primitive is made on the first run, when the params' values are known: a source zero point
+//   of 0 (inputs that follow a ReLU) selects faster kernels without zero-point compensation.
+//   Writing u8 rather than s32 and reading it back saves most of a 1x1 layer's time.
+// - QuantizedConv2D / QuantizedMatMul, and the Requantized forms with params computed at run
+//   time (which would need a new primitive on every run), get the s32 accumulators; the latter
+//   requantize them with the reference's fixed-point code (kernels/int8_loops.h).
+// oneDNN's int8 kernels take NHWC activations natively (format "any" resolves to NHWC), so no
+// activation is ever reordered; frozen weights are reordered once.
 //
 // The accumulator is exact while below 2^24 in magnitude: oneDNN's jit kernels pass it through
 // float on the way to an s32 destination (measured with oneDNN 2.6), so larger ones may be off
@@ -56,10 +67,31 @@ dnnl::memory::desc hwio_desc_of(const Shape& s, int64_t groups, dt type) {
   return dnnl::memory::desc({groups, og, ig, kh, kw}, type, {og, 1, o, kw * ig * o, ig * o});
 }
 
-// The source zero point is passed at run time, so params may change between calls.
-dnnl::primitive_attr int8_attr() {
+// How a Requantized node's output leaves the primitive: scaled per channel to the output's
+// units, clamped by the activation, shifted by the output zero point and saturated to u8.
+struct OutputQuantization {
+  std::vector<float> scales;
+  int32_t zero_point = 0;
+  QuantClamp clamp;
+};
+
+// Zero points are passed at run time. `x_zero_point`: the source has a nonzero one; `out`: the
+// destination is u8 (else s32 accumulators).
+dnnl::primitive_attr int8_attr(bool x_zero_point, const OutputQuantization* out) {
   dnnl::primitive_attr attr = user_scratchpad_attr();
-  attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
+  if (x_zero_point) attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
+  if (out == nullptr) return attr;
+  attr.set_output_scales(1 << 1, out->scales);  // dst dimension 1: channels (conv), N (matmul)
+  if (out->zero_point != 0) attr.set_zero_points(DNNL_ARG_DST, 0, {DNNL_RUNTIME_S32_VAL});
+  // The clip runs before rounding and the zero point; with integer bounds that equals clamping
+  // the rounded value. Saturation to u8 covers the clamp of "none".
+  if (out->clamp.lo > 0 || out->clamp.hi < 255) {
+    dnnl::post_ops ops;
+    ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_clip,
+                       static_cast<float>(out->clamp.lo - out->zero_point),
+                       static_cast<float>(out->clamp.hi - out->zero_point));
+    attr.set_post_ops(ops);
+  }
   return attr;
 }
 
@@ -69,49 +101,7 @@ bool any_empty(const KernelSpec& spec) {
   return num_elements(spec.node.outputs[0].shape) == 0;
 }
 
-std::optional<dnnl::convolution_forward::primitive_desc> conv_pd(const KernelSpec& spec) {
-  const Shape& xs = spec.inputs[0].shape;
-  const Shape& ws = spec.inputs[2].shape;
-  const Shape& ys = spec.node.outputs[0].shape;
-  const int64_t groups = spec.node.attrs.get_int("groups");
-  const Window2D g = conv_window(spec.node.attrs, xs, ws);
-  const dnnl::memory::desc w_any(hwio_desc_of(ws, groups, dt::s8).dims(), dt::s8, tag::any);
-  try {
-    dnnl::convolution_forward::primitive_desc pd(
-        dnnl::convolution_forward::desc(
-            dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
-            nhwc_desc_of(xs, dt::u8), w_any, dnnl::memory::desc({ys[3]}, dt::s32, tag::a),
-            nhwc_desc_of(ys, dt::s32), {g.h.stride, g.w.stride},
-            {g.h.dilation - 1, g.w.dilation - 1}, {g.h.pad_before, g.w.pad_before},
-            {g.h.pad_after, g.w.pad_after}),
-        int8_attr(), engine());
-    if (is_reference_impl(pd.impl_info_str())) return std::nullopt;
-    return pd;
-  } catch (const dnnl::error&) {
-    return std::nullopt;
-  }
-}
-
-std::optional<dnnl::matmul::primitive_desc> matmul_pd(const KernelSpec& spec) {
-  const Shape& a = spec.inputs[0].shape;
-  const Shape& b = spec.inputs[2].shape;
-  const Shape& y = spec.node.outputs[0].shape;
-  // Frozen weights may be reordered once into oneDNN's preferred layout.
-  const dnnl::memory::desc b_desc = spec.input_is_constant(2)
-                                        ? dnnl::memory::desc({b[0], b[1]}, dt::s8, tag::any)
-                                        : plain_desc_of(b, dt::s8);
-  try {
-    dnnl::matmul::primitive_desc pd(
-        dnnl::matmul::desc(plain_desc_of(a, dt::u8), b_desc,
-                           dnnl::memory::desc({1, y[1]}, dt::s32, tag::ab),
-                           plain_desc_of(y, dt::s32)),
-        int8_attr(), engine());
-    if (is_reference_impl(pd.impl_info_str())) return std::nullopt;
-    return pd;
-  } catch (const dnnl::error&) {
-    return std::nullopt;
-  }
-}
+dt destination_type(const OutputQuantization* out) { return out ? dt::u8 : dt::s32; }
 
 // What a kernel needs of its primitive descriptor, whichever primitive it is.
 struct PrimitiveParts {
@@ -121,26 +111,117 @@ struct PrimitiveParts {
 };
 
 template <typename PrimitiveDesc, typename Primitive>
-PrimitiveParts parts_of(const PrimitiveDesc& pd, const dnnl::memory::desc& user_weights) {
-  PrimitiveParts p{Runner(), pd.src_desc(), pd.weights_desc(), pd.bias_desc(), pd.dst_desc(),
-                   user_weights};
-  p.runner.init<PrimitiveDesc, Primitive>(pd);
-  return p;
+std::optional<PrimitiveParts> parts_of(const std::function<PrimitiveDesc()>& make_pd,
+                                       const dnnl::memory::desc& user_weights) {
+  try {
+    const PrimitiveDesc pd = make_pd();
+    if (is_reference_impl(pd.impl_info_str())) return std::nullopt;
+    PrimitiveParts p{Runner(), pd.src_desc(), pd.weights_desc(), pd.bias_desc(), pd.dst_desc(),
+                     user_weights};
+    p.runner.init<PrimitiveDesc, Primitive>(pd);
+    return p;
+  } catch (const dnnl::error&) {
+    return std::nullopt;
+  }
 }
 
-// The inputs are (x, x_params, w, w_scales, bias[, out_params]) for both conv and matmul.
-class QuantizedKernel : public Kernel {
+// Makes the node's primitive for a source with or without a zero point and a u8 (`out`) or s32
+// destination; nullopt when oneDNN has no fast implementation for it.
+using MakeParts = std::function<std::optional<PrimitiveParts>(const KernelSpec&, bool x_zero_point,
+                                                              const OutputQuantization* out)>;
+
+std::optional<PrimitiveParts> conv_parts(const KernelSpec& spec, bool x_zero_point,
+                                         const OutputQuantization* out) {
+  const Shape& xs = spec.inputs[0].shape;
+  const Shape& ws = spec.inputs[2].shape;
+  const Shape& ys = spec.node.outputs[0].shape;
+  const int64_t groups = spec.node.attrs.get_int("groups");
+  const Window2D g = conv_window(spec.node.attrs, xs, ws);
+  const dnnl::memory::desc user_w = hwio_desc_of(ws, groups, dt::s8);
+  using Pd = dnnl::convolution_forward::primitive_desc;
+  return parts_of<Pd, dnnl::convolution_forward>(
+      [&] {
+        return Pd(dnnl::convolution_forward::desc(
+                      dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
+                      nhwc_desc_of(xs, dt::u8), dnnl::memory::desc(user_w.dims(), dt::s8, tag::any),
+                      dnnl::memory::desc({ys[3]}, dt::s32, tag::a),
+                      nhwc_desc_of(ys, destination_type(out)), {g.h.stride, g.w.stride},
+                      {g.h.dilation - 1, g.w.dilation - 1}, {g.h.pad_before, g.w.pad_before},
+                      {g.h.pad_after, g.w.pad_after}),
+                  int8_attr(x_zero_point, out), engine());
+      },
+      user_w);
+}
+
+std::optional<PrimitiveParts> matmul_parts(const KernelSpec& spec, bool x_zero_point,
+                                           const OutputQuantization* out) {
+  const Shape& a = spec.inputs[0].shape;
+  const Shape& b = spec.inputs[2].shape;
+  const Shape& y = spec.node.outputs[0].shape;
+  // Frozen weights may be reordered once into oneDNN's preferred layout.
+  const dnnl::memory::desc b_desc = spec.input_is_constant(2)
+                                        ? dnnl::memory::desc({b[0], b[1]}, dt::s8, tag::any)
+                                        : plain_desc_of(b, dt::s8);
+  using Pd = dnnl::matmul::primitive_desc;
+  return parts_of<Pd, dnnl::matmul>(
+      [&] {
+        return Pd(dnnl::matmul::desc(plain_desc_of(a, dt::u8), b_desc,
+                                     dnnl::memory::desc({1, y[1]}, dt::s32, tag::ab),
+                                     plain_desc_of(y, destination_type(out))),
+                  int8_attr(x_zero_point, out), engine());
+      },
+      plain_desc_of(b, dt::s8));
+}
+
+// One int8 primitive with its arguments, for inputs (x, x_params, w, w_scales, bias[, ...]).
+class Int8Primitive {
  public:
-  QuantizedKernel(const KernelSpec& spec, PrimitiveParts parts, bool requantized)
+  Int8Primitive(const KernelSpec& spec, PrimitiveParts parts)
       : constant_w_(spec.input_is_constant(2)),
-        requantized_(requantized),
-        channels_(spec.node.outputs[0].shape.back()),
         w_(parts.user_weights, parts.weights, StagedArg::Direction::In),
         x_(parts.src, engine(), DNNL_MEMORY_NONE),
         bias_(parts.bias, engine()),
-        acc_(parts.dst, engine(), DNNL_MEMORY_NONE),
-        zero_point_(dnnl::memory::desc({1}, dt::s32, tag::a), engine()),
-        runner_(std::move(parts.runner)) {
+        y_(parts.dst, engine(), DNNL_MEMORY_NONE),
+        x_zero_point_(dnnl::memory::desc({1}, dt::s32, tag::a), engine()),
+        y_zero_point_(dnnl::memory::desc({1}, dt::s32, tag::a), engine()),
+        runner_(std::move(parts.runner)) {}
+
+  void set_bias(const std::vector<int32_t>& bias) {
+    std::copy(bias.begin(), bias.end(), static_cast<int32_t*>(bias_.get_data_handle()));
+  }
+
+  // Zero points the primitive was made without are ignored.
+  void run(const KernelContext& ctx, int32_t x_zero_point, int32_t y_zero_point, void* y) {
+    *static_cast<int32_t*>(x_zero_point_.get_data_handle()) = x_zero_point;
+    *static_cast<int32_t*>(y_zero_point_.get_data_handle()) = y_zero_point;
+    x_.set_data_handle(ctx.inputs[0].raw());
+    const dnnl::memory& w =
+        constant_w_ ? w_.bind_constant(ctx.inputs[2].raw()) : w_.bind(ctx.inputs[2].raw());
+    y_.set_data_handle(y);
+    runner_.run({{DNNL_ARG_SRC, x_},
+                 {DNNL_ARG_WEIGHTS, w},
+                 {DNNL_ARG_BIAS, bias_},
+                 {DNNL_ARG_DST, y_},
+                 {DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, x_zero_point_},
+                 {DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_DST, y_zero_point_}});
+    stream().wait();
+  }
+
+ private:
+  bool constant_w_;  // frozen weights: reordered once
+  StagedArg w_;
+  dnnl::memory x_, bias_, y_, x_zero_point_, y_zero_point_;
+  Runner runner_;
+};
+
+// QuantizedConv2D / QuantizedMatMul, and the Requantized forms with run-time params: oneDNN
+// writes s32 accumulators, which the latter requantize with the reference's fixed-point code.
+class AccumulatorKernel : public Kernel {
+ public:
+  AccumulatorKernel(const KernelSpec& spec, PrimitiveParts parts, bool requantized)
+      : requantized_(requantized),
+        channels_(spec.node.outputs[0].shape.back()),
+        primitive_(spec, std::move(parts)) {
     if (requantized_)
       acc_buffer_.resize(static_cast<size_t>(num_elements(spec.node.outputs[0].shape)));
   }
@@ -148,73 +229,100 @@ class QuantizedKernel : public Kernel {
   void compute(KernelContext& ctx) override {
     const QuantParams xq = params_input(ctx, 1);
     const std::vector<float> scales = scales_input(ctx, 3, channels_);
-    const std::vector<int32_t> bias = quantized_bias(ctx.inputs[4].data<float>(), xq.scale, scales);
-    std::copy(bias.begin(), bias.end(), static_cast<int32_t*>(bias_.get_data_handle()));
-    *static_cast<int32_t*>(zero_point_.get_data_handle()) = xq.zero_point;
-
-    x_.set_data_handle(ctx.inputs[0].raw());
-    const dnnl::memory& w = constant_w_ ? w_.bind_constant(ctx.inputs[2].raw())
-                                        : w_.bind(ctx.inputs[2].raw());
+    primitive_.set_bias(quantized_bias(ctx.inputs[4].data<float>(), xq.scale, scales));
     int32_t* acc = requantized_ ? acc_buffer_.data() : ctx.outputs[0].data<int32_t>();
-    acc_.set_data_handle(acc);
-    runner_.run({{DNNL_ARG_SRC, x_},
-                 {DNNL_ARG_WEIGHTS, w},
-                 {DNNL_ARG_BIAS, bias_},
-                 {DNNL_ARG_DST, acc_},
-                 {DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, zero_point_}});
-    stream().wait();
-    if (requantized_) requantize(ctx, xq, scales, acc);
-  }
-
- private:
-  void requantize(const KernelContext& ctx, QuantParams xq, const std::vector<float>& scales,
-                  const int32_t* acc) const {
+    primitive_.run(ctx, xq.zero_point, 0, acc);
+    if (!requantized_) return;
     const QuantParams out = params_input(ctx, 5);
-    const std::vector<QuantizedMultiplier> m = requantize_multipliers(xq.scale, scales, out.scale);
-    const QuantClamp clamp = activation_clamp(ctx.node.attrs.get_string("activation"), out);
-    requantize_rows(acc, ctx.outputs[0].numel() / channels_, channels_, m, out.zero_point, clamp,
+    requantize_rows(acc, ctx.outputs[0].numel() / channels_, channels_,
+                    requantize_multipliers(xq.scale, scales, out.scale), out.zero_point,
+                    activation_clamp(ctx.node.attrs.get_string("activation"), out),
                     ctx.outputs[0].data<uint8_t>());
   }
 
-  bool constant_w_;  // frozen weights: reordered once
+ private:
   bool requantized_;
   int64_t channels_;
-  StagedArg w_;
-  dnnl::memory x_, bias_, acc_, zero_point_;
+  Int8Primitive primitive_;
   std::vector<int32_t> acc_buffer_;  // the accumulators of the requantized forms
-  Runner runner_;
 };
 
-KernelDef int8_kernel(const char* op, bool requantized,
-                      std::function<std::optional<PrimitiveParts>(const KernelSpec&)> make) {
+// The Requantized forms whose x_params, w_scales and out_params are Consts: the primitive
+// writes the u8 output; it is made on the first run, from the params' values.
+class RequantizedKernel : public Kernel {
+ public:
+  RequantizedKernel(const KernelSpec& spec, MakeParts make)
+      : inputs_(spec.inputs),
+        constant_inputs_(spec.constant_inputs),
+        constant_bias_(spec.input_is_constant(4)),
+        make_(std::move(make)) {}
+
+  void compute(KernelContext& ctx) override {
+    const QuantParams xq = params_input(ctx, 1);
+    const QuantParams out = params_input(ctx, 5);
+    if (!primitive_) {
+      const int64_t channels = ctx.outputs[0].dim(-1);
+      scales_ = scales_input(ctx, 3, channels);
+      OutputQuantization oq{std::vector<float>(static_cast<size_t>(channels)), out.zero_point,
+                            activation_clamp(ctx.node.attrs.get_string("activation"), out)};
+      for (size_t c = 0; c < scales_.size(); ++c)
+        oq.scales[c] = static_cast<float>(static_cast<double>(xq.scale) * scales_[c] / out.scale);
+      const KernelSpec spec{ctx.node, inputs_, constant_inputs_};
+      std::optional<PrimitiveParts> parts = make_(spec, xq.zero_point != 0, &oq);
+      // The planner only learned that the form with a source zero point exists.
+      if (!parts) parts = make_(spec, true, &oq);
+      SF_CHECK(parts.has_value(), "node '{}': no oneDNN int8 primitive with u8 output",
+               ctx.node.name);
+      primitive_.emplace(spec, std::move(*parts));
+    }
+    if (!bias_set_ || !constant_bias_) {
+      primitive_->set_bias(quantized_bias(ctx.inputs[4].data<float>(), xq.scale, scales_));
+      bias_set_ = true;
+    }
+    primitive_->run(ctx, xq.zero_point, out.zero_point, ctx.outputs[0].raw());
+  }
+
+ private:
+  std::vector<TensorType> inputs_;  // the KernelSpec's, to make the primitive on the first run
+  std::vector<bool> constant_inputs_;
+  bool constant_bias_;
+  MakeParts make_;
+  std::vector<float> scales_;  // w_scales per channel
+  std::optional<Int8Primitive> primitive_;
+  bool bias_set_ = false;
+};
+
+bool constant_params(const KernelSpec& spec) {
+  return spec.input_is_constant(1) && spec.input_is_constant(3) && spec.input_is_constant(5);
+}
+
+// A u8 destination with every feature a real one may use (output zero point, clip), to learn
+// at plan time whether oneDNN can write one.
+OutputQuantization probe_output(const KernelSpec& spec) {
+  return {std::vector<float>(static_cast<size_t>(spec.node.outputs[0].shape.back()), 1.0f), 1,
+          QuantClamp{1, 200}};
+}
+
+KernelDef int8_kernel(const char* op, bool requantized, MakeParts make) {
   KernelDef def;
   def.op = op;
   def.dtype = DType::u8;
   def.impl = "onednn";
   def.priority = kPriority;
   def.accepts = [make](const KernelSpec& spec) {
-    return has_vnni() && !any_empty(spec) && make(spec).has_value();
+    return has_vnni() && !any_empty(spec) && make(spec, true, nullptr).has_value();
   };
   def.create = [make, requantized](const KernelSpec& spec) -> std::unique_ptr<Kernel> {
-    std::optional<PrimitiveParts> parts = make(spec);
+    if (requantized && constant_params(spec)) {
+      const OutputQuantization probe = probe_output(spec);
+      if (make(spec, true, &probe).has_value())
+        return std::make_unique<RequantizedKernel>(spec, make);
+    }
+    std::optional<PrimitiveParts> parts = make(spec, true, nullptr);
     SF_CHECK(parts.has_value(), "node '{}': no oneDNN int8 primitive", spec.node.name);
-    return std::make_unique<QuantizedKernel>(spec, std::move(*parts), requantized);
+    return std::make_unique<AccumulatorKernel>(spec, std::move(*parts), requantized);
   };
   return def;
-}
-
-std::optional<PrimitiveParts> conv_parts(const KernelSpec& spec) {
-  std::optional<dnnl::convolution_forward::primitive_desc> pd = conv_pd(spec);
-  if (!pd) return std::nullopt;
-  return parts_of<dnnl::convolution_forward::primitive_desc, dnnl::convolution_forward>(
-      *pd, hwio_desc_of(spec.inputs[2].shape, spec.node.attrs.get_int("groups"), dt::s8));
-}
-
-std::optional<PrimitiveParts> matmul_parts(const KernelSpec& spec) {
-  std::optional<dnnl::matmul::primitive_desc> pd = matmul_pd(spec);
-  if (!pd) return std::nullopt;
-  return parts_of<dnnl::matmul::primitive_desc, dnnl::matmul>(
-      *pd, plain_desc_of(spec.inputs[2].shape, dt::s8));
 }
 
 // QuantizedMaxPool: a max of codes is the code of the max (dequantization is monotonic), so
