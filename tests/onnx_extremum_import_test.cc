@@ -12,71 +12,15 @@
 #include "onnx/importer.h"
 #include "ops/ops.h"
 #include "runtime/session.h"
+#include "support/testing.h"
+#include "support/onnx_models.h"
 
 namespace sf {
 namespace {
 
-onnx::ModelProto new_model(int opset = 13) {
-  onnx::ModelProto m;
-  m.set_ir_version(8);
-  m.set_producer_name("onnx_extremum_import_test");
-  onnx::OperatorSetIdProto* o = m.add_opset_import();
-  o->set_domain("");
-  o->set_version(opset);
-  m.mutable_graph()->set_name("g");
-  return m;
-}
+using namespace testing;
 
-void add_input(onnx::ModelProto& m, const std::string& name, const Shape& dims,
-               int elem_type = onnx::TensorProto::FLOAT) {
-  onnx::ValueInfoProto* v = m.mutable_graph()->add_input();
-  v->set_name(name);
-  onnx::TypeProto::Tensor* t = v->mutable_type()->mutable_tensor_type();
-  t->set_elem_type(elem_type);
-  for (int64_t d : dims) t->mutable_shape()->add_dim()->set_dim_value(d);
-}
-
-void add_output(onnx::ModelProto& m, const std::string& name,
-                int elem_type = onnx::TensorProto::FLOAT) {
-  onnx::ValueInfoProto* v = m.mutable_graph()->add_output();
-  v->set_name(name);
-  v->mutable_type()->mutable_tensor_type()->set_elem_type(elem_type);
-}
-
-onnx::NodeProto* add_node(onnx::ModelProto& m, const std::string& op,
-                          std::vector<std::string> inputs, std::vector<std::string> outputs,
-                          const std::string& name = "") {
-  onnx::NodeProto* n = m.mutable_graph()->add_node();
-  n->set_op_type(op);
-  n->set_name(name);
-  for (const std::string& i : inputs) n->add_input(i);
-  for (const std::string& o : outputs) n->add_output(o);
-  return n;
-}
-
-void set_ints(onnx::NodeProto* n, const std::string& name, std::vector<int64_t> v) {
-  onnx::AttributeProto* a = n->add_attribute();
-  a->set_name(name);
-  a->set_type(onnx::AttributeProto::INTS);
-  for (int64_t x : v) a->add_ints(x);
-}
-
-void set_int(onnx::NodeProto* n, const std::string& name, int64_t v) {
-  onnx::AttributeProto* a = n->add_attribute();
-  a->set_name(name);
-  a->set_type(onnx::AttributeProto::INT);
-  a->set_i(v);
-}
-
-void add_init(onnx::ModelProto& m, const std::string& name, const Shape& dims,
-              const std::vector<float>& values) {
-  onnx::TensorProto* t = m.mutable_graph()->add_initializer();
-  t->set_name(name);
-  t->set_data_type(onnx::TensorProto::FLOAT);
-  for (int64_t d : dims) t->add_dims(d);
-  t->set_raw_data(
-      std::string(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float)));
-}
+onnx::ModelProto new_model(int opset = 13) { return new_onnx_model(opset); }
 
 ModelFile import(const onnx::ModelProto& m, const std::string& name) {
   const std::string path = ::testing::TempDir() + name;
@@ -95,25 +39,6 @@ std::vector<Tensor> run(const ModelFile& model, const std::vector<Tensor>& input
   std::vector<Tensor> out;
   for (const Tensor& t : s.run(feeds, fetches)) out.push_back(t.clone());
   return out;
-}
-
-int count_ops(const ModelFile& model, const std::string& op) {
-  int n = 0;
-  for (const Node& node : model.graph.nodes()) n += node.op == op;
-  return n;
-}
-
-std::vector<float> random_values(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = u(rng);
-  return v;
-}
-
-template <typename T>
-std::vector<T> values(const Tensor& t) {
-  return std::vector<T>(t.data<T>(), t.data<T>() + t.numel());
 }
 
 // Max and Min take any number of broadcasting inputs, one of them constant here.

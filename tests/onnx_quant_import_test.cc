@@ -12,88 +12,34 @@
 
 #include "onnx/importer.h"
 #include "runtime/session.h"
+#include "support/onnx_models.h"
 
 namespace sf {
 namespace {
 
-onnx::ModelProto new_model(int opset = 13) {
-  onnx::ModelProto m;
-  m.set_ir_version(8);
-  m.set_producer_name("onnx_quant_import_test");
-  onnx::OperatorSetIdProto* o = m.add_opset_import();
-  o->set_domain("");
-  o->set_version(opset);
-  m.mutable_graph()->set_name("g");
-  return m;
-}
+using namespace testing;
 
-void add_input(onnx::ModelProto& m, const std::string& name, const Shape& dims,
-               int elem_type = onnx::TensorProto::FLOAT) {
-  onnx::ValueInfoProto* v = m.mutable_graph()->add_input();
-  v->set_name(name);
-  onnx::TypeProto::Tensor* t = v->mutable_type()->mutable_tensor_type();
-  t->set_elem_type(elem_type);
-  for (int64_t d : dims) t->mutable_shape()->add_dim()->set_dim_value(d);
-}
+onnx::ModelProto new_model(int opset = 13) { return new_onnx_model(opset); }
+Tensor run(const ModelFile& model, const Tensor& x) { return run_model(model, x); }
 
-void add_output(onnx::ModelProto& m, const std::string& name) {
-  onnx::ValueInfoProto* v = m.mutable_graph()->add_output();
-  v->set_name(name);
-  v->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
-}
-
-onnx::NodeProto* add_node(onnx::ModelProto& m, const std::string& op,
-                          std::vector<std::string> inputs, const std::string& output) {
-  onnx::NodeProto* n = m.mutable_graph()->add_node();
-  n->set_op_type(op);
-  n->set_name(output);
-  for (const std::string& i : inputs) n->add_input(i);
-  n->add_output(output);
-  return n;
-}
-
-void set_int(onnx::NodeProto* n, const std::string& name, int64_t v) {
-  onnx::AttributeProto* a = n->add_attribute();
-  a->set_name(name);
-  a->set_type(onnx::AttributeProto::INT);
-  a->set_i(v);
-}
-
-void set_ints(onnx::NodeProto* n, const std::string& name, std::vector<int64_t> v) {
-  onnx::AttributeProto* a = n->add_attribute();
-  a->set_name(name);
-  a->set_type(onnx::AttributeProto::INTS);
-  for (int64_t x : v) a->add_ints(x);
-}
-
-template <typename T>
-void add_init(onnx::ModelProto& m, const std::string& name, const Shape& dims,
-              const std::vector<T>& values, int elem_type) {
-  onnx::TensorProto* t = m.mutable_graph()->add_initializer();
-  t->set_name(name);
-  t->set_data_type(elem_type);
-  for (int64_t d : dims) t->add_dims(d);
-  t->set_raw_data(
-      std::string(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(T)));
-}
-
-void add_f32(onnx::ModelProto& m, const std::string& name, const Shape& dims,
-             const std::vector<float>& v) {
-  add_init(m, name, dims, v, onnx::TensorProto::FLOAT);
+// A node named after its one output.
+onnx::NodeProto* add_op(onnx::ModelProto& m, const std::string& op,
+                        const std::vector<std::string>& inputs, const std::string& output) {
+  return add_node(m, op, inputs, {output}, output);
 }
 
 // A per-tensor u8 scale and zero point, as initializers "<name>_scale" and "<name>_zp".
 void add_u8_params(onnx::ModelProto& m, const std::string& name, float scale, uint8_t zp) {
-  add_f32(m, name + "_scale", {}, {scale});
-  add_init<uint8_t>(m, name + "_zp", {}, {zp}, onnx::TensorProto::UINT8);
+  add_init(m, name + "_scale", {}, {scale});
+  add_raw_init<uint8_t>(m, name + "_zp", {}, {zp}, onnx::TensorProto::UINT8);
 }
 
 // Q -> DQ of `x` with the params "<params>_scale" / "<params>_zp": the QDQ pair of ONNX
 // Runtime's format. Returns the dequantized value's name.
 std::string qdq(onnx::ModelProto& m, const std::string& x, const std::string& params,
                 const std::string& name) {
-  add_node(m, "QuantizeLinear", {x, params + "_scale", params + "_zp"}, name + "_q");
-  add_node(m, "DequantizeLinear", {name + "_q", params + "_scale", params + "_zp"}, name + "_dq");
+  add_op(m, "QuantizeLinear", {x, params + "_scale", params + "_zp"}, name + "_q");
+  add_op(m, "DequantizeLinear", {name + "_q", params + "_scale", params + "_zp"}, name + "_dq");
   return name + "_dq";
 }
 
@@ -121,13 +67,13 @@ std::string dq_weights(onnx::ModelProto& m, const std::string& name, const Shape
                        int8_t zero = 0) {
   const Shape scale_dims =
       scales.size() == 1 ? Shape{} : Shape{static_cast<int64_t>(scales.size())};
-  add_init(m, name, dims, random_i8(static_cast<size_t>(num_elements(dims)), seed),
+  add_raw_init(m, name, dims, random_i8(static_cast<size_t>(num_elements(dims)), seed),
            onnx::TensorProto::INT8);
-  add_f32(m, name + "_scale", scale_dims, scales);
-  add_init(m, name + "_zp", scale_dims, std::vector<int8_t>(scales.size(), zero),
+  add_init(m, name + "_scale", scale_dims, scales);
+  add_raw_init(m, name + "_zp", scale_dims, std::vector<int8_t>(scales.size(), zero),
            onnx::TensorProto::INT8);
   onnx::NodeProto* n =
-      add_node(m, "DequantizeLinear", {name, name + "_scale", name + "_zp"}, name + "_dq");
+      add_op(m, "DequantizeLinear", {name, name + "_scale", name + "_zp"}, name + "_dq");
   if (scales.size() > 1) set_int(n, "axis", axis);
   return name + "_dq";
 }
@@ -136,13 +82,13 @@ std::string dq_bias(onnx::ModelProto& m, const std::string& name, int64_t channe
                     const std::vector<float>& scales, uint32_t seed) {
   const Shape scale_dims =
       scales.size() == 1 ? Shape{} : Shape{static_cast<int64_t>(scales.size())};
-  add_init(m, name, {channels}, random_i32(static_cast<size_t>(channels), seed, 400),
+  add_raw_init(m, name, {channels}, random_i32(static_cast<size_t>(channels), seed, 400),
            onnx::TensorProto::INT32);
-  add_f32(m, name + "_scale", scale_dims, scales);
-  add_init(m, name + "_zp", scale_dims, std::vector<int32_t>(scales.size(), 0),
+  add_init(m, name + "_scale", scale_dims, scales);
+  add_raw_init(m, name + "_zp", scale_dims, std::vector<int32_t>(scales.size(), 0),
            onnx::TensorProto::INT32);
   onnx::NodeProto* n =
-      add_node(m, "DequantizeLinear", {name, name + "_scale", name + "_zp"}, name + "_dq");
+      add_op(m, "DequantizeLinear", {name, name + "_scale", name + "_zp"}, name + "_dq");
   if (scales.size() > 1) set_int(n, "axis", 0);
   return name + "_dq";
 }
@@ -169,23 +115,23 @@ onnx::ModelProto conv_pool_gemm(bool per_channel, int8_t conv_weight_zero = 0) {
       per_channel ? std::vector<float>{0.004f, 0.006f, 0.008f, 0.01f} : std::vector<float>{0.006f};
   const std::string w = dq_weights(m, "conv_w", {4, 3, 3, 3}, conv_scales, 0, 1, conv_weight_zero);
   const std::string b = dq_bias(m, "conv_b", 4, times(conv_scales, kInputScale), 2);
-  set_ints(add_node(m, "Conv", {x, w, b}, "conv"), "pads", {1, 1, 1, 1});
-  add_node(m, "Relu", {"conv"}, "relu");
+  set_ints(add_op(m, "Conv", {x, w, b}, "conv"), "pads", {1, 1, 1, 1});
+  add_op(m, "Relu", {"conv"}, "relu");
   const std::string r = qdq(m, "relu", "act", "relu");
-  onnx::NodeProto* pool = add_node(m, "MaxPool", {r}, "pool");
+  onnx::NodeProto* pool = add_op(m, "MaxPool", {r}, "pool");
   set_ints(pool, "kernel_shape", {2, 2});
   set_ints(pool, "strides", {2, 2});
   const std::string p = qdq(m, "pool", "act", "pool");
-  add_node(m, "Flatten", {p}, "flat");
+  add_op(m, "Flatten", {p}, "flat");
   const std::string f = qdq(m, "flat", "act", "flat");
   std::vector<float> fc_scales(per_channel ? 10 : 1, 0.004f);
   if (per_channel)
     for (size_t i = 0; i < fc_scales.size(); ++i) fc_scales[i] += 0.0005f * static_cast<float>(i);
   const std::string fw = dq_weights(m, "fc_w", {10, 64}, fc_scales, 0, 3);
   const std::string fb = dq_bias(m, "fc_b", 10, times(fc_scales, kConvScale), 4);
-  set_int(add_node(m, "Gemm", {f, fw, fb}, "fc"), "transB", 1);
-  add_node(m, "QuantizeLinear", {"fc", "out_scale", "out_zp"}, "fc_q");
-  add_node(m, "DequantizeLinear", {"fc_q", "out_scale", "out_zp"}, "y");
+  set_int(add_op(m, "Gemm", {f, fw, fb}, "fc"), "transB", 1);
+  add_op(m, "QuantizeLinear", {"fc", "out_scale", "out_zp"}, "fc_q");
+  add_op(m, "DequantizeLinear", {"fc_q", "out_scale", "out_zp"}, "y");
   return m;
 }
 
@@ -193,19 +139,6 @@ ModelFile import(const onnx::ModelProto& m, bool fuse) {
   ImportOptions options;
   options.fuse_qdq = fuse;
   return import_onnx_bytes(m.SerializeAsString(), "qdq.onnx", options);
-}
-
-Tensor run(const ModelFile& model, const Tensor& x) {
-  Session s(model.graph);
-  std::vector<Tensor> out = s.run({{Output{model.graph.id_of(model.inputs.at(0)), 0}, x}},
-                                  {Output{model.graph.id_of(model.outputs.at(0)), 0}});
-  return out.at(0).clone();
-}
-
-int count_ops(const ModelFile& model, const std::string& op) {
-  int n = 0;
-  for (const Node& node : model.graph.nodes()) n += node.op == op;
-  return n;
 }
 
 Tensor random_input(const Shape& shape, uint32_t seed) {
@@ -281,16 +214,16 @@ TEST(QdqFusion, AddConcatAndAveragePool) {
   add_u8_params(m, "sum", 0.02f, 0);
   const std::string a = qdq(m, "x", "a", "xa");
   const std::string b = qdq(m, "x", "b", "xb");
-  add_node(m, "Add", {a, b}, "add");
-  add_node(m, "Relu", {"add"}, "relu");
+  add_op(m, "Add", {a, b}, "add");
+  add_op(m, "Relu", {"add"}, "relu");
   const std::string s = qdq(m, "relu", "sum", "sum");
-  set_int(add_node(m, "Concat", {s, a}, "cat"), "axis", 1);
+  set_int(add_op(m, "Concat", {s, a}, "cat"), "axis", 1);
   const std::string c = qdq(m, "cat", "sum", "cat");
-  onnx::NodeProto* pool = add_node(m, "AveragePool", {c}, "pool");
+  onnx::NodeProto* pool = add_op(m, "AveragePool", {c}, "pool");
   set_ints(pool, "kernel_shape", {2, 2});
   set_ints(pool, "strides", {2, 2});
-  add_node(m, "QuantizeLinear", {"pool", "sum_scale", "sum_zp"}, "pool_q");
-  add_node(m, "DequantizeLinear", {"pool_q", "sum_scale", "sum_zp"}, "y");
+  add_op(m, "QuantizeLinear", {"pool", "sum_scale", "sum_zp"}, "pool_q");
+  add_op(m, "DequantizeLinear", {"pool_q", "sum_scale", "sum_zp"}, "y");
   const ModelFile fused = import(m, true);
   EXPECT_EQ(count_ops(fused, "QuantizedAdd"), 1);
   EXPECT_EQ(count_ops(fused, "QuantizedConcat"), 1);
@@ -308,10 +241,10 @@ TEST(QdqFusion, PoolChangingScaleStaysFloat) {
   add_u8_params(m, "in", 2.0f / 255.0f, 128);
   add_u8_params(m, "out", 1.0f / 255.0f, 128);
   const std::string x = qdq(m, "x", "in", "x");
-  onnx::NodeProto* pool = add_node(m, "MaxPool", {x}, "pool");
+  onnx::NodeProto* pool = add_op(m, "MaxPool", {x}, "pool");
   set_ints(pool, "kernel_shape", {2, 2});
-  add_node(m, "QuantizeLinear", {"pool", "out_scale", "out_zp"}, "pool_q");
-  add_node(m, "DequantizeLinear", {"pool_q", "out_scale", "out_zp"}, "y");
+  add_op(m, "QuantizeLinear", {"pool", "out_scale", "out_zp"}, "pool_q");
+  add_op(m, "DequantizeLinear", {"pool_q", "out_scale", "out_zp"}, "y");
   const ModelFile fused = import(m, true);
   EXPECT_EQ(count_ops(fused, "QuantizedMaxPool"), 0);
   EXPECT_EQ(count_ops(fused, "MaxPool"), 1);
@@ -339,8 +272,8 @@ TEST(QdqImportErrors, ScaleOfTheWrongSize) {
   onnx::ModelProto m = new_model();
   add_input(m, "x", {1, 3, 2, 2});
   add_output(m, "q");
-  add_f32(m, "s", {4}, {1.0f, 1.0f, 1.0f, 1.0f});
-  add_node(m, "QuantizeLinear", {"x", "s"}, "q");
+  add_init(m, "s", {4}, {1.0f, 1.0f, 1.0f, 1.0f});
+  add_op(m, "QuantizeLinear", {"x", "s"}, "q");
   expect_import_error(m, "q", "y_scale has shape [4]; expected one value or [3]");
 }
 
@@ -348,9 +281,9 @@ TEST(QdqImportErrors, ZeroPointTypeMismatch) {
   onnx::ModelProto m = new_model();
   add_input(m, "x", {4}, onnx::TensorProto::UINT8);
   add_output(m, "y");
-  add_f32(m, "s", {}, {0.5f});
-  add_init<int8_t>(m, "z", {}, {0}, onnx::TensorProto::INT8);
-  add_node(m, "DequantizeLinear", {"x", "s", "z"}, "y");
+  add_init(m, "s", {}, {0.5f});
+  add_raw_init<int8_t>(m, "z", {}, {0}, onnx::TensorProto::INT8);
+  add_op(m, "DequantizeLinear", {"x", "s", "z"}, "y");
   expect_import_error(m, "y", "x_zero_point is i8 but x is u8");
 }
 
@@ -358,9 +291,9 @@ TEST(QdqImportErrors, AxisOutOfRange) {
   onnx::ModelProto m = new_model();
   add_input(m, "x", {1, 3, 2, 2});
   add_output(m, "q");
-  add_f32(m, "s", {3}, {1.0f, 2.0f, 3.0f});
-  add_init<uint8_t>(m, "z", {3}, {0, 0, 0}, onnx::TensorProto::UINT8);
-  set_int(add_node(m, "QuantizeLinear", {"x", "s", "z"}, "q"), "axis", 4);
+  add_init(m, "s", {3}, {1.0f, 2.0f, 3.0f});
+  add_raw_init<uint8_t>(m, "z", {3}, {0, 0, 0}, onnx::TensorProto::UINT8);
+  set_int(add_op(m, "QuantizeLinear", {"x", "s", "z"}, "q"), "axis", 4);
   expect_import_error(m, "q", "axis 4 is out of range");
 }
 
@@ -368,8 +301,8 @@ TEST(QdqImportErrors, PerAxisScaleBeforeOpset13) {
   onnx::ModelProto m = new_model(10);
   add_input(m, "x", {1, 3, 2, 2});
   add_output(m, "q");
-  add_f32(m, "s", {3}, {1.0f, 2.0f, 3.0f});
-  add_node(m, "QuantizeLinear", {"x", "s"}, "q");
+  add_init(m, "s", {3}, {1.0f, 2.0f, 3.0f});
+  add_op(m, "QuantizeLinear", {"x", "s"}, "q");
   expect_import_error(m, "q", "per-axis scales need opset 13");
 }
 
@@ -377,10 +310,10 @@ TEST(QdqImportErrors, ConvIntegerWeightZeroPointsPerChannel) {
   onnx::ModelProto m = new_model(10);
   add_input(m, "x", {1, 2, 4, 4}, onnx::TensorProto::UINT8);
   add_output(m, "y");
-  add_init<uint8_t>(m, "w", {3, 2, 1, 1}, std::vector<uint8_t>(6, 1), onnx::TensorProto::UINT8);
-  add_init<uint8_t>(m, "xz", {}, {0}, onnx::TensorProto::UINT8);
-  add_init<uint8_t>(m, "wz", {2}, {0, 0}, onnx::TensorProto::UINT8);
-  add_node(m, "ConvInteger", {"x", "w", "xz", "wz"}, "y");
+  add_raw_init<uint8_t>(m, "w", {3, 2, 1, 1}, std::vector<uint8_t>(6, 1), onnx::TensorProto::UINT8);
+  add_raw_init<uint8_t>(m, "xz", {}, {0}, onnx::TensorProto::UINT8);
+  add_raw_init<uint8_t>(m, "wz", {2}, {0, 0}, onnx::TensorProto::UINT8);
+  add_op(m, "ConvInteger", {"x", "w", "xz", "wz"}, "y");
   expect_import_error(m, "y", "w_zero_point has shape [2]; expected one value or [3]");
 }
 

@@ -25,10 +25,7 @@ using testing::run_once;
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
-template <typename T>
-std::vector<T> values(const Tensor& t) {
-  return std::vector<T>(t.data<T>(), t.data<T>() + t.numel());
-}
+using testing::values;
 
 using BinaryFn = Output (*)(Graph&, Output, Output, const std::string&);
 

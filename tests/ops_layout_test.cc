@@ -30,10 +30,7 @@ Tensor iota(Shape shape) {
   return Tensor::from_vector(std::move(shape), v);
 }
 
-template <typename T>
-std::vector<T> values(const Tensor& t) {
-  return std::vector<T>(t.data<T>(), t.data<T>() + t.numel());
-}
+using testing::values;
 
 std::string error_of(const std::function<void(Graph&)>& build) {
   Graph g;

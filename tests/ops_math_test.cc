@@ -25,10 +25,7 @@ void expect_error(Fn fn, const std::string& want) {
   }
 }
 
-template <typename T>
-std::vector<T> values(const Tensor& t) {
-  return std::vector<T>(t.data<T>(), t.data<T>() + t.numel());
-}
+using testing::values;
 
 using BinaryFn = Output (*)(Graph&, Output, Output, const std::string&);
 

@@ -357,30 +357,28 @@ void register_nn_ops(OpRegistry& r) {
 
 namespace ops {
 
-namespace {
-
-Attrs pool_attrs(const PoolOptions& o) {
+Attrs pool2d_attrs(const PoolOptions& o) {
   return {{"ksize", o.ksize}, {"strides", o.strides}, {"padding", o.padding}, {"pads", o.pads}};
 }
 
-}  // namespace
+Attrs conv2d_attrs(const Conv2DOptions& o) {
+  return {{"strides", o.strides},
+          {"padding", o.padding},
+          {"pads", o.pads},
+          {"dilations", o.dilations},
+          {"groups", o.groups}};
+}
 
 Output conv2d(Graph& g, Output x, Output w, const Conv2DOptions& o, const std::string& name) {
-  return g.add("Conv2D", {x, w},
-               {{"strides", o.strides},
-                {"padding", o.padding},
-                {"pads", o.pads},
-                {"dilations", o.dilations},
-                {"groups", o.groups}},
-               name);
+  return g.add("Conv2D", {x, w}, conv2d_attrs(o), name);
 }
 
 Output max_pool(Graph& g, Output x, const PoolOptions& o, const std::string& name) {
-  return g.add("MaxPool", {x}, pool_attrs(o), name);
+  return g.add("MaxPool", {x}, pool2d_attrs(o), name);
 }
 
 Output avg_pool(Graph& g, Output x, const PoolOptions& o, const std::string& name) {
-  Attrs a = pool_attrs(o);
+  Attrs a = pool2d_attrs(o);
   a.set("count_include_pad", o.count_include_pad);
   return g.add("AvgPool", {x}, a, name);
 }

@@ -224,18 +224,6 @@ void register_onnx_quant_ops(OpRegistry& r) {
 
 namespace ops {
 
-namespace {
-
-Attrs conv_attrs(const Conv2DOptions& o) {
-  return {{"strides", o.strides},
-          {"padding", o.padding},
-          {"pads", o.pads},
-          {"dilations", o.dilations},
-          {"groups", o.groups}};
-}
-
-}  // namespace
-
 Output quantize_linear(Graph& g, Output x, Output scale, Output zero_point, int64_t axis,
                        const std::string& name) {
   return g.add("QuantizeLinear", {x, scale, zero_point}, {{"axis", axis}}, name);
@@ -252,7 +240,7 @@ Output dynamic_quantize_linear(Graph& g, Output x, const std::string& name) {
 
 Output conv_integer2d(Graph& g, Output x, Output w, Output x_zero_point, Output w_zero_point,
                       const Conv2DOptions& options, const std::string& name) {
-  return g.add("ConvInteger2D", {x, w, x_zero_point, w_zero_point}, conv_attrs(options), name);
+  return g.add("ConvInteger2D", {x, w, x_zero_point, w_zero_point}, conv2d_attrs(options), name);
 }
 
 Output matmul_integer(Graph& g, Output a, Output b, Output a_zero_point, Output b_zero_point,
@@ -265,7 +253,7 @@ Output qlinear_conv2d(Graph& g, const QLinearInputs& in, Output bias, const Conv
   return g.add("QLinearConv2D",
                {in.x, in.x_scale, in.x_zero_point, in.w, in.w_scale, in.w_zero_point, in.y_scale,
                 in.y_zero_point, bias},
-               conv_attrs(options), name);
+               conv2d_attrs(options), name);
 }
 
 Output qlinear_matmul(Graph& g, const QLinearInputs& in, const std::string& name) {

@@ -102,6 +102,8 @@ struct Conv2DOptions {
 };
 Output conv2d(Graph& g, Output x, Output w, const Conv2DOptions& options = {},
               const std::string& name = "");
+// The attributes Conv2D (and the fused and quantized convs) take for `options`.
+Attrs conv2d_attrs(const Conv2DOptions& options);
 struct PoolOptions {
   std::vector<int64_t> ksize{2, 2};
   std::vector<int64_t> strides{2, 2};
@@ -109,6 +111,8 @@ struct PoolOptions {
   std::vector<int64_t> pads{0, 0, 0, 0};
   bool count_include_pad = false;  // AvgPool only
 };
+// The attributes MaxPool and AvgPool (and their quantized forms) take for `options`.
+Attrs pool2d_attrs(const PoolOptions& options);
 Output max_pool(Graph& g, Output x, const PoolOptions& options = {}, const std::string& name = "");
 Output avg_pool(Graph& g, Output x, const PoolOptions& options = {}, const std::string& name = "");
 // [N,H,W,C] -> [N,C]

@@ -286,22 +286,6 @@ void register_quantized_ops(OpRegistry& r) {
 
 namespace ops {
 
-namespace {
-
-Attrs conv_attrs(const Conv2DOptions& o) {
-  return {{"strides", o.strides},
-          {"padding", o.padding},
-          {"pads", o.pads},
-          {"dilations", o.dilations},
-          {"groups", o.groups}};
-}
-
-Attrs pool_attrs(const PoolOptions& o) {
-  return {{"ksize", o.ksize}, {"strides", o.strides}, {"padding", o.padding}, {"pads", o.pads}};
-}
-
-}  // namespace
-
 Output choose_qparams(Graph& g, Output x, const std::string& name) {
   return g.add("ChooseQParams", {x}, {}, name);
 }
@@ -317,13 +301,13 @@ Output dequantize(Graph& g, Output q, Output params, const std::string& name) {
 Output quantized_conv2d(Graph& g, const QuantizedConvInputs& in, const Conv2DOptions& options,
                         const std::string& name) {
   return g.add("QuantizedConv2D", {in.x, in.x_params, in.w, in.w_scales, in.bias},
-               conv_attrs(options), name);
+               conv2d_attrs(options), name);
 }
 
 Output quantized_conv2d_requantized(Graph& g, const QuantizedConvInputs& in, Output out_params,
                                     const Conv2DOptions& options, const std::string& activation,
                                     const std::string& name) {
-  Attrs a = conv_attrs(options);
+  Attrs a = conv2d_attrs(options);
   a.set("activation", activation);
   return g.add("QuantizedConv2DRequantized",
                {in.x, in.x_params, in.w, in.w_scales, in.bias, out_params}, a, name);
@@ -354,12 +338,12 @@ Output requantize(Graph& g, Output acc, Output x_params, Output w_scales, Output
 
 Output quantized_max_pool(Graph& g, Output x, const PoolOptions& options,
                           const std::string& name) {
-  return g.add("QuantizedMaxPool", {x}, pool_attrs(options), name);
+  return g.add("QuantizedMaxPool", {x}, pool2d_attrs(options), name);
 }
 
 Output quantized_avg_pool(Graph& g, Output x, const PoolOptions& options,
                           const std::string& name) {
-  Attrs a = pool_attrs(options);
+  Attrs a = pool2d_attrs(options);
   a.set("count_include_pad", options.count_include_pad);
   return g.add("QuantizedAvgPool", {x}, a, name);
 }

@@ -39,6 +39,12 @@ void expect_impl_matches_reference(const BuildFn& build, const std::vector<Tenso
                                    const std::string& impl, double rtol = 1e-4,
                                    double atol = 1e-4, bool allow_fallback = false);
 
+// A tensor's elements as a vector.
+template <typename T>
+std::vector<T> values(const Tensor& t) {
+  return std::vector<T>(t.data<T>(), t.data<T>() + t.numel());
+}
+
 // Runs the graph once and returns output 0 of the built node (a clone).
 Tensor run_once(const BuildFn& build, const std::vector<Tensor>& inputs,
                 const std::string& impl = "", bool training = false);
