@@ -33,10 +33,10 @@ echo "== compress: 8-bit weights; the integer (eightbit) graph calibrated on 1,0
 "$sf" quantize runs/mnist.sfm --mode eightbit --calib-data mnist --calib-count 1000 \
   --out runs/mnist-q8.sfm
 
-echo "== prune 95% of the weights by magnitude (gradual), retrain 3 epochs; then quantize the"
+echo "== prune 95% of the weights by magnitude (gradual), retrain 4 epochs; then quantize the"
 echo "   nonzeros to a 5-bit k-means codebook and Huffman-code values and indices"
 rm -rf runs/mnist-pruned
-"$sf" prune runs/mnist --data mnist --target 0.95 --epochs 3 --threads 2 --out runs/mnist-pruned \
+"$sf" prune runs/mnist --data mnist --target 0.95 --epochs 4 --threads 2 --out runs/mnist-pruned \
   --quiet --json | tee runs/mnist-prune.json
 "$sf" freeze runs/mnist-pruned --out runs/mnist-pruned.sfm
 "$sf" size-report runs/mnist-pruned.sfm --bits 5 --scheme kmeans --write runs/mnist-pruned-q.sfm
