@@ -100,6 +100,16 @@ TEST(CliTest, UnknownOptionValueIsRejected) {
   EXPECT_NE(r.exit_code, 0);
 }
 
+TEST(CliTest, QatAndInitFromOptions) {
+  Result help = run("train --help");
+  EXPECT_NE(help.out.find("--qat"), std::string::npos);
+  EXPECT_NE(help.out.find("--init-from"), std::string::npos);
+  EXPECT_NE(run("train --model " + tiny() + " --qat 9 --out /tmp/x").exit_code, 0);
+  Result both = run("train --resume /tmp/a --init-from /tmp/b --out /tmp/c");
+  EXPECT_EQ(both.exit_code, 1);
+  EXPECT_NE(error_line(both.out).find("give one"), std::string::npos) << both.out;
+}
+
 TEST(CliTest, JsonEpochLinesAndEval) {
   if (!testing::mnist_available()) GTEST_SKIP() << "MNIST not installed";
   std::string dir = testing::make_temp_dir("sf-cli-json");
