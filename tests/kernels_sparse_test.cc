@@ -23,6 +23,22 @@ using testing::random_tensor;
 constexpr double kRtol = 1e-4;
 constexpr double kAtol = 1e-4;
 
+// FusedMatMul of an [m, k] input with constant `weights` ([k, n], or [n, k] with transpose_b)
+// and a bias: the sparse kernel against the reference.
+void expect_fused_matmul_matches_reference(int64_t m, const Tensor& weights, bool transpose_b,
+                                           const char* activation, double atol) {
+  const int64_t k = weights.dim(transpose_b ? 1 : 0), n = weights.dim(transpose_b ? 0 : 1);
+  expect_impl_matches_reference(
+      [&](Graph& g, const std::vector<Output>& in) {
+        return g.add("FusedMatMul", {in[0], ops::constant(g, weights), in[2]},
+                     {{"transpose_a", false},
+                      {"transpose_b", transpose_b},
+                      {"activation", std::string(activation)}});
+      },
+      {random_tensor({m, k}, 1, -4.0f, 4.0f), weights, random_tensor({n}, 2)}, "sparse_only",
+      kRtol, atol);
+}
+
 // Random weights with about `sparsity` of them exactly zero.
 Tensor sparse_tensor(const Shape& shape, double sparsity, uint32_t seed) {
   Tensor t = random_tensor(shape, seed);
@@ -75,15 +91,7 @@ TEST_P(SparseMatMul, FusedMatchesReference) {
     for (const auto& [pattern, weights] : weight_patterns(tb ? Shape{c.n, c.k} : Shape{c.k, c.n}))
       for (const char* activation : {"none", "relu", "relu6"}) {
         SCOPED_TRACE(::testing::Message() << pattern << " transpose_b " << tb << " " << activation);
-        expect_impl_matches_reference(
-            [&](Graph& g, const std::vector<Output>& in) {
-              return g.add("FusedMatMul", {in[0], ops::constant(g, weights), in[2]},
-                           {{"transpose_a", false},
-                            {"transpose_b", tb},
-                            {"activation", std::string(activation)}});
-            },
-            {random_tensor({c.m, c.k}, 1, -4.0f, 4.0f), weights, random_tensor({c.n}, 2)},
-            "sparse_only", kRtol, kAtol);
+        expect_fused_matmul_matches_reference(c.m, weights, tb, activation, kAtol);
       }
 }
 
@@ -191,15 +199,7 @@ TEST_P(SparseBlockMatMul, FusedMatchesReference) {
         EXPECT_EQ(matmul_form(c.m, weights, tb, "sparse_only").rfind("block", 0), 0u);
       }
       for (const char* activation : {"none", "relu"})
-        expect_impl_matches_reference(
-            [&](Graph& g, const std::vector<Output>& in) {
-              return g.add("FusedMatMul", {in[0], ops::constant(g, weights), in[2]},
-                           {{"transpose_a", false},
-                            {"transpose_b", tb},
-                            {"activation", std::string(activation)}});
-            },
-            {random_tensor({c.m, c.k}, 1, -4.0f, 4.0f), weights, random_tensor({c.n}, 2)},
-            "sparse_only", kRtol, atol);
+        expect_fused_matmul_matches_reference(c.m, weights, tb, activation, atol);
     }
 }
 

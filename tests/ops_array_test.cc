@@ -14,16 +14,7 @@ using testing::expect_gradients_match;
 using testing::random_tensor;
 using testing::run_once;
 
-// Expects `fn` to throw sf::Error whose message contains `want`.
-template <typename Fn>
-void expect_error(Fn fn, const std::string& want) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected an error containing: " << want;
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
-  }
-}
+using testing::expect_error;
 
 using testing::values;
 

@@ -322,15 +322,7 @@ TEST(OpsExtremumTest, ReductionTiesShareTheGradient) {
   EXPECT_EQ(nan[0], (std::vector<float>{0, 1, 0}));
 }
 
-template <typename Fn>
-void expect_error(Fn fn, const std::string& want) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected an error containing: " << want;
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
-  }
-}
+using testing::expect_error;
 
 TEST(OpsExtremumTest, ErrorsNameTheNode) {
   Graph g;

@@ -378,6 +378,12 @@ EncodedTensor encode_linear(const Tensor& tensor, int bits, int axis) {
 }
 
 Tensor fake_quantize_linear(const Tensor& tensor, int bits, int axis) {
+  Tensor out(DType::f32, tensor.shape());
+  fake_quantize_linear(tensor, bits, axis, out);
+  return out;
+}
+
+void fake_quantize_linear(const Tensor& tensor, int bits, int axis, Tensor& out) {
   const float* x = checked_values(tensor, "linear");
   const LinearGrid grid = linear_grid(tensor, x, bits, axis);
   const ChannelGeometry& g = grid.geometry;
@@ -387,7 +393,6 @@ Tensor fake_quantize_linear(const Tensor& tensor, int bits, int axis) {
   const float* __restrict scale = grid.scales.data();
   const float* __restrict zero = zeros.data();
   const auto qmax = static_cast<float>(grid.qmax);
-  Tensor out(DType::f32, tensor.shape());
   float* __restrict y = out.data<float>();
   auto round_trip = [&](float value, int64_t c) {
     const float q = std::clamp(std::nearbyint(value / scale[c]) + zero[c], 0.0f, qmax);
@@ -405,7 +410,6 @@ Tensor fake_quantize_linear(const Tensor& tensor, int bits, int axis) {
         for (int64_t i = (o * g.channels + c) * g.inner; i < (o * g.channels + c + 1) * g.inner; ++i)
           y[i] = round_trip(x[i], c);
   }
-  return out;
 }
 
 EncodedTensor encode_kmeans(const Tensor& tensor, int bits) {

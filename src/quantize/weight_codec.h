@@ -73,6 +73,8 @@ EncodedTensor encode_linear(const Tensor& tensor, int bits, int axis = kNoAxis);
 // decode(encode_linear(tensor, bits, axis)) without the packing: what quantization-aware
 // training's FakeQuantWeights computes, so training sees exactly the weights the file will hold.
 Tensor fake_quantize_linear(const Tensor& tensor, int bits, int axis = kNoAxis);
+// The same into `out` (f32, the tensor's shape).
+void fake_quantize_linear(const Tensor& tensor, int bits, int axis, Tensor& out);
 // Deterministic: centroids start evenly spaced over [min, max]; Lloyd iterations run until no
 // assignment changes or 50 iterations; an empty cluster takes over the point farthest from
 // its centroid in the cluster with the largest squared error. With at most 2^bits distinct

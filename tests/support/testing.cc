@@ -147,4 +147,13 @@ void expect_impl_matches_reference(const BuildFn& build, const std::vector<Tenso
   }
 }
 
+void expect_error(const std::function<void()>& fn, const std::string& want) {
+  try {
+    fn();
+    ADD_FAILURE() << "expected an error containing: " << want;
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace sf::testing

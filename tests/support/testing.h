@@ -39,6 +39,9 @@ void expect_impl_matches_reference(const BuildFn& build, const std::vector<Tenso
                                    const std::string& impl, double rtol = 1e-4,
                                    double atol = 1e-4, bool allow_fallback = false);
 
+// Expects `fn` to throw sf::Error whose message contains `want`.
+void expect_error(const std::function<void()>& fn, const std::string& want);
+
 // A tensor's elements as a vector.
 template <typename T>
 std::vector<T> values(const Tensor& t) {

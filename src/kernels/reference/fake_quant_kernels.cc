@@ -19,8 +19,7 @@ constexpr int64_t kParallelMin = 1 << 15;
 void fake_quant_weights(KernelContext& ctx) {
   const Tensor& w = ctx.inputs[0];
   const auto bits = static_cast<int>(ctx.node.attrs.get_int("bits"));
-  Tensor q = quant::fake_quantize_linear(w, bits, static_cast<int>(w.rank()) - 1);
-  std::copy_n(q.data<float>(), q.numel(), ctx.outputs[0].data<float>());
+  quant::fake_quantize_linear(w, bits, static_cast<int>(w.rank()) - 1, ctx.outputs[0]);
 }
 
 // The learned range, or the batch's own before anything has been learned (NaN).
