@@ -13,8 +13,12 @@
 //
 // (one thread and the best CPU time of the repetitions when other jobs share the cores; with
 // OMP_NUM_THREADS=2 for the figures of an idle machine). sparse_only forces the sparse path.
+// sparse_int8/... do the same for fc1 quantized (QuantizedMatMulRequantized, frozen i8 weights,
+// calibrated params): oneDNN's dense int8 kernel against the sparse int8 one, for the crossovers
+// in kernels/sparse/int8_sparse_matmul_kernel.cc.
 #include <benchmark/benchmark.h>
 
+#include <cmath>
 #include <functional>
 #include <string>
 #include <vector>
@@ -22,6 +26,7 @@
 #include "autodiff/gradients.h"
 #include "graph/graph.h"
 #include "ops/ops.h"
+#include "ops/quantized_ops.h"
 #include "runtime/session.h"
 
 namespace sf {
@@ -259,8 +264,69 @@ void register_sparse_cases() {
       for (int percent : {30, 50, 70, 80, 90, 95}) add(layer, "sparse_only", block, percent);
 }
 
+// pruned_tensor quantized to i8 with one scale, as `quantize --mode eightbit` does: zeros stay
+// zero and nothing else becomes zero.
+Tensor pruned_i8_tensor(const Shape& shape, double sparsity, uint32_t seed, int64_t block) {
+  const Tensor f = pruned_tensor(shape, sparsity, seed, block);
+  Tensor q(DType::i8, shape);
+  for (int64_t i = 0; i < f.numel(); ++i) {
+    const float v = f.data<float>()[i];
+    const long code = std::lround(v * 254.0f);
+    q.data<int8_t>()[i] = static_cast<int8_t>(v == 0.0f ? 0 : code != 0 ? code : v > 0 ? 1 : -1);
+  }
+  return q;
+}
+
+// Times QuantizedMatMulRequantized (relu) of a u8 input [rows, 3136] with fc1's frozen, pruned i8
+// weights and Const params, as in a calibrated, frozen model.
+void run_int8_fc1(benchmark::State& state, const std::string& impl, int64_t rows,
+                  double sparsity, int64_t block) {
+  const Shape w_shape{3136, 1024};
+  Graph g;
+  Output x = ops::placeholder(g, DType::u8, {rows, w_shape[0]});
+  auto params = [&](float scale, float zero_point) {
+    return ops::constant(g, Tensor::from_vector<float>({2}, {scale, zero_point}));
+  };
+  const ops::QuantizedConvInputs in{
+      x, params(0.02f, 0.0f), ops::constant(g, pruned_i8_tensor(w_shape, sparsity, 2, block)),
+      ops::constant(g, Tensor::from_vector<float>({1}, {0.002f})),
+      ops::constant(g, random_tensor({w_shape[1]}, 3))};
+  Output y = ops::quantized_matmul_requantized(g, in, params(0.05f, 0.0f), "relu");
+  Tensor x_value(DType::u8, {rows, w_shape[0]});
+  for (int64_t i = 0; i < x_value.numel(); ++i)
+    x_value.data<uint8_t>()[i] = static_cast<uint8_t>(i * 2654435761u >> 24);
+  Feeds feeds{{x, x_value}};
+  Session session(g, SessionOptions{.kernel_impl = impl});
+  session.run(feeds, {y});  // plans, creates the kernel and prepares the weights
+  if (session.kernel_choices()[g.node(y.node).name] != impl)
+    state.SkipWithError(("no " + impl + " kernel for this node").c_str());
+  for (auto _ : state) benchmark::DoNotOptimize(session.run(feeds, {y}));
+}
+
+// fc1 int8 at batch 1 and 64: the dense kernel at 90%, the sparse one forced at each sparsity,
+// unstructured and in blocks of 16 outputs.
+void register_sparse_int8_cases() {
+  auto add = [](int64_t rows, const std::string& impl, int64_t block, int percent) {
+    const std::string name = "sparse_int8/fc1_batch" + std::to_string(rows) + "/" + impl +
+                             (block > 1 ? "/block" + std::to_string(block) : "") + "/" +
+                             std::to_string(percent);
+    benchmark::RegisterBenchmark(name.c_str(),
+                                 [impl, rows, block, percent](benchmark::State& state) {
+                                   run_int8_fc1(state, impl, rows, percent / 100.0, block);
+                                 })
+        ->Unit(benchmark::kMicrosecond)
+        ->UseRealTime();
+  };
+  for (int64_t rows : {int64_t{1}, kBatch}) {
+    add(rows, "onednn", 1, 90);
+    for (int percent : {70, 80, 90, 95, 98}) add(rows, "sparse_only", 1, percent);
+    for (int percent : {30, 50, 70, 80, 90, 95}) add(rows, "sparse_only", 16, percent);
+  }
+}
+
 int register_all() {
   register_sparse_cases();
+  register_sparse_int8_cases();
   for (const char* impl : {"onednn", "reference"})
     for (const Case& c : cases()) {
       auto* b = benchmark::RegisterBenchmark(

@@ -3,14 +3,15 @@
 
 namespace sf::sparse {
 
-SparseKernel::SparseKernel(const KernelSpec& spec, double threshold) : threshold_(threshold) {
+SparseKernel::SparseKernel(const KernelSpec& spec, double threshold, size_t weight_input)
+    : threshold_(threshold), weight_input_(weight_input) {
   if (threshold_ > 0.0) dense_ = KernelRegistry::global().select(spec, "onednn").create(spec);
 }
 
 void SparseKernel::compute(KernelContext& ctx) {
-  const Tensor& weights = ctx.inputs[1];
+  const Tensor& weights = ctx.inputs[weight_input_];
   if (weights.raw() != decided_for_ || path_ == Path::Undecided) {
-    sparsity_ = zero_fraction(weights.data<float>(), weights.numel());
+    sparsity_ = zero_fraction(weights);
     path_ = sparse_pays(weights) ? Path::Sparse : Path::Dense;
     if (path_ == Path::Sparse) prepare(weights);
     decided_for_ = weights.raw();

@@ -1,5 +1,6 @@
-// Sparse fp32 kernels for pruned inference graphs: FusedMatMul, MatMul and FusedConv2D whose
-// weights (input 1) are Const tensors with many exact zeros.
+// Sparse kernels for pruned inference graphs: fp32 FusedMatMul, MatMul and FusedConv2D whose
+// weights (input 1) are Const tensors with many exact zeros, and int8 QuantizedMatMul(Requantized)
+// whose i8 weights (input 2) are (int8_sparse_matmul_kernel.cc).
 //
 // A KernelSpec says only that the weights are constant, not what they hold, so the choice
 // between the sparse and the dense product is made at run time: the first compute() (and any
@@ -86,18 +87,19 @@ class SparseKernel : public Kernel {
  protected:
   // `threshold` 0 always takes the sparse path; otherwise `spec` is handed to the dense kernel
   // (oneDNN where it accepts, the reference otherwise), created here so that compute() never
-  // plans anything.
-  SparseKernel(const KernelSpec& spec, double threshold);
+  // plans anything. The weights are input `weight_input`, f32 or i8.
+  SparseKernel(const KernelSpec& spec, double threshold, size_t weight_input = 1);
 
   // Whether the sparse path should run these weights, whose zero fraction weight_sparsity()
   // holds: by default at or above the threshold.
   virtual bool sparse_pays(const Tensor& weights);
-  // Builds the sparse form of the weights (input 1) when sparse_pays() chose it.
+  // Builds the sparse form of the weights when sparse_pays() chose it.
   virtual void prepare(const Tensor& weights) = 0;
   virtual void compute_sparse(KernelContext& ctx) = 0;
 
  private:
   double threshold_;
+  size_t weight_input_;
   std::unique_ptr<Kernel> dense_;
   const void* decided_for_ = nullptr;
   Path path_ = Path::Undecided;
@@ -106,6 +108,7 @@ class SparseKernel : public Kernel {
 
 void register_matmul_kernels(KernelRegistry& registry);
 void register_conv_kernels(KernelRegistry& registry);
+void register_int8_matmul_kernels(KernelRegistry& registry);
 
 // The activations FusedConv2D and FusedMatMul apply after the bias.
 enum class Activation { None, Relu, Relu6 };

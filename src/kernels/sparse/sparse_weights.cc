@@ -5,18 +5,19 @@
 
 namespace sf::sparse {
 
-double zero_fraction(const float* values, int64_t count) {
+namespace {
+
+template <typename Value>
+double count_zero_fraction(const Value* values, int64_t count) {
   if (count == 0) return 1.0;
   int64_t zeros = 0;
-  for (int64_t i = 0; i < count; ++i) zeros += values[i] == 0.0f;
+  for (int64_t i = 0; i < count; ++i) zeros += values[i] == Value{0};
   return static_cast<double>(zeros) / static_cast<double>(count);
 }
 
-namespace {
-
-template <typename Index>
-CsrMatrix<Index> build_csr(const float* w, int64_t k, int64_t n, bool transposed) {
-  CsrMatrix<Index> csr;
+template <typename Index, typename Value>
+CsrMatrix<Index, Value> build_csr(const Value* w, int64_t k, int64_t n, bool transposed) {
+  CsrMatrix<Index, Value> csr;
   csr.rows = n;
   csr.cols = k;
   csr.row_start.reserve(static_cast<size_t>(n + 1));
@@ -26,8 +27,8 @@ CsrMatrix<Index> build_csr(const float* w, int64_t k, int64_t n, bool transposed
   const int64_t n_step = transposed ? k : 1;
   for (int64_t nn = 0; nn < n; ++nn) {
     for (int64_t kk = 0; kk < k; ++kk) {
-      const float v = w[kk * k_step + nn * n_step];
-      if (v == 0.0f) continue;
+      const Value v = w[kk * k_step + nn * n_step];
+      if (v == Value{0}) continue;
       csr.col.push_back(static_cast<Index>(kk));
       csr.value.push_back(v);
     }
@@ -38,37 +39,37 @@ CsrMatrix<Index> build_csr(const float* w, int64_t k, int64_t n, bool transposed
 
 // Calls visit(kk, nn0, values) for each nonzero block, strip by strip, with the block's
 // min(block, n - nn0) values in `values`.
-template <typename Visit>
-void for_each_nonzero_block(const float* w, int64_t k, int64_t n, bool transposed, int64_t block,
+template <typename Value, typename Visit>
+void for_each_nonzero_block(const Value* w, int64_t k, int64_t n, bool transposed, int64_t block,
                             Visit visit) {
   const int64_t k_step = transposed ? 1 : n;
   const int64_t n_step = transposed ? k : 1;
-  std::vector<float> values(static_cast<size_t>(block));
+  std::vector<Value> values(static_cast<size_t>(block));
   for (int64_t nn0 = 0; nn0 < n; nn0 += block) {
     const int64_t width = std::min(block, n - nn0);
     for (int64_t kk = 0; kk < k; ++kk) {
       bool any = false;
       for (int64_t i = 0; i < width; ++i) {
         values[static_cast<size_t>(i)] = w[kk * k_step + (nn0 + i) * n_step];
-        any = any || values[static_cast<size_t>(i)] != 0.0f;
+        any = any || values[static_cast<size_t>(i)] != Value{0};
       }
       if (any) visit(kk, nn0, values.data());
     }
   }
 }
 
-template <typename Index>
-BlockCsr<Index> build_block_csr(const float* w, int64_t k, int64_t n, bool transposed,
-                                int64_t block) {
-  BlockCsr<Index> csr;
+template <typename Index, typename Value>
+BlockCsr<Index, Value> build_block_csr(const Value* w, int64_t k, int64_t n, bool transposed,
+                                       int64_t block) {
+  BlockCsr<Index, Value> csr;
   csr.block = block;
   csr.strips = (n + block - 1) / block;
   csr.strip_start.assign(static_cast<size_t>(csr.strips + 1), 0);
-  for_each_nonzero_block(w, k, n, transposed, block, [&](int64_t kk, int64_t nn0, const float* v) {
+  for_each_nonzero_block(w, k, n, transposed, block, [&](int64_t kk, int64_t nn0, const Value* v) {
     csr.row.push_back(static_cast<Index>(kk));
     const int64_t width = std::min(block, n - nn0);
     csr.value.insert(csr.value.end(), v, v + width);
-    csr.value.resize(csr.value.size() + static_cast<size_t>(block - width), 0.0f);
+    csr.value.resize(csr.value.size() + static_cast<size_t>(block - width), Value{0});
     ++csr.strip_start[static_cast<size_t>(nn0 / block + 1)];
   });
   for (int64_t s = 0; s < csr.strips; ++s)
@@ -80,13 +81,41 @@ bool fits_16_bits(int64_t k) {
   return k <= static_cast<int64_t>(std::numeric_limits<uint16_t>::max()) + 1;
 }
 
-}  // namespace
-
-int64_t nonzero_blocks(const float* w, int64_t k, int64_t n, bool transposed, int64_t block) {
+template <typename Value>
+int64_t count_nonzero_blocks(const Value* w, int64_t k, int64_t n, bool transposed,
+                             int64_t block) {
   int64_t count = 0;
   for_each_nonzero_block(w, k, n, transposed, block,
-                         [&](int64_t, int64_t, const float*) { ++count; });
+                         [&](int64_t, int64_t, const Value*) { ++count; });
   return count;
+}
+
+}  // namespace
+
+double zero_fraction(const float* values, int64_t count) {
+  return count_zero_fraction(values, count);
+}
+
+double zero_fraction(const int8_t* values, int64_t count) {
+  return count_zero_fraction(values, count);
+}
+
+double zero_fraction(const Tensor& t) {
+  if (t.dtype() == DType::i8) return zero_fraction(t.data<int8_t>(), t.numel());
+  return zero_fraction(t.data<float>(), t.numel());
+}
+
+int64_t nonzero_blocks(const float* w, int64_t k, int64_t n, bool transposed, int64_t block) {
+  return count_nonzero_blocks(w, k, n, transposed, block);
+}
+
+int64_t nonzero_blocks(const int8_t* w, int64_t k, int64_t n, bool transposed, int64_t block) {
+  return count_nonzero_blocks(w, k, n, transposed, block);
+}
+
+BlockCsr<uint32_t, int8_t> block_csr_of_weights(const int8_t* w, int64_t k, int64_t n,
+                                                bool transposed, int64_t block) {
+  return build_block_csr<uint32_t>(w, k, n, transposed, block);
 }
 
 AnyBlockCsr block_csr_of_weights(const float* w, int64_t k, int64_t n, bool transposed,
@@ -96,6 +125,11 @@ AnyBlockCsr block_csr_of_weights(const float* w, int64_t k, int64_t n, bool tran
 }
 
 AnyCsr csr_of_weights(const float* w, int64_t k, int64_t n, bool transposed) {
+  if (fits_16_bits(k)) return build_csr<uint16_t>(w, k, n, transposed);
+  return build_csr<uint32_t>(w, k, n, transposed);
+}
+
+AnyInt8Csr csr_of_weights(const int8_t* w, int64_t k, int64_t n, bool transposed) {
   if (fits_16_bits(k)) return build_csr<uint16_t>(w, k, n, transposed);
   return build_csr<uint32_t>(w, k, n, transposed);
 }

@@ -11,6 +11,8 @@
 // padded with zeros when R does not divide N). One input x[k] then serves R multiply-adds read
 // with one vector load, instead of one load of x, index and value per nonzero.
 //
+// The int8 kernels (int8_sparse_matmul_kernel.cc) use the same forms with int8 values.
+//
 // Conv2D: per output channel, the nonzero (kh, kw, ci) taps with their values; the kernel turns
 // each tap into an offset into its own input layout (see sparse_conv_kernel.cc).
 #pragma once
@@ -23,16 +25,19 @@
 
 namespace sf::sparse {
 
-// The fraction of exact zeros among `count` floats (1 for an empty tensor).
+// The fraction of exact zeros among `count` values (1 for an empty tensor).
 double zero_fraction(const float* values, int64_t count);
+double zero_fraction(const int8_t* values, int64_t count);
+// The same for an f32 or i8 tensor.
+double zero_fraction(const Tensor& t);
 
-template <typename Index>
+template <typename Index, typename Value = float>
 struct CsrMatrix {
   int64_t rows = 0;                // N: one row per output
   int64_t cols = 0;                // K: the reduced dimension
   std::vector<int64_t> row_start;  // rows + 1 entries into col / value
   std::vector<Index> col;
-  std::vector<float> value;
+  std::vector<Value> value;
 
   int64_t nonzeros() const { return static_cast<int64_t>(value.size()); }
 };
@@ -44,13 +49,16 @@ using AnyCsr = std::variant<CsrMatrix<uint16_t>, CsrMatrix<uint32_t>>;
 // (MatMul's transpose_b).
 AnyCsr csr_of_weights(const float* w, int64_t k, int64_t n, bool transposed);
 
-template <typename Index>
+using AnyInt8Csr = std::variant<CsrMatrix<uint16_t, int8_t>, CsrMatrix<uint32_t, int8_t>>;
+AnyInt8Csr csr_of_weights(const int8_t* w, int64_t k, int64_t n, bool transposed);
+
+template <typename Index, typename Value = float>
 struct BlockCsr {
   int64_t block = 0;                 // R
   int64_t strips = 0;                // ceil(N / R)
   std::vector<int64_t> strip_start;  // strips + 1 entries into row, counted in blocks
   std::vector<Index> row;            // k of each block
-  std::vector<float> value;          // R per block
+  std::vector<Value> value;          // R per block
 
   int64_t blocks() const { return static_cast<int64_t>(row.size()); }
 };
@@ -60,9 +68,13 @@ using AnyBlockCsr = std::variant<BlockCsr<uint16_t>, BlockCsr<uint32_t>>;
 // How many of W's blocks of `block` adjacent outputs (one row k, one strip) hold a nonzero.
 // `w` as for csr_of_weights.
 int64_t nonzero_blocks(const float* w, int64_t k, int64_t n, bool transposed, int64_t block);
+int64_t nonzero_blocks(const int8_t* w, int64_t k, int64_t n, bool transposed, int64_t block);
 
 AnyBlockCsr block_csr_of_weights(const float* w, int64_t k, int64_t n, bool transposed,
                                  int64_t block);
+// Always with 32-bit rows: the int8 kernels regroup the blocks anyway.
+BlockCsr<uint32_t, int8_t> block_csr_of_weights(const int8_t* w, int64_t k, int64_t n,
+                                                bool transposed, int64_t block);
 
 struct ConvTap {
   int32_t kh, kw, ci;
