@@ -97,6 +97,42 @@ TEST_P(OneDnnConv, FusedForwardMatchesReferenceInEveryLayout) {
   }
 }
 
+// The conv that also adds a tensor of its output's shape (a residual, or a split conv's partial
+// sum) before the activation. Where oneDNN has no fit (gemm-based convs) the composed kernel
+// runs; AddRunsInsideTheConvolution checks that the usual shapes get oneDNN.
+TEST_P(OneDnnConv, FusedAddForwardMatchesReferenceInEveryLayout) {
+  const ConvCase& c = GetParam();
+  const Shape bias{c.w[3]};
+  for (const char* activation : {"none", "relu"}) {
+    for (const char* impl : {"onednn", "onednn_nhwc", "onednn_blocked"}) {
+      SCOPED_TRACE(std::string(impl) + " " + activation);
+      expect_impl_matches_reference(
+          [&](Graph& g, const std::vector<Output>& in) {
+            Attrs a = conv_attrs(c.options);
+            a.set("activation", std::string(activation));
+            return g.add("FusedConv2DAdd", {in[0], in[1], in[2], in[3]}, a);
+          },
+          {random_tensor(c.x, 7), random_tensor(c.w, 8), random_tensor(bias, 9),
+           random_tensor(y_shape(), 10)},
+          impl, kRtol, kAtol, /*allow_fallback=*/true);
+    }
+  }
+}
+
+TEST(OneDnnFusedConv, AddRunsInsideTheConvolution) {
+  for (const Shape& w : {Shape{1, 1, 64, 128}, Shape{3, 3, 64, 64}}) {
+    expect_impl_matches_reference(
+        [&](Graph& g, const std::vector<Output>& in) {
+          Attrs a = conv_attrs({.padding = "SAME"});
+          a.set("activation", std::string("relu"));
+          return g.add("FusedConv2DAdd", {in[0], in[1], in[2], in[3]}, a);
+        },
+        {random_tensor({2, 13, 13, 64}, 7), random_tensor(w, 8), random_tensor({w[3]}, 9),
+         random_tensor({2, 13, 13, w[3]}, 10)},
+        "onednn", kRtol, kAtol);
+  }
+}
+
 // Winograd exists for 3x3 stride-1 layers; its transforms round differently from a direct
 // convolution, within the same tolerance.
 TEST(OneDnnFusedConv, WinogradMatchesReference) {

@@ -12,6 +12,7 @@
 #include "modelfile/model_file.h"
 #include "runtime/session.h"
 #include "slimflow/slimflow.h"
+#include "transforms/execution_passes.h"
 
 struct sf_model {
   sf::ModelFile file;
@@ -90,6 +91,7 @@ sf_model* sf_model_load(const char* path) {
     if (path == nullptr) sf::fail("sf_model_load: path is NULL");
     auto model = std::make_unique<sf_model>();
     model->file = sf::load_model(path);
+    model->file.graph = sf::optimize_for_execution(model->file.graph, model->file.outputs);
     const sf::Graph& g = model->file.graph;
     for (const std::string& name : model->file.inputs)
       model->input_ports.push_back(sf::Output{g.id_of(name), 0});

@@ -1,5 +1,6 @@
-// Kernels for FusedConv2D / FusedMatMul composed from the best registered Conv2D / MatMul
-// kernel plus one pass that adds the bias and applies the activation while the output is hot.
+// Kernels for FusedConv2D / FusedConv2DAdd / FusedMatMul composed from the best registered
+// Conv2D / MatMul kernel plus one pass that adds the bias (and the addend) and applies the
+// activation while the output is hot.
 // With impl "reference" the composed kernel uses the reference conv/matmul, which makes it the
 // oracle for any dedicated fused kernel.
 #include <algorithm>
@@ -18,18 +19,20 @@ class ComposedFusedKernel : public Kernel {
       : base_node_(spec.node), activation_(spec.node.attrs.get_string("activation")) {
     base_node_.op = base_op;
     base_node_.inputs.resize(2);
-    KernelSpec base_spec{base_node_, {spec.inputs[0], spec.inputs[1]},
+    KernelSpec base_spec{base_node_,
+                         {spec.inputs[0], spec.inputs[1]},
                          {spec.input_is_constant(0), spec.input_is_constant(1)}};
     const KernelDef& def = KernelRegistry::global().select(base_spec, impl);
     base_ = def.create(base_spec);
   }
 
   void compute(KernelContext& ctx) override {
-    KernelContext base_ctx{base_node_, {ctx.inputs[0], ctx.inputs[1]}, ctx.outputs, ctx.training,
-                           ctx.rng};
+    KernelContext base_ctx{
+        base_node_, {ctx.inputs[0], ctx.inputs[1]}, ctx.outputs, ctx.training, ctx.rng};
     base_->compute(base_ctx);
     float* y = ctx.outputs[0].data<float>();
     const float* bias = ctx.inputs[2].data<float>();
+    const float* addend = ctx.inputs.size() == 4 ? ctx.inputs[3].data<float>() : nullptr;
     const int64_t channels = ctx.inputs[2].numel();
     const int64_t rows = ctx.outputs[0].numel() / channels;
     const float upper = activation_ == "relu6" ? 6.0f : std::numeric_limits<float>::infinity();
@@ -37,8 +40,10 @@ class ComposedFusedKernel : public Kernel {
 #pragma omp parallel for schedule(static) if (rows > 64)
     for (int64_t r = 0; r < rows; ++r) {
       float* row = y + r * channels;
+      const float* addend_row = addend ? addend + r * channels : nullptr;
       for (int64_t c = 0; c < channels; ++c) {
         float v = row[c] + bias[c];
+        if (addend_row) v += addend_row[c];
         row[c] = clamp ? std::min(std::max(v, 0.0f), upper) : v;
       }
     }
@@ -68,6 +73,8 @@ KernelDef composed(const std::string& op, const std::string& base_op, const std:
 void register_fused_kernels(KernelRegistry& registry) {
   registry.add(composed("FusedConv2D", "Conv2D", "reference", 0));
   registry.add(composed("FusedConv2D", "Conv2D", "composed", 5));
+  registry.add(composed("FusedConv2DAdd", "Conv2D", "reference", 0));
+  registry.add(composed("FusedConv2DAdd", "Conv2D", "composed", 5));
   registry.add(composed("FusedMatMul", "MatMul", "reference", 0));
   registry.add(composed("FusedMatMul", "MatMul", "composed", 5));
 }

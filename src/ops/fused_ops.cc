@@ -1,6 +1,8 @@
 // Fused inference ops made by the freeze passes: a conv or matmul, its bias and an optional
 // activation as one node, so kernels can apply bias and activation while the output is hot.
 // Their shape functions defer to Conv2D's and MatMul's, so the shape logic lives once.
+// FusedConv2DAdd also adds a tensor of the output's shape before the activation: a residual
+// connection, or the partial sum of a conv whose input channels were split (execution passes).
 #include "graph/op_registry.h"
 #include "ops/ops.h"
 #include "ops/register.h"
@@ -27,6 +29,9 @@ InferFn fused_infer(const std::string& base_op) {
     if (bias.size() != 1 || bias[0] != out[0].shape.back())
       ctx.fail("bias {} must be [{}] (the output's last dimension)", shape_str(bias),
                out[0].shape.back());
+    if (ctx.num_inputs() == 4 && (ctx.shape(3) != out[0].shape || ctx.input(3).dtype != DType::f32))
+      ctx.fail("addend {} must be f32 of the output's shape {}", shape_str(ctx.shape(3)),
+               shape_str(out[0].shape));
     return out;
   };
 }
@@ -39,6 +44,10 @@ void register_fused_ops(OpRegistry& r) {
   const std::vector<AttrSpec> matmul_attrs = r.get("MatMul", "fused ops").attrs;
   r.add(OpDef{.name = "FusedConv2D",
               .inputs = {"x", "filter", "bias"},
+              .attrs = with_activation(conv_attrs),
+              .infer = fused_infer("Conv2D")});
+  r.add(OpDef{.name = "FusedConv2DAdd",
+              .inputs = {"x", "filter", "bias", "addend"},
               .attrs = with_activation(conv_attrs),
               .infer = fused_infer("Conv2D")});
   r.add(OpDef{.name = "FusedMatMul",

@@ -18,7 +18,7 @@ namespace {
 // Multiply-adds x2 of the dense nodes (0 for the rest), for GFLOP/s in the profile.
 double node_flops(const Graph& g, const std::string& name) {
   const Node& n = g.node(g.id_of(name));
-  if (n.op == "Conv2D" || n.op == "FusedConv2D") {
+  if (n.op == "Conv2D" || n.op == "FusedConv2D" || n.op == "FusedConv2DAdd") {
     const Shape& w = g.type(n.inputs[1]).shape;  // [kh, kw, in/groups, out]
     return 2.0 * static_cast<double>(num_elements(n.outputs[0].shape)) *
            static_cast<double>(w[0] * w[1] * w[2]);
@@ -59,7 +59,7 @@ Action add_bench_command(CLI::App& app) {
   cmd->add_flag("--json", a->json, "Print one JSON object");
   return [a]() {
     if (a->batch <= 0 || a->runs <= 0) fail("--batch and --runs must be positive");
-    ModelFile model = open_model(a->model);
+    ModelFile model = open_model_to_run(a->model);
     Feeds feeds;
     std::mt19937 rng(1);
     std::uniform_real_distribution<float> uniform(0.0f, 1.0f);

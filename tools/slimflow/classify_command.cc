@@ -48,7 +48,7 @@ Action add_classify_command(CLI::App& app) {
   cmd->add_option("--input-std", a->std, "Pixels are divided by this after the mean");
   cmd->add_option("--threads", a->threads, "Threads (0: all cores)");
   return [a]() {
-    ModelFile model = open_model(a->model);
+    ModelFile model = open_model_to_run(a->model);
     if (model.inputs.size() != 1) fail("{}: classify needs a model with one input", a->model);
     const Shape& in = input_type(model, 0).shape;
     if (in.size() != 4) fail("{}: input '{}' is {}, not an image batch", a->model, model.inputs[0], shape_str(in));

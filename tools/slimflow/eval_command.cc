@@ -18,7 +18,7 @@ namespace {
 // Accuracy of a deployed model (.sfm / .onnx) on a data set's test split.
 EvalResult evaluate_model_file(const std::string& path, const std::string& data, int64_t limit,
                                int threads) {
-  ModelFile model = open_model(path);
+  ModelFile model = open_model_to_run(path);
   if (model.inputs.size() != 1) fail("{}: eval needs a model with one input", path);
   const Shape& in = input_type(model, 0).shape;
   DataSplit split = load_dataset(data);

@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "onnx/importer.h"
+#include "transforms/execution_passes.h"
 #include "transforms/inference_passes.h"
 
 namespace sf::cli {
@@ -46,6 +47,12 @@ ModelFile open_model(const std::string& path, const std::map<std::string, Shape>
     return model;
   }
   return load_model(path);
+}
+
+ModelFile open_model_to_run(const std::string& path) {
+  ModelFile model = open_model(path);
+  model.graph = optimize_for_execution(model.graph, model.outputs);
+  return model;
 }
 
 const TensorType& input_type(const ModelFile& model, size_t index) {

@@ -18,6 +18,10 @@ std::pair<std::string, Shape> parse_input_shape(const std::string& text);
 ModelFile open_model(const std::string& path,
                      const std::map<std::string, Shape>& input_shapes = {});
 
+// The model's graph as it will run: open_model's graph after the execution passes
+// (transforms/execution_passes.h). Commands that only read or rewrite a model skip them.
+ModelFile open_model_to_run(const std::string& path);
+
 // The declared type of input `index`.
 const TensorType& input_type(const ModelFile& model, size_t index);
 Output input_output(const ModelFile& model, size_t index);

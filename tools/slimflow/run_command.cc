@@ -23,7 +23,7 @@ Action add_run_command(CLI::App& app) {
   cmd->add_option("--output-dir", a->output_dir, "Folder for <output>.npy files");
   cmd->add_option("--threads", a->threads, "Threads (0: all cores)");
   return [a]() {
-    ModelFile model = open_model(a->model);
+    ModelFile model = open_model_to_run(a->model);
     Feeds feeds;
     for (const std::string& spec : a->inputs) {
       auto eq = spec.find('=');

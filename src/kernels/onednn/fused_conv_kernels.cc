@@ -6,9 +6,12 @@
 // but cost a reorder of the input and output on every call. Impl "onednn" builds both and, when
 // oneDNN really picked a blocked layout for the second, keeps the one that measures faster on
 // the node's own shapes at plan time; "onednn_nhwc" and "onednn_blocked" force one, so tests can
-// check each against the reference.
+// check each against the reference. FusedConv2DAdd adds its addend as a binary post-op before
+// the activation, read in plain NHWC whatever the destination's layout (Winograd has no
+// binary post-ops).
 #include <algorithm>
 #include <chrono>
+#include <string_view>
 #include <vector>
 
 #include "kernels/onednn/onednn_common.h"
@@ -41,35 +44,47 @@ class Candidate {
     const dnnl::memory::desc w_any(hwio_desc(ws, groups).dims(), f32, tag::any);
     const dnnl::memory::desc bias({ys[3]}, f32, tag::a);
     dnnl::primitive_attr attr = user_scratchpad_attr();
-    attr.set_post_ops(activation_post_ops(spec.node.attrs.get_string("activation")));
+    const bool has_addend = spec.inputs.size() == 4;
+    dnnl::post_ops post_ops;
+    if (has_addend) post_ops.append_binary(dnnl::algorithm::binary_add, nhwc_desc(ys));
+    append_activation(post_ops, spec.node.attrs.get_string("activation"));
+    attr.set_post_ops(post_ops);
     try {
       dnnl::convolution_forward::primitive_desc pd(
           dnnl::convolution_forward::desc(
               dnnl::prop_kind::forward_inference,
               layout == Layout::Winograd ? dnnl::algorithm::convolution_winograd
                                          : dnnl::algorithm::convolution_direct,
-              act(xs),
-              w_any, bias, act(ys), {g.h.stride, g.w.stride},
+              act(xs), w_any, bias, act(ys), {g.h.stride, g.w.stride},
               {g.h.dilation - 1, g.w.dilation - 1}, {g.h.pad_before, g.w.pad_before},
               {g.h.pad_after, g.w.pad_after}),
           attr, engine());
       if (is_reference_impl(pd.impl_info_str())) return std::nullopt;
+      // oneDNN 2.6's gemm-based convolution adds a binary post-op's tensor at wrong offsets
+      // for some padded shapes (tests: explicit_uneven); the composed kernel is exact there.
+      if (has_addend && std::string_view(pd.impl_info_str()).find("gemm") != std::string_view::npos)
+        return std::nullopt;
       return Candidate(pd, nhwc_desc(xs), hwio_desc(ws, groups), nhwc_desc(ys),
-                       spec.input_is_constant(1));
+                       spec.input_is_constant(1), has_addend);
     } catch (const dnnl::error&) {
       return std::nullopt;  // no implementation for this layout and shape
     }
   }
 
-  void run(void* x, void* w, void* bias, void* y) {
+  void run(void* x, void* w, void* bias, void* addend, void* y) {
     const dnnl::memory& src = x_.bind(x);
     const dnnl::memory& weights = constant_w_ ? w_.bind_constant(w) : w_.bind(w);
     bias_.set_data_handle(bias);
     const dnnl::memory& dst = y_.bind(y);
-    runner_.run({{DNNL_ARG_SRC, src},
-                 {DNNL_ARG_WEIGHTS, weights},
-                 {DNNL_ARG_BIAS, bias_},
-                 {DNNL_ARG_DST, dst}});
+    std::unordered_map<int, dnnl::memory> args = {{DNNL_ARG_SRC, src},
+                                                  {DNNL_ARG_WEIGHTS, weights},
+                                                  {DNNL_ARG_BIAS, bias_},
+                                                  {DNNL_ARG_DST, dst}};
+    if (addend_) {
+      addend_->set_data_handle(addend);
+      args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, *addend_);
+    }
+    runner_.run(std::move(args));
     y_.finish();
     stream().wait();
   }
@@ -80,13 +95,14 @@ class Candidate {
     std::vector<float> w(static_cast<size_t>(num_elements(spec.inputs[1].shape)), 0.01f);
     std::vector<float> b(static_cast<size_t>(num_elements(spec.inputs[2].shape)), 0.0f);
     std::vector<float> y(static_cast<size_t>(num_elements(spec.node.outputs[0].shape)));
-    run(x.data(), w.data(), b.data(), y.data());  // warm-up
+    std::vector<float> addend(addend_ ? y.size() : 0, 0.0f);
+    run(x.data(), w.data(), b.data(), addend.data(), y.data());  // warm-up
     double best = 1e30;
     for (int i = 0; i < 3; ++i) {
       const auto start = std::chrono::steady_clock::now();
-      run(x.data(), w.data(), b.data(), y.data());
-      best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-                                .count());
+      run(x.data(), w.data(), b.data(), addend.data(), y.data());
+      best = std::min(
+          best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     }
     w_.forget_constant();  // the real weights get reordered on the first real call
     return best;
@@ -97,18 +113,21 @@ class Candidate {
 
  private:
   Candidate(const dnnl::convolution_forward::primitive_desc& pd, const dnnl::memory::desc& x,
-            const dnnl::memory::desc& w, const dnnl::memory::desc& y, bool constant_w)
+            const dnnl::memory::desc& w, const dnnl::memory::desc& y, bool constant_w,
+            bool has_addend)
       : constant_w_(constant_w),
         x_(x, pd.src_desc(), StagedArg::Direction::In),
         w_(w, pd.weights_desc(), StagedArg::Direction::In),
         y_(y, pd.dst_desc(), StagedArg::Direction::Out),
         bias_(pd.bias_desc(), engine(), DNNL_MEMORY_NONE) {
+    if (has_addend) addend_ = dnnl::memory(y, engine(), DNNL_MEMORY_NONE);
     runner_.init<dnnl::convolution_forward::primitive_desc, dnnl::convolution_forward>(pd);
   }
 
   bool constant_w_;  // frozen weights: reordered once
   StagedArg x_, w_, y_;
   dnnl::memory bias_;
+  std::optional<dnnl::memory> addend_;
   Runner runner_;
 };
 
@@ -117,7 +136,8 @@ class FusedConvKernel : public Kernel {
   explicit FusedConvKernel(Candidate candidate) : candidate_(std::move(candidate)) {}
 
   void compute(KernelContext& ctx) override {
-    candidate_.run(ctx.inputs[0].raw(), ctx.inputs[1].raw(), ctx.inputs[2].raw(),
+    void* addend = ctx.inputs.size() == 4 ? ctx.inputs[3].raw() : nullptr;
+    candidate_.run(ctx.inputs[0].raw(), ctx.inputs[1].raw(), ctx.inputs[2].raw(), addend,
                    ctx.outputs[0].raw());
   }
 
@@ -147,9 +167,10 @@ std::optional<Candidate> choose(const KernelSpec& spec, const std::vector<Layout
   return std::move(candidates[best]);
 }
 
-KernelDef fused_conv_kernel(const char* impl, std::vector<Layout> layouts, int priority) {
+KernelDef fused_conv_kernel(const char* op, const char* impl, std::vector<Layout> layouts,
+                            int priority) {
   KernelDef def;
-  def.op = "FusedConv2D";
+  def.op = op;
   def.impl = impl;
   def.priority = priority;
   def.accepts = [layouts](const KernelSpec& spec) {
@@ -168,10 +189,13 @@ KernelDef fused_conv_kernel(const char* impl, std::vector<Layout> layouts, int p
 }  // namespace
 
 void register_fused_conv_kernels(KernelRegistry& r) {
-  r.add(fused_conv_kernel("onednn", {Layout::Nhwc, Layout::Blocked, Layout::Winograd}, kPriority));
-  r.add(fused_conv_kernel("onednn_nhwc", {Layout::Nhwc}, 1));
-  r.add(fused_conv_kernel("onednn_blocked", {Layout::Blocked}, 1));
-  r.add(fused_conv_kernel("onednn_winograd", {Layout::Winograd}, 1));
+  for (const char* op : {"FusedConv2D", "FusedConv2DAdd"}) {
+    r.add(fused_conv_kernel(op, "onednn", {Layout::Nhwc, Layout::Blocked, Layout::Winograd},
+                            kPriority));
+    r.add(fused_conv_kernel(op, "onednn_nhwc", {Layout::Nhwc}, 1));
+    r.add(fused_conv_kernel(op, "onednn_blocked", {Layout::Blocked}, 1));
+    r.add(fused_conv_kernel(op, "onednn_winograd", {Layout::Winograd}, 1));
+  }
 }
 
 }  // namespace sf::onednn

@@ -1,0 +1,200 @@
+#include "transforms/execution_passes.h"
+
+#include <cstring>
+#include <map>
+
+#include "ops/ops.h"
+#include "transforms/rewriter.h"
+
+namespace sf {
+
+namespace {
+
+// A Concat of 4-D f32 tensors along the last (channel) axis.
+bool is_channel_concat(const Node& node) {
+  if (node.op != "Concat" || node.outputs[0].shape.size() != 4 ||
+      node.outputs[0].dtype != DType::f32)
+    return false;
+  const int64_t axis = node.attrs.get_int("axis");
+  return axis == 3 || axis == -1;
+}
+
+// Every (consumer, input index) reading output 0 of each needed node.
+std::map<int, std::vector<std::pair<int, int>>> consumers_of(const Graph& graph,
+                                                             const Rewriter& rw) {
+  std::map<int, std::vector<std::pair<int, int>>> consumers;
+  for (const Node& node : graph.nodes()) {
+    if (!rw.needed(node.id)) continue;
+    for (int i = 0; i < static_cast<int>(node.inputs.size()); ++i)
+      consumers[node.inputs[static_cast<size_t>(i)].node].push_back({node.id, i});
+  }
+  return consumers;
+}
+
+bool is_graph_output(int id, const std::vector<Output>& outputs) {
+  for (const Output& o : outputs)
+    if (o.node == id) return true;
+  return false;
+}
+
+// Input channels [begin, end) of an HWIO filter.
+Tensor filter_channels(const Tensor& filter, int64_t begin, int64_t end) {
+  const int64_t taps = filter.dim(0) * filter.dim(1);
+  const int64_t in = filter.dim(2);
+  const int64_t out = filter.dim(3);
+  Tensor part(DType::f32, {filter.dim(0), filter.dim(1), end - begin, out});
+  const float* src = filter.data<float>();
+  float* dst = part.data<float>();
+  for (int64_t t = 0; t < taps; ++t)
+    std::memcpy(dst + t * (end - begin) * out, src + (t * in + begin) * out,
+                static_cast<size_t>((end - begin) * out) * sizeof(float));
+  return part;
+}
+
+// A conv that can read a channel concat's parts one by one: convolution is linear in its input
+// channels, and zero padding pads each channel alike, so any kernel size, stride and padding
+// splits; groups do not.
+bool splits_over_input_channels(const Graph& graph, const Node& conv, int input_index) {
+  return conv.op == "FusedConv2D" && input_index == 0 && conv.attrs.get_int("groups") == 1 &&
+         const_value(graph, conv.inputs[1]) != nullptr;
+}
+
+}  // namespace
+
+Graph pool_before_concat(const Graph& graph, std::vector<Output>& outputs) {
+  Rewriter rw(graph, outputs);
+  std::map<int, int> pool_of_concat;
+  for (const Node& node : graph.nodes()) {
+    if (!rw.needed(node.id) || !is_channel_concat(node)) continue;
+    const Node* pool = rw.sole_consumer(node.id, outputs);
+    if (pool && pool->op == "MaxPool" && pool->outputs.size() == 1)
+      pool_of_concat[node.id] = pool->id;
+  }
+  std::map<int, bool> moved_pools;
+  for (const auto& [concat, pool] : pool_of_concat) moved_pools[pool] = true;
+  for (const Node& node : graph.nodes()) {
+    if (!rw.needed(node.id) || moved_pools.count(node.id)) continue;
+    auto it = pool_of_concat.find(node.id);
+    if (it == pool_of_concat.end()) {
+      rw.copy(node);
+      continue;
+    }
+    const Node& pool = graph.node(it->second);
+    Graph& t = rw.target();
+    std::vector<Output> pooled;
+    for (const Output& part : node.inputs)
+      pooled.push_back(
+          t.add("MaxPool", {rw.map(part)}, pool.attrs, t.unique_name(pool.name + "/part")));
+    rw.set({pool.id, 0}, t.add("Concat", pooled, node.attrs, pool.name));
+  }
+  outputs = rw.mapped(outputs);
+  return std::move(rw.target());
+}
+
+Graph split_channel_concat(const Graph& graph, std::vector<Output>& outputs) {
+  Rewriter rw(graph, outputs);
+  const auto consumers = consumers_of(graph, rw);
+  std::map<int, bool> split;
+  for (const Node& node : graph.nodes()) {
+    if (!rw.needed(node.id) || !is_channel_concat(node) || is_graph_output(node.id, outputs))
+      continue;
+    auto readers = consumers.find(node.id);
+    if (readers == consumers.end()) continue;
+    bool all_convs = true;
+    for (const auto& [consumer, input] : readers->second)
+      all_convs = all_convs && splits_over_input_channels(graph, graph.node(consumer), input);
+    if (all_convs) split[node.id] = true;
+  }
+  for (const Node& node : graph.nodes()) {
+    if (!rw.needed(node.id) || split.count(node.id)) continue;
+    if (node.op != "FusedConv2D" || !split.count(node.inputs[0].node)) {
+      rw.copy(node);
+      continue;
+    }
+    const Node& concat = graph.node(node.inputs[0].node);
+    const Tensor& filter = *const_value(graph, node.inputs[1]);
+    const int64_t out_channels = filter.dim(3);
+    Graph& t = rw.target();
+    Tensor zeros(DType::f32, {out_channels});
+    std::memset(zeros.raw(), 0, static_cast<size_t>(out_channels) * sizeof(float));
+    const Output zero_bias = ops::constant(t, zeros, t.unique_name(node.name + "/zero_bias"));
+    Output partial_sum;
+    int64_t channel = 0;
+    for (size_t i = 0; i < concat.inputs.size(); ++i) {
+      const bool last = i + 1 == concat.inputs.size();
+      const int64_t width = graph.type(concat.inputs[i]).shape[3];
+      const Output filter_part = ops::constant(t, filter_channels(filter, channel, channel + width),
+                                               t.unique_name(node.name + "/filter_part"));
+      channel += width;
+      Attrs attrs = node.attrs;
+      if (!last) attrs.set("activation", std::string("none"));
+      std::vector<Output> inputs = {rw.map(concat.inputs[i]), filter_part,
+                                    last ? rw.map(node.inputs[2]) : zero_bias};
+      if (i > 0) inputs.push_back(partial_sum);
+      partial_sum = t.add(i == 0 ? "FusedConv2D" : "FusedConv2DAdd", inputs, attrs,
+                          last ? node.name : t.unique_name(node.name + "/part"));
+    }
+    rw.set({node.id, 0}, partial_sum);
+  }
+  outputs = rw.mapped(outputs);
+  return std::move(rw.target());
+}
+
+Graph fuse_residual_add(const Graph& graph, std::vector<Output>& outputs) {
+  Rewriter rw(graph, outputs);
+  struct Fusion {
+    int conv;
+    Output addend;
+    int activation;  // -1 when absent
+  };
+  std::map<int, Fusion> fusions;  // keyed by the group's last node
+  std::map<int, bool> member;
+  for (const Node& add : graph.nodes()) {
+    if (add.op != "Add" || !rw.needed(add.id)) continue;
+    const Shape& y = add.outputs[0].shape;
+    if (graph.type(add.inputs[0]).shape != y || graph.type(add.inputs[1]).shape != y) continue;
+    for (int side : {1, 0}) {
+      const Node& conv = graph.node(add.inputs[static_cast<size_t>(side)].node);
+      if (conv.op != "FusedConv2D" || conv.attrs.get_string("activation") != "none" ||
+          member.count(conv.id) || rw.sole_consumer(conv.id, outputs) != &add)
+        continue;
+      const Node* act = rw.sole_consumer(add.id, outputs);
+      const bool fuse_act = act && (act->op == "Relu" || act->op == "Relu6");
+      fusions[fuse_act ? act->id : add.id] =
+          Fusion{conv.id, add.inputs[static_cast<size_t>(1 - side)], fuse_act ? act->id : -1};
+      member[conv.id] = member[add.id] = true;
+      break;
+    }
+  }
+  for (const Node& node : graph.nodes()) {
+    if (!rw.needed(node.id)) continue;
+    auto f = fusions.find(node.id);
+    if (f == fusions.end()) {
+      if (!member.count(node.id)) rw.copy(node);
+      continue;
+    }
+    const Node& conv = graph.node(f->second.conv);
+    Attrs attrs = conv.attrs;
+    if (f->second.activation >= 0)
+      attrs.set("activation",
+                std::string(graph.node(f->second.activation).op == "Relu" ? "relu" : "relu6"));
+    rw.set({node.id, 0}, rw.target().add("FusedConv2DAdd",
+                                         {rw.map(conv.inputs[0]), rw.map(conv.inputs[1]),
+                                          rw.map(conv.inputs[2]), rw.map(f->second.addend)},
+                                         attrs, conv.name));
+  }
+  outputs = rw.mapped(outputs);
+  return std::move(rw.target());
+}
+
+Graph optimize_for_execution(const Graph& graph, std::vector<std::string>& output_names) {
+  std::vector<Output> outputs;
+  for (const std::string& name : output_names) outputs.push_back({graph.id_of(name), 0});
+  Graph pooled = pool_before_concat(graph, outputs);
+  Graph split = split_channel_concat(pooled, outputs);
+  Graph fused = fuse_residual_add(split, outputs);
+  for (size_t i = 0; i < outputs.size(); ++i) output_names[i] = fused.node(outputs[i].node).name;
+  return fused;
+}
+
+}  // namespace sf

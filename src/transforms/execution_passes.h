@@ -1,0 +1,28 @@
+// Graph rewrites made just before a model runs (bench, run, eval, classify, the C API). They
+// are not stored in model files, so quantize, export and inspect still see the graph as frozen.
+//
+//   pool_before_concat    MaxPool(Concat(a, b)) over channels becomes Concat(MaxPool(a),
+//                         MaxPool(b)): the concat then copies a quarter of the data
+//   split_channel_concat  a channel Concat read only by convs disappears: each conv becomes a
+//                         chain of convs over the parts, each adding the previous one's partial
+//                         sum (FusedConv2DAdd), so the concatenated tensor is never written
+//   fuse_residual_add     FusedConv2D (no activation) -> Add (-> Relu/Relu6) becomes one
+//                         FusedConv2DAdd, which adds the other operand inside the conv
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "graph/graph.h"
+
+namespace sf {
+
+Graph pool_before_concat(const Graph& graph, std::vector<Output>& outputs);
+Graph split_channel_concat(const Graph& graph, std::vector<Output>& outputs);
+Graph fuse_residual_add(const Graph& graph, std::vector<Output>& outputs);
+
+// All of the above, in order, on a graph with named outputs; outputs whose node was replaced
+// are renamed.
+Graph optimize_for_execution(const Graph& graph, std::vector<std::string>& output_names);
+
+}  // namespace sf

@@ -1,0 +1,92 @@
+// The rewriting engine of the graph passes: copies nodes from a source graph into a new one,
+// remapping inputs, while a pass decides per node whether to copy it, drop it (forwarding an
+// input) or replace a group of nodes.
+#pragma once
+
+#include <map>
+#include <vector>
+
+#include "core/error.h"
+#include "graph/graph.h"
+
+namespace sf {
+
+class Rewriter {
+ public:
+  explicit Rewriter(const Graph& source, const std::vector<Output>& outputs)
+      : source_(source),
+        needed_(static_cast<size_t>(source.num_nodes()), false),
+        uses_(static_cast<size_t>(source.num_nodes()), 0) {
+    for (const Output& o : outputs) ++output_uses_[o];
+    for (const Output& o : outputs) needed_[static_cast<size_t>(o.node)] = true;
+    for (int id = source.num_nodes() - 1; id >= 0; --id)
+      if (needed_[static_cast<size_t>(id)])
+        for (const Output& in : source.node(id).inputs)
+          needed_[static_cast<size_t>(in.node)] = true;
+    for (int id = 0; id < source.num_nodes(); ++id)
+      if (needed_[static_cast<size_t>(id)])
+        for (const Output& in : source.node(id).inputs) {
+          ++uses_[static_cast<size_t>(in.node)];
+          ++output_uses_[in];
+        }
+    for (const Output& o : outputs) ++uses_[static_cast<size_t>(o.node)];
+  }
+
+  bool needed(int id) const { return needed_[static_cast<size_t>(id)]; }
+  // How many inputs (and graph outputs) read any output of this node.
+  int uses(int id) const { return uses_[static_cast<size_t>(id)]; }
+  // Whether anything reads outputs other than output 0 of this node.
+  bool side_outputs_used(const Node& node) const {
+    for (int i = 1; i < static_cast<int>(node.outputs.size()); ++i)
+      if (output_uses_.count({node.id, i})) return true;
+    return false;
+  }
+  Graph& target() { return target_; }
+  Output map(Output old) const {
+    auto it = map_.find(old);
+    SF_CHECK(it != map_.end(), "rewrite: node '{}' output {} was not mapped",
+             source_.node(old.node).name, old.index);
+    return it->second;
+  }
+  void set(Output old, Output replacement) { map_[old] = replacement; }
+  void copy(const Node& node) {
+    std::vector<Output> inputs;
+    for (const Output& in : node.inputs) inputs.push_back(map(in));
+    int id = target_.add_node(node.op, inputs, node.attrs, node.name);
+    target_.mutable_node(id).device = node.device;
+    for (int i = 0; i < static_cast<int>(node.outputs.size()); ++i) set({node.id, i}, {id, i});
+  }
+  std::vector<Output> mapped(const std::vector<Output>& outputs) const {
+    std::vector<Output> out;
+    for (const Output& o : outputs) out.push_back(map(o));
+    return out;
+  }
+  // The single node reading output 0 of `id`, if exactly one does and it is not a graph output.
+  const Node* sole_consumer(int id, const std::vector<Output>& outputs) const {
+    if (uses(id) != 1) return nullptr;
+    for (const Output& o : outputs)
+      if (o.node == id) return nullptr;
+    for (int c = id + 1; c < source_.num_nodes(); ++c) {
+      if (!needed(c)) continue;
+      for (const Output& in : source_.node(c).inputs)
+        if (in.node == id) return in.index == 0 ? &source_.node(c) : nullptr;
+    }
+    return nullptr;
+  }
+
+ private:
+  const Graph& source_;
+  Graph target_;
+  std::vector<bool> needed_;
+  std::vector<int> uses_;
+  std::map<Output, Output> map_;
+  std::map<Output, int> output_uses_;
+};
+
+// The value of a Const node's output, or null for any other node.
+inline const Tensor* const_value(const Graph& g, Output o) {
+  const Node& n = g.node(o.node);
+  return n.op == "Const" ? &n.attrs.get_tensor("value") : nullptr;
+}
+
+}  // namespace sf

@@ -1,0 +1,159 @@
+// The rewrites made before a model runs keep every output and remove what they promise to:
+// fire modules (SqueezeNet) lose their channel Concats, residual blocks (ResNet) their Add and
+// Relu; a Concat something else reads stays.
+#include "transforms/execution_passes.h"
+
+#include <gtest/gtest.h>
+
+#include "graph/graph.h"
+#include "ops/ops.h"
+#include "runtime/session.h"
+#include "support/testing.h"
+
+namespace sf {
+namespace {
+
+int count_ops(const Graph& g, const std::string& op) {
+  int n = 0;
+  for (const Node& node : g.nodes()) n += node.op == op;
+  return n;
+}
+
+class Builder {
+ public:
+  explicit Builder(Graph& g) : g_(g) {}
+  Output conv(Output x, int64_t kernel, int64_t out, const std::string& activation,
+              const std::string& name) {
+    const int64_t in = g_.type(x).shape[3];
+    Attrs a{{"padding", std::string("SAME")}, {"activation", activation}};
+    return g_.add("FusedConv2D", {x, constant({kernel, kernel, in, out}), constant({out})}, a,
+                  name);
+  }
+  Output concat(std::vector<Output> parts, const std::string& name) {
+    return g_.add("Concat", std::move(parts), {{"axis", int64_t{3}}}, name);
+  }
+  Output max_pool(Output x, const std::string& name) {
+    return g_.add("MaxPool", {x},
+                  {{"ksize", std::vector<int64_t>{3, 3}}, {"strides", std::vector<int64_t>{2, 2}}},
+                  name);
+  }
+  // squeeze 1x1 -> (expand 1x1, expand 3x3) -> channel concat
+  Output fire(Output x, int64_t squeeze, int64_t expand, const std::string& name) {
+    Output s = conv(x, 1, squeeze, "relu", name + "/squeeze");
+    return concat({conv(s, 1, expand, "relu", name + "/expand1x1"),
+                   conv(s, 3, expand, "relu", name + "/expand3x3")},
+                  name + "/concat");
+  }
+
+ private:
+  Output constant(Shape shape) {
+    return ops::constant(g_, testing::random_tensor(shape, ++seed_, -0.5f, 0.5f));
+  }
+  Graph& g_;
+  uint32_t seed_ = 100;
+};
+
+std::vector<Tensor> run(const Graph& g, const std::string& input, const Tensor& x,
+                        const std::vector<std::string>& outputs) {
+  Session session(g);
+  std::vector<Output> fetches;
+  for (const std::string& name : outputs) fetches.push_back({g.id_of(name), 0});
+  std::vector<Tensor> got = session.run({{Output{g.id_of(input), 0}, x}}, fetches);
+  for (Tensor& t : got) t = t.clone();
+  return got;
+}
+
+void expect_same_outputs(const Graph& original, const std::vector<std::string>& names,
+                         const Shape& input_shape) {
+  std::vector<std::string> optimized_names = names;
+  Graph optimized = optimize_for_execution(original, optimized_names);
+  for (uint32_t seed : {1u, 2u}) {
+    const Tensor x = testing::random_tensor(input_shape, seed);
+    std::vector<Tensor> want = run(original, "x", x, names);
+    std::vector<Tensor> got = run(optimized, "x", x, optimized_names);
+    ASSERT_EQ(want.size(), got.size());
+    for (size_t o = 0; o < want.size(); ++o) {
+      ASSERT_EQ(want[o].shape(), got[o].shape());
+      for (int64_t i = 0; i < want[o].numel(); ++i)
+        ASSERT_NEAR(want[o].data<float>()[i], got[o].data<float>()[i], 1e-4)
+            << "output " << o << " element " << i;
+    }
+  }
+}
+
+TEST(ExecutionPasses, FireModulesLoseTheirConcats) {
+  Graph g;
+  Builder b(g);
+  Output x = ops::placeholder(g, DType::f32, {1, 15, 15, 3}, "x");
+  Output f1 = b.fire(b.conv(x, 3, 8, "relu", "stem"), 4, 6, "fire1");
+  Output f2 = b.fire(b.max_pool(f1, "pool1"), 4, 5, "fire2");  // pool moves before the concat
+  Output f3 = b.fire(f2, 3, 4, "fire3");
+  Output y = b.conv(f3, 1, 7, "none", "classifier");
+  std::vector<std::string> outputs = {g.node(y.node).name};
+
+  std::vector<std::string> names = outputs;
+  Graph optimized = optimize_for_execution(g, names);
+  EXPECT_EQ(count_ops(optimized, "Concat"), 0);
+  EXPECT_EQ(count_ops(optimized, "MaxPool"), 2);
+  // Each conv reading a concat of two parts becomes a conv and a conv that adds its sum.
+  EXPECT_EQ(count_ops(optimized, "FusedConv2DAdd"), 3);
+  EXPECT_EQ(names, outputs);
+  expect_same_outputs(g, outputs, {1, 15, 15, 3});
+  // A new batch and image size re-infers the rewritten graph's shapes.
+  expect_same_outputs(g, outputs, {3, 19, 17, 3});
+}
+
+TEST(ExecutionPasses, ConcatReadByAnythingButAConvStays) {
+  Graph g;
+  Builder b(g);
+  Output x = ops::placeholder(g, DType::f32, {2, 9, 9, 3}, "x");
+  Output f = b.fire(x, 4, 5, "fire");
+  Output y = b.conv(f, 1, 3, "relu", "head");
+  // The concat is also an output, so it must exist.
+  std::vector<std::string> outputs = {g.node(y.node).name, g.node(f.node).name};
+  std::vector<std::string> names = outputs;
+  Graph optimized = optimize_for_execution(g, names);
+  EXPECT_EQ(count_ops(optimized, "Concat"), 1);
+  EXPECT_EQ(count_ops(optimized, "FusedConv2DAdd"), 0);
+  expect_same_outputs(g, outputs, {2, 9, 9, 3});
+}
+
+TEST(ExecutionPasses, ResidualAddAndReluFuseIntoTheConv) {
+  Graph g;
+  Builder b(g);
+  Output x = ops::placeholder(g, DType::f32, {1, 8, 8, 6}, "x");
+  Output stem = b.conv(x, 3, 6, "relu", "stem");
+  Output branch = b.conv(b.conv(stem, 3, 6, "relu", "conv1"), 3, 6, "none", "conv2");
+  Output block = ops::relu(g, ops::add(g, branch, stem, "add"), "relu");
+  // A second block whose Add has no Relu after it, and the graph output is the Add itself.
+  Output branch2 = b.conv(block, 3, 6, "none", "conv3");
+  Output y = ops::add(g, block, branch2, "add2");
+  std::vector<std::string> outputs = {g.node(y.node).name};
+  std::vector<std::string> names = outputs;
+  Graph optimized = optimize_for_execution(g, names);
+  EXPECT_EQ(count_ops(optimized, "Add"), 0);
+  EXPECT_EQ(count_ops(optimized, "Relu"), 0);
+  EXPECT_EQ(count_ops(optimized, "FusedConv2DAdd"), 2);
+  EXPECT_EQ(optimized.node(optimized.id_of("conv2")).attrs.get_string("activation"), "relu");
+  EXPECT_EQ(optimized.node(optimized.id_of(names[0])).op, "FusedConv2DAdd");
+  expect_same_outputs(g, outputs, {1, 8, 8, 6});
+}
+
+TEST(ExecutionPasses, AddThatBroadcastsOrReadsAnActivatedConvStays) {
+  Graph g;
+  Builder b(g);
+  Output x = ops::placeholder(g, DType::f32, {1, 6, 6, 4}, "x");
+  Output activated = b.conv(x, 1, 4, "relu", "activated");
+  Output sum = ops::add(g, activated, x, "sum");  // the conv's ReLU comes before the add
+  Output plain = b.conv(sum, 1, 4, "none", "plain");
+  Output y = ops::add(g, plain, ops::constant(g, testing::random_tensor({4}, 5)), "broadcast");
+  std::vector<std::string> outputs = {g.node(y.node).name};
+  std::vector<std::string> names = outputs;
+  Graph optimized = optimize_for_execution(g, names);
+  EXPECT_EQ(count_ops(optimized, "Add"), 2);
+  EXPECT_EQ(count_ops(optimized, "FusedConv2DAdd"), 0);
+  expect_same_outputs(g, outputs, {1, 6, 6, 4});
+}
+
+}  // namespace
+}  // namespace sf
