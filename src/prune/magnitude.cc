@@ -64,6 +64,10 @@ std::vector<float> block_magnitudes(const Tensor& weights, const Blocks& blocks,
 
 bool is_prune_block(int64_t block) { return block == 1 || block == 4 || block == 8 || block == 16; }
 
+int64_t prune_block_for(const Tensor& weights, int64_t block) {
+  return weights.rank() == 2 ? block : 1;
+}
+
 Tensor magnitude_mask(const Tensor& weights, double sparsity, int64_t block,
                       const std::string& norm) {
   SF_CHECK(sparsity >= 0.0 && sparsity <= 1.0, "sparsity {} is outside [0, 1]", sparsity);
@@ -102,7 +106,7 @@ std::map<std::string, double> global_sparsities(const std::map<std::string, cons
   std::vector<Magnitude> all;
   int64_t total = 0;
   for (const auto& [name, t] : weights) {
-    const Blocks blocks(*t, block);
+    const Blocks blocks(*t, prune_block_for(*t, block));
     per_layer[name] = block_magnitudes(*t, blocks, norm);
     for (int64_t b = 0; b < blocks.count; ++b)
       all.push_back(Magnitude{per_layer[name][static_cast<size_t>(b)], blocks.size(b)});

@@ -217,7 +217,7 @@ PruneResult prune_run(const PruneOptions& options, const TrainCallbacks& callbac
       Tensor& w = s.variables.get(name);
       if (update)
         masks[name] = magnitude_mask(w, cubic_sparsity(s.step, ramp, final_sparsity),
-                                     options.block, options.norm);
+                                     prune_block_for(w, options.block), options.norm);
       apply_mask(w, masks.at(name));
       s.optimizer.mask_state(name, masks.at(name));
     }

@@ -122,8 +122,8 @@ Action add_prune_command(CLI::App& app) {
   cmd->add_flag("--structured", o->structured,
                 "Remove whole filters/neurons (--target of them per layer): a smaller dense model");
   cmd->add_option("--block", o->block,
-                  "Prune blocks of R adjacent output channels (1, 4, 8, 16), which block-sparse "
-                  "kernels run faster")
+                  "Prune dense layers in blocks of R adjacent output channels (1, 4, 8, 16), "
+                  "which block-sparse kernels run faster; conv filters by single weights")
       ->default_val(1);
   cmd->add_option("--norm", o->norm, "l1 | l2: filter ranking for --structured, block ranking for --block")
       ->default_str("l1");
