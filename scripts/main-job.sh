@@ -33,11 +33,12 @@ echo "== compress: 8-bit weights; the integer (eightbit) graph calibrated on 1,0
 "$sf" quantize runs/mnist.sfm --mode eightbit --calib-data mnist --calib-count 1000 \
   --out runs/mnist-q8.sfm
 
-echo "== prune 95% of the weights by magnitude (gradual), retrain 4 epochs; then quantize the"
-echo "   nonzeros to a 5-bit k-means codebook and Huffman-code values and indices"
+echo "== prune by magnitude (gradual), retrain 4 epochs: conv2 90%, fc1 97% in blocks of 16"
+echo "   outputs (block-sparse kernel); then quantize the nonzeros to a 5-bit k-means codebook"
+echo "   and Huffman-code values and indices"
 rm -rf runs/mnist-pruned
-"$sf" prune runs/mnist --data mnist --target 0.95 --epochs 4 --threads 2 --out runs/mnist-pruned \
-  --quiet --json | tee runs/mnist-prune.json
+"$sf" prune runs/mnist --data mnist --per-layer conv2=0.9,fc1=0.97 --block 16 --epochs 4 \
+  --threads 2 --out runs/mnist-pruned --quiet --json | tee runs/mnist-prune.json
 "$sf" freeze runs/mnist-pruned --out runs/mnist-pruned.sfm
 "$sf" size-report runs/mnist-pruned.sfm --bits 5 --scheme kmeans --write runs/mnist-pruned-q.sfm
 for m in mnist mnist-w8 mnist-q8 mnist-pruned mnist-pruned-q; do
@@ -85,7 +86,7 @@ print(f"{'model':34}{'accuracy':>10}{'bytes':>12}{'smaller':>9}{'ms':>8}{'faster
 base = None
 names = [("mnist", "fp32 (frozen)"), ("mnist-w8", "8-bit weights, float compute"),
          ("mnist-q8", "eightbit integer graph, calibrated"),
-         ("mnist-pruned", "pruned 95%, fp32"), ("mnist-pruned-q", "pruned + 5-bit k-means + Huffman")]
+         ("mnist-pruned", "pruned (conv2 90%, fc1 97%), fp32"), ("mnist-pruned-q", "pruned + 5-bit k-means + Huffman")]
 for key, label in names:
     acc = json.load(open(f"runs/{key}-eval.json"))["accuracy"]
     b = json.load(open(f"runs/{key}-b1.json"))
