@@ -13,9 +13,9 @@
 //
 // (one thread and the best CPU time of the repetitions when other jobs share the cores; with
 // OMP_NUM_THREADS=2 for the figures of an idle machine). sparse_only forces the sparse path.
-// sparse_int8/... do the same for fc1 quantized (QuantizedMatMulRequantized, frozen i8 weights,
-// calibrated params): oneDNN's dense int8 kernel against the sparse int8 one, for the crossovers
-// in kernels/sparse/int8_sparse_matmul_kernel.cc.
+// sparse_int8/... do the same for fc1 and conv2 quantized (QuantizedMatMulRequantized and
+// QuantizedConv2DRequantized, frozen i8 weights, calibrated params): oneDNN's dense int8 kernel
+// against the sparse int8 one, for the crossovers in kernels/sparse/int8_sparse_*_kernel.cc.
 #include <benchmark/benchmark.h>
 
 #include <cmath>
@@ -277,22 +277,26 @@ Tensor pruned_i8_tensor(const Shape& shape, double sparsity, uint32_t seed, int6
   return q;
 }
 
-// Times QuantizedMatMulRequantized (relu) of a u8 input [rows, 3136] with fc1's frozen, pruned i8
-// weights and Const params, as in a calibrated, frozen model.
-void run_int8_fc1(benchmark::State& state, const std::string& impl, int64_t rows,
-                  double sparsity, int64_t block) {
-  const Shape w_shape{3136, 1024};
+// Builds a Requantized int8 node (relu, output params [0.05, 0]) from its five other inputs.
+using FrozenInt8Build =
+    std::function<Output(Graph&, const ops::QuantizedConvInputs& in, Output out_params)>;
+
+// Times one int8 node of a u8 input and frozen, pruned i8 weights with Const params, as in a
+// calibrated, frozen model.
+void run_int8_frozen_node(benchmark::State& state, const std::string& impl, const Shape& x_shape,
+                          const Shape& w_shape, double sparsity, int64_t block,
+                          const FrozenInt8Build& build) {
   Graph g;
-  Output x = ops::placeholder(g, DType::u8, {rows, w_shape[0]});
+  Output x = ops::placeholder(g, DType::u8, x_shape);
   auto params = [&](float scale, float zero_point) {
     return ops::constant(g, Tensor::from_vector<float>({2}, {scale, zero_point}));
   };
-  const ops::QuantizedConvInputs in{
-      x, params(0.02f, 0.0f), ops::constant(g, pruned_i8_tensor(w_shape, sparsity, 2, block)),
-      ops::constant(g, Tensor::from_vector<float>({1}, {0.002f})),
-      ops::constant(g, random_tensor({w_shape[1]}, 3))};
-  Output y = ops::quantized_matmul_requantized(g, in, params(0.05f, 0.0f), "relu");
-  Tensor x_value(DType::u8, {rows, w_shape[0]});
+  const ops::QuantizedConvInputs in{x, params(0.02f, 0.0f),
+                                    ops::constant(g, pruned_i8_tensor(w_shape, sparsity, 2, block)),
+                                    ops::constant(g, Tensor::from_vector<float>({1}, {0.002f})),
+                                    ops::constant(g, random_tensor({w_shape.back()}, 3))};
+  Output y = build(g, in, params(0.05f, 0.0f));
+  Tensor x_value(DType::u8, x_shape);
   for (int64_t i = 0; i < x_value.numel(); ++i)
     x_value.data<uint8_t>()[i] = static_cast<uint8_t>(i * 2654435761u >> 24);
   Feeds feeds{{x, x_value}};
@@ -303,24 +307,45 @@ void run_int8_fc1(benchmark::State& state, const std::string& impl, int64_t rows
   for (auto _ : state) benchmark::DoNotOptimize(session.run(feeds, {y}));
 }
 
-// fc1 int8 at batch 1 and 64: the dense kernel at 90%, the sparse one forced at each sparsity,
-// unstructured and in blocks of 16 outputs.
+// fc1 (QuantizedMatMulRequantized, 3136 -> 1024) and conv2 (QuantizedConv2DRequantized,
+// 14x14x32 by 5x5x32x64, SAME) at batch 1 and 64: the dense kernel at 90%,
+// the sparse one forced at each sparsity, unstructured and in blocks of 16 outputs.
 void register_sparse_int8_cases() {
-  auto add = [](int64_t rows, const std::string& impl, int64_t block, int percent) {
-    const std::string name = "sparse_int8/fc1_batch" + std::to_string(rows) + "/" + impl +
+  struct Layer {
+    std::string name;
+    Shape x, w;
+    FrozenInt8Build build;
+  };
+  const FrozenInt8Build matmul = [](Graph& g, const ops::QuantizedConvInputs& in,
+                                    Output out_params) {
+    return ops::quantized_matmul_requantized(g, in, out_params, "relu");
+  };
+  const FrozenInt8Build conv = [](Graph& g, const ops::QuantizedConvInputs& in, Output out_params) {
+    ops::Conv2DOptions same;
+    same.padding = "SAME";
+    return ops::quantized_conv2d_requantized(g, in, out_params, same, "relu");
+  };
+  auto add = [](const Layer& layer, const std::string& impl, int64_t block, int percent) {
+    const std::string name = "sparse_int8/" + layer.name + "/" + impl +
                              (block > 1 ? "/block" + std::to_string(block) : "") + "/" +
                              std::to_string(percent);
     benchmark::RegisterBenchmark(name.c_str(),
-                                 [impl, rows, block, percent](benchmark::State& state) {
-                                   run_int8_fc1(state, impl, rows, percent / 100.0, block);
+                                 [layer, impl, block, percent](benchmark::State& state) {
+                                   run_int8_frozen_node(state, impl, layer.x, layer.w,
+                                                        percent / 100.0, block, layer.build);
                                  })
         ->Unit(benchmark::kMicrosecond)
         ->UseRealTime();
   };
-  for (int64_t rows : {int64_t{1}, kBatch}) {
-    add(rows, "onednn", 1, 90);
-    for (int percent : {70, 80, 90, 95, 98}) add(rows, "sparse_only", 1, percent);
-    for (int percent : {30, 50, 70, 80, 90, 95}) add(rows, "sparse_only", 16, percent);
+  const std::vector<Layer> layers = {
+      {"fc1_batch1", {1, 3136}, {3136, 1024}, matmul},
+      {"fc1_batch" + std::to_string(kBatch), {kBatch, 3136}, {3136, 1024}, matmul},
+      {"conv2_batch1", {1, 14, 14, 32}, kW2, conv},
+      {"conv2_batch" + std::to_string(kBatch), kX2, kW2, conv}};
+  for (const Layer& layer : layers) {
+    add(layer, "onednn", 1, 90);
+    for (int percent : {70, 80, 90, 95, 98}) add(layer, "sparse_only", 1, percent);
+    for (int percent : {30, 50, 70, 80, 90, 95}) add(layer, "sparse_only", 16, percent);
   }
 }
 

@@ -7,6 +7,7 @@
 
 #include <cstdlib>
 #include <random>
+#include <utility>
 
 #include "graph/graph.h"
 #include "kernels/kernel.h"
@@ -298,11 +299,10 @@ TEST(SparseInt8Selection, ProfileNamesTheFormThatRan) {
     Tensor weights;
     std::string want;
   };
-  const std::vector<Case> cases = {
-      {"unstructured 99.5%", pruned_i8(512, 128, 0.995, 4), "sparse"},
-      {"blocks of 16, 90%", pruned_i8(512, 128, 0.9, 5, 16),
-       sparse::has_avx512_vnni() ? "sparse:block16" : "sparse"},
-      {"dense", pruned_i8(512, 128, 0.0, 6), "sparse:dense"}};
+  const std::vector<Case> cases = {{"unstructured 99.5%", pruned_i8(512, 128, 0.995, 4), "sparse"},
+                                   {"blocks of 16, 90%", pruned_i8(512, 128, 0.9, 5, 16),
+                                    sparse::has_avx512_vnni() ? "sparse:block16" : "sparse"},
+                                   {"dense", pruned_i8(512, 128, 0.0, 6), "sparse:dense"}};
   for (const Case& c : cases) {
     SCOPED_TRACE(c.name);
     std::vector<Tensor> inputs = matmul_inputs(1, c.weights, true, 0, 7);
@@ -329,11 +329,59 @@ TEST(SparseInt8Loops, BestAccumulateMatchesPortable) {
   for (int64_t len : {1, 15, 16, 17, 31, 63, 64, 65, 127, 200}) {
     for (int64_t count : {0, 1, 2, 3, 5, 7}) {
       std::vector<int32_t> best(static_cast<size_t>(len)), portable(best.size());
-      sparse::best_int8_accumulate<uint32_t>()(src.data<uint8_t>(), index.data(), weights.data(),
-                                               count, len, best.data());
-      sparse::portable_int8_accumulate<uint32_t>()(src.data<uint8_t>(), index.data(),
+      sparse::best_int8_accumulate<uint32_t>()(src.data<uint8_t>(), index.data(), len,
+                                               weights.data(), count, len, best.data());
+      sparse::portable_int8_accumulate<uint32_t>()(src.data<uint8_t>(), index.data(), len,
                                                    weights.data(), count, len, portable.data());
       EXPECT_EQ(best, portable) << "len " << len << " count " << count;
+    }
+  }
+}
+
+// The run accumulate of the conv kernel (VNNI where the CPU has it) agrees with the portable one
+// on offset runs (stride 1) at every chunk tail and count of nonzeros past whole quads.
+TEST(SparseInt8Loops, BestRunAccumulateMatchesPortable) {
+  const Tensor src = random_u8({30000}, 4);
+  const std::vector<uint32_t> offsets = {0, 7001, 100, 3, 50, 20999, 2, 640, 11, 4096};
+  const std::vector<int8_t> weights = {-128, 127, -1, 55, 1, -77, 100, -128, 127, 9};
+  for (int64_t len : {1, 15, 16, 17, 31, 63, 64, 65, 127, 200, 248}) {
+    for (int64_t count : {0, 1, 2, 3, 4, 5, 7, 8, 10}) {
+      std::vector<int32_t> best(static_cast<size_t>(len)), portable(best.size());
+      sparse::best_int8_run_accumulate()(src.data<uint8_t>(), offsets.data(), 1, weights.data(),
+                                         count, len, best.data());
+      sparse::portable_int8_accumulate<uint32_t>()(src.data<uint8_t>(), offsets.data(), 1,
+                                                   weights.data(), count, len, portable.data());
+      EXPECT_EQ(best, portable) << "len " << len << " count " << count;
+    }
+  }
+}
+
+// The conv kernel's quads over runs (VNNI where the CPU has it) agree with the portable version
+// and with the sums, at every tail of 16 positions.
+TEST(SparseInt8Loops, BestQuadRunsMatchPortableAndTheSum) {
+  const Tensor src = random_u8({2000}, 5);
+  std::mt19937 rng(6);
+  std::uniform_int_distribution<int> value(-128, 127), row(0, 1700);
+  for (int64_t quads : {0, 1, 3}) {
+    std::vector<uint32_t> rows(static_cast<size_t>(quads * sparse::kQuadDepth));
+    std::vector<int8_t> weights(rows.size() * sparse::kQuadBlock);
+    for (uint32_t& r : rows) r = static_cast<uint32_t>(row(rng));
+    for (int8_t& w : weights) w = static_cast<int8_t>(value(rng));
+    for (int64_t len : {1, 15, 16, 17, 40, 248}) {
+      std::vector<int32_t> want(static_cast<size_t>(len * sparse::kQuadBlock), 0);
+      for (size_t b = 0; b < rows.size(); ++b)
+        for (int64_t p = 0; p < len; ++p)
+          for (int64_t i = 0; i < sparse::kQuadBlock; ++i)
+            want[static_cast<size_t>(p * sparse::kQuadBlock + i)] +=
+                weights[b / 4 * 64 + static_cast<size_t>(i) * 4 + b % 4] *
+                src.data<uint8_t>()[rows[b] + static_cast<size_t>(p)];
+      std::vector<int32_t> best(want.size(), -1), portable(want.size(), -1);
+      sparse::best_quad_runs()(rows.data(), weights.data(), quads, src.data<uint8_t>(), len,
+                               best.data());
+      sparse::portable_quad_runs()(rows.data(), weights.data(), quads, src.data<uint8_t>(), len,
+                                   portable.data());
+      EXPECT_EQ(best, want) << quads << " quads, len " << len;
+      EXPECT_EQ(portable, want) << quads << " quads, len " << len;
     }
   }
 }
@@ -360,6 +408,201 @@ TEST(SparseInt8Loops, BestQuadStripMatchesPortableAndTheSum) {
     EXPECT_EQ(best, want) << quads << " quads";
     EXPECT_EQ(portable, want) << quads << " quads";
   }
+}
+
+// ---- Conv2D ----------------------------------------------------------------------------------
+
+// A pruned HWIO filter: pruned_i8 of [KH * KW * CI, CO], so blocks run along output channels.
+Tensor pruned_filter(const Shape& hwio, double sparsity, uint32_t seed, int64_t block = 1) {
+  return pruned_i8(hwio[0] * hwio[1] * hwio[2], hwio[3], sparsity, seed, block).reshaped(hwio);
+}
+
+// The inputs of QuantizedConv2D(Requantized) but out_params: x, x_params, w, w_scales, bias.
+std::vector<Tensor> conv_inputs(const Shape& x_shape, const Tensor& filter, bool per_channel,
+                                int32_t x_zero_point, uint32_t seed) {
+  const int64_t channels = filter.dim(3);
+  return {random_u8(x_shape, seed), params_tensor({0.02f, x_zero_point}), filter,
+          random_f32({per_channel ? channels : 1}, seed + 1, 1e-3f, 4e-3f),
+          random_f32({channels}, seed + 2, -2.0f, 2.0f)};
+}
+
+// QuantizedConv2D (`activation` empty) or QuantizedConv2DRequantized with every input but x
+// frozen.
+struct ConvNode {
+  Graph g;
+  Output x, y;
+
+  ConvNode(const std::vector<Tensor>& inputs, const ops::Conv2DOptions& options,
+           const std::string& activation) {
+    x = ops::placeholder(g, DType::u8, inputs[0].shape(), "x");
+    const ops::QuantizedConvInputs in{x, ops::constant(g, inputs[1]), ops::constant(g, inputs[2]),
+                                      ops::constant(g, inputs[3]), ops::constant(g, inputs[4])};
+    y = activation.empty() ? ops::quantized_conv2d(g, in, options, "conv")
+                           : ops::quantized_conv2d_requantized(g, in, ops::constant(g, inputs[5]),
+                                                               options, activation, "conv");
+  }
+
+  Tensor run(const Tensor& x_value, const std::string& impl) {
+    Session session(g, SessionOptions{.kernel_impl = impl});
+    const Tensor out = session.run({{x, x_value}}, {y})[0].clone();
+    EXPECT_EQ(session.kernel_choices()["conv"], impl);
+    return out;
+  }
+};
+
+// The accumulators [.., channels] flattened to [rows, channels], for covering().
+Tensor as_rows(const Tensor& acc) { return acc.reshaped({acc.numel() / acc.dim(3), acc.dim(3)}); }
+
+struct ConvCase {
+  const char* name;
+  Shape x, filter;
+  ops::Conv2DOptions options;
+};
+
+void expect_sparse_conv_equals_reference(const ConvCase& c, const Tensor& filter) {
+  uint32_t seed = 1;
+  for (bool per_channel : {true, false})
+    for (int32_t zero_point : {0, 93}) {
+      SCOPED_TRACE(::testing::Message() << (per_channel ? "per channel" : "per tensor")
+                                        << ", x zero point " << zero_point);
+      std::vector<Tensor> inputs = conv_inputs(c.x, filter, per_channel, zero_point, seed += 10);
+      ConvNode accumulate(inputs, c.options, "");
+      const Tensor acc = accumulate.run(inputs[0], "reference");
+      EXPECT_EQ(values<int32_t>(accumulate.run(inputs[0], "sparse_only")), values<int32_t>(acc));
+      inputs.push_back(Tensor());
+      for (const char* activation : {"none", "relu", "relu6"}) {
+        SCOPED_TRACE(activation);
+        const bool relu = std::string(activation) != "none";
+        inputs.back() = params_tensor(covering(as_rows(acc), inputs, relu));
+        ConvNode requantized(inputs, c.options, activation);
+        EXPECT_EQ(values<uint8_t>(requantized.run(inputs[0], "sparse_only")),
+                  values<uint8_t>(requantized.run(inputs[0], "reference")));
+      }
+    }
+}
+
+ops::Conv2DOptions conv_options(const std::string& padding, std::vector<int64_t> strides = {1, 1},
+                                std::vector<int64_t> dilations = {1, 1},
+                                std::vector<int64_t> pads = {0, 0, 0, 0}) {
+  ops::Conv2DOptions o;
+  o.padding = padding;
+  o.strides = std::move(strides);
+  o.dilations = std::move(dilations);
+  o.pads = std::move(pads);
+  return o;
+}
+
+class SparseInt8Conv : public ::testing::TestWithParam<ConvCase> {};
+
+TEST_P(SparseInt8Conv, EqualsReference) {
+  const ConvCase& c = GetParam();
+  const Shape& f = c.filter;
+  const std::vector<std::pair<const char*, Tensor>> patterns = {
+      {"dense", pruned_filter(f, 0.0, 3)},
+      {"90%", pruned_filter(f, 0.9, 5)},
+      // Few enough nonzeros to run as CSR on VNNI CPUs too, where denser filters run as quads.
+      {"99%", pruned_filter(f, 0.99, 6)},
+      {"single", single_nonzero(f[0] * f[1] * f[2], f[3], 7 * f[3] + 5).reshaped(f)},
+      {"empty", pruned_filter(f, 1.0, 8)},
+      {"blocks16_90%", pruned_filter(f, 0.9, 9, 16)},
+      {"blocks16_50%", pruned_filter(f, 0.5, 10, 16)}};
+  for (const auto& [pattern, filter] : patterns) {
+    SCOPED_TRACE(pattern);
+    expect_sparse_conv_equals_reference(c, filter);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, SparseInt8Conv,
+    ::testing::Values(
+        ConvCase{"size1", {1, 1, 1, 1}, {1, 1, 1, 1}, conv_options("VALID")},
+        ConvCase{"primes_same", {1, 7, 5, 3}, {3, 3, 3, 17}, conv_options("SAME")},
+        ConvCase{"primes_valid_batch3", {3, 11, 7, 5}, {3, 2, 5, 13}, conv_options("VALID")},
+        ConvCase{"stride2_same", {1, 9, 8, 4}, {3, 3, 4, 33}, conv_options("SAME", {2, 2})},
+        ConvCase{"stride_2x3_explicit",
+                 {3, 10, 11, 6},
+                 {3, 4, 6, 16},
+                 conv_options("EXPLICIT", {2, 3}, {1, 1}, {1, 2, 3, 0})},
+        ConvCase{
+            "dilation2_same", {1, 9, 9, 5}, {3, 3, 5, 20}, conv_options("SAME", {1, 1}, {2, 2})},
+        ConvCase{"dilation_stride_explicit",
+                 {3, 12, 10, 3},
+                 {2, 3, 3, 31},
+                 conv_options("EXPLICIT", {2, 1}, {2, 3}, {2, 1, 0, 4})},
+        ConvCase{"conv2_like", {1, 14, 14, 32}, {5, 5, 32, 64}, conv_options("SAME")}),
+    [](const ::testing::TestParamInfo<ConvCase>& info) { return info.param.name; });
+
+// Frozen filters go to the sparse conv kernel, which names the form that ran; a depthwise
+// (grouped) conv is not taken and runs oneDNN's or the reference's dense kernel.
+TEST(SparseInt8ConvSelection, ProfileNamesTheFormThatRan) {
+  struct Case {
+    const char* name;
+    Tensor filter;
+    std::string want;
+  };
+  const Shape f{5, 5, 32, 64};
+  // Blocks of 16 at 98% run as CSR where there are no quads (no VNNI).
+  const std::vector<Case> cases = {{"unstructured 99%", pruned_filter(f, 0.99, 4), "sparse"},
+                                   {"blocks of 16, 98%", pruned_filter(f, 0.98, 5, 16),
+                                    sparse::has_avx512_vnni() ? "sparse:block16" : "sparse"},
+                                   {"unstructured 90%", pruned_filter(f, 0.9, 6), "sparse:dense"},
+                                   {"dense", pruned_filter(f, 0.0, 7), "sparse:dense"}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    std::vector<Tensor> inputs = conv_inputs({1, 14, 14, 32}, c.filter, true, 7, 7);
+    inputs.push_back(params_tensor({0.05f, 0}));
+    ConvNode node(inputs, conv_options("SAME"), "relu");
+    Session session(node.g);
+    session.set_profiling(true);
+    const Tensor got = session.run({{node.x, inputs[0]}}, {node.y})[0].clone();
+    EXPECT_EQ(session.kernel_choices()["conv"], "sparse");
+    std::string impl;
+    for (const NodeProfile& p : session.profile())
+      if (p.name == "conv") impl = p.impl;
+    EXPECT_EQ(impl, c.want);
+    const Tensor want = node.run(inputs[0], "reference");
+    if (c.want == "sparse:dense")
+      expect_within_one(got, want);
+    else
+      EXPECT_EQ(values<uint8_t>(got), values<uint8_t>(want));
+  }
+}
+
+TEST(SparseInt8ConvSelection, GroupedConvsStayDense) {
+  ops::Conv2DOptions depthwise = conv_options("SAME");
+  depthwise.groups = 8;
+  std::vector<Tensor> inputs =
+      conv_inputs({1, 6, 6, 8}, pruned_filter({3, 3, 1, 8}, 0.99, 3), true, 5, 11);
+  inputs.push_back(params_tensor({0.05f, 0}));
+  ConvNode node(inputs, depthwise, "relu");
+  Session session(node.g);
+  session.run({{node.x, inputs[0]}}, {node.y});
+  EXPECT_NE(session.kernel_choices()["conv"], "sparse");
+  EXPECT_NE(session.kernel_choices()["conv"], "sparse_only");
+  Session forced(node.g, SessionOptions{.kernel_impl = "sparse_only"});
+  forced.run({{node.x, inputs[0]}}, {node.y});
+  EXPECT_NE(forced.kernel_choices()["conv"], "sparse_only");
+}
+
+// Filters whose int32 sums could overflow run dense under "sparse"; "sparse_only" refuses them.
+// Here 95% sparse, yet 255 * 118000 taps of 127 > 2^31.
+TEST(SparseInt8ConvSelection, OverflowingSumsRunDense) {
+  Tensor filter(DType::i8, {384, 384, 16, 1});
+  filter.fill_zero();
+  for (int64_t i = 0; i < filter.numel(); i += 20) filter.data<int8_t>()[i] = 127;
+  std::vector<Tensor> inputs = conv_inputs({1, 384, 384, 16}, filter, true, 0, 3);
+  inputs.push_back(params_tensor({0.05f, 0}));
+  ConvNode node(inputs, conv_options("VALID"), "relu");
+  Session session(node.g, SessionOptions{.kernel_impl = "sparse"});
+  session.set_profiling(true);
+  const Tensor got = session.run({{node.x, inputs[0]}}, {node.y})[0].clone();
+  std::string impl;
+  for (const NodeProfile& p : session.profile())
+    if (p.name == "conv") impl = p.impl;
+  EXPECT_EQ(impl, "sparse:dense");
+  expect_within_one(got, node.run(inputs[0], "reference"));
+  Session forced(node.g, SessionOptions{.kernel_impl = "sparse_only"});
+  expect_error([&] { forced.run({{node.x, inputs[0]}}, {node.y}); }, "int32 accumulators");
 }
 
 }  // namespace

@@ -1,14 +1,9 @@
 // Sparse int8 MatMul: QuantizedMatMul and QuantizedMatMulRequantized (what `quantize --mode
 // eightbit` makes of a MatMul) whose i8 weights W [K, N] (input 2) are a Const with many zeros,
-// as a pruned model's are: a zero weight quantizes to exactly 0.
-//
-//   acc[m, n] = bias_q[n] + sum over k of (a[m, k] - zero_point) * W[k, n]
-//             = bias_q[n] - zero_point * sum_k W[k, n] + sum over nonzero W[k, n] of a[m, k] * W[k, n]
-//
-// so the sparse loops (int8_sparse_product.h) multiply raw codes, and the first two terms are one
-// offset per output, computed once per weights and params. The int32 accumulators then go through
-// the reference's fixed-point requantization (kernels/int8_loops.h), so the output equals the
-// reference kernel's exactly.
+// as a pruned model's are: a zero weight quantizes to exactly 0. The sparse loops
+// (int8_sparse_product.h) multiply raw codes; the zero point's offset and the requantization are
+// int8_outputs.h's, computed once per weights and params, so the output equals the reference
+// kernel's exactly.
 //
 // The weights are held as the CSR of W^T (one row of nonzeros per output, as the fp32 kernel
 // holds them) or, on CPUs with AVX-512 VNNI and weights pruned in blocks of 16 outputs, as quads
@@ -17,14 +12,12 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <cstdlib>
-#include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
-#include "kernels/int8_loops.h"
 #include "kernels/kernel.h"
-#include "kernels/quantized_args.h"
+#include "kernels/sparse/int8_outputs.h"
 #include "kernels/sparse/int8_sparse_product.h"
 #include "kernels/sparse/sparse_kernels.h"
 #include "kernels/sparse/sparse_weights.h"
@@ -71,42 +64,13 @@ constexpr int64_t kColumnTile = 16;
 // Below this many multiply-adds, threads cost more than they save.
 constexpr int64_t kParallelWork = 4096;
 
-int32_t saturate_i32(int64_t v) {
-  return static_cast<int32_t>(std::clamp<int64_t>(v, std::numeric_limits<int32_t>::min(),
-                                                  std::numeric_limits<int32_t>::max()));
-}
-
-// Regroups the blocks of each strip of 16 outputs into quads, interleaving their values.
-BlockQuads quads_of(const BlockCsr<uint32_t, int8_t>& blocks) {
-  BlockQuads q;
-  q.strips = blocks.strips;
-  q.strip_start.push_back(0);
-  for (int64_t s = 0; s < blocks.strips; ++s) {
-    const int64_t begin = blocks.strip_start[static_cast<size_t>(s)];
-    const int64_t end = blocks.strip_start[static_cast<size_t>(s + 1)];
-    for (int64_t b0 = begin; b0 < end; b0 += kQuadDepth) {
-      const size_t first_value = q.values.size();
-      q.values.resize(first_value + kQuadDepth * kQuadBlock, 0);
-      for (int64_t b = 0; b < kQuadDepth; ++b) {
-        const bool padding = b0 + b >= end;
-        q.rows.push_back(padding ? 0 : blocks.row[static_cast<size_t>(b0 + b)]);
-        if (padding) continue;
-        for (int64_t i = 0; i < kQuadBlock; ++i)
-          q.values[first_value + static_cast<size_t>(i * kQuadDepth + b)] =
-              blocks.value[static_cast<size_t>((b0 + b) * kQuadBlock + i)];
-      }
-    }
-    q.strip_start.push_back(q.quads());
-  }
-  return q;
-}
-
 class Int8SparseMatMulKernel : public SparseKernel {
  public:
   // `threshold` is CSR's crossover, 0 to never fall back to dense.
   Int8SparseMatMulKernel(const KernelSpec& spec, double threshold, bool requantized)
       : SparseKernel(spec, threshold, kWeightInput),
         requantized_(requantized),
+        outputs_(requantized),
         batch1_(spec.inputs[0].shape[0] == 1),
         constant_args_(spec.input_is_constant(1) && spec.input_is_constant(3) &&
                        spec.input_is_constant(4) && (!requantized || spec.input_is_constant(5))),
@@ -114,8 +78,7 @@ class Int8SparseMatMulKernel : public SparseKernel {
         n_(spec.node.outputs[0].shape[1]),
         name_(spec.node.name),
         op_(spec.node.op) {
-    if (requantized_)
-      acc_.resize(static_cast<size_t>(num_elements(spec.node.outputs[0].shape)));
+    if (requantized_) acc_.resize(static_cast<size_t>(num_elements(spec.node.outputs[0].shape)));
   }
 
   std::string running_impl() const override {
@@ -128,19 +91,14 @@ class Int8SparseMatMulKernel : public SparseKernel {
   // the sparse loops can overflow; weights for which one could run dense.
   bool sparse_pays(const Tensor& weights) override {
     const int8_t* w = weights.data<int8_t>();
-    weight_sums_.assign(static_cast<size_t>(n_), 0);
-    std::vector<int64_t> magnitudes(static_cast<size_t>(n_), 0);
-    for (int64_t kk = 0; kk < k_; ++kk)
-      for (int64_t nn = 0; nn < n_; ++nn) {
-        weight_sums_[static_cast<size_t>(nn)] += w[kk * n_ + nn];
-        magnitudes[static_cast<size_t>(nn)] += std::abs(int{w[kk * n_ + nn]});
-      }
-    const int64_t largest = *std::max_element(magnitudes.begin(), magnitudes.end());
-    if (largest * 255 > std::numeric_limits<int32_t>::max()) {
+    OutputWeightSums sums = output_weight_sums(w, k_, n_);
+    weight_sums_ = std::move(sums.sums);
+    if (!sums.fit_int32) {
       if (threshold() == 0.0)
-        fail("node '{}' ({}): its weights' sums can overflow the sparse kernel's int32 "
-             "accumulators",
-             name_, op_);
+        fail(
+            "node '{}' ({}): its weights' sums can overflow the sparse kernel's int32 "
+            "accumulators",
+            name_, op_);
       return false;
     }
     use_quads_ = false;
@@ -149,8 +107,7 @@ class Int8SparseMatMulKernel : public SparseKernel {
       const double cost = batch1_ ? kQuadForm.row_cost : kQuadForm.batch_cost;
       const int64_t blocks = nonzero_blocks(w, k_, n_, false, kQuadBlock);
       const int64_t strips = (n_ + kQuadBlock - 1) / kQuadBlock;
-      const double stored =
-          static_cast<double>(blocks * kQuadBlock) / static_cast<double>(k_ * n_);
+      const double stored = static_cast<double>(blocks * kQuadBlock) / static_cast<double>(k_ * n_);
       use_quads_ = stored * cost < 1.0 - weight_sparsity();
       block_sparsity = 1.0 - static_cast<double>(blocks) / static_cast<double>(k_ * strips);
     }
@@ -173,7 +130,7 @@ class Int8SparseMatMulKernel : public SparseKernel {
   }
 
   void compute_sparse(KernelContext& ctx) override {
-    if (!args_ready_ || !constant_args_) read_args(ctx);
+    if (!args_ready_ || !constant_args_) outputs_.read(ctx, weight_sums_);
     args_ready_ = true;
     int32_t* acc = requantized_ ? acc_.data() : ctx.outputs[0].data<int32_t>();
     const Tensor& a = ctx.inputs[0];
@@ -181,39 +138,18 @@ class Int8SparseMatMulKernel : public SparseKernel {
       run_quads(a, acc);
     else
       std::visit([&](const auto& csr) { run(csr, a, acc); }, csr_);
-    if (requantized_)
-      requantize_rows(acc, a.dim(0), n_, multipliers_, out_zero_point_, clamp_,
-                      ctx.outputs[0].data<uint8_t>());
+    if (requantized_) outputs_.requantize(acc, a.dim(0), ctx.outputs[0].data<uint8_t>());
   }
 
  private:
-  // The per-output offsets and the requantization, from the params and the bias.
-  void read_args(const KernelContext& ctx) {
-    const QuantParams xq = params_input(ctx, 1);
-    const std::vector<float> scales = scales_input(ctx, 3, n_);
-    const std::vector<int32_t> bias =
-        quantized_bias(ctx.inputs[4].data<float>(), xq.scale, scales);
-    offsets_.resize(static_cast<size_t>(n_));
-    for (size_t j = 0; j < offsets_.size(); ++j)
-      offsets_[j] = int64_t{bias[j]} - int64_t{xq.zero_point} * weight_sums_[j];
-    if (!requantized_) return;
-    const QuantParams out = params_input(ctx, 5);
-    multipliers_ = requantize_multipliers(xq.scale, scales, out.scale);
-    out_zero_point_ = out.zero_point;
-    clamp_ = activation_clamp(ctx.node.attrs.get_string("activation"), out);
-  }
-
-  int32_t finish(int32_t sum, int64_t col) const {
-    return saturate_i32(offsets_[static_cast<size_t>(col)] + sum);
-  }
-
   void run_quads(const Tensor& a_tensor, int32_t* acc) const {
     const uint8_t* a = a_tensor.data<uint8_t>();
     const int64_t m = a_tensor.dim(0);
     const int64_t k = k_, n = n_;
     const BlockQuads& w = quads_;
     const QuadStripFn strip = best_quad_strip();
-#pragma omp parallel for schedule(static) if (w.quads() * kQuadDepth * kQuadBlock * m > kParallelWork)
+#pragma omp parallel for schedule(static) if (w.quads() * kQuadDepth * kQuadBlock * m > \
+                                              kParallelWork)
     for (int64_t s = 0; s < w.strips; ++s) {
       const int64_t begin = w.strip_start[static_cast<size_t>(s)];
       const int64_t quads = w.strip_start[static_cast<size_t>(s + 1)] - begin;
@@ -223,7 +159,8 @@ class Int8SparseMatMulKernel : public SparseKernel {
         int32_t sums[kQuadBlock];
         strip(w.rows.data() + begin * kQuadDepth, w.values.data() + begin * kQuadDepth * kQuadBlock,
               quads, a + r * k, sums);
-        for (int64_t j = 0; j < cols; ++j) acc[r * n + col0 + j] = finish(sums[j], col0 + j);
+        for (int64_t j = 0; j < cols; ++j)
+          acc[r * n + col0 + j] = outputs_.accumulator(sums[j], col0 + j);
       }
     }
   }
@@ -238,8 +175,8 @@ class Int8SparseMatMulKernel : public SparseKernel {
       for (int64_t col = 0; col < n; ++col) {
         const int64_t begin = csr.row_start[static_cast<size_t>(col)];
         const int64_t count = csr.row_start[static_cast<size_t>(col + 1)] - begin;
-        acc[col] =
-            finish(sparse_dot_u8(csr.col.data() + begin, csr.value.data() + begin, count, a), col);
+        acc[col] = outputs_.accumulator(
+            sparse_dot_u8(csr.col.data() + begin, csr.value.data() + begin, count, a), col);
       }
       return;
     }
@@ -263,19 +200,20 @@ class Int8SparseMatMulKernel : public SparseKernel {
           const int64_t cols = std::min(kColumnTile, n - col0);
           for (int64_t c = 0; c < cols; ++c) {
             const int64_t begin = csr.row_start[static_cast<size_t>(col0 + c)];
-            accumulate(a_t, csr.col.data() + begin, csr.value.data() + begin,
+            accumulate(a_t, csr.col.data() + begin, rows, csr.value.data() + begin,
                        csr.row_start[static_cast<size_t>(col0 + c + 1)] - begin, rows,
                        tile + c * rows);
           }
           for (int64_t r = 0; r < rows; ++r)
             for (int64_t c = 0; c < cols; ++c)
-              acc[(row0 + r) * n + col0 + c] = finish(tile[c * rows + r], col0 + c);
+              acc[(row0 + r) * n + col0 + c] = outputs_.accumulator(tile[c * rows + r], col0 + c);
         }
       }
     }
   }
 
   bool requantized_;
+  Int8Outputs outputs_;
   bool batch1_;
   bool constant_args_;  // params and bias are Consts: read once per weights
   int64_t k_, n_;
@@ -285,13 +223,9 @@ class Int8SparseMatMulKernel : public SparseKernel {
   BlockQuads quads_;
   std::vector<int64_t> weight_sums_;  // sum over k of W[k, n]
   bool args_ready_ = false;
-  std::vector<int64_t> offsets_;  // bias_q[n] - zero_point * weight_sums_[n]
-  std::vector<QuantizedMultiplier> multipliers_;
-  int32_t out_zero_point_ = 0;
-  QuantClamp clamp_;
-  std::vector<int32_t> acc_;     // the accumulators of the requantized form
-  std::vector<uint8_t> a_t_;     // one transposed block of a
-  std::vector<int32_t> tiles_;   // per thread: kColumnTile outputs of the block
+  std::vector<int32_t> acc_;    // the accumulators of the requantized form
+  std::vector<uint8_t> a_t_;    // one transposed block of a
+  std::vector<int32_t> tiles_;  // per thread: kColumnTile outputs of the block
 };
 
 bool accepts(const KernelSpec& spec) {
@@ -302,8 +236,8 @@ bool accepts(const KernelSpec& spec) {
          w.shape.size() == 2 && num_elements(a.shape) > 0 && num_elements(w.shape) > 0;
 }
 
-KernelDef int8_matmul_kernel(const char* op, bool requantized, const char* impl,
-                             bool always_sparse, int priority) {
+KernelDef int8_matmul_kernel(const char* op, bool requantized, const char* impl, bool always_sparse,
+                             int priority) {
   KernelDef def;
   def.op = op;
   def.dtype = DType::u8;
@@ -311,9 +245,9 @@ KernelDef int8_matmul_kernel(const char* op, bool requantized, const char* impl,
   def.priority = priority;
   def.accepts = accepts;
   def.create = [requantized, always_sparse](const KernelSpec& spec) -> std::unique_ptr<Kernel> {
-    const double threshold = always_sparse                   ? 0.0
+    const double threshold = always_sparse                  ? 0.0
                              : spec.inputs[0].shape[0] == 1 ? kRowCrossover
-                                                             : kBatchCrossover;
+                                                            : kBatchCrossover;
     return std::make_unique<Int8SparseMatMulKernel>(spec, threshold, requantized);
   };
   return def;

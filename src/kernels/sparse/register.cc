@@ -8,6 +8,7 @@ void register_sparse_kernels(KernelRegistry& registry) {
   sparse::register_matmul_kernels(registry);
   sparse::register_conv_kernels(registry);
   sparse::register_int8_matmul_kernels(registry);
+  sparse::register_int8_conv_kernels(registry);
 }
 
 }  // namespace sf

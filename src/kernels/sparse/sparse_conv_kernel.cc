@@ -1,13 +1,7 @@
 // Sparse FusedConv2D (groups 1): y = conv(x, filter) + bias, then the activation, with a frozen
-// HWIO filter kept as each output channel's nonzero taps.
-//
-// The input of each image is rewritten once per call into a zero-padded, channel-major layout
-// that is also split by stride phase: plane (ci, rh, rw) holds the padded pixels (h, w) with
-// h % sh == rh and w % sw == rw, at row h / sh and column w / sw. In that layout the inputs a
-// tap (kh, kw, ci) meets along an output row are contiguous for every stride and dilation, and
-// so are whole output images if each output row is computed Qw (the plane width) long and the
-// spare columns dropped. Each nonzero tap then becomes one offset into the layout, and an output
-// channel is one sum of scaled contiguous runs (sparse_accumulate.h) over the whole image.
+// HWIO filter kept as each output channel's nonzero taps, each an offset into the zero-padded,
+// stride-split input layout of split_layout.h, so that an output channel is one sum of scaled
+// contiguous runs (sparse_accumulate.h) over the whole image.
 #include <omp.h>
 
 #include <algorithm>
@@ -18,6 +12,7 @@
 #include "kernels/sparse/sparse_accumulate.h"
 #include "kernels/sparse/sparse_kernels.h"
 #include "kernels/sparse/sparse_weights.h"
+#include "kernels/sparse/split_layout.h"
 #include "ops/conv_geometry.h"
 
 namespace sf::sparse {
@@ -26,29 +21,6 @@ namespace {
 
 // Output channels computed together, so that each pixel's outputs are written as one run.
 constexpr int64_t kChannelTile = 16;
-
-// The stride-split padded layout of one image and where a tap starts in it.
-struct SplitLayout {
-  int64_t channels = 0;
-  int64_t sh = 1, sw = 1;  // strides: phases per axis
-  int64_t qh = 0, qw = 0;  // rows and columns of one plane
-  int64_t out_h = 0, out_w = 0;
-
-  SplitLayout(const Window2D& g, int64_t c, int64_t kh, int64_t kw)
-      : channels(c), sh(g.h.stride), sw(g.w.stride), out_h(g.h.out), out_w(g.w.out) {
-    qh = out_h + (kh - 1) * g.h.dilation / sh;
-    qw = out_w + (kw - 1) * g.w.dilation / sw;
-  }
-  int64_t plane() const { return qh * qw; }
-  int64_t image() const { return channels * sh * sw * plane(); }
-  // One output channel computed with Qw-long rows; the last row stops at out_w.
-  int64_t run_length() const { return (out_h - 1) * qw + out_w; }
-
-  int64_t tap_offset(const ConvTap& t, const Window2D& g) const {
-    const int64_t h = t.kh * g.h.dilation, w = t.kw * g.w.dilation;
-    return ((t.ci * sh + h % sh) * sw + w % sw) * plane() + (h / sh) * qw + w / sw;
-  }
-};
 
 class SparseConvKernel : public SparseKernel {
  public:
@@ -68,7 +40,7 @@ class SparseConvKernel : public SparseKernel {
     values_.clear();
     for (const std::vector<ConvTap>& channel : taps) {
       for (const ConvTap& t : channel) {
-        offsets_.push_back(static_cast<uint32_t>(layout_.tap_offset(t, geometry_)));
+        offsets_.push_back(static_cast<uint32_t>(layout_.tap_offset(t.kh, t.kw, t.ci, geometry_)));
         values_.push_back(t.value);
       }
       tap_start_.push_back(static_cast<int64_t>(values_.size()));
@@ -79,40 +51,17 @@ class SparseConvKernel : public SparseKernel {
     const Tensor& x = ctx.inputs[0];
     const int64_t batch = x.shape()[0];
     split_.resize(static_cast<size_t>(batch * layout_.image()));
-    for (int64_t b = 0; b < batch; ++b) split_image(x, b, split_.data() + b * layout_.image());
+    for (int64_t b = 0; b < batch; ++b)
+      layout_.split_image(x, b, geometry_, 0.0f, split_.data() + b * layout_.image());
     multiply(ctx.inputs[2].data<float>(), ctx.outputs[0].data<float>(), batch);
   }
 
  private:
-  void split_image(const Tensor& x_tensor, int64_t b, float* out) const {
-    const int64_t h_in = x_tensor.shape()[1], w_in = x_tensor.shape()[2];
-    const int64_t c = layout_.channels, sh = layout_.sh, sw = layout_.sw;
-    const int64_t qh = layout_.qh, qw = layout_.qw, plane = layout_.plane();
-    const int64_t top = geometry_.h.pad_before, left = geometry_.w.pad_before;
-    const float* x = x_tensor.data<float>() + b * h_in * w_in * c;
-    const int64_t padded_rows = qh * sh, padded_cols = qw * sw;
-#pragma omp parallel for schedule(static) if (layout_.image() > 16384)
-    for (int64_t hp = 0; hp < padded_rows; ++hp) {
-      const int64_t h = hp - top;
-      for (int64_t wp = 0; wp < padded_cols; ++wp) {
-        const int64_t w = wp - left;
-        float* dst = out + ((hp % sh) * sw + wp % sw) * plane + (hp / sh) * qw + wp / sw;
-        const int64_t channel_step = sh * sw * plane;
-        if (h < 0 || h >= h_in || w < 0 || w >= w_in) {
-          for (int64_t ci = 0; ci < c; ++ci) dst[ci * channel_step] = 0.0f;
-        } else {
-          const float* src = x + (h * w_in + w) * c;
-          for (int64_t ci = 0; ci < c; ++ci) dst[ci * channel_step] = src[ci];
-        }
-      }
-    }
-  }
-
   void multiply(const float* bias, float* y, int64_t batch) {
     const AccumulateFn<uint32_t> accumulate = best_accumulate<uint32_t>();
     const int64_t out_channels = filter_shape_[3];
     const int64_t run = layout_.run_length();
-    const int64_t out_h = layout_.out_h, out_w = layout_.out_w, qw = layout_.qw;
+    const int64_t out_h = layout_.out_h, out_w = layout_.out_w;
     const int64_t tiles = (out_channels + kChannelTile - 1) / kChannelTile;
     sums_.resize(static_cast<size_t>(omp_get_max_threads() * kChannelTile * run));
     const Activation act = activation_;
@@ -134,7 +83,7 @@ class SparseConvKernel : public SparseKernel {
           for (int64_t oh = 0; oh < out_h; ++oh)
             for (int64_t ow = 0; ow < out_w; ++ow) {
               float* pixel = image + (oh * out_w + ow) * out_channels;
-              const int64_t at = oh * qw + ow;
+              const int64_t at = layout_.run_index(oh, ow);
               for (int64_t c = 0; c < channels; ++c)
                 pixel[c] = activate(sums[c * run + at] + bias[co0 + c], act);
             }

@@ -1,6 +1,7 @@
 // Sparse kernels for pruned inference graphs: fp32 FusedMatMul, MatMul and FusedConv2D whose
 // weights (input 1) are Const tensors with many exact zeros, and int8 QuantizedMatMul(Requantized)
-// whose i8 weights (input 2) are (int8_sparse_matmul_kernel.cc).
+// and QuantizedConv2D(Requantized) whose i8 weights (input 2) are (int8_sparse_matmul_kernel.cc,
+// int8_sparse_conv_kernel.cc).
 //
 // A KernelSpec says only that the weights are constant, not what they hold, so the choice
 // between the sparse and the dense product is made at run time: the first compute() (and any
@@ -109,6 +110,7 @@ class SparseKernel : public Kernel {
 void register_matmul_kernels(KernelRegistry& registry);
 void register_conv_kernels(KernelRegistry& registry);
 void register_int8_matmul_kernels(KernelRegistry& registry);
+void register_int8_conv_kernels(KernelRegistry& registry);
 
 // The activations FusedConv2D and FusedMatMul apply after the bias.
 enum class Activation { None, Relu, Relu6 };
