@@ -158,10 +158,9 @@ Graph fuse_residual_add(const Graph& graph, std::vector<Output>& outputs) {
       if (conv.op != "FusedConv2D" || conv.attrs.get_string("activation") != "none" ||
           member.count(conv.id) || rw.sole_consumer(conv.id, outputs) != &add)
         continue;
-      const Node* act = rw.sole_consumer(add.id, outputs);
-      const bool fuse_act = act && (act->op == "Relu" || act->op == "Relu6");
-      fusions[fuse_act ? act->id : add.id] =
-          Fusion{conv.id, add.inputs[static_cast<size_t>(1 - side)], fuse_act ? act->id : -1};
+      const Node* act = fusable_activation(rw, add.id, outputs);
+      fusions[act ? act->id : add.id] =
+          Fusion{conv.id, add.inputs[static_cast<size_t>(1 - side)], act ? act->id : -1};
       member[conv.id] = member[add.id] = true;
       break;
     }
@@ -176,8 +175,7 @@ Graph fuse_residual_add(const Graph& graph, std::vector<Output>& outputs) {
     const Node& conv = graph.node(f->second.conv);
     Attrs attrs = conv.attrs;
     if (f->second.activation >= 0)
-      attrs.set("activation",
-                std::string(graph.node(f->second.activation).op == "Relu" ? "relu" : "relu6"));
+      attrs.set("activation", activation_attr(graph.node(f->second.activation)));
     rw.set({node.id, 0}, rw.target().add("FusedConv2DAdd",
                                          {rw.map(conv.inputs[0]), rw.map(conv.inputs[1]),
                                           rw.map(conv.inputs[2]), rw.map(f->second.addend)},

@@ -34,8 +34,8 @@ Graph freeze_variables(const Graph& graph, const VariableStore& variables,
       continue;  // folded into its variable's constant above
     } else if (node.op == "Dropout" || node.op == "Identity") {
       if (rw.side_outputs_used(node))
-        fail("freeze: node '{}' ({}): its mask output is used, so it cannot be removed",
-             node.name, node.op);
+        fail("freeze: node '{}' ({}): its mask output is used, so it cannot be removed", node.name,
+             node.op);
       rw.set({node.id, 0}, rw.map(node.inputs[0]));
     } else {
       rw.copy(node);
@@ -98,13 +98,15 @@ Graph fold_batch_norm(const Graph& graph, std::vector<Output>& outputs) {
     const double eps = node.attrs.get_float("epsilon");
     Tensor new_w = w.clone();
     Tensor new_b(DType::f32, {channels});
-    const float* old_b = fold->second.bias_add >= 0
-                             ? const_value(graph, graph.node(fold->second.bias_add).inputs[1])->data<float>()
-                             : nullptr;
+    const float* old_b =
+        fold->second.bias_add >= 0
+            ? const_value(graph, graph.node(fold->second.bias_add).inputs[1])->data<float>()
+            : nullptr;
     float* nw = new_w.data<float>();
     for (int64_t c = 0; c < channels; ++c) {
       const double scale = gamma[c] / std::sqrt(static_cast<double>(var[c]) + eps);
-      for (int64_t i = c; i < new_w.numel(); i += channels) nw[i] = static_cast<float>(nw[i] * scale);
+      for (int64_t i = c; i < new_w.numel(); i += channels)
+        nw[i] = static_cast<float>(nw[i] * scale);
       new_b.data<float>()[c] =
           static_cast<float>(((old_b ? old_b[c] : 0.0f) - mean[c]) * scale + beta[c]);
     }
@@ -132,10 +134,9 @@ Graph fuse_bias_activation(const Graph& graph, std::vector<Output>& outputs) {
     if ((linear.op != "Conv2D" && linear.op != "MatMul") || !rw.needed(linear.id)) continue;
     const Node* bias = rw.sole_consumer(linear.id, outputs);
     if (!bias || bias->op != "BiasAdd") continue;
-    const Node* act = rw.sole_consumer(bias->id, outputs);
-    bool fuse_act = act && (act->op == "Relu" || act->op == "Relu6");
-    Fusion f{linear.id, bias->id, fuse_act ? act->id : -1};
-    int last = fuse_act ? act->id : bias->id;
+    const Node* act = fusable_activation(rw, bias->id, outputs);
+    Fusion f{linear.id, bias->id, act ? act->id : -1};
+    int last = act ? act->id : bias->id;
     fusions[last] = f;
     member[linear.id] = member[bias->id] = true;
   }
@@ -150,8 +151,7 @@ Graph fuse_bias_activation(const Graph& graph, std::vector<Output>& outputs) {
     const Node& bias = graph.node(f->second.bias_add);
     Attrs attrs = linear.attrs;
     std::string activation = "none";
-    if (f->second.activation >= 0)
-      activation = graph.node(f->second.activation).op == "Relu" ? "relu" : "relu6";
+    if (f->second.activation >= 0) activation = activation_attr(graph.node(f->second.activation));
     attrs.set("activation", activation);
     const std::string op = linear.op == "Conv2D" ? "FusedConv2D" : "FusedMatMul";
     int id = rw.target().add_node(

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <map>
+#include <string>
 #include <vector>
 
 #include "core/error.h"
@@ -87,6 +88,19 @@ class Rewriter {
 inline const Tensor* const_value(const Graph& g, Output o) {
   const Node& n = g.node(o.node);
   return n.op == "Const" ? &n.attrs.get_tensor("value") : nullptr;
+}
+
+// The Relu or Relu6 that alone reads output 0 of node `id`, which a fused node can apply; null
+// when there is none.
+inline const Node* fusable_activation(const Rewriter& rw, int id,
+                                      const std::vector<Output>& outputs) {
+  const Node* act = rw.sole_consumer(id, outputs);
+  return act && (act->op == "Relu" || act->op == "Relu6") ? act : nullptr;
+}
+
+// A fused node's "activation" attribute for a Relu / Relu6 node.
+inline std::string activation_attr(const Node& activation) {
+  return activation.op == "Relu" ? "relu" : "relu6";
 }
 
 }  // namespace sf
