@@ -41,7 +41,10 @@ rm -rf runs/mnist-pruned
   --threads 2 --out runs/mnist-pruned --quiet --json | tee runs/mnist-prune.json
 "$sf" freeze runs/mnist-pruned --out runs/mnist-pruned.sfm
 "$sf" size-report runs/mnist-pruned.sfm --bits 5 --scheme kmeans --write runs/mnist-pruned-q.sfm
-for m in mnist mnist-w8 mnist-q8 mnist-pruned mnist-pruned-q; do
+echo "== the pruned model as an eightbit graph: sparse int8 kernels where the zeros pay"
+"$sf" quantize runs/mnist-pruned.sfm --mode eightbit --calib-data mnist --calib-count 1000 \
+  --out runs/mnist-pruned-q8.sfm
+for m in mnist mnist-w8 mnist-q8 mnist-pruned mnist-pruned-q mnist-pruned-q8; do
   "$sf" eval --model "runs/$m.sfm" --data mnist --threads 2 --json > "runs/$m-eval.json"
   "$sf" bench --model "runs/$m.sfm" --batch 1 --threads 2 --runs 300 --json > "runs/$m-b1.json"
 done
@@ -86,7 +89,9 @@ print(f"{'model':34}{'accuracy':>10}{'bytes':>12}{'smaller':>9}{'ms':>8}{'faster
 base = None
 names = [("mnist", "fp32 (frozen)"), ("mnist-w8", "8-bit weights, float compute"),
          ("mnist-q8", "eightbit integer graph, calibrated"),
-         ("mnist-pruned", "pruned (conv2 90%, fc1 97%), fp32"), ("mnist-pruned-q", "pruned + 5-bit k-means + Huffman")]
+         ("mnist-pruned", "pruned (conv2 90%, fc1 97%), fp32"),
+         ("mnist-pruned-q", "pruned + 5-bit k-means + Huffman"),
+         ("mnist-pruned-q8", "pruned + eightbit integer graph")]
 for key, label in names:
     acc = json.load(open(f"runs/{key}-eval.json"))["accuracy"]
     b = json.load(open(f"runs/{key}-b1.json"))
