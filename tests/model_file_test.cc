@@ -17,6 +17,7 @@
 #include "ops/ops.h"
 #include "runtime/session.h"
 #include "support/mnist.h"
+#include "support/model_bytes.h"
 #include "support/testing.h"
 
 namespace sf {
@@ -57,34 +58,10 @@ void write_file(const std::string& path, const std::string& bytes) {
   out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }
 
-uint64_t get_u64(const std::string& f, size_t at) {
-  uint64_t v = 0;
-  for (size_t i = 0; i < 8; ++i) v |= uint64_t{static_cast<unsigned char>(f[at + i])} << (8 * i);
-  return v;
-}
-
-void put_u64(std::string& f, size_t at, uint64_t v) {
-  for (size_t i = 0; i < 8; ++i) f[at + i] = static_cast<char>(v >> (8 * i));
-}
-
-void put_u32(std::string& f, size_t at, uint32_t v) {
-  for (size_t i = 0; i < 4; ++i) f[at + i] = static_cast<char>(v >> (8 * i));
-}
-
-// Rewrites a saved file's JSON through `edit`, keeping its data section byte for byte.
-std::string edit_meta(const std::string& file, const std::function<void(json&)>& edit) {
-  json meta = json::parse(file.substr(get_u64(file, 16), get_u64(file, 24)));
-  edit(meta);
-  std::string text = meta.dump();
-  std::string data = file.substr(get_u64(file, 32), get_u64(file, 40));
-  uint64_t data_offset = (48 + text.size() + 63) / 64 * 64;
-  std::string out = file.substr(0, 48) + text;
-  out.resize(data_offset, '\0');
-  out += data;
-  put_u64(out, 24, text.size());
-  put_u64(out, 32, data_offset);
-  return out;
-}
+using testing::edit_meta;
+using testing::get_u64;
+using testing::put_u32;
+using testing::put_u64;
 
 class ModelFileTest : public ::testing::Test {
  protected:
@@ -106,6 +83,7 @@ class ModelFileTest : public ::testing::Test {
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
       EXPECT_EQ(std::string(e.what()).rfind(path + ": ", 0), 0u) << e.what();
+      EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << e.what();
     }
   }
   void expect_meta_rejected(const std::function<void(json&)>& edit, const std::string& fragment) {
@@ -293,7 +271,7 @@ TEST_F(ModelFileTest, RejectsBadHeaders) {
   expect_rejected(bytes_.substr(0, 20), "truncated");
   bad = bytes_;
   put_u32(bad, 8, 9);
-  expect_rejected(bad, "format version 9 is newer than this build reads (1)");
+  expect_rejected(bad, "format version 9 is newer than this build reads (2)");
   bad = bytes_;
   put_u32(bad, 8, 0);
   expect_rejected(bad, "format version 0");
@@ -317,7 +295,7 @@ TEST_F(ModelFileTest, RejectsBadHeaders) {
   put_u64(bad, 32, 64);
   put_u64(bad, 40, bytes_.size() - 64);
   expect_rejected(bad, "overlaps");
-  bad = bytes_;
+  bad = testing::with_metadata(bytes_, testing::metadata_text(bytes_));
   bad[48] = '#';
   expect_rejected(bad, "not valid JSON");
 }
@@ -442,6 +420,131 @@ TEST_F(ModelFileTest, RandomByteFlipsNeverCrash) {
   }
   EXPECT_GT(rejected, 0);
   EXPECT_GT(loaded, 0);
+}
+
+// --- format version 2: flags and deflated metadata ---
+
+uint32_t header_u32(const std::string& file, size_t at) {
+  return static_cast<uint32_t>(get_u64(file, at) & 0xffffffff);
+}
+
+// The file with `section` as its metadata section, flagged as deflated (format version 2).
+std::string with_deflated_section(const std::string& file, const std::string& section) {
+  std::string out = testing::with_metadata(file, section);
+  put_u32(out, 8, 2);
+  put_u32(out, 12, 1);
+  return out;
+}
+
+void expect_same_graph(const ModelFile& loaded, const ModelFile& original) {
+  EXPECT_EQ(loaded.inputs, original.inputs);
+  EXPECT_EQ(loaded.outputs, original.outputs);
+  EXPECT_EQ(loaded.metadata, original.metadata);
+  ASSERT_EQ(loaded.graph.num_nodes(), original.graph.num_nodes());
+  for (int i = 0; i < loaded.graph.num_nodes(); ++i) {
+    EXPECT_EQ(loaded.graph.node(i).name, original.graph.node(i).name);
+    EXPECT_EQ(loaded.graph.node(i).op, original.graph.node(i).op);
+    EXPECT_EQ(loaded.graph.node(i).inputs, original.graph.node(i).inputs);
+    EXPECT_EQ(loaded.graph.node(i).outputs, original.graph.node(i).outputs);
+  }
+}
+
+TEST_F(ModelFileTest, MetadataThatShrinksTheFileIsDeflatedAsVersion2) {
+  EXPECT_EQ(header_u32(bytes_, 8), 2u);
+  EXPECT_EQ(header_u32(bytes_, 12), 1u);
+  const std::string section = bytes_.substr(get_u64(bytes_, 16), get_u64(bytes_, 24));
+  const std::string text = testing::zlib_inflate(section);
+  EXPECT_EQ(section, testing::zlib_deflate(text));  // zlib level 9
+  EXPECT_EQ(json::parse(text)["nodes"].size(), 6u);
+  // Only the metadata section changed: the same data section starts earlier, still aligned.
+  const std::string plain = testing::with_metadata(bytes_, text);
+  EXPECT_LT(bytes_.size(), plain.size());
+  EXPECT_EQ(get_u64(bytes_, 32) % 64, 0u);
+  EXPECT_EQ(bytes_.substr(get_u64(bytes_, 32)), plain.substr(get_u64(plain, 32)));
+
+  const ModelFile original = small_model();
+  const Tensor input = testing::random_tensor({2, 4}, 9);
+  const Tensor expected = run_model(original, input);
+  for (const std::string& file : {bytes_, plain}) {
+    write_file(path_, file);
+    const ModelFile loaded = load_model(path_);
+    expect_same_graph(loaded, original);
+    const Tensor got = run_model(loaded, input);
+    ASSERT_EQ(got.shape(), expected.shape());
+    EXPECT_EQ(std::memcmp(got.raw(), expected.raw(), expected.bytes()), 0);
+  }
+}
+
+TEST_F(ModelFileTest, MetadataThatWouldNotShrinkTheFileStaysVersion1) {
+  // An empty model's JSON deflates a few bytes smaller, but the data section would still start
+  // at byte 128, so the file is written as version 1 for older readers.
+  ModelFile empty;
+  save_model(path_, empty);
+  const std::string file = read_file(path_);
+  const std::string text = file.substr(48, get_u64(file, 24));
+  ASSERT_LT(testing::zlib_deflate(text).size(), text.size());
+  EXPECT_EQ((48 + testing::zlib_deflate(text).size() + 63) / 64, (48 + text.size() + 63) / 64);
+  EXPECT_EQ(header_u32(file, 8), 1u);
+  EXPECT_EQ(header_u32(file, 12), 0u);
+  EXPECT_TRUE(json::parse(text)["nodes"].empty());
+  EXPECT_EQ(load_model(path_).graph.num_nodes(), 0);
+}
+
+TEST_F(ModelFileTest, ReadsVersion1ReservedFieldAndVersion2WithoutFlags) {
+  std::string plain = testing::with_metadata(bytes_, testing::metadata_text(bytes_));
+  put_u32(plain, 12, 0xffffffff);  // reserved in version 1: ignored
+  write_file(path_, plain);
+  EXPECT_EQ(load_model(path_).graph.num_nodes(), 6);
+  put_u32(plain, 8, 2);
+  put_u32(plain, 12, 0);
+  write_file(path_, plain);
+  EXPECT_EQ(load_model(path_).graph.num_nodes(), 6);
+}
+
+TEST_F(ModelFileTest, RejectsUnknownFlags) {
+  std::string bad = bytes_;
+  put_u32(bad, 12, 0x5);
+  expect_rejected(bad, "unknown flags 0x4 in format version 2");
+  put_u32(bad, 12, 0x80000001);
+  expect_rejected(bad, "unknown flags 0x80000000 in format version 2");
+}
+
+TEST_F(ModelFileTest, RejectsCorruptTruncatedOrPaddedDeflatedMetadata) {
+  const std::string section = bytes_.substr(get_u64(bytes_, 16), get_u64(bytes_, 24));
+  std::string bad = section;
+  bad[0] = 0;
+  expect_rejected(with_deflated_section(bytes_, bad),
+                  "compressed metadata is not a valid zlib stream: incorrect header check");
+  bad = section;
+  bad.back() = static_cast<char>(bad.back() ^ 1);  // the Adler-32 of the JSON
+  expect_rejected(with_deflated_section(bytes_, bad),
+                  "compressed metadata is not a valid zlib stream: incorrect data check");
+  for (size_t keep : {size_t{0}, size_t{2}, section.size() / 2, section.size() - 1})
+    expect_rejected(with_deflated_section(bytes_, section.substr(0, keep)),
+                    "compressed metadata is truncated");
+  expect_rejected(
+      with_deflated_section(bytes_, section + "xyz"),
+      "compressed metadata has 3 bytes after the end of its zlib stream, expected none");
+  // Plain JSON flagged as deflated.
+  expect_rejected(with_deflated_section(bytes_, testing::metadata_text(bytes_)),
+                  "compressed metadata is not a valid zlib stream");
+  // A valid stream of something other than JSON is checked like any metadata.
+  expect_rejected(with_deflated_section(bytes_, testing::zlib_deflate("[1, 2")), "not valid JSON");
+}
+
+TEST_F(ModelFileTest, InflatesMetadataUpToTheLimitAndNoFurther) {
+  // Whitespace after the JSON object is valid JSON: metadata of exactly the limit loads.
+  std::string text = testing::metadata_text(bytes_);
+  text.resize(kMaxInflatedMetadataBytes, ' ');
+  write_file(path_, with_deflated_section(bytes_, testing::zlib_deflate(text)));
+  EXPECT_EQ(load_model(path_).graph.num_nodes(), 6);
+  // One byte more is a bomb: about 65 KB that would inflate past the limit.
+  text.push_back(' ');
+  const std::string bomb = testing::zlib_deflate(text);
+  EXPECT_LT(bomb.size(), size_t{100'000});
+  expect_rejected(with_deflated_section(bytes_, bomb),
+                  fmt::format("compressed metadata inflates to more than the {}-byte limit",
+                              kMaxInflatedMetadataBytes));
 }
 
 }  // namespace

@@ -21,6 +21,7 @@
 #include "quantize/weight_quantizer.h"
 #include "runtime/session.h"
 #include "support/mnist.h"
+#include "support/model_bytes.h"
 #include "support/testing.h"
 #include "transforms/inference_passes.h"
 
@@ -291,30 +292,8 @@ void write_file(const std::string& path, const std::string& bytes) {
   out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }
 
-uint64_t get_u64(const std::string& f, size_t at) {
-  uint64_t v = 0;
-  for (size_t i = 0; i < 8; ++i) v |= uint64_t{static_cast<unsigned char>(f[at + i])} << (8 * i);
-  return v;
-}
-
-void put_u64(std::string& f, size_t at, uint64_t v) {
-  for (size_t i = 0; i < 8; ++i) f[at + i] = static_cast<char>(v >> (8 * i));
-}
-
-// Rewrites a saved file's JSON through `edit`, keeping its data section byte for byte.
-std::string edit_meta(const std::string& file, const std::function<void(json&)>& edit) {
-  json meta = json::parse(file.substr(get_u64(file, 16), get_u64(file, 24)));
-  edit(meta);
-  std::string text = meta.dump();
-  std::string data = file.substr(get_u64(file, 32), get_u64(file, 40));
-  uint64_t data_offset = (48 + text.size() + 63) / 64 * 64;
-  std::string out = file.substr(0, 48) + text;
-  out.resize(data_offset, '\0');
-  out += data;
-  put_u64(out, 24, text.size());
-  put_u64(out, 32, data_offset);
-  return out;
-}
+using testing::edit_meta;
+using testing::get_u64;
 
 // conv 3x3x3x16 -> relu -> conv 3x3x16x32 -> relu -> flatten -> dense 4608x64 -> relu ->
 // dense 64x3, frozen: FusedConv2D and FusedMatMul nodes with Const weights. The last weights
@@ -526,7 +505,7 @@ class EncodedEntryTest : public QuantizedModelTest {
 
 TEST_F(EncodedEntryTest, LoaderRejectsCorruptLinearEntries) {
   const std::string file = saved([](const Tensor& w) { return quant::encode_linear(w, 4, 1); });
-  const json entry = json::parse(file.substr(48, get_u64(file, 24)))["tensors"][0];
+  const json entry = json::parse(testing::metadata_text(file))["tensors"][0];
   EXPECT_EQ(entry["encoding"], "linear");
   EXPECT_EQ(entry["bits"], 4);
   EXPECT_EQ(entry["axis"], 1);
@@ -666,8 +645,8 @@ TEST_F(QuantizeCliTest, BadArgumentsAreOneLineErrors) {
 // run time (RequantizationRange in the graph), and the integer model tracks the float one.
 TEST_F(QuantizeCliTest, EightbitWithRunTimeRanges) {
   const std::string out = dir_ + "/q8.sfm";
-  CliResult r = run_cli("quantize " + model_ + " --mode eightbit --per-channel --json --out " + out,
-                        false);
+  CliResult r =
+      run_cli("quantize " + model_ + " --mode eightbit --per-channel --json --out " + out, false);
   ASSERT_EQ(r.exit_code, 0) << r.out;
   const json report = json::parse(r.out);
   EXPECT_FALSE(report.at("calibrated").get<bool>());
@@ -688,7 +667,8 @@ TEST_F(QuantizeCliTest, EightbitWithRunTimeRanges) {
   ASSERT_EQ(want.shape(), got.shape());
   double max_err = 0, max_abs = 0;
   for (int64_t i = 0; i < want.numel(); ++i) {
-    max_err = std::max(max_err, static_cast<double>(std::abs(want.data<float>()[i] - got.data<float>()[i])));
+    max_err = std::max(max_err,
+                       static_cast<double>(std::abs(want.data<float>()[i] - got.data<float>()[i])));
     max_abs = std::max(max_abs, static_cast<double>(std::abs(want.data<float>()[i])));
   }
   EXPECT_LT(max_err, 0.1 * max_abs);

@@ -11,9 +11,16 @@ inline constexpr uint64_t kHeaderBytes = 48;
 inline constexpr uint64_t kAlign = 64;
 inline constexpr const char* kDenseEncoding = "dense";
 
+// Version 1 is written whenever the metadata is stored as plain JSON, so that builds that read
+// only version 1 still load those files; version 2 adds the flags field.
+inline constexpr uint32_t kPlainMetadataVersion = 1;
+inline constexpr uint32_t kFlagsVersion = 2;
+inline constexpr uint32_t kDeflatedMetadataFlag = 1u << 0;  // metadata is one zlib stream
+inline constexpr uint32_t kKnownFlags = kDeflatedMetadataFlag;
+
 // Field offsets inside the fixed header.
 inline constexpr size_t kVersionAt = 8;
-inline constexpr size_t kReservedAt = 12;
+inline constexpr size_t kFlagsAt = 12;  // reserved (ignored) in version 1
 inline constexpr size_t kMetaOffsetAt = 16;
 inline constexpr size_t kMetaSizeAt = 24;
 inline constexpr size_t kDataOffsetAt = 32;

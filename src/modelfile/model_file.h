@@ -5,14 +5,18 @@
 //
 //   offset  size  field
 //        0     8  magic "SFMODEL\0"
-//        8     4  u32 format_version (this build reads 1)
-//       12     4  u32 reserved (written as 0, ignored when read)
-//       16     8  u64 meta_offset   \ the JSON metadata section
+//        8     4  u32 format_version (this build reads 1 and 2)
+//       12     4  u32 flags (version 2; reserved in version 1: written as 0, ignored when read)
+//       16     8  u64 meta_offset   \ the metadata section: JSON, zlib-deflated when flagged
 //       24     8  u64 meta_size     /
 //       32     8  u64 data_offset   \ the tensor data section; data_offset is a multiple of 64
 //       40     8  u64 data_size     /
 //
-// The metadata section is one UTF-8 JSON object:
+// Flag bit 0 (version 2 only): the metadata section is a zlib stream that inflates to the JSON,
+// at most kMaxInflatedMetadataBytes. save_model deflates it when that makes the file smaller and
+// then writes version 2; otherwise it writes version 1 with plain JSON, as older builds did.
+//
+// The metadata is one UTF-8 JSON object:
 //   {"inputs": [names], "outputs": [names], "metadata": {string: string},
 //    "nodes": [{"name", "op", "version", "device", "inputs": [[node_index, output_index], ...],
 //               "attrs": {"<name>": {"kind": "int|float|bool|string|ints|floats|tensor",
@@ -44,7 +48,11 @@
 
 namespace sf {
 
-inline constexpr uint32_t kModelFormatVersion = 1;
+// The newest format version this build reads.
+inline constexpr uint32_t kModelFormatVersion = 2;
+// Deflated metadata that inflates to more is rejected (a bound on what a file can make the
+// loader allocate); save_model writes larger metadata as plain JSON.
+inline constexpr size_t kMaxInflatedMetadataBytes = size_t{64} << 20;
 
 // How a node's weights were stored in the file when not dense (what `inspect` reports).
 struct StoredWeights {

@@ -1,9 +1,11 @@
-// load_model: maps the file, validates the header, the JSON and every tensor, then rebuilds the
-// graph through Graph::add_node. Nothing is allocated or indexed from a field before it is checked.
+// load_model: maps the file, validates the header, inflates deflated metadata (bounded),
+// validates the JSON and every tensor, then rebuilds the graph through Graph::add_node. Nothing
+// is allocated or indexed from a field before it is checked.
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -35,9 +37,13 @@ class Reader {
 
   ModelFile read() {
     read_header();
+    const std::string inflated = metadata_deflated_ ? inflate_metadata() : std::string();
+    const auto* text = metadata_deflated_ ? reinterpret_cast<const unsigned char*>(inflated.data())
+                                          : data_ + meta_offset_;
+    const size_t text_size = metadata_deflated_ ? inflated.size() : meta_size_;
     json meta;
     try {
-      meta = json::parse(data_ + meta_offset_, data_ + meta_offset_ + meta_size_);
+      meta = json::parse(text, text + text_size);
     } catch (const json::exception& e) {
       error("metadata is not valid JSON: {}", e.what());
     }
@@ -84,6 +90,13 @@ class Reader {
     if (version > kModelFormatVersion)
       error("format version {} is newer than this build reads ({})", version, kModelFormatVersion);
     if (version == 0) error("format version 0 is not valid");
+    if (version >= modelfile::kFlagsVersion) {
+      const uint32_t flags = modelfile::get_le<uint32_t>(data_ + modelfile::kFlagsAt);
+      if ((flags & ~modelfile::kKnownFlags) != 0)
+        error("unknown flags 0x{:x} in format version {}", flags & ~modelfile::kKnownFlags,
+              version);
+      metadata_deflated_ = (flags & modelfile::kDeflatedMetadataFlag) != 0;
+    }
     meta_offset_ = modelfile::get_le<uint64_t>(data_ + modelfile::kMetaOffsetAt);
     meta_size_ = modelfile::get_le<uint64_t>(data_ + modelfile::kMetaSizeAt);
     data_offset_ = modelfile::get_le<uint64_t>(data_ + modelfile::kDataOffsetAt);
@@ -95,6 +108,54 @@ class Reader {
     if (meta_offset_ < data_offset_ + data_size_ && data_offset_ < meta_offset_ + meta_size_)
       error("metadata section [{}, +{}) overlaps data section [{}, +{})", meta_offset_, meta_size_,
             data_offset_, data_size_);
+  }
+
+  // The metadata section as one complete zlib stream, inflated in chunks so that at most
+  // kMaxInflatedMetadataBytes (plus one chunk) is ever allocated, whatever the file claims.
+  std::string inflate_metadata() const {
+    z_stream stream{};
+    if (inflateInit(&stream) != Z_OK) error("cannot inflate metadata: zlib inflateInit failed");
+    struct InflateEnd {
+      z_stream* stream;
+      ~InflateEnd() { inflateEnd(stream); }
+    } frees_stream{&stream};
+    const unsigned char* next_in = data_ + meta_offset_;
+    uint64_t in_left = meta_size_;
+    std::string text;
+    std::vector<unsigned char> chunk(size_t{1} << 16);
+    int status = Z_OK;
+    while (status != Z_STREAM_END) {
+      if (stream.avail_in == 0 && in_left > 0) {
+        // avail_in is 32 bits wide; metadata in a file over 4 GiB is fed in pieces.
+        const auto piece =
+            static_cast<uInt>(std::min<uint64_t>(in_left, std::numeric_limits<uInt>::max()));
+        stream.next_in = const_cast<Bytef*>(next_in);
+        stream.avail_in = piece;
+        next_in += piece;
+        in_left -= piece;
+      }
+      stream.next_out = chunk.data();
+      stream.avail_out = static_cast<uInt>(chunk.size());
+      status = inflate(&stream, Z_NO_FLUSH);
+      if (status == Z_BUF_ERROR)  // no progress possible: every input byte has been consumed
+        error(
+            "compressed metadata is truncated: the zlib stream ends after {} bytes without "
+            "its end marker",
+            meta_size_);
+      if (status != Z_OK && status != Z_STREAM_END)
+        error("compressed metadata is not a valid zlib stream: {}",
+              stream.msg != nullptr ? stream.msg : zError(status));
+      const size_t produced = chunk.size() - stream.avail_out;
+      if (produced > kMaxInflatedMetadataBytes - text.size())
+        error("compressed metadata inflates to more than the {}-byte limit",
+              kMaxInflatedMetadataBytes);
+      text.append(reinterpret_cast<const char*>(chunk.data()), produced);
+    }
+    const uint64_t trailing = stream.avail_in + in_left;
+    if (trailing != 0)
+      error("compressed metadata has {} bytes after the end of its zlib stream, expected none",
+            trailing);
+    return text;
   }
 
   // Subtraction instead of addition, so that huge fields cannot wrap around.
@@ -407,6 +468,7 @@ class Reader {
   std::shared_ptr<void> keep_alive_;
   const std::string& name_;
   uint64_t meta_offset_ = 0, meta_size_ = 0, data_offset_ = 0, data_size_ = 0;
+  bool metadata_deflated_ = false;
   std::vector<Tensor> tensors_;
   std::map<const Storage*, StoredWeights> stored_;  // decoded tensor -> how it was stored
   const json* nodes_json_ = nullptr;

@@ -1,6 +1,8 @@
-// save_model: builds the JSON metadata, lays tensors out 64-byte aligned, writes atomically.
+// save_model: builds the JSON metadata (deflated when that is smaller), lays tensors out 64-byte
+// aligned, writes atomically.
 #include <fcntl.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <atomic>
 #include <cerrno>
@@ -8,11 +10,12 @@
 #include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 
 #include "graph/op_registry.h"
-#include "modelfile/format.h"
 #include "io/atomic_file.h"
+#include "modelfile/format.h"
 #include "modelfile/model_file.h"
 
 namespace sf {
@@ -22,7 +25,6 @@ using json = nlohmann::json;
 using modelfile::align_up;
 using modelfile::kAlign;
 using modelfile::kHeaderBytes;
-
 
 // JSON has no NaN or infinity; those are written as strings.
 json float_json(double v) {
@@ -149,6 +151,22 @@ void check_model(const std::string& path, const ModelFile& model) {
   }
 }
 
+// The zlib stream (level 9) of `text`, or nothing when it would not make the file smaller (the
+// data section starts at a multiple of 64, so fewer metadata bytes may not move it) or the
+// reader's inflate limit would reject it: plain JSON keeps the file readable by version 1 builds.
+std::optional<std::string> deflated(const std::string& path, const std::string& text) {
+  if (text.size() > kMaxInflatedMetadataBytes) return std::nullopt;
+  uLongf size = compressBound(text.size());
+  std::string out(size, '\0');
+  const int status =
+      compress2(reinterpret_cast<Bytef*>(out.data()), &size,
+                reinterpret_cast<const Bytef*>(text.data()), text.size(), Z_BEST_COMPRESSION);
+  if (status != Z_OK) fail("{}: cannot save model: zlib compress2 failed ({})", path, status);
+  if (align_up(kHeaderBytes + size) >= align_up(kHeaderBytes + text.size())) return std::nullopt;
+  out.resize(size);
+  return out;
+}
+
 }  // namespace
 
 void save_model(const std::string& path, const ModelFile& model) {
@@ -186,19 +204,25 @@ void save_model(const std::string& path, const ModelFile& model) {
     fail("{}: cannot save model: {}", path, e.what());
   }
 
-  const uint64_t data_offset = align_up(kHeaderBytes + text.size());
+  const std::optional<std::string> deflated_text = deflated(path, text);
+  const std::string& meta_bytes = deflated_text ? *deflated_text : text;
+
+  const uint64_t data_offset = align_up(kHeaderBytes + meta_bytes.size());
   unsigned char header[kHeaderBytes] = {};
   std::memcpy(header, modelfile::kMagic, sizeof(modelfile::kMagic));
-  modelfile::put_le<uint32_t>(header + modelfile::kVersionAt, kModelFormatVersion);
-  modelfile::put_le<uint32_t>(header + modelfile::kReservedAt, 0);
+  modelfile::put_le<uint32_t>(
+      header + modelfile::kVersionAt,
+      deflated_text ? modelfile::kFlagsVersion : modelfile::kPlainMetadataVersion);
+  modelfile::put_le<uint32_t>(header + modelfile::kFlagsAt,
+                              deflated_text ? modelfile::kDeflatedMetadataFlag : 0);
   modelfile::put_le<uint64_t>(header + modelfile::kMetaOffsetAt, kHeaderBytes);
-  modelfile::put_le<uint64_t>(header + modelfile::kMetaSizeAt, text.size());
+  modelfile::put_le<uint64_t>(header + modelfile::kMetaSizeAt, meta_bytes.size());
   modelfile::put_le<uint64_t>(header + modelfile::kDataOffsetAt, data_offset);
   modelfile::put_le<uint64_t>(header + modelfile::kDataSizeAt, layout.data_size);
 
   AtomicFile file(path, "model");
   file.write(header, sizeof(header));
-  file.write(text.data(), text.size());
+  file.write(meta_bytes.data(), meta_bytes.size());
   file.pad_to(data_offset);
   for (const Placed& p : layout.placed) {
     file.pad_to(data_offset + p.offset);

@@ -1,10 +1,15 @@
-// Writes a few valid .sfm files into the folder given as argv[1]: the fuzzer's starting corpus.
+// Writes a few valid .sfm files into the folder given as argv[1]: the fuzzer's starting corpus,
+// with deflated metadata (format version 2, as save_model writes these models) and plain JSON
+// (version 1), so that mutations reach both the inflater and the JSON validation.
 #include <cstdio>
+#include <fstream>
+#include <sstream>
 #include <string>
 
 #include "modelfile/model_file.h"
 #include "ops/ops.h"
 #include "quantize/weight_codec.h"
+#include "support/model_bytes.h"
 
 namespace {
 
@@ -55,6 +60,24 @@ const sf::Tensor& value_of(const sf::ModelFile& m, const std::string& node) {
   return m.graph.node(m.graph.id_of(node)).attrs.get_tensor("value");
 }
 
+// Saves `model` as `name`.sfm (deflated metadata) and `name`-plain.sfm (the same file with
+// plain-JSON metadata, format version 1).
+void save_both_versions(const std::string& dir, const std::string& name,
+                        const sf::ModelFile& model) {
+  const std::string path = dir + "/" + name + ".sfm";
+  sf::save_model(path, model);
+  std::stringstream deflated;
+  deflated << std::ifstream(path, std::ios::binary).rdbuf();
+  const std::string file = deflated.str();
+  // Header bytes 8..15: u32 format_version 2, then u32 flags with bit 0 (deflated metadata).
+  if (sf::testing::get_u64(file, 8) != (uint64_t{1} << 32 | 2))
+    sf::fail("{}: expected format version 2 with deflated metadata", path);
+  const std::string plain = sf::testing::with_metadata(file, sf::testing::metadata_text(file));
+  std::ofstream out(dir + "/" + name + "-plain.sfm", std::ios::binary | std::ios::trunc);
+  out.write(plain.data(), static_cast<std::streamsize>(plain.size()));
+  if (!out.flush()) sf::fail("{}/{}-plain.sfm: cannot write", dir, name);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -64,8 +87,8 @@ int main(int argc, char** argv) {
   }
   try {
     const std::string dir = argv[1];
-    sf::save_model(dir + "/mlp.sfm", mlp());
-    sf::save_model(dir + "/convnet.sfm", convnet());
+    save_both_versions(dir, "mlp", mlp());
+    save_both_versions(dir, "convnet", convnet());
     const sf::ModelFile m = mlp(), c = convnet();
     sf::save_model(dir + "/mlp-linear.sfm",
                    with_encoded_weights(m, "w", sf::quant::encode_linear(value_of(m, "w"), 3, 1)));
