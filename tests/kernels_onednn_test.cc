@@ -203,8 +203,8 @@ TEST_P(OneDnnMatMul, FusedMatchesReference) {
   for (bool tb : {false, true})
     for (bool frozen : {false, true})
       for (const char* activation : {"none", "relu", "relu6"}) {
-        SCOPED_TRACE(::testing::Message() << "transpose_b " << tb << " frozen " << frozen << " "
-                                          << activation);
+        SCOPED_TRACE(::testing::Message()
+                     << "transpose_b " << tb << " frozen " << frozen << " " << activation);
         const Tensor weights = random_tensor(tb ? Shape{c.n, c.k} : Shape{c.k, c.n}, 9);
         expect_impl_matches_reference(
             [&](Graph& g, const std::vector<Output>& in) {
@@ -308,6 +308,15 @@ INSTANTIATE_TEST_SUITE_P(
                  {.ksize = {3, 3}, .strides = {2, 1}, .padding = "EXPLICIT", .pads = {1, 0, 2, 1}}},
         PoolCase{"mnist_pool1", {2, 28, 28, 32}, {}}),
     [](const ::testing::TestParamInfo<PoolCase>& info) { return info.param.name; });
+
+TEST(OneDnnGlobalAvgPool, MatchesReference) {
+  for (const Shape& x : {Shape{1, 13, 13, 1000}, Shape{2, 7, 5, 17}, Shape{3, 1, 1, 8}}) {
+    SCOPED_TRACE(shape_str(x));
+    expect_impl_matches_reference(
+        [](Graph& g, const std::vector<Output>& in) { return g.add("GlobalAvgPool", {in[0]}); },
+        {random_tensor(x, 11)}, "onednn", kRtol, kAtol);
+  }
+}
 
 TEST(OneDnnTranspose, PermutationsMatchReference) {
   const std::vector<std::pair<Shape, std::vector<int64_t>>> cases = {

@@ -53,10 +53,14 @@ Tensor filter_channels(const Tensor& filter, int64_t begin, int64_t end) {
 
 // A conv that can read a channel concat's parts one by one: convolution is linear in its input
 // channels, and zero padding pads each channel alike, so any kernel size, stride and padding
-// splits; groups do not.
+// splits; groups do not. Each part after the first reads and writes the whole output again
+// (the partial sum), which costs more than the concat's copy once the conv has more output
+// channels than input channels (SqueezeNet's 512 -> 1000 classifier: 0.54 ms split, 0.50 ms not).
 bool splits_over_input_channels(const Graph& graph, const Node& conv, int input_index) {
-  return conv.op == "FusedConv2D" && input_index == 0 && conv.attrs.get_int("groups") == 1 &&
-         const_value(graph, conv.inputs[1]) != nullptr;
+  if (conv.op != "FusedConv2D" || input_index != 0 || conv.attrs.get_int("groups") != 1)
+    return false;
+  const Tensor* filter = const_value(graph, conv.inputs[1]);
+  return filter != nullptr && filter->dim(3) <= filter->dim(2);
 }
 
 }  // namespace

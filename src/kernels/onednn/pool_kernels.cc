@@ -1,4 +1,5 @@
-// oneDNN MaxPool, MaxPoolGrad, AvgPool and AvgPoolGrad on plain NHWC buffers.
+// oneDNN MaxPool, MaxPoolGrad, AvgPool, AvgPoolGrad and GlobalAvgPool on plain NHWC buffers
+// (GlobalAvgPool's [N, C] output is the [N, 1, 1, C] image of a window as large as the input).
 #include "kernels/onednn/onednn_common.h"
 #include "ops/conv_geometry.h"
 
@@ -6,10 +7,12 @@ namespace sf::onednn {
 
 namespace {
 
-enum class PoolKind { MaxForward, MaxBackward, AvgForward, AvgBackward };
+enum class PoolKind { MaxForward, MaxBackward, AvgForward, AvgBackward, GlobalAvgForward };
 
 bool is_max(PoolKind k) { return k == PoolKind::MaxForward || k == PoolKind::MaxBackward; }
-bool is_forward(PoolKind k) { return k == PoolKind::MaxForward || k == PoolKind::AvgForward; }
+bool is_forward(PoolKind k) {
+  return k == PoolKind::MaxForward || k == PoolKind::AvgForward || k == PoolKind::GlobalAvgForward;
+}
 
 struct PoolPds {
   dnnl::pooling_forward::primitive_desc fwd;
@@ -20,11 +23,19 @@ struct PoolPds {
 PoolPds make_pds(const KernelSpec& spec, PoolKind kind) {
   const Shape& x_shape =
       kind == PoolKind::AvgBackward ? spec.node.outputs[0].shape : spec.inputs[0].shape;
-  const Window2D g = pool_window(spec.node.attrs, x_shape);
+  Window2D g;
+  if (kind == PoolKind::GlobalAvgForward) {
+    g.h = {.k = x_shape[1], .out = 1};
+    g.w = {.k = x_shape[2], .out = 1};
+  } else {
+    g = pool_window(spec.node.attrs, x_shape);
+  }
   const Shape y_shape{x_shape[0], g.h.out, g.w.out, x_shape[3]};
   const dnnl::memory::desc x = nhwc_desc(x_shape), y = nhwc_desc(y_shape);
   dnnl::algorithm algo = dnnl::algorithm::pooling_max;
-  if (!is_max(kind))
+  if (kind == PoolKind::GlobalAvgForward)
+    algo = dnnl::algorithm::pooling_avg_exclude_padding;
+  else if (!is_max(kind))
     algo = spec.node.attrs.get_bool("count_include_pad")
                ? dnnl::algorithm::pooling_avg_include_padding
                : dnnl::algorithm::pooling_avg_exclude_padding;
@@ -70,6 +81,7 @@ class PoolKernel : public Kernel {
     switch (kind_) {
       case PoolKind::MaxForward:
       case PoolKind::AvgForward:
+      case PoolKind::GlobalAvgForward:
         x_.set_data_handle(ctx.inputs[0].raw());
         y_.set_data_handle(ctx.outputs[0].raw());
         fwd_.run({{DNNL_ARG_SRC, x_}, {DNNL_ARG_DST, y_}});
@@ -130,6 +142,7 @@ void register_pool_kernels(KernelRegistry& r) {
   r.add(pool_kernel("MaxPoolGrad", PoolKind::MaxBackward));
   r.add(pool_kernel("AvgPool", PoolKind::AvgForward));
   r.add(pool_kernel("AvgPoolGrad", PoolKind::AvgBackward));
+  r.add(pool_kernel("GlobalAvgPool", PoolKind::GlobalAvgForward));
 }
 
 }  // namespace sf::onednn
