@@ -6,8 +6,11 @@
 #include <cstdlib>
 #include <limits>
 
+#include "core/error.h"
 #include "kernels/int8_loops.h"
 #include "kernels/quantized_args.h"
+#include "kernels/sparse/int8_sparse_product.h"
+#include "kernels/sparse/sparse_weights.h"
 #include "kernels/sparse/transpose_avx512.h"
 
 namespace sf::sparse {
@@ -88,6 +91,31 @@ OutputWeightSums output_weight_sums(const int8_t* w, int64_t k, int64_t n) {
   for (const int64_t m : magnitudes)
     out.fit_int32 = out.fit_int32 && m * 255 <= std::numeric_limits<int32_t>::max();
   return out;
+}
+
+Int8SparseChoice choose_int8_sparse_form(const int8_t* w, int64_t rows, int64_t n,
+                                         double weight_sparsity, double csr_threshold,
+                                         QuadFigures quads, const std::string& node_name,
+                                         const std::string& op) {
+  OutputWeightSums sums = output_weight_sums(w, rows, n);
+  Int8SparseChoice choice{.weight_sums = std::move(sums.sums)};
+  if (!sums.fit_int32) {
+    if (csr_threshold == 0.0)
+      fail("node '{}' ({}): its weights' sums can overflow the sparse kernel's int32 accumulators",
+           node_name, op);
+    return choice;
+  }
+  double block_sparsity = 0.0;
+  if (has_avx512_vnni()) {
+    const int64_t blocks = nonzero_blocks(w, rows, n, false, kQuadBlock);
+    const int64_t strips = (n + kQuadBlock - 1) / kQuadBlock;
+    const double stored = static_cast<double>(blocks * kQuadBlock) / static_cast<double>(rows * n);
+    choice.use_quads = stored * quads.cost < 1.0 - weight_sparsity;
+    block_sparsity = 1.0 - static_cast<double>(blocks) / static_cast<double>(rows * strips);
+  }
+  choice.sparse = csr_threshold == 0.0 || (choice.use_quads ? block_sparsity >= quads.crossover
+                                                            : weight_sparsity >= csr_threshold);
+  return choice;
 }
 
 void Int8Outputs::read(const KernelContext& ctx, const std::vector<int64_t>& weight_sums) {

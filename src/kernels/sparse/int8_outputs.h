@@ -28,6 +28,28 @@ struct OutputWeightSums {
 };
 OutputWeightSums output_weight_sums(const int8_t* w, int64_t k, int64_t n);
 
+// How an int8 sparse kernel runs frozen weights W [rows, n] (rows: K, or a conv's taps), and
+// what it needs from them in every form: each output's weight sum.
+struct Int8SparseChoice {
+  std::vector<int64_t> weight_sums;
+  bool use_quads = false;  // quads of 16-output blocks (VNNI CPUs) rather than CSR
+  bool sparse = false;     // false: the dense kernel is faster
+};
+// The quad form's measured figures: its cost per stored weight relative to CSR's per nonzero,
+// and the fraction of zero blocks from which it beats the dense kernel.
+struct QuadFigures {
+  double cost;
+  double crossover;
+};
+// Quads when they store fewer weights, weighted by `quads.cost`, than CSR's nonzeros; sparse at
+// all when the chosen form's sparsity reaches its crossover (`csr_threshold` for CSR; a
+// threshold of 0 always runs sparse). Sums that could overflow int32 run dense, or fail naming
+// the node when the threshold is 0 (the forced-sparse impl).
+Int8SparseChoice choose_int8_sparse_form(const int8_t* w, int64_t rows, int64_t n,
+                                         double weight_sparsity, double csr_threshold,
+                                         QuadFigures quads, const std::string& node_name,
+                                         const std::string& op);
+
 // The per-output offsets and the requantization of a QuantizedMatMul / QuantizedConv2D node
 // (inputs x, x_params, w, w_scales, bias) or of its Requantized form (then also out_params).
 class Int8Outputs {

@@ -95,33 +95,13 @@ class Int8SparseConvKernel : public SparseKernel {
   }
 
  protected:
-  // Also sums each channel's weights and checks that no int32 sum of the loops can overflow (as
-  // the MatMul kernel does); filters for which one could run dense.
   bool sparse_pays(const Tensor& weights) override {
-    const int8_t* w = weights.data<int8_t>();
-    OutputWeightSums sums = output_weight_sums(w, taps_, channels_);
-    weight_sums_ = std::move(sums.sums);
-    if (!sums.fit_int32) {
-      if (threshold() == 0.0)
-        fail(
-            "node '{}' ({}): its weights' sums can overflow the sparse kernel's int32 "
-            "accumulators",
-            name_, op_);
-      return false;
-    }
-    use_quads_ = false;
-    double block_sparsity = 0.0;
-    if (has_avx512_vnni()) {
-      const int64_t blocks = nonzero_blocks(w, taps_, channels_, false, kQuadBlock);
-      const int64_t strips = (channels_ + kQuadBlock - 1) / kQuadBlock;
-      const double stored =
-          static_cast<double>(blocks * kQuadBlock) / static_cast<double>(taps_ * channels_);
-      use_quads_ = stored * kQuadConvForm.cost < 1.0 - weight_sparsity();
-      block_sparsity = 1.0 - static_cast<double>(blocks) / static_cast<double>(taps_ * strips);
-    }
-    if (threshold() == 0.0) return true;
-    if (use_quads_) return block_sparsity >= kQuadConvForm.crossover;
-    return weight_sparsity() >= threshold();
+    Int8SparseChoice choice = choose_int8_sparse_form(
+        weights.data<int8_t>(), taps_, channels_, weight_sparsity(), threshold(),
+        {kQuadConvForm.cost, kQuadConvForm.crossover}, name_, op_);
+    weight_sums_ = std::move(choice.weight_sums);
+    use_quads_ = choice.use_quads;
+    return choice.sparse;
   }
 
   void prepare(const Tensor& weights) override {

@@ -87,34 +87,15 @@ class Int8SparseMatMulKernel : public SparseKernel {
   }
 
  protected:
-  // Also sums each output's weights (for the zero point's offset) and checks that no int32 sum of
-  // the sparse loops can overflow; weights for which one could run dense.
   bool sparse_pays(const Tensor& weights) override {
-    const int8_t* w = weights.data<int8_t>();
-    OutputWeightSums sums = output_weight_sums(w, k_, n_);
-    weight_sums_ = std::move(sums.sums);
-    if (!sums.fit_int32) {
-      if (threshold() == 0.0)
-        fail(
-            "node '{}' ({}): its weights' sums can overflow the sparse kernel's int32 "
-            "accumulators",
-            name_, op_);
-      return false;
-    }
-    use_quads_ = false;
-    double block_sparsity = 0.0;
-    if (has_avx512_vnni()) {
-      const double cost = batch1_ ? kQuadForm.row_cost : kQuadForm.batch_cost;
-      const int64_t blocks = nonzero_blocks(w, k_, n_, false, kQuadBlock);
-      const int64_t strips = (n_ + kQuadBlock - 1) / kQuadBlock;
-      const double stored = static_cast<double>(blocks * kQuadBlock) / static_cast<double>(k_ * n_);
-      use_quads_ = stored * cost < 1.0 - weight_sparsity();
-      block_sparsity = 1.0 - static_cast<double>(blocks) / static_cast<double>(k_ * strips);
-    }
-    if (threshold() == 0.0) return true;
-    if (use_quads_)
-      return block_sparsity >= (batch1_ ? kQuadForm.row_crossover : kQuadForm.batch_crossover);
-    return weight_sparsity() >= threshold();
+    const QuadFigures quads = batch1_
+                                  ? QuadFigures{kQuadForm.row_cost, kQuadForm.row_crossover}
+                                  : QuadFigures{kQuadForm.batch_cost, kQuadForm.batch_crossover};
+    Int8SparseChoice choice = choose_int8_sparse_form(
+        weights.data<int8_t>(), k_, n_, weight_sparsity(), threshold(), quads, name_, op_);
+    weight_sums_ = std::move(choice.weight_sums);
+    use_quads_ = choice.use_quads;
+    return choice.sparse;
   }
 
   void prepare(const Tensor& weights) override {
