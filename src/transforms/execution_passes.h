@@ -6,8 +6,8 @@
 //   split_channel_concat  a channel Concat read only by convs disappears: each conv becomes a
 //                         chain of convs over the parts, each adding the previous one's partial
 //                         sum (FusedConv2DAdd), so the concatenated tensor is never written
-//   fuse_residual_add     FusedConv2D (no activation) -> Add (-> Relu/Relu6) becomes one
-//                         FusedConv2DAdd, which adds the other operand inside the conv
+//   fuse_residual_add     a 1x1 FusedConv2D (no activation) -> Add (-> Relu/Relu6) becomes
+//                         one FusedConv2DAdd, which adds the other operand inside the conv
 #pragma once
 
 #include <string>
