@@ -5,8 +5,15 @@ For each model exported by bench/export_onnx_models.py: checks that our outputs 
 Runtime's (max |ours - ort| / max |ort| <= 1e-4), then compares batch-1 latency (and batch-64
 throughput for the Deep-MNIST CNN) with 2 threads, and peak memory.
 
-    /usr/bin/python3 bench/inference_vs_ort.py [--runs 50] [--threads 2] [--models a,b] [--json]
+The machine's speed drifts by tens of percent over seconds (a shared virtual machine), so one
+measurement of each engine taken a minute apart can put either ahead. The two engines instead
+take turns for --rounds rounds of --runs runs each; every round gives a ratio from two
+measurements seconds apart, and the table shows the median of those ratios and their range.
+
+    /usr/bin/python3 bench/inference_vs_ort.py [--runs 50] [--rounds 3] [--threads 2]
+                                               [--models a,b] [--json]
 """
+import statistics
 import argparse
 import json
 import os
@@ -40,20 +47,27 @@ def measure(name, args):
     ort_out = os.path.join(args.dir, f"{name}-ort.npy")
     ours_dir = os.path.join(args.dir, f"{name}-slimflow")
     t = str(args.threads)
-    ort = last_json(run(["node", "bench/ort_runner.js", onnx_path, x, ort_out,
-                         "--runs", str(args.runs), "--threads", t]))
     run([args.slimflow, "run", "--model", onnx_path, "--input", x, "--output-dir", ours_dir,
          "--threads", t])
+    ours_rounds, ort_rounds = [], []
+    for _ in range(args.rounds):
+        ort_rounds.append(last_json(run(["node", "bench/ort_runner.js", onnx_path, x, ort_out,
+                                         "--runs", str(args.runs), "--threads", t])))
+        ours_rounds.append(last_json(run([args.slimflow, "bench", "--model", onnx_path,
+                                          "--batch", "1", "--threads", t,
+                                          "--runs", str(args.runs), "--json"])))
     ours_out = np.load(os.path.join(ROOT, ours_dir, "output.npy"))
     theirs = np.load(os.path.join(ROOT, ort_out))
     rel_err = float(np.abs(ours_out - theirs).max() / max(np.abs(theirs).max(), 1e-30))
-    ours = last_json(run([args.slimflow, "bench", "--model", onnx_path, "--batch", "1",
-                          "--threads", t, "--runs", str(args.runs), "--json"]))
+    ratios = [o["latency_ms_median"] / s["latency_ms_median"]
+              for s, o in zip(ours_rounds, ort_rounds)]
     row = {"model": name, "max_rel_err": rel_err, "outputs_match": rel_err <= 1e-4,
-           "slimflow_latency_ms": ours["latency_ms_median"],
-           "ort_latency_ms": ort["latency_ms_median"],
-           "latency_ratio": ort["latency_ms_median"] / ours["latency_ms_median"],
-           "slimflow_peak_rss_mb": ours["peak_rss_mb"], "ort_peak_rss_mb": ort["peak_rss_mb"]}
+           "slimflow_latency_ms": statistics.median(r["latency_ms_median"] for r in ours_rounds),
+           "ort_latency_ms": statistics.median(r["latency_ms_median"] for r in ort_rounds),
+           "latency_ratio": statistics.median(ratios),
+           "latency_ratio_rounds": ratios,
+           "slimflow_peak_rss_mb": max(r["peak_rss_mb"] for r in ours_rounds),
+           "ort_peak_rss_mb": max(r["peak_rss_mb"] for r in ort_rounds)}
     if name == "deep-mnist":
         ort64 = last_json(run(["node", "bench/ort_runner.js", onnx_path, x, "",
                                "--runs", str(args.runs), "--threads", t, "--batch", "64"]))
@@ -68,6 +82,8 @@ def measure(name, args):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=50)
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="turns each engine takes, alternating (default 3)")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--models", default=",".join(MODELS))
     parser.add_argument("--dir", default="runs/onnx")
@@ -88,13 +104,14 @@ def main():
     if args.json:
         print(json.dumps({"rows": rows, "failures": failures}))
         return
-    print(f"\nfp32 inference, {args.threads} threads, median of {args.runs} runs "
-          "(ratio > 1: slimflow faster)")
+    print(f"\nfp32 inference, {args.threads} threads; {args.rounds} alternating rounds of "
+          f"{args.runs} runs, medians (ratio > 1: slimflow faster)")
     print(f"{'model':16}{'max rel err':>12}{'slimflow ms':>13}{'ORT ms':>9}{'ratio':>7}"
-          f"{'RSS MB':>8}{'ORT RSS':>9}")
+          f"{'rounds':>13}{'RSS MB':>8}{'ORT RSS':>9}")
     for r in rows:
+        spread = f"{min(r['latency_ratio_rounds']):.2f}-{max(r['latency_ratio_rounds']):.2f}"
         print(f"{r['model']:16}{r['max_rel_err']:12.1e}{r['slimflow_latency_ms']:13.3f}"
-              f"{r['ort_latency_ms']:9.3f}{r['latency_ratio']:6.2f}x"
+              f"{r['ort_latency_ms']:9.3f}{r['latency_ratio']:6.2f}x{spread:>13}"
               f"{r['slimflow_peak_rss_mb']:8.0f}{r['ort_peak_rss_mb']:9.0f}")
         if "b64_ratio" in r:
             print(f"{'  batch 64 img/s':16}{'':12}{r['slimflow_b64_per_sec']:13.0f}"

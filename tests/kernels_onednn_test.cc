@@ -133,6 +133,31 @@ TEST(OneDnnFusedConv, AddRunsInsideTheConvolution) {
   }
 }
 
+// The layout is measured once per problem: the fire modules of SqueezeNet, each with the same
+// shapes, must not land on different convolutions by measurement noise.
+TEST(OneDnnFusedConv, IdenticalNodesRunTheSameConvolution) {
+  Graph g;
+  const Output x = ops::placeholder(g, DType::f32, {1, 27, 27, 32}, "x");
+  std::vector<Output> ys;
+  for (int i = 0; i < 6; ++i) {
+    Attrs a = conv_attrs({.padding = "SAME"});
+    a.set("activation", std::string("relu"));
+    ys.push_back(g.add("FusedConv2D",
+                       {x, ops::constant(g, random_tensor({3, 3, 32, 128}, 20 + i)),
+                        ops::constant(g, random_tensor({128}, 30 + i))},
+                       a));
+  }
+  Session session(g, {.threads = 2, .kernel_impl = "onednn"});
+  session.set_profiling(true);
+  session.run({{x, random_tensor({1, 27, 27, 32}, 11)}}, ys);
+  std::vector<std::string> impls;
+  for (const NodeProfile& p : session.profile())
+    if (p.op == "FusedConv2D") impls.push_back(p.impl);
+  ASSERT_EQ(impls.size(), 6u);
+  for (const std::string& impl : impls) EXPECT_EQ(impl, impls[0]);
+  EXPECT_NE(impls[0], "onednn");  // names oneDNN's implementation
+}
+
 // Winograd exists for 3x3 stride-1 layers; its transforms round differently from a direct
 // convolution, within the same tolerance.
 TEST(OneDnnFusedConv, WinogradMatchesReference) {

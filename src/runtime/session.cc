@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "kernels/kernel.h"
+#include "runtime/arena_plan.h"
 
 namespace sf {
 
@@ -89,14 +90,8 @@ Session::Plan& Session::plan_for(const Feeds& feeds, const std::vector<Output>& 
       for (const Output& in : g.node(id).inputs) needed[static_cast<size_t>(in.node)] = true;
 
   // Lifetimes of computed outputs, in step indices.
-  struct Buffer {
-    Output output;
-    size_t bytes;
-    int first;
-    int last;
-    size_t offset = 0;
-  };
-  std::vector<Buffer> buffers;
+  std::vector<BufferLifetime> buffers;
+  std::vector<Output> buffer_outputs;
   std::map<Output, size_t> buffer_of;
   int step_index = 0;
   std::vector<int> step_of(static_cast<size_t>(g.num_nodes()), -1);
@@ -113,7 +108,8 @@ Session::Plan& Session::plan_for(const Feeds& feeds, const std::vector<Output>& 
       const TensorType& t = n.outputs[static_cast<size_t>(i)];
       size_t bytes = align_up(static_cast<size_t>(num_elements(t.shape)) * dtype_size(t.dtype));
       buffer_of[Output{id, i}] = buffers.size();
-      buffers.push_back(Buffer{Output{id, i}, bytes, step_index, step_index});
+      buffers.push_back(BufferLifetime{bytes, step_index, step_index});
+      buffer_outputs.push_back(Output{id, i});
     }
     ++step_index;
   }
@@ -122,40 +118,16 @@ Session::Plan& Session::plan_for(const Feeds& feeds, const std::vector<Output>& 
     if (it != buffer_of.end()) buffers[it->second].last = std::numeric_limits<int>::max();
   }
 
-  // Greedy by size: largest buffers first, each at the lowest offset that does not overlap a
-  // placed buffer alive at the same time.
-  std::vector<size_t> order(buffers.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(),
-                   [&](size_t a, size_t b) { return buffers[a].bytes > buffers[b].bytes; });
-  std::vector<size_t> placed;
-  size_t arena_size = 0;
-  for (size_t bi : order) {
-    Buffer& b = buffers[bi];
-    std::vector<std::pair<size_t, size_t>> busy;
-    for (size_t pi : placed) {
-      const Buffer& p = buffers[pi];
-      if (p.first <= b.last && b.first <= p.last) busy.emplace_back(p.offset, p.offset + p.bytes);
-    }
-    std::sort(busy.begin(), busy.end());
-    size_t offset = 0;
-    for (const auto& [lo, hi] : busy) {
-      if (offset + b.bytes <= lo) break;
-      offset = std::max(offset, hi);
-    }
-    b.offset = offset;
-    arena_size = std::max(arena_size, offset + b.bytes);
-    placed.push_back(bi);
-  }
-  plan->arena = Storage::allocate(arena_size);
-
+  const ArenaPlan arena = plan_arena(buffers);
+  plan->arena = Storage::allocate(arena.bytes);
   plan->values.resize(static_cast<size_t>(g.num_nodes()));
-  for (const Buffer& b : buffers) {
-    const TensorType& t = g.type(b.output);
-    auto& slot = plan->values[static_cast<size_t>(b.output.node)];
-    if (slot.size() <= static_cast<size_t>(b.output.index))
-      slot.resize(static_cast<size_t>(b.output.index) + 1);
-    slot[static_cast<size_t>(b.output.index)] = Tensor(t.dtype, t.shape, plan->arena, b.offset);
+  for (size_t b = 0; b < buffers.size(); ++b) {
+    const Output& out = buffer_outputs[b];
+    const TensorType& t = g.type(out);
+    auto& slot = plan->values[static_cast<size_t>(out.node)];
+    if (slot.size() <= static_cast<size_t>(out.index))
+      slot.resize(static_cast<size_t>(out.index) + 1);
+    slot[static_cast<size_t>(out.index)] = Tensor(t.dtype, t.shape, plan->arena, arena.offsets[b]);
   }
 
   for (int id = 0; id < g.num_nodes(); ++id) {
