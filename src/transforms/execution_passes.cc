@@ -19,24 +19,6 @@ bool is_channel_concat(const Node& node) {
   return axis == 3 || axis == -1;
 }
 
-// Every (consumer, input index) reading output 0 of each needed node.
-std::map<int, std::vector<std::pair<int, int>>> consumers_of(const Graph& graph,
-                                                             const Rewriter& rw) {
-  std::map<int, std::vector<std::pair<int, int>>> consumers;
-  for (const Node& node : graph.nodes()) {
-    if (!rw.needed(node.id)) continue;
-    for (int i = 0; i < static_cast<int>(node.inputs.size()); ++i)
-      consumers[node.inputs[static_cast<size_t>(i)].node].push_back({node.id, i});
-  }
-  return consumers;
-}
-
-bool is_graph_output(int id, const std::vector<Output>& outputs) {
-  for (const Output& o : outputs)
-    if (o.node == id) return true;
-  return false;
-}
-
 // Input channels [begin, end) of an HWIO filter.
 Tensor filter_channels(const Tensor& filter, int64_t begin, int64_t end) {
   const int64_t taps = filter.dim(0) * filter.dim(1);
@@ -105,15 +87,13 @@ Graph pool_before_concat(const Graph& graph, std::vector<Output>& outputs) {
 
 Graph split_channel_concat(const Graph& graph, std::vector<Output>& outputs) {
   Rewriter rw(graph, outputs);
-  const auto consumers = consumers_of(graph, rw);
   std::map<int, bool> split;
   for (const Node& node : graph.nodes()) {
-    if (!rw.needed(node.id) || !is_channel_concat(node) || is_graph_output(node.id, outputs))
+    if (!rw.needed(node.id) || !is_channel_concat(node) || rw.is_graph_output(node.id) ||
+        rw.readers(node.id).empty())
       continue;
-    auto readers = consumers.find(node.id);
-    if (readers == consumers.end()) continue;
     bool all_convs = true;
-    for (const auto& [consumer, input] : readers->second)
+    for (const auto& [consumer, input] : rw.readers(node.id))
       all_convs = all_convs && splits_over_input_channels(graph, graph.node(consumer), input);
     if (all_convs) split[node.id] = true;
   }

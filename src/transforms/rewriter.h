@@ -5,6 +5,7 @@
 
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/error.h"
@@ -16,6 +17,7 @@ class Rewriter {
  public:
   explicit Rewriter(const Graph& source, const std::vector<Output>& outputs)
       : source_(source),
+        outputs_(outputs),
         needed_(static_cast<size_t>(source.num_nodes()), false),
         uses_(static_cast<size_t>(source.num_nodes()), 0) {
     for (const Output& o : outputs) ++output_uses_[o];
@@ -26,9 +28,11 @@ class Rewriter {
           needed_[static_cast<size_t>(in.node)] = true;
     for (int id = 0; id < source.num_nodes(); ++id)
       if (needed_[static_cast<size_t>(id)])
-        for (const Output& in : source.node(id).inputs) {
+        for (int i = 0; i < static_cast<int>(source.node(id).inputs.size()); ++i) {
+          const Output& in = source.node(id).inputs[static_cast<size_t>(i)];
           ++uses_[static_cast<size_t>(in.node)];
           ++output_uses_[in];
+          readers_[in.node].push_back({id, i});
         }
     for (const Output& o : outputs) ++uses_[static_cast<size_t>(o.node)];
   }
@@ -36,6 +40,17 @@ class Rewriter {
   bool needed(int id) const { return needed_[static_cast<size_t>(id)]; }
   // How many inputs (and graph outputs) read any output of this node.
   int uses(int id) const { return uses_[static_cast<size_t>(id)]; }
+  bool is_graph_output(int id) const {
+    for (const Output& o : outputs_)
+      if (o.node == id) return true;
+    return false;
+  }
+  // Every needed (node, input index) reading any output of node `id`.
+  const std::vector<std::pair<int, int>>& readers(int id) const {
+    static const std::vector<std::pair<int, int>> none;
+    auto it = readers_.find(id);
+    return it == readers_.end() ? none : it->second;
+  }
   // Whether anything reads outputs other than output 0 of this node.
   bool side_outputs_used(const Node& node) const {
     for (int i = 1; i < static_cast<int>(node.outputs.size()); ++i)
@@ -77,11 +92,13 @@ class Rewriter {
 
  private:
   const Graph& source_;
+  std::vector<Output> outputs_;
   Graph target_;
   std::vector<bool> needed_;
   std::vector<int> uses_;
   std::map<Output, Output> map_;
   std::map<Output, int> output_uses_;
+  std::map<int, std::vector<std::pair<int, int>>> readers_;
 };
 
 // The value of a Const node's output, or null for any other node.
