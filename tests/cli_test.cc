@@ -4,7 +4,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <array>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -12,25 +11,14 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "support/cli.h"
 #include "support/mnist.h"
 
 namespace sf {
 namespace {
 
-struct Result {
-  int exit_code;
-  std::string out;  // stdout and stderr together unless split
-};
-
-Result run(const std::string& args, bool with_stderr = true) {
-  std::string command = std::string(SLIMFLOW_CLI) + " " + args + (with_stderr ? " 2>&1" : " 2>/dev/null");
-  FILE* pipe = popen(command.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buffer{};
-  while (size_t n = fread(buffer.data(), 1, buffer.size(), pipe)) out.append(buffer.data(), n);
-  int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), out};
-}
+using Result = testing::CliResult;
+using testing::run_cli;
 
 std::string tiny() { return testing::source_path("tests/data/tiny-cnn.yaml"); }
 
@@ -42,11 +30,11 @@ std::string error_line(const std::string& out) {
 }
 
 TEST(CliTest, HelpListsCommands) {
-  Result r = run("--help");
+  Result r = run_cli("--help");
   EXPECT_EQ(r.exit_code, 0);
   EXPECT_NE(r.out.find("train"), std::string::npos);
   EXPECT_NE(r.out.find("eval"), std::string::npos);
-  Result t = run("train --help");
+  Result t = run_cli("train --help");
   EXPECT_EQ(t.exit_code, 0);
   for (const char* option : {"--batch", "--lr", "--optimizer", "--weight-decay", "--lr-schedule",
                              "--seed", "--threads", "--checkpoint-every", "--json", "--resume"})
@@ -55,7 +43,7 @@ TEST(CliTest, HelpListsCommands) {
 
 TEST(CliTest, MissingDataFolderIsOneLineError) {
   std::string dir = testing::make_temp_dir("sf-cli-nodata");
-  Result r = run("train --model " + tiny() + " --data " + dir + " --out " + dir + "/run --quiet");
+  Result r = run_cli("train --model " + tiny() + " --data " + dir + " --out " + dir + "/run --quiet");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(error_line(r.out).find(dir), std::string::npos) << r.out;
   std::filesystem::remove_all(dir);
@@ -75,7 +63,7 @@ TEST(CliTest, TruncatedIdxFileIsOneLineError) {
     std::ofstream f(dir + "/" + name, std::ios::binary);
     f.write(reinterpret_cast<const char*>(labels), sizeof labels);
   }
-  Result r = run("train --model " + tiny() + " --data " + dir + " --out " + dir + "/run --quiet");
+  Result r = run_cli("train --model " + tiny() + " --data " + dir + " --out " + dir + "/run --quiet");
   EXPECT_EQ(r.exit_code, 1);
   std::string line = error_line(r.out);
   EXPECT_NE(line.find("train-images-idx3-ubyte"), std::string::npos) << r.out;
@@ -87,7 +75,7 @@ TEST(CliTest, BadModelSpecIsOneLineError) {
   std::string dir = testing::make_temp_dir("sf-cli-spec");
   std::ofstream(dir + "/bad.yaml") << "name: b\ninput: [28, 28, 1]\nclasses: 10\nlayers:\n"
                                       "  - {name: c, type: conv3d, filters: 3}\n";
-  Result r = run("train --model " + dir + "/bad.yaml --out " + dir + "/run --quiet");
+  Result r = run_cli("train --model " + dir + "/bad.yaml --out " + dir + "/run --quiet");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(error_line(r.out).find("bad.yaml:5: layer 'c': unknown type 'conv3d'"),
             std::string::npos)
@@ -96,16 +84,16 @@ TEST(CliTest, BadModelSpecIsOneLineError) {
 }
 
 TEST(CliTest, UnknownOptionValueIsRejected) {
-  Result r = run("train --model " + tiny() + " --optimizer adagrad --out /tmp/x");
+  Result r = run_cli("train --model " + tiny() + " --optimizer adagrad --out /tmp/x");
   EXPECT_NE(r.exit_code, 0);
 }
 
 TEST(CliTest, QatAndInitFromOptions) {
-  Result help = run("train --help");
+  Result help = run_cli("train --help");
   EXPECT_NE(help.out.find("--qat"), std::string::npos);
   EXPECT_NE(help.out.find("--init-from"), std::string::npos);
-  EXPECT_NE(run("train --model " + tiny() + " --qat 9 --out /tmp/x").exit_code, 0);
-  Result both = run("train --resume /tmp/a --init-from /tmp/b --out /tmp/c");
+  EXPECT_NE(run_cli("train --model " + tiny() + " --qat 9 --out /tmp/x").exit_code, 0);
+  Result both = run_cli("train --resume /tmp/a --init-from /tmp/b --out /tmp/c");
   EXPECT_EQ(both.exit_code, 1);
   EXPECT_NE(error_line(both.out).find("give one"), std::string::npos) << both.out;
 }
@@ -113,7 +101,7 @@ TEST(CliTest, QatAndInitFromOptions) {
 TEST(CliTest, JsonEpochLinesAndEval) {
   if (!testing::mnist_available()) GTEST_SKIP() << "MNIST not installed";
   std::string dir = testing::make_temp_dir("sf-cli-json");
-  Result r = run("train --model " + tiny() + " --train-limit 320 --test-limit 200 --epochs 2 "
+  Result r = run_cli("train --model " + tiny() + " --train-limit 320 --test-limit 200 --epochs 2 "
                  "--threads 1 --quiet --json --out " + dir + "/run", false);
   ASSERT_EQ(r.exit_code, 0) << r.out;
   std::istringstream lines(r.out);
@@ -129,7 +117,7 @@ TEST(CliTest, JsonEpochLinesAndEval) {
     ++epochs;
   }
   EXPECT_EQ(epochs, 2);
-  Result e = run("eval --model " + dir + "/run --data mnist --limit 200 --json", false);
+  Result e = run_cli("eval --model " + dir + "/run --data mnist --limit 200 --json", false);
   ASSERT_EQ(e.exit_code, 0) << e.out;
   auto j = nlohmann::json::parse(e.out);
   EXPECT_EQ(j["count"].get<int>(), 200);
@@ -161,7 +149,7 @@ TEST(CliTest, KilledRunResumesFromItsLastCheckpoint) {
   int status = 0;
   waitpid(pid, &status, 0);
   ASSERT_TRUE(std::filesystem::exists(checkpoint));
-  Result r = run("train --resume " + run_dir + " --quiet --threads 1");
+  Result r = run_cli("train --resume " + run_dir + " --quiet --threads 1");
   ASSERT_EQ(r.exit_code, 0) << r.out;
   EXPECT_NE(r.out.find("resuming " + run_dir + " at epoch"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("(step 0)"), std::string::npos) << r.out;

@@ -1,9 +1,7 @@
 // Weights-only quantization: the codec's error bounds and bit packing, .sfm files with encoded
 // weights (round trip, strict validation), and `slimflow quantize` on the command line.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <array>
 #include <bit>
 #include <chrono>
 #include <cmath>
@@ -20,6 +18,7 @@
 #include "quantize/weight_codec.h"
 #include "quantize/weight_quantizer.h"
 #include "runtime/session.h"
+#include "support/cli.h"
 #include "support/mnist.h"
 #include "support/model_bytes.h"
 #include "support/testing.h"
@@ -574,29 +573,9 @@ TEST_F(EncodedEntryTest, TruncatedOrFlippedFilesNeverCrash) {
 
 // --- the command line ---
 
-struct CliResult {
-  int exit_code;
-  std::string out;  // stdout and stderr together
-};
-
-CliResult run_cli(const std::string& args, bool with_stderr = true) {
-  std::string command =
-      std::string(SLIMFLOW_CLI) + " " + args + (with_stderr ? " 2>&1" : " 2>/dev/null");
-  FILE* pipe = popen(command.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buffer{};
-  while (size_t n = fread(buffer.data(), 1, buffer.size(), pipe)) out.append(buffer.data(), n);
-  int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), out};
-}
-
-std::vector<std::string> non_empty_lines(const std::string& text) {
-  std::vector<std::string> lines;
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);)
-    if (!line.empty()) lines.push_back(line);
-  return lines;
-}
+using testing::CliResult;
+using testing::non_empty_lines;
+using testing::run_cli;
 
 class QuantizeCliTest : public QuantizedModelTest {
  protected:

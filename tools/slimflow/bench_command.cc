@@ -125,10 +125,17 @@ Action add_bench_command(CLI::App& app) {
                 result["throughput_per_sec"].get<double>(), result["peak_rss_mb"].get<double>(),
                 model.file_bytes);
     if (a->profile) {
-      std::printf("\n%-24s %-14s %-12s %-18s %9s %7s %8s\n", "node", "op", "impl", "output", "ms", "share", "GFLOP/s");
+      int name_width = 4, impl_width = 4;
+      for (const nlohmann::json& r : result["profile"]) {
+        name_width = std::max(name_width, static_cast<int>(r["node"].get<std::string>().size()));
+        impl_width = std::max(impl_width, static_cast<int>(r["impl"].get<std::string>().size()));
+      }
+      std::printf("\n%-*s %-14s %-*s %-18s %9s %7s %8s\n", name_width, "node", "op", impl_width,
+                  "impl", "output", "ms", "share", "GFLOP/s");
       for (const nlohmann::json& r : result["profile"])
-        std::printf("%-24s %-14s %-12s %-18s %9.4f %6.1f%% %8.1f\n", r["node"].get<std::string>().c_str(),
-                    r["op"].get<std::string>().c_str(), r["impl"].get<std::string>().c_str(),
+        std::printf("%-*s %-14s %-*s %-18s %9.4f %6.1f%% %8.1f\n", name_width,
+                    r["node"].get<std::string>().c_str(), r["op"].get<std::string>().c_str(),
+                    impl_width, r["impl"].get<std::string>().c_str(),
                     shape_str(r["output_shape"].get<Shape>()).c_str(), r["ms"].get<double>(),
                     100.0 * r["share"].get<double>(), r["gflops"].get<double>());
     }

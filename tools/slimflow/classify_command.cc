@@ -60,6 +60,9 @@ Action add_classify_command(CLI::App& app) {
     const float std = a->std.value_or(static_cast<float>(metadata_number(model, "input_std", 255.0)));
     if (std == 0.0f) fail("--input-std must not be 0");
     Image image = decode_image(a->image);
+    if (channels != 1 && channels != 3 && channels != image.channels)
+      fail("{}: {}-channel image; {} takes {} channels (gray or RGB images convert to 1 or 3)",
+           a->image, image.channels, a->model, channels);
     Tensor input = to_model_layout(image_to_tensor(image, width, height, channels, mean, std), model);
     Session session(model.graph, SessionOptions{.threads = a->threads});
     Tensor out = session.run({{input_output(model, 0), input}}, {output_output(model, 0)})[0];

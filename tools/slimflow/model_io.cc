@@ -44,6 +44,7 @@ ModelFile open_model(const std::string& path, const std::map<std::string, Shape>
     ModelFile model = import_onnx(path, options);
     model.metadata["input_layout"] = "NCHW";  // the importer keeps ONNX's interface layout
     model.graph = optimize_constant_graph(model.graph, model.outputs);
+    model.file_bytes = std::filesystem::file_size(path);
     return model;
   }
   return load_model(path);

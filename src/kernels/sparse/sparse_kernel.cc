@@ -24,6 +24,12 @@ void SparseKernel::compute(KernelContext& ctx) {
 
 bool SparseKernel::sparse_pays(const Tensor&) { return sparsity_ >= threshold_; }
 
+std::string SparseKernel::running_impl() const {
+  if (path_ != Path::Dense) return "";
+  const std::string dense = dense_ ? dense_->running_impl() : "";
+  return dense.empty() ? "dense" : "dense:" + dense;
+}
+
 Activation activation_of(const Node& node) {
   if (!node.attrs.has("activation")) return Activation::None;
   const std::string& a = node.attrs.get_string("activation");

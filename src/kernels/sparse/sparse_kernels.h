@@ -83,7 +83,8 @@ class SparseKernel : public Kernel {
   Path path() const { return path_; }
   double weight_sparsity() const { return sparsity_; }
   double threshold() const { return threshold_; }
-  std::string running_impl() const override { return path_ == Path::Dense ? "dense" : ""; }
+  // "dense" on the dense path, followed by what the dense kernel names (oneDNN's convolution).
+  std::string running_impl() const override;
 
  protected:
   // `threshold` 0 always takes the sparse path; otherwise `spec` is handed to the dense kernel

@@ -1,0 +1,19 @@
+// Running the `slimflow` command from tests, as users do.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace sf::testing {
+
+struct CliResult {
+  int exit_code;
+  std::string out;  // stdout, and stderr after it unless left out
+};
+
+// Runs `slimflow ARGS` through the shell; a command killed by a signal exits 128 + signal.
+CliResult run_cli(const std::string& args, bool with_stderr = true);
+
+std::vector<std::string> non_empty_lines(const std::string& text);
+
+}  // namespace sf::testing
