@@ -1,5 +1,7 @@
 #include "kernels/onednn/onednn_common.h"
 
+#include <immintrin.h>
+
 #include <cstring>
 
 namespace sf::onednn {
@@ -83,6 +85,20 @@ const dnnl::memory& StagedArg::bind_constant(void* data) {
   if (reorder_ && data == staged_from_) return staged_;
   staged_from_ = data;
   return bind(data);
+}
+
+void flush_cache_lines(const void* data, size_t bytes) {
+  const char* p = static_cast<const char*>(data);
+  for (size_t i = 0; i < bytes; i += 64) _mm_clflush(p + i);
+  _mm_mfence();
+}
+
+void StagedArg::flush_staging() const {
+  if (reorder_) flush_cache_lines(staged_.get_data_handle(), staged_.get_desc().get_size());
+}
+
+void Runner::flush_scratchpad() const {
+  flush_cache_lines(scratchpad_.get_data_handle(), scratchpad_.get_desc().get_size());
 }
 
 void StagedArg::finish() {

@@ -42,6 +42,9 @@ dnnl::primitive_attr user_scratchpad_attr();
 // True for implementations we would rather not run (oneDNN's naive reference loops).
 bool is_reference_impl(const char* impl_info);
 
+// Writes back and drops from every cache level the lines of [data, data + bytes).
+void flush_cache_lines(const void* data, size_t bytes);
+
 // One tensor argument of a primitive. `user` describes our plain buffer; `want` the layout the
 // primitive was created with. When they differ, a kernel-owned buffer in `want`'s layout and
 // the reorder between the two are set up once here.
@@ -62,6 +65,7 @@ class StagedArg {
   // Outputs: reorders the staging buffer into the user buffer bound last.
   void finish();
   bool staged() const { return reorder_.has_value(); }
+  void flush_staging() const;
 
  private:
   Direction dir_;
@@ -83,6 +87,7 @@ class Runner {
   }
   void run(std::unordered_map<int, dnnl::memory> args);
   const std::string& impl() const { return impl_; }
+  void flush_scratchpad() const;
 
  private:
   dnnl::primitive primitive_;
