@@ -360,6 +360,20 @@ TEST(OneDnnTranspose, PermutationsMatchReference) {
   }
 }
 
+// The AVX-512 NCHW -> NHWC transpose of RGB images, over widths that leave 0..15 pixels after
+// the last full vector.
+TEST(SimdTranspose, RgbPlanesToPixelsMatchReference) {
+  for (const Shape& shape : {Shape{1, 3, 224, 224}, Shape{2, 3, 5, 17}, Shape{1, 3, 1, 1},
+                             Shape{3, 3, 7, 31}, Shape{1, 3, 2, 16}}) {
+    SCOPED_TRACE(shape_str(shape));
+    expect_impl_matches_reference(
+        [&](Graph& g, const std::vector<Output>& in) {
+          return g.add("Transpose", {in[0]}, {{"perm", std::vector<int64_t>{0, 2, 3, 1}}});
+        },
+        {random_tensor(shape, 11)}, "simd", 0, 0);
+  }
+}
+
 // With no impl requested, the session picks oneDNN for every dense node.
 TEST(OneDnnSelection, DenseNodesUseOneDnn) {
   Graph g;

@@ -12,5 +12,6 @@ void register_onednn_kernels(KernelRegistry& registry);
 void register_fused_kernels(KernelRegistry& registry);
 void register_sparse_kernels(KernelRegistry& registry);
 void register_int8_kernels(KernelRegistry& registry);  // vectorized element-wise int8 ops
+void register_image_layout_kernels(KernelRegistry& registry);  // NCHW -> NHWC of RGB images
 
 }  // namespace sf
