@@ -69,13 +69,18 @@ def measure(name, args):
            "slimflow_peak_rss_mb": max(r["peak_rss_mb"] for r in ours_rounds),
            "ort_peak_rss_mb": max(r["peak_rss_mb"] for r in ort_rounds)}
     if name == "deep-mnist":
-        ort64 = last_json(run(["node", "bench/ort_runner.js", onnx_path, x, "",
-                               "--runs", str(args.runs), "--threads", t, "--batch", "64"]))
-        ours64 = last_json(run([args.slimflow, "bench", "--model", onnx_path, "--batch", "64",
-                                "--threads", t, "--runs", str(args.runs), "--json"]))
-        row.update({"slimflow_b64_per_sec": ours64["throughput_per_sec"],
-                    "ort_b64_per_sec": ort64["throughput_per_sec"],
-                    "b64_ratio": ours64["throughput_per_sec"] / ort64["throughput_per_sec"]})
+        ours64, ort64 = [], []
+        for _ in range(args.rounds):
+            ort64.append(last_json(run(["node", "bench/ort_runner.js", onnx_path, x, "", "--runs",
+                                        str(args.runs), "--threads", t, "--batch", "64"])))
+            ours64.append(last_json(run([args.slimflow, "bench", "--model", onnx_path, "--batch",
+                                         "64", "--threads", t, "--runs", str(args.runs),
+                                         "--json"])))
+        row.update({"slimflow_b64_per_sec":
+                    statistics.median(r["throughput_per_sec"] for r in ours64),
+                    "ort_b64_per_sec": statistics.median(r["throughput_per_sec"] for r in ort64),
+                    "b64_ratio": statistics.median(s["throughput_per_sec"] / o["throughput_per_sec"]
+                                                   for s, o in zip(ours64, ort64))})
     return row
 
 
