@@ -36,9 +36,7 @@ std::string write_classifier(const std::string& dir, int64_t channels) {
   add_node(m, "Flatten", {"p"}, {"f"});
   set_int(add_node(m, "Gemm", {"f", "fc", "fb"}, {"y"}, "fc"), "transB", 1);
   add_output(m, "y");
-  const std::string path = dir + "/classifier" + std::to_string(channels) + ".onnx";
-  std::ofstream(path, std::ios::binary) << m.SerializeAsString();
-  return path;
+  return write_onnx_model(m, dir + "/classifier" + std::to_string(channels) + ".onnx");
 }
 
 // An 8x8 binary PGM.

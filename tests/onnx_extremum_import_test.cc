@@ -4,7 +4,6 @@
 #include <onnx/onnx_pb.h>
 
 #include <algorithm>
-#include <fstream>
 #include <limits>
 #include <random>
 
@@ -23,9 +22,7 @@ using namespace testing;
 onnx::ModelProto new_model(int opset = 13) { return new_onnx_model(opset); }
 
 ModelFile import(const onnx::ModelProto& m, const std::string& name) {
-  const std::string path = ::testing::TempDir() + name;
-  std::ofstream(path, std::ios::binary) << m.SerializeAsString();
-  return import_onnx(path);
+  return import_onnx(write_onnx_model(m, ::testing::TempDir() + name));
 }
 
 // Runs the model on its inputs (in order) and returns every output.

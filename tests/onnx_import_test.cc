@@ -26,7 +26,7 @@ std::string write(const std::string& bytes, const std::string& name) {
 }
 
 std::string write(const onnx::ModelProto& m, const std::string& name) {
-  return write(m.SerializeAsString(), name);
+  return write_onnx_model(m, ::testing::TempDir() + name);
 }
 
 TEST(OnnxImport, ConvReluGlobalPoolFlattenGemm) {

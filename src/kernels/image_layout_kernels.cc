@@ -16,11 +16,6 @@ namespace {
 
 constexpr int kPriority = 11;  // above oneDNN's
 
-bool has_avx512() {
-  static const bool yes = __builtin_cpu_supports("avx512f");
-  return yes;
-}
-
 // out[3p + c] = plane c [p] for p in [0, n).
 __attribute__((target("avx512f"))) void interleave_rgb(const float* r, const float* g,
                                                        const float* b, float* out, int64_t n) {
@@ -67,7 +62,7 @@ void rgb_planes_to_pixels(KernelContext& ctx) {
 
 bool is_rgb_planes_to_pixels(const KernelSpec& spec) {
   const Shape& in = spec.inputs[0].shape;
-  if (in.size() != 4 || in[1] != 3 || !has_avx512()) return false;
+  if (in.size() != 4 || in[1] != 3 || !__builtin_cpu_supports("avx512f")) return false;
   std::vector<int64_t> perm;
   return transpose_perm(spec.node.attrs.get_ints("perm"), 4, &perm).empty() &&
          perm == std::vector<int64_t>{0, 2, 3, 1};

@@ -60,7 +60,7 @@ Graph pool_before_concat(const Graph& graph, std::vector<Output>& outputs) {
   std::map<int, int> pool_of_concat;
   for (const Node& node : graph.nodes()) {
     if (!rw.needed(node.id) || !is_channel_concat(node)) continue;
-    const Node* pool = rw.sole_consumer(node.id, outputs);
+    const Node* pool = rw.sole_consumer(node.id);
     if (pool && pool->op == "MaxPool" && pool->outputs.size() == 1)
       pool_of_concat[node.id] = pool->id;
   }
@@ -149,9 +149,9 @@ Graph fuse_residual_add(const Graph& graph, std::vector<Output>& outputs) {
       const Node& conv = graph.node(add.inputs[static_cast<size_t>(side)].node);
       if (conv.op != "FusedConv2D" || conv.attrs.get_string("activation") != "none" ||
           !is_pointwise(graph, conv) || member.count(conv.id) ||
-          rw.sole_consumer(conv.id, outputs) != &add)
+          rw.sole_consumer(conv.id) != &add)
         continue;
-      const Node* act = fusable_activation(rw, add.id, outputs);
+      const Node* act = fusable_activation(rw, add.id);
       fusions[act ? act->id : add.id] =
           Fusion{conv.id, add.inputs[static_cast<size_t>(1 - side)], act ? act->id : -1};
       member[conv.id] = member[add.id] = true;

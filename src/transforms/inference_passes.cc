@@ -17,7 +17,7 @@ Graph freeze_variables(const Graph& graph, const VariableStore& variables,
     if (!rw.needed(node.id)) continue;
     if (node.op == "Variable") {
       // Weights trained quantization-aware are stored as the forward pass saw them.
-      const Node* fake_quant = rw.sole_consumer(node.id, outputs);
+      const Node* fake_quant = rw.sole_consumer(node.id);
       if (fake_quant != nullptr && fake_quant->op == "FakeQuantWeights") {
         const auto bits = static_cast<int>(fake_quant->attrs.get_int("bits"));
         const Tensor& w = variables.get(node.name);
@@ -30,7 +30,7 @@ Graph freeze_variables(const Graph& graph, const VariableStore& variables,
       Output c = ops::constant(rw.target(), variables.get(node.name).clone(), node.name);
       rw.set({node.id, 0}, c);
     } else if (node.op == "FakeQuantWeights" && graph.node(node.inputs[0].node).op == "Variable" &&
-               rw.sole_consumer(node.inputs[0].node, outputs) == &node) {
+               rw.sole_consumer(node.inputs[0].node) == &node) {
       continue;  // folded into its variable's constant above
     } else if (node.op == "Dropout" || node.op == "Identity") {
       if (rw.side_outputs_used(node))
@@ -68,10 +68,10 @@ Graph fold_batch_norm(const Graph& graph, std::vector<Output>& outputs) {
     bool foldable = const_value(graph, linear.inputs[1]) != nullptr;
     for (int i = 1; i <= 4; ++i) foldable = foldable && const_value(graph, bn.inputs[i]) != nullptr;
     if (bias_add >= 0) foldable = foldable && const_value(graph, graph.node(bias_add).inputs[1]);
-    const Node* after_linear = rw.sole_consumer(linear.id, outputs);
+    const Node* after_linear = rw.sole_consumer(linear.id);
     foldable = foldable && after_linear && after_linear->id == (bias_add >= 0 ? bias_add : bn.id);
     if (bias_add >= 0) {
-      const Node* after_bias = rw.sole_consumer(bias_add, outputs);
+      const Node* after_bias = rw.sole_consumer(bias_add);
       foldable = foldable && after_bias && after_bias->id == bn.id;
     }
     if (!foldable) continue;
@@ -132,9 +132,9 @@ Graph fuse_bias_activation(const Graph& graph, std::vector<Output>& outputs) {
   std::map<int, bool> member;
   for (const Node& linear : graph.nodes()) {
     if ((linear.op != "Conv2D" && linear.op != "MatMul") || !rw.needed(linear.id)) continue;
-    const Node* bias = rw.sole_consumer(linear.id, outputs);
+    const Node* bias = rw.sole_consumer(linear.id);
     if (!bias || bias->op != "BiasAdd") continue;
-    const Node* act = fusable_activation(rw, bias->id, outputs);
+    const Node* act = fusable_activation(rw, bias->id);
     Fusion f{linear.id, bias->id, act ? act->id : -1};
     int last = act ? act->id : bias->id;
     fusions[last] = f;

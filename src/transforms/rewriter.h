@@ -78,16 +78,11 @@ class Rewriter {
     return out;
   }
   // The single node reading output 0 of `id`, if exactly one does and it is not a graph output.
-  const Node* sole_consumer(int id, const std::vector<Output>& outputs) const {
-    if (uses(id) != 1) return nullptr;
-    for (const Output& o : outputs)
-      if (o.node == id) return nullptr;
-    for (int c = id + 1; c < source_.num_nodes(); ++c) {
-      if (!needed(c)) continue;
-      for (const Output& in : source_.node(c).inputs)
-        if (in.node == id) return in.index == 0 ? &source_.node(c) : nullptr;
-    }
-    return nullptr;
+  const Node* sole_consumer(int id) const {
+    if (uses(id) != 1 || is_graph_output(id)) return nullptr;
+    const auto& [reader, input] = readers(id).front();
+    const Node& node = source_.node(reader);
+    return node.inputs[static_cast<size_t>(input)].index == 0 ? &node : nullptr;
   }
 
  private:
@@ -109,9 +104,8 @@ inline const Tensor* const_value(const Graph& g, Output o) {
 
 // The Relu or Relu6 that alone reads output 0 of node `id`, which a fused node can apply; null
 // when there is none.
-inline const Node* fusable_activation(const Rewriter& rw, int id,
-                                      const std::vector<Output>& outputs) {
-  const Node* act = rw.sole_consumer(id, outputs);
+inline const Node* fusable_activation(const Rewriter& rw, int id) {
+  const Node* act = rw.sole_consumer(id);
   return act && (act->op == "Relu" || act->op == "Relu6") ? act : nullptr;
 }
 

@@ -1,5 +1,6 @@
 #include "support/onnx_models.h"
 
+#include <fstream>
 #include <random>
 
 #include "runtime/session.h"
@@ -69,6 +70,11 @@ void add_init_i64(onnx::ModelProto& m, const std::string& name, const Shape& dim
   t->set_data_type(onnx::TensorProto::INT64);
   for (int64_t d : dims) t->add_dims(d);
   for (int64_t v : values) t->add_int64_data(v);
+}
+
+std::string write_onnx_model(const onnx::ModelProto& m, const std::string& path) {
+  std::ofstream(path, std::ios::binary) << m.SerializeAsString();
+  return path;
 }
 
 std::vector<float> random_values(size_t n, uint32_t seed) {

@@ -44,6 +44,8 @@ void add_init_i64(onnx::ModelProto& m, const std::string& name, const Shape& dim
 
 // Uniform in [-1, 1).
 std::vector<float> random_values(size_t n, uint32_t seed);
+// Writes the serialized model to `path`; returns `path`.
+std::string write_onnx_model(const onnx::ModelProto& m, const std::string& path);
 int count_ops(const ModelFile& model, const std::string& op);
 // Output 0 for input 0 = x (a clone).
 Tensor run_model(const ModelFile& model, const Tensor& x);
