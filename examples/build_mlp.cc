@@ -13,7 +13,7 @@
 #include "autodiff/gradients.h"
 #include "ops/ops.h"
 #include "runtime/session.h"
-#include "train/initializers.h"
+#include "models/initializers.h"
 #include "train/optimizer.h"
 
 int main() {

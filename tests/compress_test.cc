@@ -4,8 +4,8 @@
 
 #include <random>
 
-#include "compress/huffman.h"
-#include "compress/sparse_codec.h"
+#include "codec/huffman.h"
+#include "codec/sparse_codec.h"
 #include "compress/size_report.h"
 #include "graph/graph.h"
 #include "modelfile/model_file.h"

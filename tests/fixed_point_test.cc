@@ -1,6 +1,6 @@
 // Fixed-point requantization against the same rounding computed with 128-bit integers, on
 // random values and the int32 extremes.
-#include "quantize/fixed_point.h"
+#include "codec/fixed_point.h"
 
 #include <gtest/gtest.h>
 
@@ -11,7 +11,7 @@
 
 #include "core/error.h"
 #include "kernels/int8_loops.h"
-#include "quantize/quant_params.h"
+#include "codec/quant_params.h"
 
 namespace sf {
 namespace {

@@ -18,7 +18,7 @@
 #include "graph/graph.h"
 #include "ops/ops.h"
 #include "ops/quantized_ops.h"
-#include "quantize/quant_params.h"
+#include "codec/quant_params.h"
 #include "runtime/session.h"
 
 namespace sf {

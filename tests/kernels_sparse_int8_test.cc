@@ -15,7 +15,7 @@
 #include "kernels/sparse/sparse_kernels.h"
 #include "ops/ops.h"
 #include "ops/quantized_ops.h"
-#include "quantize/quant_params.h"
+#include "codec/quant_params.h"
 #include "runtime/session.h"
 #include "support/testing.h"
 

@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "train/initializers.h"
+#include "models/initializers.h"
 #include "train/optimizer.h"
 
 namespace sf {

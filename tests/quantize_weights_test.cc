@@ -15,7 +15,7 @@
 
 #include "modelfile/model_file.h"
 #include "ops/ops.h"
-#include "quantize/weight_codec.h"
+#include "codec/weight_codec.h"
 #include "quantize/weight_quantizer.h"
 #include "runtime/session.h"
 #include "support/cli.h"

@@ -15,7 +15,7 @@
 #include "graph/graph.h"
 #include "ops/ops.h"
 #include "ops/quantized_ops.h"
-#include "quantize/quant_params.h"
+#include "codec/quant_params.h"
 #include "support/testing.h"
 
 namespace sf {

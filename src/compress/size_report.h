@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "compress/sparse_codec.h"
+#include "codec/sparse_codec.h"
 #include "modelfile/model_file.h"
 
 namespace sf {

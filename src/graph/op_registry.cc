@@ -1,7 +1,5 @@
 #include "graph/op_registry.h"
 
-#include "ops/register.h"
-
 namespace sf {
 
 void InferContext::expect_rank(int i, int rank, const char* what) const {
@@ -16,15 +14,6 @@ void InferContext::expect_dtype(int i, DType dtype, const char* what) const {
 
 std::string GradContext::name(const std::string& suffix) const {
   return graph.unique_name(node.name + "/grad/" + suffix);
-}
-
-OpRegistry& OpRegistry::global() {
-  static OpRegistry* registry = [] {
-    auto* r = new OpRegistry();
-    register_builtin_ops(*r);
-    return r;
-  }();
-  return *registry;
 }
 
 void OpRegistry::add(OpDef def) {

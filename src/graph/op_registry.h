@@ -78,7 +78,8 @@ struct OpDef {
 
 class OpRegistry {
  public:
-  // The registry with every built-in op (registered on first use).
+  // The registry with every built-in op, registered on first use. Defined by the ops layer
+  // (ops/register.cc), which holds the list of built-in ops.
   static OpRegistry& global();
   void add(OpDef def);
   const OpDef* find(const std::string& name) const;

@@ -1,5 +1,5 @@
 // The hot element loops of the int8 kernels, bit-identical element by element to the scalar
-// definitions in quantize/quant_params.h (which the reference kernels use), and vectorized
+// definitions in codec/quant_params.h (which the reference kernels use), and vectorized
 // with AVX-512 when the CPU has it (chosen at run time: the build targets baseline x86-64).
 #pragma once
 
@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "ops/conv_geometry.h"
-#include "quantize/quant_params.h"
+#include "codec/quant_params.h"
 
 namespace sf {
 

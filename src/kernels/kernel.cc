@@ -69,11 +69,4 @@ const KernelDef& KernelRegistry::select(const KernelSpec& spec, const std::strin
        dtype_name(dtype), spec.node.device, registered.empty() ? "none" : registered);
 }
 
-std::vector<const KernelDef*> KernelRegistry::kernels_for(const std::string& op) const {
-  std::vector<const KernelDef*> out;
-  for (const KernelDef& d : defs_)
-    if (d.op == op) out.push_back(&d);
-  return out;
-}
-
 }  // namespace sf

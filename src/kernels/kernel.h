@@ -75,7 +75,6 @@ class KernelRegistry {
   // only that implementation is considered, falling back to "reference". Throws an error that
   // lists what is registered for the op when nothing fits.
   const KernelDef& select(const KernelSpec& spec, const std::string& impl = "") const;
-  std::vector<const KernelDef*> kernels_for(const std::string& op) const;
 
  private:
   std::vector<KernelDef> defs_;

@@ -28,7 +28,7 @@
 //
 // Besides "dense", f32 weights may be stored "linear", "kmeans" (quantized) or "f16", with
 // their parameters (bits, axis, scales, zero_points, codebook) as further entry fields; see
-// quantize/weight_codec.h. The loader validates and decodes them once into plain f32 tensors,
+// codec/weight_codec.h. The loader validates and decodes them once into plain f32 tensors,
 // so everything after loading sees dense weights.
 //
 // Ops are stored by name and OpDef::version; a file whose op version is newer than this build's
@@ -44,7 +44,7 @@
 #include <vector>
 
 #include "graph/graph.h"
-#include "quantize/weight_codec.h"
+#include "codec/weight_codec.h"
 
 namespace sf {
 

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "graph/graph.h"
-#include "train/initializers.h"
+#include "models/initializers.h"
 
 namespace sf {
 

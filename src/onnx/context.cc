@@ -79,12 +79,6 @@ std::vector<int64_t> Context::attr_ints(const std::string& name, std::vector<int
   return std::vector<int64_t>(a->ints().begin(), a->ints().end());
 }
 
-std::vector<float> Context::attr_floats(const std::string& name) const {
-  const onnx::AttributeProto* a = attr(name);
-  if (!a) return {};
-  return std::vector<float>(a->floats().begin(), a->floats().end());
-}
-
 std::string Context::fresh(const std::string& suffix) {
   const std::string base = suffix.empty() ? node_name() : node_name() + "/" + suffix;
   std::string name = base;

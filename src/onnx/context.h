@@ -68,7 +68,6 @@ class Context {
   float attr_float(const std::string& name, float def) const;
   std::string attr_string(const std::string& name, const std::string& def) const;
   std::vector<int64_t> attr_ints(const std::string& name, std::vector<int64_t> def = {}) const;
-  std::vector<float> attr_floats(const std::string& name) const;
 
   // --- graph building ---
   // A fresh node name "<onnx node>[/suffix]".

@@ -11,7 +11,7 @@
 
 #include "onnx/export_context.h"
 #include "ops/conv_geometry.h"
-#include "quantize/quant_params.h"
+#include "codec/quant_params.h"
 
 namespace sf::onnx_export {
 

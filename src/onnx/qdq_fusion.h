@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "onnx/context.h"
-#include "quantize/quant_params.h"
+#include "codec/quant_params.h"
 
 namespace sf::onnx_import {
 

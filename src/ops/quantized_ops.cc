@@ -4,7 +4,7 @@
 // real = scale * (q - zero_point); weights are symmetric i8 with scales f32[1] (per tensor) or
 // f32[C] (per output channel, the last axis). Convs and matmuls accumulate in i32 and are
 // brought back to u8 by Requantize (or the fused *Requantized forms) with fixed-point
-// multipliers (quantize/fixed_point.h).
+// multipliers (codec/fixed_point.h).
 //
 // Window and channel checks defer to Conv2D's, MaxPool's and AvgPool's shape functions, fed the
 // same shapes as f32, so the geometry rules live once.

@@ -1,5 +1,7 @@
 #include "ops/register.h"
 
+#include "graph/op_registry.h"
+
 namespace sf {
 
 void register_builtin_ops(OpRegistry& registry) {
@@ -18,6 +20,15 @@ void register_builtin_ops(OpRegistry& registry) {
   register_quantized_ops(registry);
   register_onnx_quant_ops(registry);
   register_fake_quant_ops(registry);
+}
+
+OpRegistry& OpRegistry::global() {
+  static OpRegistry* registry = [] {
+    auto* r = new OpRegistry();
+    register_builtin_ops(*r);
+    return r;
+  }();
+  return *registry;
 }
 
 }  // namespace sf

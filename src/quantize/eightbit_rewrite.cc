@@ -9,7 +9,7 @@
 #include "ops/ops.h"
 #include "ops/quantized_ops.h"
 #include "quantize/learned_ranges.h"
-#include "quantize/quant_params.h"
+#include "codec/quant_params.h"
 
 namespace sf {
 

@@ -1,5 +1,5 @@
 // Weights-only quantization of a model (`slimflow quantize --mode weights`): the big weights of
-// convolutions and matrix products are stored encoded (quantize/weight_codec.h) and decoded to
+// convolutions and matrix products are stored encoded (codec/weight_codec.h) and decoded to
 // f32 at load, so the model computes in float exactly as before, from a smaller file.
 //
 // The weights chosen are f32 Const nodes feeding input 1 of Conv2D, FusedConv2D, MatMul,
@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "modelfile/model_file.h"
-#include "quantize/weight_codec.h"
+#include "codec/weight_codec.h"
 
 namespace sf::quant {
 

@@ -16,22 +16,9 @@
 
 #include "core/tensor.h"
 #include "graph/graph.h"
+#include "graph/variable_store.h"
 
 namespace sf {
-
-// The values of Variable nodes, by node name. Shared between sessions, optimizers and
-// checkpoints.
-class VariableStore {
- public:
-  bool has(const std::string& name) const { return values_.count(name) != 0; }
-  Tensor& get(const std::string& name);
-  const Tensor& get(const std::string& name) const;
-  void set(const std::string& name, Tensor value) { values_[name] = std::move(value); }
-  const std::map<std::string, Tensor>& all() const { return values_; }
-
- private:
-  std::map<std::string, Tensor> values_;
-};
 
 struct SessionOptions {
   int threads = 0;          // 0: leave the OpenMP default (all cores)
@@ -66,7 +53,6 @@ class Session {
 
   const Graph& graph() const { return graph_; }
   VariableStore& variables() { return *variables_; }
-  const std::shared_ptr<VariableStore>& variable_store() const { return variables_; }
   void reseed(uint64_t seed) { rng_.seed(seed); }
   std::mt19937_64& rng() { return rng_; }
 

@@ -5,7 +5,7 @@
 
 #include "core/error.h"
 #include "ops/ops.h"
-#include "quantize/weight_codec.h"
+#include "codec/weight_codec.h"
 #include "transforms/rewriter.h"
 
 namespace sf {

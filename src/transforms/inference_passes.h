@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "graph/graph.h"
-#include "runtime/session.h"
+#include "graph/variable_store.h"
 
 namespace sf {
 

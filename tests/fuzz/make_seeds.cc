@@ -8,7 +8,7 @@
 
 #include "modelfile/model_file.h"
 #include "ops/ops.h"
-#include "quantize/weight_codec.h"
+#include "codec/weight_codec.h"
 #include "support/model_bytes.h"
 
 namespace {

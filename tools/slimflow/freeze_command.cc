@@ -12,12 +12,11 @@ namespace sf::cli {
 
 namespace {
 
-void print_saved(const ModelFile& model, const std::string& out) {
+void print_saved(const std::string& out) {
   ModelFile loaded = load_model(out);
   std::fprintf(stderr, "wrote %s: %d nodes, %.2f MB of weights, %zu bytes on disk\n", out.c_str(),
                loaded.graph.num_nodes(), static_cast<double>(weight_bytes(loaded)) / 1e6,
                loaded.file_bytes);
-  (void)model;
 }
 
 }  // namespace
@@ -33,7 +32,7 @@ Action add_freeze_command(CLI::App& app) {
   return [run_dir, out]() {
     ModelFile model = freeze_run(*run_dir);
     save_model(*out, model);
-    print_saved(model, *out);
+    print_saved(*out);
     return 0;
   };
 }
@@ -53,7 +52,7 @@ Action add_import_command(CLI::App& app) {
     ModelFile model = open_model(*path, input_shapes);
     model.metadata["source"] = *path;
     save_model(*out, model);
-    print_saved(model, *out);
+    print_saved(*out);
     return 0;
   };
 }

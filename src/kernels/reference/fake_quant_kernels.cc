@@ -1,14 +1,14 @@
 // Reference kernels for quantization-aware training's fake-quantization ops
 // (ops/fake_quant_ops.h). The rounding is the one the quantized model will use: weights through
-// quantize/weight_codec.h's linear grid, activations through quantize/quant_params.h's u8 params.
+// codec/weight_codec.h's linear grid, activations through codec/quant_params.h's u8 params.
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include "kernels/kernel.h"
 #include "kernels/reference/reference.h"
-#include "quantize/quant_params.h"
-#include "quantize/weight_codec.h"
+#include "codec/quant_params.h"
+#include "codec/weight_codec.h"
 
 namespace sf {
 

@@ -1,6 +1,6 @@
 // Reference kernels for the integer ops (ops/quantized_ops.cc): plain loops over u8 / i8 data
 // that accumulate in int64 and requantize with the shared fixed-point helpers
-// (quantize/quant_params.h), so optimized kernels can be held to within one unit of them.
+// (codec/quant_params.h), so optimized kernels can be held to within one unit of them.
 #include <algorithm>
 #include <cmath>
 #include <cstring>

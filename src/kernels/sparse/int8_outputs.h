@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "kernels/kernel.h"
-#include "quantize/quant_params.h"
+#include "codec/quant_params.h"
 
 namespace sf::sparse {
 

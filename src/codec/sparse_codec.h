@@ -45,7 +45,4 @@ std::vector<uint8_t> encode_sparse(const Tensor& dense, const SparseOptions& opt
 // ("m.sfm: tensor 3").
 Tensor decode_sparse(std::span<const uint8_t> blob, const Shape& shape, const std::string& what);
 
-// The options a blob was written with (after validating its header).
-SparseOptions sparse_options_of(std::span<const uint8_t> blob, const std::string& what);
-
 }  // namespace sf

@@ -1,4 +1,4 @@
-#include "train/initializers.h"
+#include "models/initializers.h"
 
 #include <cmath>
 
@@ -25,17 +25,6 @@ Initializer parse_initializer(const std::string& text) {
   if (name == "he") return {Initializer::Kind::HeNormal, 0.0};
   fail("unknown initializer '{}' (expected zeros, constant:V, truncated_normal:STDDEV, glorot, he)",
        text);
-}
-
-std::string initializer_name(const Initializer& init) {
-  switch (init.kind) {
-    case Initializer::Kind::Zeros: return "zeros";
-    case Initializer::Kind::Constant: return "constant:" + std::to_string(init.value);
-    case Initializer::Kind::TruncatedNormal: return "truncated_normal:" + std::to_string(init.value);
-    case Initializer::Kind::GlorotUniform: return "glorot";
-    case Initializer::Kind::HeNormal: return "he";
-  }
-  return "?";
 }
 
 namespace {

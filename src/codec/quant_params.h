@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <string>
 
-#include "quantize/fixed_point.h"
+#include "codec/fixed_point.h"
 
 namespace sf {
 

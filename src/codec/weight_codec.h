@@ -7,7 +7,7 @@
 //   kmeans  bits 2..8; a codebook of 2^bits f32 centroids (1-D k-means): x ~= codebook[q].
 //   f16     IEEE half precision, rounded to nearest even.
 //   sparse  pruned weights: nonzeros with relative indices, values f32 or codebook indices,
-//           optionally Huffman-coded; the data is a self-describing blob (compress/sparse_codec.h)
+//           optionally Huffman-coded; the data is a self-describing blob (codec/sparse_codec.h)
 //           with no parameters in the entry, validated in full when decoded.
 //
 // Indices q are bit-packed little-endian with no padding between elements: element k occupies

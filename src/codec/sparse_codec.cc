@@ -1,11 +1,11 @@
-#include "compress/sparse_codec.h"
+#include "codec/sparse_codec.h"
 
 #include <cmath>
 #include <cstring>
 
-#include "compress/huffman.h"
+#include "codec/huffman.h"
 #include "core/error.h"
-#include "quantize/weight_codec.h"
+#include "codec/weight_codec.h"
 
 namespace sf {
 
@@ -13,7 +13,7 @@ namespace {
 
 constexpr char kMagic[4] = {'S', 'F', 'S', 'P'};
 
-// Bit packing as in quantize/weight_codec.h: element k occupies stream bits
+// Bit packing as in codec/weight_codec.h: element k occupies stream bits
 // [k * bits, (k + 1) * bits), stream bit j is bit (j % 8) of byte j / 8.
 std::vector<uint8_t> pack(const std::vector<uint32_t>& symbols, int bits) {
   std::vector<uint8_t> out(static_cast<size_t>(quant::packed_bytes(symbols.size(), bits)), 0);
@@ -175,11 +175,6 @@ std::vector<uint8_t> encode_sparse(const Tensor& dense, const SparseOptions& o,
     for (float x : values) put<float>(out, x);
   if (sizes) *sizes = SparseSizes{static_cast<uint64_t>(dense.numel()), values.size(), gaps.size(), out.size()};
   return out;
-}
-
-SparseOptions sparse_options_of(std::span<const uint8_t> blob, const std::string& what) {
-  Reader r(blob, what);
-  return read_header(r, what).options;
 }
 
 Tensor decode_sparse(std::span<const uint8_t> blob, const Shape& shape, const std::string& what) {

@@ -1,8 +1,8 @@
 // Weight encoders and the decoder that model loading uses. The decoder is fed straight from
 // files, so validate() runs first and decoding itself never trusts a count it has not checked.
-#include "quantize/weight_codec.h"
+#include "codec/weight_codec.h"
 
-#include "compress/sparse_codec.h"
+#include "codec/sparse_codec.h"
 #include "core/error.h"
 
 #include <fmt/format.h>

@@ -17,7 +17,6 @@ struct Initializer {
 
 // "zeros", "constant:0.1", "truncated_normal:0.1", "glorot", "he". Throws sf::Error otherwise.
 Initializer parse_initializer(const std::string& text);
-std::string initializer_name(const Initializer& init);
 
 // fan_in / fan_out: inputs and outputs per unit (kh*kw*in and kh*kw*out for a conv filter).
 void initialize(Tensor& tensor, const Initializer& init, int64_t fan_in, int64_t fan_out,

@@ -1,4 +1,4 @@
-#include "compress/huffman.h"
+#include "codec/huffman.h"
 
 #include <algorithm>
 #include <queue>

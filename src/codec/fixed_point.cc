@@ -1,4 +1,4 @@
-#include "quantize/fixed_point.h"
+#include "codec/fixed_point.h"
 
 #include <cmath>
 
