@@ -318,12 +318,12 @@ void register_sparse_int8_cases() {
   };
   const FrozenInt8Build matmul = [](Graph& g, const ops::QuantizedConvInputs& in,
                                     Output out_params) {
-    return ops::quantized_matmul_requantized(g, in, out_params, "relu");
+    return ops::quantized_matmul_requantized(g, in, out_params, Activation::Relu);
   };
   const FrozenInt8Build conv = [](Graph& g, const ops::QuantizedConvInputs& in, Output out_params) {
     ops::Conv2DOptions same;
     same.padding = "SAME";
-    return ops::quantized_conv2d_requantized(g, in, out_params, same, "relu");
+    return ops::quantized_conv2d_requantized(g, in, out_params, same, Activation::Relu);
   };
   auto add = [](const Layer& layer, const std::string& impl, int64_t block, int percent) {
     const std::string name = "sparse_int8/" + layer.name + "/" + impl +

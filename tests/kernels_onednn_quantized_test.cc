@@ -198,7 +198,7 @@ TEST_P(OneDnnQuantizedConv, EqualsReference) {
       [&](const char* activation) -> Build {
         return [&c, activation](Graph& g, const std::vector<Output>& in) {
           return ops::quantized_conv2d_requantized(g, {in[0], in[1], in[2], in[3], in[4]}, in[5],
-                                                   c.options, activation);
+                                                   c.options, *parse_activation(activation));
         };
       });
 }
@@ -245,7 +245,7 @@ TEST(OneDnnQuantized, FollowsParamsThatChangeBetweenRuns) {
                         : ops::placeholder(g, inputs[i].dtype(), inputs[i].shape(),
                                            "input" + std::to_string(i)));
   const Output y = ops::quantized_conv2d_requantized(g, {in[0], in[1], in[2], in[3], in[4]}, in[5],
-                                                     {.padding = "SAME"}, "relu");
+                                                     {.padding = "SAME"}, Activation::Relu);
   Session reference(g, SessionOptions{.kernel_impl = "reference"});
   Session onednn(g, SessionOptions{.kernel_impl = "onednn"});
   for (const QuantParams xp :
@@ -281,7 +281,7 @@ TEST_P(OneDnnQuantizedMatMul, EqualsReference) {
       [](const char* activation) -> Build {
         return [activation](Graph& g, const std::vector<Output>& in) {
           return ops::quantized_matmul_requantized(g, {in[0], in[1], in[2], in[3], in[4]}, in[5],
-                                                   activation);
+                                                   *parse_activation(activation));
         };
       });
 }
@@ -350,7 +350,7 @@ TEST(SimdQuantized, RequantizeEqualsReference) {
             params_tensor({3.0f, 60})};
         expect_impl_equals_reference(
             [&](Graph& g, const std::vector<Output>& in) {
-              return ops::requantize(g, in[0], in[1], in[2], in[3], activation);
+              return ops::requantize(g, in[0], in[1], in[2], in[3], *parse_activation(activation));
             },
             inputs, Frozen::Nothing, "simd", 0);
       }
@@ -371,7 +371,8 @@ TEST(SimdQuantized, AddEqualsReference) {
                                             params_tensor(ps[2])};
         expect_impl_equals_reference(
             [&](Graph& g, const std::vector<Output>& in) {
-              return ops::quantized_add(g, in[0], in[1], in[2], in[3], in[4], activation);
+              return ops::quantized_add(g, in[0], in[1], in[2], in[3], in[4],
+                                        *parse_activation(activation));
             },
             inputs, Frozen::Nothing, "simd", 0);
       }
@@ -501,7 +502,8 @@ TEST(SimdQuantized, RequantizationRangeEqualsReference) {
         for (int64_t i = 0; i < acc.numel(); ++i) acc.data<int32_t>()[i] = dist(rng);
         expect_params_equal(
             [&](Graph& g, const std::vector<Output>& in) {
-              return ops::requantization_range(g, in[0], in[1], in[2], activation);
+              return ops::requantization_range(g, in[0], in[1], in[2],
+                                               *parse_activation(activation));
             },
             {acc, params_tensor({0.02f, 7}),
              random_f32({per_channel ? shape.back() : 1}, 3, 1e-5f, 4e-4f)});

@@ -117,7 +117,7 @@ struct MatMulNode {
                                       ops::constant(g, inputs[3]), ops::constant(g, inputs[4])};
     y = activation.empty() ? ops::quantized_matmul(g, in, "fc")
                            : ops::quantized_matmul_requantized(g, in, ops::constant(g, inputs[5]),
-                                                               activation, "fc");
+                                                               *parse_activation(activation), "fc");
   }
 
   // The output with kernels of `impl`, which must be the one chosen for the node.
@@ -204,7 +204,8 @@ struct NodeUnderTest {
     inputs.push_back(params_tensor({0.05f, 0}));
     std::vector<Output> in = {ops::placeholder(g, DType::u8, inputs[0].shape())};
     for (size_t i = 1; i < inputs.size(); ++i) in.push_back(ops::constant(g, inputs[i]));
-    node = ops::quantized_matmul_requantized(g, {in[0], in[1], in[2], in[3], in[4]}, in[5], "relu")
+    node = ops::quantized_matmul_requantized(g, {in[0], in[1], in[2], in[3], in[4]}, in[5],
+                                             Activation::Relu)
                .node;
   }
 
@@ -437,9 +438,10 @@ struct ConvNode {
     x = ops::placeholder(g, DType::u8, inputs[0].shape(), "x");
     const ops::QuantizedConvInputs in{x, ops::constant(g, inputs[1]), ops::constant(g, inputs[2]),
                                       ops::constant(g, inputs[3]), ops::constant(g, inputs[4])};
-    y = activation.empty() ? ops::quantized_conv2d(g, in, options, "conv")
-                           : ops::quantized_conv2d_requantized(g, in, ops::constant(g, inputs[5]),
-                                                               options, activation, "conv");
+    y = activation.empty()
+            ? ops::quantized_conv2d(g, in, options, "conv")
+            : ops::quantized_conv2d_requantized(g, in, ops::constant(g, inputs[5]), options,
+                                                *parse_activation(activation), "conv");
   }
 
   Tensor run(const Tensor& x_value, const std::string& impl) {

@@ -605,8 +605,8 @@ TEST(QuantizedOps, BuildersMakeTheDeclaredOps) {
   Output bias = ops::placeholder(g, DType::f32, {4});
   Output acc = ops::quantized_conv2d(g, {q, params, w, ws, bias}, {.padding = "SAME"});
   EXPECT_EQ(g.type(acc), (TensorType{DType::i32, {1, 6, 6, 4}}));
-  Output out_params = ops::requantization_range(g, acc, params, ws, "relu");
-  Output y = ops::requantize(g, acc, params, ws, out_params, "relu");
+  Output out_params = ops::requantization_range(g, acc, params, ws, Activation::Relu);
+  Output y = ops::requantize(g, acc, params, ws, out_params, Activation::Relu);
   Output pooled = ops::quantized_max_pool(g, y);
   EXPECT_EQ(g.type(pooled), (TensorType{DType::u8, {1, 3, 3, 4}}));
   Output sum = ops::quantized_add(g, y, out_params, y, out_params, out_params);

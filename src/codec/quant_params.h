@@ -8,9 +8,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <string>
 
 #include "codec/fixed_point.h"
+#include "core/activation.h"
 
 namespace sf {
 
@@ -64,10 +64,10 @@ struct QuantClamp {
   int32_t lo = 0, hi = 255;
 };
 
-inline QuantClamp activation_clamp(const std::string& activation, QuantParams out) {
+inline QuantClamp activation_clamp(Activation activation, QuantParams out) {
   QuantClamp c;
-  if (activation == "relu" || activation == "relu6") c.lo = out.zero_point;
-  if (activation == "relu6") {
+  if (activation != Activation::None) c.lo = out.zero_point;
+  if (activation == Activation::Relu6) {
     const double six = std::round(6.0 / static_cast<double>(out.scale)) + out.zero_point;
     c.hi = static_cast<int32_t>(std::min(six, 255.0));
   }

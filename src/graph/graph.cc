@@ -10,6 +10,15 @@ std::string type_str(const TensorType& type) {
   return fmt::format("{}{}", dtype_name(type.dtype), shape_str(type.shape));
 }
 
+Activation activation_of(const Node& node) {
+  if (!node.attrs.has("activation")) return Activation::None;
+  const std::string& name = node.attrs.get_string("activation");
+  const std::optional<Activation> activation = parse_activation(name);
+  if (!activation)
+    fail("node '{}' ({}): activation '{}' must be none, relu or relu6", node.name, node.op, name);
+  return *activation;
+}
+
 namespace {
 
 // Fills defaults and rejects unknown or mistyped attributes.

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "core/activation.h"
 #include "core/dtype.h"
 #include "core/shape.h"
 #include "graph/attr.h"
@@ -41,6 +42,10 @@ struct Node {
   std::vector<TensorType> outputs;
   std::string device = "/cpu:0";
 };
+
+// The "activation" attribute of a fused or integer node; None when the node has none. Throws
+// naming the node when it is not none, relu or relu6 (shape functions check it this way).
+Activation activation_of(const Node& node);
 
 class Graph {
  public:

@@ -16,7 +16,7 @@ namespace {
 class ComposedFusedKernel : public Kernel {
  public:
   ComposedFusedKernel(const KernelSpec& spec, const std::string& base_op, const std::string& impl)
-      : base_node_(spec.node), activation_(spec.node.attrs.get_string("activation")) {
+      : base_node_(spec.node), activation_(activation_of(spec.node)) {
     base_node_.op = base_op;
     base_node_.inputs.resize(2);
     KernelSpec base_spec{base_node_,
@@ -35,8 +35,9 @@ class ComposedFusedKernel : public Kernel {
     const float* addend = ctx.inputs.size() == 4 ? ctx.inputs[3].data<float>() : nullptr;
     const int64_t channels = ctx.inputs[2].numel();
     const int64_t rows = ctx.outputs[0].numel() / channels;
-    const float upper = activation_ == "relu6" ? 6.0f : std::numeric_limits<float>::infinity();
-    const bool clamp = activation_ != "none";
+    const float upper =
+        activation_ == Activation::Relu6 ? 6.0f : std::numeric_limits<float>::infinity();
+    const bool clamp = activation_ != Activation::None;
 #pragma omp parallel for schedule(static) if (rows > 64)
     for (int64_t r = 0; r < rows; ++r) {
       float* row = y + r * channels;
@@ -51,7 +52,7 @@ class ComposedFusedKernel : public Kernel {
 
  private:
   Node base_node_;
-  std::string activation_;
+  Activation activation_;
   std::unique_ptr<Kernel> base_;
 };
 

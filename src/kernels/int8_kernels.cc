@@ -40,7 +40,7 @@ void requantize(KernelContext& ctx) {
   const QuantParams out = params_input(ctx, 3);
   requantize_rows(acc.data<int32_t>(), acc.numel() / channels, channels,
                   requantize_multipliers(xq.scale, scales_input(ctx, 2, channels), out.scale),
-                  out.zero_point, activation_clamp(ctx.node.attrs.get_string("activation"), out),
+                  out.zero_point, activation_clamp(activation_of(ctx.node), out),
                   ctx.outputs[0].data<uint8_t>());
 }
 
@@ -54,14 +54,13 @@ void requantization_range(KernelContext& ctx) {
   if (acc.numel() > 0) {
     const QuantParams xq = params_input(ctx, 1);
     const std::vector<float> scales = scales_input(ctx, 2, channels);
-    const std::string& act = ctx.node.attrs.get_string("activation");
+    const Activation act = activation_of(ctx.node);
     std::vector<int32_t> acc_lo(static_cast<size_t>(channels)), acc_hi(acc_lo.size());
     channel_ranges(acc.data<int32_t>(), acc.numel() / channels, channels, acc_lo.data(),
                    acc_hi.data());
     auto real = [&](int32_t a, float scale) {
       double r = a * static_cast<double>(xq.scale) * scale;
-      if (act == "relu" || act == "relu6") r = std::max(r, 0.0);
-      if (act == "relu6") r = std::min(r, 6.0);
+      r = activated(r, act);
       return r;
     };
     for (size_t c = 0; c < acc_lo.size(); ++c) {
@@ -81,9 +80,8 @@ void quantized_avg_pool(KernelContext& ctx) {
 
 void quantized_add(KernelContext& ctx) {
   const QuantParams out = params_input(ctx, 4);
-  const QuantizedAddParams p =
-      quantized_add_params(params_input(ctx, 1), params_input(ctx, 3), out,
-                           activation_clamp(ctx.node.attrs.get_string("activation"), out));
+  const QuantizedAddParams p = quantized_add_params(params_input(ctx, 1), params_input(ctx, 3), out,
+                                                    activation_clamp(activation_of(ctx.node), out));
   quantized_add_elements(ctx.inputs[0].data<uint8_t>(), ctx.inputs[2].data<uint8_t>(),
                          ctx.outputs[0].numel(), p, ctx.outputs[0].data<uint8_t>());
 }

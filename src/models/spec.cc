@@ -107,16 +107,20 @@ Output fake_quant_activation(Model& model, Output x, const std::string& name) {
 
 Output apply_activation(const LayerContext& ctx, Output x, const std::string& activation) {
   Graph& g = ctx.graph();
-  if (activation.empty() || activation == "none" || activation == "linear") return x;
-  if (activation == "relu") return ops::relu(g, x, ctx.name + "/relu");
-  if (activation == "relu6") return ops::relu6(g, x, ctx.name + "/relu6");
+  if (activation.empty() || activation == "linear") return x;
+  if (const std::optional<Activation> act = parse_activation(activation)) {
+    if (*act == Activation::None) return x;
+    if (*act == Activation::Relu) return ops::relu(g, x, ctx.name + "/relu");
+    return ops::relu6(g, x, ctx.name + "/relu6");
+  }
   if (activation == "sigmoid") return ops::sigmoid(g, x, ctx.name + "/sigmoid");
   if (activation == "tanh") return ops::tanh(g, x, ctx.name + "/tanh");
   ctx.error("unknown activation '{}' (expected none, relu, relu6, sigmoid, tanh)", activation);
 }
 
 Initializer weight_init(const LayerContext& ctx, const std::string& activation) {
-  std::string fallback = (activation == "relu" || activation == "relu6") ? "he" : "glorot";
+  const std::optional<Activation> act = parse_activation(activation);
+  std::string fallback = act && *act != Activation::None ? "he" : "glorot";
   try {
     return parse_initializer(ctx.get<std::string>("init", fallback));
   } catch (const Error& e) {

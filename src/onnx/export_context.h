@@ -110,10 +110,10 @@ void add_quantized_writers(WriterMap& m);
 // Writes `op` reading `inputs` as the current node's output 0 in `form`.
 onnx::NodeProto& emit(Context& c, const std::string& op, const std::vector<std::string>& inputs,
                       const Form& form);
-// x after a fused activation ("none", "relu", "relu6") as Relu or Clip(0, 6); `last` makes it
-// the current node's output 0 in `form`.
-std::string activation(Context& c, const std::string& x, const std::string& act,
-                       const Form& form, bool last);
+// x after a fused activation as Relu or Clip(0, 6); `last` makes it the current node's output 0
+// in `form`.
+std::string activation(Context& c, const std::string& x, Activation act, const Form& form,
+                       bool last);
 
 // Ops of eightbit graphs whose ranges are measured at run time: no QDQ form.
 bool is_run_time_range_op(const std::string& op);

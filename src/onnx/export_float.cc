@@ -17,22 +17,20 @@ onnx::NodeProto& emit(Context& c, const std::string& op, const std::vector<std::
   return c.add_node(op, inputs, {out});
 }
 
-std::string activation(Context& c, const std::string& x, const std::string& act,
-                       const Form& form, bool last) {
-  if (act == "none") {
+std::string activation(Context& c, const std::string& x, Activation act, const Form& form,
+                       bool last) {
+  if (act == Activation::None) {
     SF_CHECK(!last, "no activation to make the node's output");
     return x;
   }
   std::vector<std::string> inputs = {x};
-  if (act == "relu6") {
+  if (act == Activation::Relu6) {
     inputs.push_back(c.scalar_f32(0.0f, c.node->name + "/relu6_min"));
     inputs.push_back(c.scalar_f32(6.0f, c.node->name + "/relu6_max"));
-  } else if (act != "relu") {
-    c.fail("activation '{}' has no ONNX form", act);
   }
-  const std::string op = act == "relu" ? "Relu" : "Clip";
+  const std::string op = act == Activation::Relu ? "Relu" : "Clip";
   if (last) return emit(c, op, inputs, form).output(0);
-  return c.add(op, inputs, act);
+  return c.add(op, inputs, activation_name(act));
 }
 
 namespace {
@@ -100,10 +98,10 @@ void conv(Context& c) {
                                      c.get(in(c, 1), kFilterOihw)};
   const bool fused = n.op == "FusedConv2D";
   if (fused) inputs.push_back(c.get(in(c, 2)));
-  const std::string act = fused ? n.attrs.get_string("activation") : "none";
+  const Activation act = activation_of(n);
   onnx::NodeProto* node = nullptr;
   std::string y;
-  if (act == "none") {
+  if (act == Activation::None) {
     node = &emit(c, "Conv", inputs, kChannelsFirst);
   } else {
     y = c.add("Conv", inputs, "conv", &node);
@@ -113,7 +111,7 @@ void conv(Context& c) {
   set_attr(*node, "dilations", std::vector<int64_t>{window.h.dilation, window.w.dilation});
   set_attr(*node, "pads", onnx_pads(window));
   set_attr(*node, "group", n.attrs.get_int("groups"));
-  if (act != "none") activation(c, y, act, kChannelsFirst, true);
+  if (act != Activation::None) activation(c, y, act, kChannelsFirst, true);
 }
 
 void gemm(Context& c) {
@@ -121,16 +119,16 @@ void gemm(Context& c) {
   std::vector<std::string> inputs = {c.get(in(c, 0)), c.get(in(c, 1))};
   const bool fused = n.op == "FusedMatMul";
   if (fused) inputs.push_back(c.get(in(c, 2)));
-  const std::string act = fused ? n.attrs.get_string("activation") : "none";
+  const Activation act = activation_of(n);
   onnx::NodeProto* node = nullptr;
   std::string y;
-  if (act == "none")
+  if (act == Activation::None)
     node = &emit(c, "Gemm", inputs, kAsIs);
   else
     y = c.add("Gemm", inputs, "gemm", &node);
   set_attr(*node, "transA", int64_t{n.attrs.get_bool("transpose_a")});
   set_attr(*node, "transB", int64_t{n.attrs.get_bool("transpose_b")});
-  if (act != "none") activation(c, y, act, kAsIs, true);
+  if (act != Activation::None) activation(c, y, act, kAsIs, true);
 }
 
 void pool(Context& c, const std::string& op) {

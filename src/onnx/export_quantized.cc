@@ -56,8 +56,8 @@ void quantize_out(Context& c, const std::string& x, Output params, const Form& f
 // leaves is all of 0..255 (ReLU with zero point 0, ReLU6 whose 6 lies beyond the range) the
 // QuantizeLinear saturates exactly there and the activation is left out, so that ONNX Runtime
 // sees the plain DQ -> Conv -> Q it fuses.
-std::string before_requantize(Context& c, const std::string& y, const std::string& act,
-                              QuantParams out, const Form& form) {
+std::string before_requantize(Context& c, const std::string& y, Activation act, QuantParams out,
+                              const Form& form) {
   const QuantClamp clamp = activation_clamp(act, out);
   if (clamp.lo == 0 && clamp.hi == 255) return y;
   return activation(c, y, act, form, false);
@@ -127,8 +127,7 @@ void quantized_conv(Context& c) {
   set_attr(*conv, "pads", std::vector<int64_t>{window.h.pad_before, window.w.pad_before,
                                                window.h.pad_after, window.w.pad_after});
   set_attr(*conv, "group", n.attrs.get_int("groups"));
-  const std::string act = before_requantize(c, y, n.attrs.get_string("activation"), out,
-                                            kChannelsFirst);
+  const std::string act = before_requantize(c, y, activation_of(n), out, kChannelsFirst);
   quantize_out(c, act, out_params, kChannelsFirst);
 }
 
@@ -140,8 +139,7 @@ void quantized_gemm(Context& c) {
   onnx::NodeProto* gemm = nullptr;
   const std::string y = c.add("Gemm", {af, wb.w, wb.bias}, "gemm", &gemm);
   set_attr(*gemm, "transB", int64_t{1});
-  const std::string act =
-      before_requantize(c, y, c.node->attrs.get_string("activation"), out, kAsIs);
+  const std::string act = before_requantize(c, y, activation_of(*c.node), out, kAsIs);
   quantize_out(c, act, out_params, kAsIs);
 }
 
@@ -167,8 +165,8 @@ void quantized_add(Context& c) {
       c.add("Add",
             {dequantized(c, in(c, 0), in(c, 1), form), dequantized(c, in(c, 2), in(c, 3), form)},
             "add");
-  const std::string act = before_requantize(c, y, c.node->attrs.get_string("activation"),
-                                            params_value(c, out_params), form);
+  const std::string act =
+      before_requantize(c, y, activation_of(*c.node), params_value(c, out_params), form);
   quantize_out(c, act, out_params, form);
 }
 

@@ -235,10 +235,10 @@ std::optional<Tensor> QdqFusion::float_bias(const QdqGroup& g, int64_t channels,
 
 // The activation our integer ops apply for g.activation: none, relu (Relu, Clip(0, inf)) or
 // relu6 (Clip(0, 6)); nullopt for other clips.
-std::optional<std::string> QdqFusion::activation(const QdqGroup& g) const {
-  if (!g.activation) return "none";
+std::optional<Activation> QdqFusion::activation(const QdqGroup& g) const {
+  if (!g.activation) return Activation::None;
   const onnx::NodeProto& a = *g.activation;
-  if (a.op_type() == "Relu") return "relu";
+  if (a.op_type() == "Relu") return Activation::Relu;
   const float inf = std::numeric_limits<float>::infinity();
   float lo = -inf, hi = inf;
   if (c_.opset < 11) {
@@ -253,9 +253,9 @@ std::optional<std::string> QdqFusion::activation(const QdqGroup& g) const {
     }
   }
   const float max_float = std::numeric_limits<float>::max();
-  if (lo == 0.0f && hi == 6.0f) return "relu6";
-  if (lo == 0.0f && hi >= max_float) return "relu";
-  if (lo <= -max_float && hi >= max_float) return "none";
+  if (lo == 0.0f && hi == 6.0f) return Activation::Relu6;
+  if (lo == 0.0f && hi >= max_float) return Activation::Relu;
+  if (lo <= -max_float && hi >= max_float) return Activation::None;
   return std::nullopt;
 }
 
@@ -291,10 +291,10 @@ bool QdqFusion::emit_conv(const QdqGroup& g, QuantParams out) {
   const std::optional<I8Weights> w = i8_weights(*g.weights, 0);  // OIHW: O is axis 0
   if (!x || x->data->shape.size() != 4 || !w || w->values.rank() != 4) return false;
   const std::optional<Tensor> bias = float_bias(g, w->values.dim(0), 1.0f);
-  const std::optional<std::string> act = activation(g);
+  const std::optional<Activation> act = activation(g);
   if (!bias || !act) return false;
   Attrs a = conv2d_attrs(c_, x->data->shape, w->values.shape());
-  a.set("activation", *act);
+  a.set("activation", activation_name(*act));
   const Output y = c_.add(
       "QuantizedConv2DRequantized",
       {c_.nhwc(*x->data), params(x->params, "x_params"),
@@ -319,7 +319,7 @@ bool QdqFusion::emit_matmul(const QdqGroup& g, QuantParams out) {
   const Tensor weights = transpose_b ? permute(b->values, {1, 0}) : b->values;
   if (weights.dim(0) != a->data->shape[1]) return false;  // the float op reports it
   const std::optional<Tensor> bias = float_bias(g, weights.dim(1), beta);
-  const std::optional<std::string> act = activation(g);
+  const std::optional<Activation> act = activation(g);
   if (!bias || !act) return false;
   const Tensor scales =
       alpha == 1.0f ? b->scales : fold_binary("Mul", b->scales, Tensor::scalar_f32(alpha));
@@ -327,7 +327,7 @@ bool QdqFusion::emit_matmul(const QdqGroup& g, QuantParams out) {
       "QuantizedMatMulRequantized",
       {c_.plain(*a->data), params(a->params, "a_params"), c_.constant(weights, "weights"),
        c_.constant(scales, "w_scales"), c_.constant(*bias, "bias"), params(out, "out_params")},
-      {{"activation", *act}});
+      {{"activation", activation_name(*act)}});
   define(*g.quantize, y, Layout::kPlain);
   return true;
 }
@@ -349,13 +349,13 @@ bool QdqFusion::emit_pool(const QdqGroup& g, QuantParams out) {
 bool QdqFusion::emit_add(const QdqGroup& g, QuantParams out) {
   const std::optional<U8Input> a = u8_input(*g.inputs[0]);
   const std::optional<U8Input> b = u8_input(*g.inputs[1]);
-  const std::optional<std::string> act = activation(g);
+  const std::optional<Activation> act = activation(g);
   if (!a || !b || !act || a->data->shape != b->data->shape) return false;
   const Layout l = elementwise_layout(c_, {a->data, b->data});
   const Output y = c_.add("QuantizedAdd",
                           {c_.get(*a->data, l), params(a->params, "a_params"), c_.get(*b->data, l),
                            params(b->params, "b_params"), params(out, "out_params")},
-                          {{"activation", *act}});
+                          {{"activation", activation_name(*act)}});
   define(*g.quantize, y, l);
   return true;
 }

@@ -78,7 +78,7 @@ class QdqFusion {
   std::optional<U8Input> u8_input(const onnx::NodeProto& dq) const;
   std::optional<I8Weights> i8_weights(const onnx::NodeProto& dq, int64_t channel_axis) const;
   std::optional<Tensor> float_bias(const QdqGroup& g, int64_t channels, float beta) const;
-  std::optional<std::string> activation(const QdqGroup& g) const;
+  std::optional<Activation> activation(const QdqGroup& g) const;
   Output params(QuantParams p, const std::string& suffix);
   void define(const onnx::NodeProto& quantize, Output y, Layout layout);
 

@@ -12,15 +12,13 @@ namespace sf {
 namespace {
 
 std::vector<AttrSpec> with_activation(std::vector<AttrSpec> attrs) {
-  attrs.push_back({"activation", AttrKind::String, AttrValue{std::string("none")}});
+  attrs.push_back({"activation", AttrKind::String, AttrValue{activation_name(Activation::None)}});
   return attrs;
 }
 
 InferFn fused_infer(const std::string& base_op) {
   return [base_op](const InferContext& ctx) -> std::vector<TensorType> {
-    const std::string& act = ctx.attrs().get_string("activation");
-    if (act != "none" && act != "relu" && act != "relu6")
-      ctx.fail("activation '{}' must be none, relu or relu6", act);
+    activation_of(ctx.node());  // throws naming the node when the name is unknown
     const OpDef& base = OpRegistry::global().get(base_op, "node '" + ctx.node().name + "'");
     std::vector<TensorType> two_inputs = {ctx.input(0), ctx.input(1)};
     InferContext base_ctx(ctx.node(), two_inputs);

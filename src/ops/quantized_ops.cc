@@ -17,7 +17,7 @@ namespace sf {
 
 namespace {
 
-const AttrValue kNoActivation{std::string("none")};
+const AttrValue kNoActivation{activation_name(Activation::None)};
 
 std::vector<AttrSpec> with(std::vector<AttrSpec> specs, std::vector<AttrSpec> more) {
   specs.insert(specs.end(), more.begin(), more.end());
@@ -28,11 +28,7 @@ std::vector<AttrSpec> with_activation(std::vector<AttrSpec> specs) {
   return with(std::move(specs), {{"activation", AttrKind::String, kNoActivation}});
 }
 
-void expect_activation(const InferContext& ctx) {
-  const std::string& act = ctx.attrs().get_string("activation");
-  if (act != "none" && act != "relu" && act != "relu6")
-    ctx.fail("activation '{}' must be none, relu or relu6", act);
-}
+void expect_activation(const InferContext& ctx) { activation_of(ctx.node()); }
 
 // Input i is an activation's params: f32[2] = [scale, zero_point].
 void expect_params(const InferContext& ctx, int i, const char* what) {
@@ -305,10 +301,10 @@ Output quantized_conv2d(Graph& g, const QuantizedConvInputs& in, const Conv2DOpt
 }
 
 Output quantized_conv2d_requantized(Graph& g, const QuantizedConvInputs& in, Output out_params,
-                                    const Conv2DOptions& options, const std::string& activation,
+                                    const Conv2DOptions& options, Activation activation,
                                     const std::string& name) {
   Attrs a = conv2d_attrs(options);
-  a.set("activation", activation);
+  a.set("activation", activation_name(activation));
   return g.add("QuantizedConv2DRequantized",
                {in.x, in.x_params, in.w, in.w_scales, in.bias, out_params}, a, name);
 }
@@ -318,22 +314,22 @@ Output quantized_matmul(Graph& g, const QuantizedConvInputs& in, const std::stri
 }
 
 Output quantized_matmul_requantized(Graph& g, const QuantizedConvInputs& in, Output out_params,
-                                    const std::string& activation, const std::string& name) {
+                                    Activation activation, const std::string& name) {
   return g.add("QuantizedMatMulRequantized",
                {in.x, in.x_params, in.w, in.w_scales, in.bias, out_params},
-               {{"activation", activation}}, name);
+               {{"activation", activation_name(activation)}}, name);
 }
 
 Output requantization_range(Graph& g, Output acc, Output x_params, Output w_scales,
-                            const std::string& activation, const std::string& name) {
-  return g.add("RequantizationRange", {acc, x_params, w_scales}, {{"activation", activation}},
-               name);
+                            Activation activation, const std::string& name) {
+  return g.add("RequantizationRange", {acc, x_params, w_scales},
+               {{"activation", activation_name(activation)}}, name);
 }
 
 Output requantize(Graph& g, Output acc, Output x_params, Output w_scales, Output out_params,
-                  const std::string& activation, const std::string& name) {
-  return g.add("Requantize", {acc, x_params, w_scales, out_params}, {{"activation", activation}},
-               name);
+                  Activation activation, const std::string& name) {
+  return g.add("Requantize", {acc, x_params, w_scales, out_params},
+               {{"activation", activation_name(activation)}}, name);
 }
 
 Output quantized_max_pool(Graph& g, Output x, const PoolOptions& options,
@@ -349,9 +345,9 @@ Output quantized_avg_pool(Graph& g, Output x, const PoolOptions& options,
 }
 
 Output quantized_add(Graph& g, Output a, Output a_params, Output b, Output b_params,
-                     Output out_params, const std::string& activation, const std::string& name) {
+                     Output out_params, Activation activation, const std::string& name) {
   return g.add("QuantizedAdd", {a, a_params, b, b_params, out_params},
-               {{"activation", activation}}, name);
+               {{"activation", activation_name(activation)}}, name);
 }
 
 Output quantized_concat(Graph& g, const std::vector<std::pair<Output, Output>>& inputs,

@@ -25,19 +25,19 @@ struct QuantizedConvInputs {
 Output quantized_conv2d(Graph& g, const QuantizedConvInputs& in, const Conv2DOptions& options = {},
                         const std::string& name = "");
 Output quantized_matmul(Graph& g, const QuantizedConvInputs& in, const std::string& name = "");
-// u8 outputs in out_params; activation is "none", "relu" or "relu6".
+// u8 outputs in out_params.
 Output quantized_conv2d_requantized(Graph& g, const QuantizedConvInputs& in, Output out_params,
                                     const Conv2DOptions& options = {},
-                                    const std::string& activation = "none",
+                                    Activation activation = Activation::None,
                                     const std::string& name = "");
 Output quantized_matmul_requantized(Graph& g, const QuantizedConvInputs& in, Output out_params,
-                                    const std::string& activation = "none",
+                                    Activation activation = Activation::None,
                                     const std::string& name = "");
 
 Output requantization_range(Graph& g, Output acc, Output x_params, Output w_scales,
-                            const std::string& activation = "none", const std::string& name = "");
+                            Activation activation = Activation::None, const std::string& name = "");
 Output requantize(Graph& g, Output acc, Output x_params, Output w_scales, Output out_params,
-                  const std::string& activation = "none", const std::string& name = "");
+                  Activation activation = Activation::None, const std::string& name = "");
 
 // The output keeps the input's params.
 Output quantized_max_pool(Graph& g, Output x, const PoolOptions& options = {},
@@ -46,7 +46,7 @@ Output quantized_avg_pool(Graph& g, Output x, const PoolOptions& options = {},
                           const std::string& name = "");
 
 Output quantized_add(Graph& g, Output a, Output a_params, Output b, Output b_params,
-                     Output out_params, const std::string& activation = "none",
+                     Output out_params, Activation activation = Activation::None,
                      const std::string& name = "");
 // inputs: (data, params) pairs.
 Output quantized_concat(Graph& g, const std::vector<std::pair<Output, Output>>& inputs,

@@ -265,7 +265,7 @@ class EightbitRewriter {
       if (node.attrs.get_bool("transpose_b")) weights = transposed_2d(weights);
     }
     const std::string& name = node.name;
-    const std::string activation = fused ? node.attrs.get_string("activation") : "none";
+    const Activation activation = activation_of(node);
     const U8Form x = u8_of(node.inputs[0]);
     SymmetricWeights q = quantize_weights_symmetric(weights, options_.per_channel);
     const Output wq = ops::constant(out_, q.values, fresh(name + "/weights_quantized"));
@@ -282,7 +282,7 @@ class EightbitRewriter {
       quantized_op = accumulate + "Requantized";
       y.params = ops::constant(out_, params_for_range(*range), fresh(name + "/out_params"));
       Attrs a = attrs;
-      a.set("activation", activation);
+      a.set("activation", activation_name(activation));
       std::vector<Output> all = inputs;
       all.push_back(y.params);
       y.data = out_.add(quantized_op, all, a, fresh(name + "/quantized"));
@@ -348,7 +348,9 @@ class EightbitRewriter {
     const U8Form qa = u8_of(a), qb = u8_of(b);
     U8Form y;
     y.params = ops::constant(out_, params_for_range(*range), fresh(node.name + "/out_params"));
-    const std::string activation = !act ? "none" : act->op == "Relu" ? "relu" : "relu6";
+    const Activation activation = !act                 ? Activation::None
+                                  : act->op == "Relu" ? Activation::Relu
+                                                      : Activation::Relu6;
     y.data = ops::quantized_add(out_, qa.data, qa.params, qb.data, qb.params, y.params, activation,
                                 fresh(node.name + "/quantized"));
     if (act) absorbed_.insert(act->id);

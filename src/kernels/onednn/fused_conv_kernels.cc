@@ -51,7 +51,7 @@ class Candidate {
     const bool has_addend = spec.inputs.size() == 4;
     dnnl::post_ops post_ops;
     if (has_addend) post_ops.append_binary(dnnl::algorithm::binary_add, nhwc_desc(ys));
-    append_activation(post_ops, spec.node.attrs.get_string("activation"));
+    append_activation(post_ops, activation_of(spec.node));
     attr.set_post_ops(post_ops);
     try {
       dnnl::convolution_forward::primitive_desc pd(

@@ -15,7 +15,7 @@ dnnl::matmul::primitive_desc make_pd(const KernelSpec& spec) {
   if (spec.input_is_constant(1))
     b = dnnl::memory::desc(b.dims(), dnnl::memory::data_type::f32, tag::any);
   dnnl::primitive_attr attr = user_scratchpad_attr();
-  attr.set_post_ops(activation_post_ops(spec.node.attrs.get_string("activation")));
+  attr.set_post_ops(activation_post_ops(activation_of(spec.node)));
   return dnnl::matmul::primitive_desc(
       dnnl::matmul::desc(matrix_desc(spec.inputs[0].shape, ta), b,
                          dnnl::memory::desc({1, y[1]}, dnnl::memory::data_type::f32, tag::ab),

@@ -49,12 +49,14 @@ dnnl::memory::desc matrix_desc(const Shape& stored, bool t) {
   return dnnl::memory::desc({stored[1], stored[0]}, f32, {1, stored[1]});
 }
 
-void append_activation(dnnl::post_ops& ops, const std::string& activation) {
-  if (activation == "relu") ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
-  if (activation == "relu6") ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_clip, 0.0f, 6.0f);
+void append_activation(dnnl::post_ops& ops, Activation activation) {
+  if (activation == Activation::Relu)
+    ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+  if (activation == Activation::Relu6)
+    ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_clip, 0.0f, 6.0f);
 }
 
-dnnl::post_ops activation_post_ops(const std::string& activation) {
+dnnl::post_ops activation_post_ops(Activation activation) {
   dnnl::post_ops ops;
   append_activation(ops, activation);
   return ops;

@@ -32,9 +32,9 @@ dnnl::memory::desc hwio_desc(const Shape& hwio, int64_t groups);
 
 // A [rows, cols] view of a row-major buffer that holds the matrix transposed when `t`.
 dnnl::memory::desc matrix_desc(const Shape& stored, bool t);
-// The eltwise post-op of a fused node's "activation" attribute (none | relu | relu6).
-dnnl::post_ops activation_post_ops(const std::string& activation);
-void append_activation(dnnl::post_ops& ops, const std::string& activation);
+// The eltwise post-op of a fused node's activation.
+dnnl::post_ops activation_post_ops(Activation activation);
+void append_activation(dnnl::post_ops& ops, Activation activation);
 
 // Attributes with a user-managed scratchpad, so kernels allocate it once.
 dnnl::primitive_attr user_scratchpad_attr();

@@ -236,8 +236,7 @@ class AccumulatorKernel : public Kernel {
     const QuantParams out = params_input(ctx, 5);
     requantize_rows(acc, ctx.outputs[0].numel() / channels_, channels_,
                     requantize_multipliers(xq.scale, scales, out.scale), out.zero_point,
-                    activation_clamp(ctx.node.attrs.get_string("activation"), out),
-                    ctx.outputs[0].data<uint8_t>());
+                    activation_clamp(activation_of(ctx.node), out), ctx.outputs[0].data<uint8_t>());
   }
 
  private:
@@ -264,7 +263,7 @@ class RequantizedKernel : public Kernel {
       const int64_t channels = ctx.outputs[0].dim(-1);
       scales_ = scales_input(ctx, 3, channels);
       OutputQuantization oq{std::vector<float>(static_cast<size_t>(channels)), out.zero_point,
-                            activation_clamp(ctx.node.attrs.get_string("activation"), out)};
+                            activation_clamp(activation_of(ctx.node), out)};
       for (size_t c = 0; c < scales_.size(); ++c)
         oq.scales[c] = static_cast<float>(static_cast<double>(xq.scale) * scales_[c] / out.scale);
       const KernelSpec spec{ctx.node, inputs_, constant_inputs_};

@@ -127,7 +127,7 @@ void requantize_into(const KernelContext& ctx, const int32_t* acc, int64_t count
   const QuantParams out = params_input(ctx, out_params);
   const std::vector<QuantizedMultiplier> m =
       requantize_multipliers(xq.scale, scales_input(ctx, w_scales, channels), out.scale);
-  const QuantClamp clamp = activation_clamp(ctx.node.attrs.get_string("activation"), out);
+  const QuantClamp clamp = activation_clamp(activation_of(ctx.node), out);
   uint8_t* yp = ctx.outputs[0].data<uint8_t>();
   for (int64_t i = 0; i < count; ++i)
     yp[i] = requantize_value(acc[i], m[static_cast<size_t>(i % channels)], out.zero_point, clamp);
@@ -159,13 +159,12 @@ void requantization_range(KernelContext& ctx) {
   const int64_t channels = acc.dim(-1);
   const QuantParams xq = params_input(ctx, 1);
   const std::vector<float> scales = scales_input(ctx, 2, channels);
-  const std::string& act = ctx.node.attrs.get_string("activation");
+  const Activation act = activation_of(ctx.node);
   const int32_t* ap = acc.data<int32_t>();
   double lo = 0.0, hi = 0.0;
   for (int64_t i = 0; i < acc.numel(); ++i) {
     double real = ap[i] * static_cast<double>(xq.scale) * scales[static_cast<size_t>(i % channels)];
-    if (act == "relu" || act == "relu6") real = std::max(real, 0.0);
-    if (act == "relu6") real = std::min(real, 6.0);
+    real = activated(real, act);
     lo = std::min(lo, real);
     hi = std::max(hi, real);
   }
@@ -224,9 +223,8 @@ void quantized_avg_pool(KernelContext& ctx) {
 
 void quantized_add(KernelContext& ctx) {
   const QuantParams out = params_input(ctx, 4);
-  const QuantizedAddParams p =
-      quantized_add_params(params_input(ctx, 1), params_input(ctx, 3), out,
-                           activation_clamp(ctx.node.attrs.get_string("activation"), out));
+  const QuantizedAddParams p = quantized_add_params(params_input(ctx, 1), params_input(ctx, 3), out,
+                                                    activation_clamp(activation_of(ctx.node), out));
   const uint8_t* ap = ctx.inputs[0].data<uint8_t>();
   const uint8_t* bp = ctx.inputs[2].data<uint8_t>();
   uint8_t* yp = ctx.outputs[0].data<uint8_t>();

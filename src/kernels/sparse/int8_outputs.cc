@@ -131,7 +131,7 @@ void Int8Outputs::read(const KernelContext& ctx, const std::vector<int64_t>& wei
   const QuantParams out = params_input(ctx, 5);
   multipliers_ = requantize_multipliers(xq.scale, scales, out.scale);
   out_zero_point_ = out.zero_point;
-  clamp_ = activation_clamp(ctx.node.attrs.get_string("activation"), out);
+  clamp_ = activation_clamp(activation_of(ctx.node), out);
 }
 
 void Int8Outputs::accumulators(const int32_t* sums, int64_t pixel_stride, int64_t channel_stride,

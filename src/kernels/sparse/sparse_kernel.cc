@@ -30,12 +30,4 @@ std::string SparseKernel::running_impl() const {
   return dense.empty() ? "dense" : "dense:" + dense;
 }
 
-Activation activation_of(const Node& node) {
-  if (!node.attrs.has("activation")) return Activation::None;
-  const std::string& a = node.attrs.get_string("activation");
-  if (a == "relu") return Activation::Relu;
-  if (a == "relu6") return Activation::Relu6;
-  return Activation::None;
-}
-
 }  // namespace sf::sparse

@@ -114,8 +114,6 @@ void register_int8_matmul_kernels(KernelRegistry& registry);
 void register_int8_conv_kernels(KernelRegistry& registry);
 
 // The activations FusedConv2D and FusedMatMul apply after the bias.
-enum class Activation { None, Relu, Relu6 };
-Activation activation_of(const Node& node);
 inline float activate(float v, Activation a) {
   if (a == Activation::None) return v;
   v = v > 0.0f ? v : 0.0f;

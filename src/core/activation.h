@@ -1,0 +1,26 @@
+// The activation a fused node applies to its result: the "activation" attribute of FusedConv2D,
+// FusedMatMul and the integer ops. Model files store it by name, so the names never change.
+#pragma once
+
+#include <algorithm>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace sf {
+
+enum class Activation { None, Relu, Relu6 };
+
+// "none", "relu" or "relu6"; nullopt for any other name.
+std::optional<Activation> parse_activation(std::string_view name);
+std::string activation_name(Activation activation);
+
+// A real value after the activation: relu clamps it below at 0, relu6 also above at 6; NaN
+// stays NaN.
+inline double activated(double value, Activation activation) {
+  if (activation == Activation::None) return value;
+  value = std::max(value, 0.0);
+  return activation == Activation::Relu6 ? std::min(value, 6.0) : value;
+}
+
+}  // namespace sf
