@@ -7,6 +7,7 @@
 #include "io/atomic_file.h"
 #include "onnx/context.h"
 #include "onnx/export_context.h"
+#include "transforms/graph_uses.h"
 
 namespace sf {
 
@@ -86,10 +87,7 @@ Context::Context(const ModelFile& model, std::string name, const ExportOptions& 
   }
 }
 
-const Tensor* Context::const_value(Output o) const {
-  const Node& n = g.node(o.node);
-  return n.op == "Const" && o.index == 0 ? &n.attrs.get_tensor("value") : nullptr;
-}
+const Tensor* Context::const_value(Output o) const { return sf::const_value(g, o); }
 
 const Tensor& Context::const_in(int i, const char* what) const {
   const Tensor* t = const_value(node->inputs.at(static_cast<size_t>(i)));
@@ -239,19 +237,15 @@ const WriterMap& writers() {
 // Ops that make no ONNX node of their own: their values are written when a consumer asks.
 bool is_source(const std::string& op) { return op == "Const" || op == "Placeholder"; }
 
-// The nodes the outputs depend on.
-std::vector<bool> needed_nodes(const ModelFile& model, const std::string& name) {
-  const Graph& g = model.graph;
-  std::vector<bool> needed(static_cast<size_t>(g.num_nodes()), false);
+// The model's outputs as graph outputs; fails naming one that is not a node.
+std::vector<Output> output_values(const ModelFile& model, const std::string& name) {
+  std::vector<Output> outputs;
   for (const std::string& out : model.outputs) {
-    const int id = g.find(out);
+    const int id = model.graph.find(out);
     if (id < 0) fail("{}: output '{}' is not a node", name, out);
-    needed[static_cast<size_t>(id)] = true;
+    outputs.push_back({id, 0});
   }
-  for (int id = g.num_nodes() - 1; id >= 0; --id)
-    if (needed[static_cast<size_t>(id)])
-      for (const Output& in : g.node(id).inputs) needed[static_cast<size_t>(in.node)] = true;
-  return needed;
+  return outputs;
 }
 
 // Every node without a writer, in one message; run-time ranges get their own, with the remedy.
@@ -306,7 +300,7 @@ std::string export_onnx_bytes(const ModelFile& model, const std::string& name,
   if (options.opset < 13 || options.opset > 17)
     fail("{}: opset {} is not supported (13 to 17 are)", name, options.opset);
   const Graph& g = model.graph;
-  const std::vector<bool> needed = needed_nodes(model, name);
+  const std::vector<bool> needed = needed_nodes(g, output_values(model, name));
   check_supported(g, needed, name);
 
   onnx::ModelProto proto;

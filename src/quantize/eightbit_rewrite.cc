@@ -10,6 +10,8 @@
 #include "ops/quantized_ops.h"
 #include "quantize/learned_ranges.h"
 #include "codec/quant_params.h"
+#include "transforms/graph_uses.h"
+#include "transforms/rewriter.h"
 
 namespace sf {
 
@@ -67,11 +69,6 @@ Attrs attrs_for(const std::string& op, const Node& source) {
   return attrs;
 }
 
-const Tensor* const_value(const Graph& g, Output o) {
-  const Node& n = g.node(o.node);
-  return n.op == "Const" && o.index == 0 ? &n.attrs.get_tensor("value") : nullptr;
-}
-
 Tensor transposed_2d(const Tensor& m) {
   const int64_t rows = m.dim(0), cols = m.dim(1);
   Tensor t(DType::f32, {cols, rows});
@@ -88,22 +85,23 @@ class EightbitRewriter {
   // the rewrite takes its calibrated paths and names everything a calibration must measure.
   EightbitRewriter(const Graph& source, const EightbitOptions& options,
                    std::vector<std::string>* wanted)
-      : src_(source), options_(options), wanted_(wanted) {
-    for (const std::string& name : options.exclude)
-      if (source.find(name) < 0) fail("eightbit: exclude: the graph has no node named '{}'", name);
-    find_outputs();
-    mark_needed();
-  }
+      : src_(source),
+        options_(options),
+        wanted_(wanted),
+        outputs_(checked_outputs(source, options)),
+        uses_(source, outputs_, placeholders(source)),
+        rw_(source),
+        out_(rw_.target()) {}
 
   EightbitGraph run() {
     for (const Node& node : src_.nodes()) {
-      if (!needed_[static_cast<size_t>(node.id)] || absorbed_.count(node.id)) continue;
+      if (!uses_.needed(node.id) || absorbed_.count(node.id)) continue;
       if (node.op == "Const") continue;  // copied or quantized when a consumer asks
       if (options_.exclude.count(node.name) || !rewrite(node)) copy_float(node);
     }
     EightbitGraph result;
-    for (int id : output_ids_) {
-      const Output out = float_of({id, 0});
+    for (const Output& output : outputs_) {
+      const Output out = float_of(output);
       result.outputs.push_back(out_.node(out.node).name);
     }
     result.graph = std::move(out_);
@@ -112,40 +110,33 @@ class EightbitRewriter {
   }
 
  private:
-  void find_outputs() {
-    if (!options_.outputs.empty()) {
-      for (const std::string& name : options_.outputs) {
-        const int id = src_.find(name);
+  // Checks that the excluded nodes exist; returns the named outputs, or else the nodes nothing
+  // reads (other than constants and inputs).
+  static std::vector<Output> checked_outputs(const Graph& source, const EightbitOptions& options) {
+    for (const std::string& name : options.exclude)
+      if (source.find(name) < 0) fail("eightbit: exclude: the graph has no node named '{}'", name);
+    std::vector<Output> outputs;
+    if (!options.outputs.empty()) {
+      for (const std::string& name : options.outputs) {
+        const int id = source.find(name);
         if (id < 0) fail("eightbit: the graph has no output node named '{}'", name);
-        output_ids_.push_back(id);
+        outputs.push_back({id, 0});
       }
-      return;
+      return outputs;
     }
-    std::vector<bool> read(static_cast<size_t>(src_.num_nodes()), false);
-    for (const Node& node : src_.nodes())
-      for (const Output& in : node.inputs) read[static_cast<size_t>(in.node)] = true;
-    for (const Node& node : src_.nodes())
-      if (!read[static_cast<size_t>(node.id)] && node.op != "Const" && node.op != "Placeholder")
-        output_ids_.push_back(node.id);
+    const GraphUses all = GraphUses::of_all_nodes(source);
+    for (const Node& node : source.nodes())
+      if (all.uses(node.id) == 0 && node.op != "Const" && node.op != "Placeholder")
+        outputs.push_back({node.id, 0});
+    return outputs;
   }
 
-  void mark_needed() {
-    needed_.assign(static_cast<size_t>(src_.num_nodes()), false);
-    consumers_.assign(static_cast<size_t>(src_.num_nodes()), {});
-    for (int id : output_ids_) {
-      needed_[static_cast<size_t>(id)] = true;
-      is_output_.insert(id);
-    }
-    // Inputs stay even when unused, so that a model's list of inputs still holds.
-    for (const Node& node : src_.nodes())
-      if (node.op == "Placeholder") needed_[static_cast<size_t>(node.id)] = true;
-    for (int id = src_.num_nodes() - 1; id >= 0; --id)
-      if (needed_[static_cast<size_t>(id)])
-        for (const Output& in : src_.node(id).inputs) needed_[static_cast<size_t>(in.node)] = true;
-    for (const Node& node : src_.nodes())
-      if (needed_[static_cast<size_t>(node.id)])
-        for (const Output& in : node.inputs)
-          consumers_[static_cast<size_t>(in.node)].push_back(node.id);
+  // Inputs stay even when unused, so that a model's list of inputs still holds.
+  static std::vector<int> placeholders(const Graph& source) {
+    std::vector<int> ids;
+    for (const Node& node : source.nodes())
+      if (node.op == "Placeholder") ids.push_back(node.id);
+    return ids;
   }
 
   // A name no source node has and the new graph does not use yet.
@@ -175,7 +166,7 @@ class EightbitRewriter {
 
   // The source tensor's float form in the new graph, made on first use.
   Output float_of(Output s) {
-    if (auto it = float_.find(s); it != float_.end()) return it->second;
+    if (std::optional<Output> held = rw_.find(s)) return *held;
     const Node& node = src_.node(s.node);
     Output made;
     if (node.op == "Const") {
@@ -185,11 +176,12 @@ class EightbitRewriter {
       auto q = u8_.find(s);
       SF_CHECK(q != u8_.end(), "eightbit: tensor '{}':{} has no form", node.name, s.index);
       // A graph output keeps its name, so callers that fetch it by name are unaffected.
-      const std::string name =
-          is_output_.count(s.node) && s.index == 0 ? node.name : fresh(node.name + "/dequantize");
+      const std::string name = uses_.is_graph_output(s.node) && s.index == 0
+                                   ? node.name
+                                   : fresh(node.name + "/dequantize");
       made = ops::dequantize(out_, q->second.data, q->second.params, name);
     }
-    float_[s] = made;
+    rw_.set(s, made);
     return made;
   }
 
@@ -227,9 +219,7 @@ class EightbitRewriter {
   void copy_float(const Node& node) {
     std::vector<Output> inputs;
     for (const Output& in : node.inputs) inputs.push_back(float_of(in));
-    const int id = out_.add_node(node.op, inputs, node.attrs, node.name);
-    out_.mutable_node(id).device = node.device;
-    for (int i = 0; i < static_cast<int>(node.outputs.size()); ++i) float_[{node.id, i}] = {id, i};
+    rw_.copy(node, inputs);
   }
 
   void produced(const Node& node, const std::string& tensor, Output tensor_output,
@@ -326,21 +316,11 @@ class EightbitRewriter {
     return true;
   }
 
-  // The Relu or Relu6 that alone reads `node`'s result, when it can be fused into it.
-  const Node* fusable_activation(const Node& node) const {
-    if (is_output_.count(node.id)) return nullptr;
-    const std::vector<int>& readers = consumers_[static_cast<size_t>(node.id)];
-    if (readers.size() != 1) return nullptr;
-    const Node& next = src_.node(readers[0]);
-    if ((next.op != "Relu" && next.op != "Relu6") || options_.exclude.count(next.name))
-      return nullptr;
-    return &next;
-  }
-
   bool rewrite_add(const Node& node) {
     const Output a = node.inputs[0], b = node.inputs[1];
     if (!is_f32(a) || !is_f32(b) || src_.type(a).shape != src_.type(b).shape) return false;
-    const Node* act = fusable_activation(node);
+    const Node* act = fusable_activation(uses_, node.id);
+    if (act && options_.exclude.count(act->name)) act = nullptr;
     const Node& last = act ? *act : node;
     // Without a calibrated output range there are no out_params to give QuantizedAdd.
     std::optional<TensorRange> range = range_of(last.name);
@@ -348,11 +328,8 @@ class EightbitRewriter {
     const U8Form qa = u8_of(a), qb = u8_of(b);
     U8Form y;
     y.params = ops::constant(out_, params_for_range(*range), fresh(node.name + "/out_params"));
-    const Activation activation = !act                 ? Activation::None
-                                  : act->op == "Relu" ? Activation::Relu
-                                                      : Activation::Relu6;
-    y.data = ops::quantized_add(out_, qa.data, qa.params, qb.data, qb.params, y.params, activation,
-                                fresh(node.name + "/quantized"));
+    y.data = ops::quantized_add(out_, qa.data, qa.params, qb.data, qb.params, y.params,
+                                fused_activation(act), fresh(node.name + "/quantized"));
     if (act) absorbed_.insert(act->id);
     produced(node, last.name, {last.id, 0}, "QuantizedAdd", y);
     return true;
@@ -391,13 +368,11 @@ class EightbitRewriter {
   const Graph& src_;
   const EightbitOptions& options_;
   std::vector<std::string>* wanted_;
-  Graph out_;
-  std::vector<int> output_ids_;
-  std::set<int> is_output_;
-  std::vector<bool> needed_;
-  std::vector<std::vector<int>> consumers_;
+  std::vector<Output> outputs_;
+  GraphUses uses_;
+  Rewriter rw_;             // maps each source tensor to its float form in the new graph
+  Graph& out_;              // rw_'s target: the new graph
   std::set<int> absorbed_;  // activations fused into the node before them
-  std::map<Output, Output> float_;
   std::map<Output, U8Form> u8_;
   std::vector<EightbitLayer> layers_;
 };

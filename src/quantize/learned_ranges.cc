@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
-#include <map>
 #include <optional>
 #include <set>
+
+#include "transforms/graph_uses.h"
+#include "transforms/rewriter.h"
 
 namespace sf {
 
@@ -29,12 +31,11 @@ bool has_fake_quant(const Graph& graph) {
 
 LearnedRanges take_learned_ranges(const Graph& graph, const std::vector<std::string>& outputs) {
   const std::set<std::string> output_names(outputs.begin(), outputs.end());
-  std::set<Output> read;
-  for (const Node& n : graph.nodes()) read.insert(n.inputs.begin(), n.inputs.end());
+  const GraphUses uses = GraphUses::of_all_nodes(graph);
   std::set<int> removed, range_consts;
   LearnedRanges out;
   for (const Node& n : graph.nodes()) {
-    if (n.op != "FakeQuantActivation" || output_names.count(n.name) || read.count({n.id, 1}))
+    if (n.op != "FakeQuantActivation" || output_names.count(n.name) || uses.is_read({n.id, 1}))
       continue;
     if (auto range = learned_range(graph, n)) {
       removed.insert(n.id);
@@ -43,23 +44,18 @@ LearnedRanges take_learned_ranges(const Graph& graph, const std::vector<std::str
     }
   }
   // A range Const read by anything else stays.
-  for (const Node& n : graph.nodes())
-    if (!removed.count(n.id))
-      for (const Output& in : n.inputs) range_consts.erase(in.node);
+  std::erase_if(range_consts, [&](int id) {
+    for (const auto& [reader, input] : uses.readers(id))
+      if (!removed.count(reader)) return true;
+    return false;
+  });
 
-  std::map<Output, Output> mapped;
-  for (const Node& n : graph.nodes()) {
-    if (range_consts.count(n.id)) continue;
-    if (removed.count(n.id)) {
-      mapped[{n.id, 0}] = mapped.at(n.inputs[0]);
-      continue;
-    }
-    std::vector<Output> inputs;
-    for (const Output& in : n.inputs) inputs.push_back(mapped.at(in));
-    const int id = out.graph.add_node(n.op, inputs, n.attrs, n.name);
-    out.graph.mutable_node(id).device = n.device;
-    for (int i = 0; i < static_cast<int>(n.outputs.size()); ++i) mapped[{n.id, i}] = {id, i};
-  }
+  Rewriter rw(graph);
+  rw.copy_needed(uses, [&](const Node& n) {
+    if (removed.count(n.id)) rw.set({n.id, 0}, rw.map(n.inputs[0]));
+    return removed.count(n.id) || range_consts.count(n.id);
+  });
+  out.graph = std::move(rw.target());
   return out;
 }
 

@@ -9,6 +9,7 @@
 
 #include "kernels/kernel.h"
 #include "runtime/arena_plan.h"
+#include "transforms/graph_uses.h"
 
 namespace sf {
 
@@ -70,12 +71,7 @@ Session::Plan& Session::plan_for(const Feeds& feeds, const std::vector<Output>& 
   if (!changed.empty()) plan->graph.reinfer(changed);
   const Graph& g = plan->graph;
 
-  // Nodes the fetches depend on.
-  std::vector<bool> needed(static_cast<size_t>(g.num_nodes()), false);
-  for (const Output& f : fetches) needed[static_cast<size_t>(f.node)] = true;
-  for (int id = g.num_nodes() - 1; id >= 0; --id)
-    if (needed[static_cast<size_t>(id)])
-      for (const Output& in : g.node(id).inputs) needed[static_cast<size_t>(in.node)] = true;
+  const std::vector<bool> needed = needed_nodes(g, fetches);
 
   // Lifetimes of computed outputs, in step indices.
   std::vector<BufferLifetime> buffers;

@@ -4,6 +4,7 @@
 #include <map>
 
 #include "ops/ops.h"
+#include "transforms/graph_uses.h"
 #include "transforms/rewriter.h"
 
 namespace sf {
@@ -56,23 +57,21 @@ bool is_pointwise(const Graph& graph, const Node& conv) {
 }  // namespace
 
 Graph pool_before_concat(const Graph& graph, std::vector<Output>& outputs) {
-  Rewriter rw(graph, outputs);
+  const GraphUses uses(graph, outputs);
   std::map<int, int> pool_of_concat;
   for (const Node& node : graph.nodes()) {
-    if (!rw.needed(node.id) || !is_channel_concat(node)) continue;
-    const Node* pool = rw.sole_consumer(node.id);
+    if (!uses.needed(node.id) || !is_channel_concat(node)) continue;
+    const Node* pool = uses.sole_consumer(node.id);
     if (pool && pool->op == "MaxPool" && pool->outputs.size() == 1)
       pool_of_concat[node.id] = pool->id;
   }
   std::map<int, bool> moved_pools;
   for (const auto& [concat, pool] : pool_of_concat) moved_pools[pool] = true;
-  for (const Node& node : graph.nodes()) {
-    if (!rw.needed(node.id) || moved_pools.count(node.id)) continue;
+  Rewriter rw(graph);
+  rw.copy_needed(uses, [&](const Node& node) {
+    if (moved_pools.count(node.id)) return true;
     auto it = pool_of_concat.find(node.id);
-    if (it == pool_of_concat.end()) {
-      rw.copy(node);
-      continue;
-    }
+    if (it == pool_of_concat.end()) return false;
     const Node& pool = graph.node(it->second);
     Graph& t = rw.target();
     std::vector<Output> pooled;
@@ -80,29 +79,27 @@ Graph pool_before_concat(const Graph& graph, std::vector<Output>& outputs) {
       pooled.push_back(
           t.add("MaxPool", {rw.map(part)}, pool.attrs, t.unique_name(pool.name + "/part")));
     rw.set({pool.id, 0}, t.add("Concat", pooled, node.attrs, pool.name));
-  }
-  outputs = rw.mapped(outputs);
-  return std::move(rw.target());
+    return true;
+  });
+  return rw.finish(outputs);
 }
 
 Graph split_channel_concat(const Graph& graph, std::vector<Output>& outputs) {
-  Rewriter rw(graph, outputs);
+  const GraphUses uses(graph, outputs);
   std::map<int, bool> split;
   for (const Node& node : graph.nodes()) {
-    if (!rw.needed(node.id) || !is_channel_concat(node) || rw.is_graph_output(node.id) ||
-        rw.readers(node.id).empty())
+    if (!uses.needed(node.id) || !is_channel_concat(node) || uses.is_graph_output(node.id) ||
+        uses.readers(node.id).empty())
       continue;
     bool all_convs = true;
-    for (const auto& [consumer, input] : rw.readers(node.id))
+    for (const auto& [consumer, input] : uses.readers(node.id))
       all_convs = all_convs && splits_over_input_channels(graph, graph.node(consumer), input);
     if (all_convs) split[node.id] = true;
   }
-  for (const Node& node : graph.nodes()) {
-    if (!rw.needed(node.id) || split.count(node.id)) continue;
-    if (node.op != "FusedConv2D" || !split.count(node.inputs[0].node)) {
-      rw.copy(node);
-      continue;
-    }
+  Rewriter rw(graph);
+  rw.copy_needed(uses, [&](const Node& node) {
+    if (split.count(node.id)) return true;
+    if (node.op != "FusedConv2D" || !split.count(node.inputs[0].node)) return false;
     const Node& concat = graph.node(node.inputs[0].node);
     const Tensor& filter = *const_value(graph, node.inputs[1]);
     const int64_t out_channels = filter.dim(3);
@@ -119,7 +116,7 @@ Graph split_channel_concat(const Graph& graph, std::vector<Output>& outputs) {
                                                t.unique_name(node.name + "/filter_part"));
       channel += width;
       Attrs attrs = node.attrs;
-      if (!last) attrs.set("activation", std::string("none"));
+      if (!last) attrs.set("activation", activation_name(Activation::None));
       std::vector<Output> inputs = {rw.map(concat.inputs[i]), filter_part,
                                     last ? rw.map(node.inputs[2]) : zero_bias};
       if (i > 0) inputs.push_back(partial_sum);
@@ -127,55 +124,52 @@ Graph split_channel_concat(const Graph& graph, std::vector<Output>& outputs) {
                           last ? node.name : t.unique_name(node.name + "/part"));
     }
     rw.set({node.id, 0}, partial_sum);
-  }
-  outputs = rw.mapped(outputs);
-  return std::move(rw.target());
+    return true;
+  });
+  return rw.finish(outputs);
 }
 
 Graph fuse_residual_add(const Graph& graph, std::vector<Output>& outputs) {
-  Rewriter rw(graph, outputs);
+  const GraphUses uses(graph, outputs);
   struct Fusion {
     int conv;
     Output addend;
-    int activation;  // -1 when absent
+    const Node* activation;  // null when absent
   };
   std::map<int, Fusion> fusions;  // keyed by the group's last node
   std::map<int, bool> member;
   for (const Node& add : graph.nodes()) {
-    if (add.op != "Add" || !rw.needed(add.id)) continue;
+    if (add.op != "Add" || !uses.needed(add.id)) continue;
     const Shape& y = add.outputs[0].shape;
     if (graph.type(add.inputs[0]).shape != y || graph.type(add.inputs[1]).shape != y) continue;
     for (int side : {1, 0}) {
       const Node& conv = graph.node(add.inputs[static_cast<size_t>(side)].node);
-      if (conv.op != "FusedConv2D" || conv.attrs.get_string("activation") != "none" ||
+      if (conv.op != "FusedConv2D" || activation_of(conv) != Activation::None ||
           !is_pointwise(graph, conv) || member.count(conv.id) ||
-          rw.sole_consumer(conv.id) != &add)
+          uses.sole_consumer(conv.id) != &add)
         continue;
-      const Node* act = fusable_activation(rw, add.id);
+      const Node* act = fusable_activation(uses, add.id);
       fusions[act ? act->id : add.id] =
-          Fusion{conv.id, add.inputs[static_cast<size_t>(1 - side)], act ? act->id : -1};
+          Fusion{conv.id, add.inputs[static_cast<size_t>(1 - side)], act};
       member[conv.id] = member[add.id] = true;
       break;
     }
   }
-  for (const Node& node : graph.nodes()) {
-    if (!rw.needed(node.id)) continue;
+  Rewriter rw(graph);
+  rw.copy_needed(uses, [&](const Node& node) {
     auto f = fusions.find(node.id);
-    if (f == fusions.end()) {
-      if (!member.count(node.id)) rw.copy(node);
-      continue;
-    }
+    if (f == fusions.end()) return member.count(node.id) > 0;
     const Node& conv = graph.node(f->second.conv);
     Attrs attrs = conv.attrs;
-    if (f->second.activation >= 0)
-      attrs.set("activation", activation_attr(graph.node(f->second.activation)));
+    if (f->second.activation)
+      attrs.set("activation", activation_name(fused_activation(f->second.activation)));
     rw.set({node.id, 0}, rw.target().add("FusedConv2DAdd",
                                          {rw.map(conv.inputs[0]), rw.map(conv.inputs[1]),
                                           rw.map(conv.inputs[2]), rw.map(f->second.addend)},
                                          attrs, conv.name));
-  }
-  outputs = rw.mapped(outputs);
-  return std::move(rw.target());
+    return true;
+  });
+  return rw.finish(outputs);
 }
 
 Graph optimize_for_execution(const Graph& graph, std::vector<std::string>& output_names) {

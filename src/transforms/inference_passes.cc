@@ -6,18 +6,19 @@
 #include "core/error.h"
 #include "ops/ops.h"
 #include "codec/weight_codec.h"
+#include "transforms/graph_uses.h"
 #include "transforms/rewriter.h"
 
 namespace sf {
 
 Graph freeze_variables(const Graph& graph, const VariableStore& variables,
                        std::vector<Output>& outputs) {
-  Rewriter rw(graph, outputs);
-  for (const Node& node : graph.nodes()) {
-    if (!rw.needed(node.id)) continue;
+  const GraphUses uses(graph, outputs);
+  Rewriter rw(graph);
+  rw.copy_needed(uses, [&](const Node& node) {
     if (node.op == "Variable") {
       // Weights trained quantization-aware are stored as the forward pass saw them.
-      const Node* fake_quant = rw.sole_consumer(node.id);
+      const Node* fake_quant = uses.sole_consumer(node.id);
       if (fake_quant != nullptr && fake_quant->op == "FakeQuantWeights") {
         const auto bits = static_cast<int>(fake_quant->attrs.get_int("bits"));
         const Tensor& w = variables.get(node.name);
@@ -25,28 +26,29 @@ Graph freeze_variables(const Graph& graph, const VariableStore& variables,
             rw.target(), quant::fake_quantize_linear(w, bits, static_cast<int>(w.rank()) - 1),
             node.name);
         rw.set({fake_quant->id, 0}, c);
-        continue;
+        return true;
       }
       Output c = ops::constant(rw.target(), variables.get(node.name).clone(), node.name);
       rw.set({node.id, 0}, c);
-    } else if (node.op == "FakeQuantWeights" && graph.node(node.inputs[0].node).op == "Variable" &&
-               rw.sole_consumer(node.inputs[0].node) == &node) {
-      continue;  // folded into its variable's constant above
-    } else if (node.op == "Dropout" || node.op == "Identity") {
-      if (rw.side_outputs_used(node))
+      return true;
+    }
+    if (node.op == "FakeQuantWeights" && graph.node(node.inputs[0].node).op == "Variable" &&
+        uses.sole_consumer(node.inputs[0].node) == &node)
+      return true;  // folded into its variable's constant above
+    if (node.op == "Dropout" || node.op == "Identity") {
+      if (uses.side_outputs_used(node))
         fail("freeze: node '{}' ({}): its mask output is used, so it cannot be removed", node.name,
              node.op);
       rw.set({node.id, 0}, rw.map(node.inputs[0]));
-    } else {
-      rw.copy(node);
+      return true;
     }
-  }
-  outputs = rw.mapped(outputs);
-  return std::move(rw.target());
+    return false;
+  });
+  return rw.finish(outputs);
 }
 
 Graph fold_batch_norm(const Graph& graph, std::vector<Output>& outputs) {
-  Rewriter rw(graph, outputs);
+  const GraphUses uses(graph, outputs);
   // BatchNorm id -> the conv/matmul and optional BiasAdd it folds into.
   struct Fold {
     int linear;
@@ -55,7 +57,7 @@ Graph fold_batch_norm(const Graph& graph, std::vector<Output>& outputs) {
   std::map<int, Fold> folds;
   std::map<int, int> member_of;  // linear/bias node -> BatchNorm id
   for (const Node& bn : graph.nodes()) {
-    if (bn.op != "BatchNorm" || !rw.needed(bn.id) || rw.side_outputs_used(bn)) continue;
+    if (bn.op != "BatchNorm" || !uses.needed(bn.id) || uses.side_outputs_used(bn)) continue;
     int producer = bn.inputs[0].node;
     int bias_add = -1;
     if (graph.node(producer).op == "BiasAdd") {
@@ -68,10 +70,10 @@ Graph fold_batch_norm(const Graph& graph, std::vector<Output>& outputs) {
     bool foldable = const_value(graph, linear.inputs[1]) != nullptr;
     for (int i = 1; i <= 4; ++i) foldable = foldable && const_value(graph, bn.inputs[i]) != nullptr;
     if (bias_add >= 0) foldable = foldable && const_value(graph, graph.node(bias_add).inputs[1]);
-    const Node* after_linear = rw.sole_consumer(linear.id);
+    const Node* after_linear = uses.sole_consumer(linear.id);
     foldable = foldable && after_linear && after_linear->id == (bias_add >= 0 ? bias_add : bn.id);
     if (bias_add >= 0) {
-      const Node* after_bias = rw.sole_consumer(bias_add);
+      const Node* after_bias = uses.sole_consumer(bias_add);
       foldable = foldable && after_bias && after_bias->id == bn.id;
     }
     if (!foldable) continue;
@@ -80,13 +82,11 @@ Graph fold_batch_norm(const Graph& graph, std::vector<Output>& outputs) {
     if (bias_add >= 0) member_of[bias_add] = bn.id;
   }
 
-  for (const Node& node : graph.nodes()) {
-    if (!rw.needed(node.id) || member_of.count(node.id)) continue;
+  Rewriter rw(graph);
+  rw.copy_needed(uses, [&](const Node& node) {
+    if (member_of.count(node.id)) return true;
     auto fold = folds.find(node.id);
-    if (fold == folds.end()) {
-      rw.copy(node);
-      continue;
-    }
+    if (fold == folds.end()) return false;
     // y = gamma * (w x + b - mean) / sqrt(var + eps) + beta, per output channel.
     const Node& linear = graph.node(fold->second.linear);
     const Tensor& w = *const_value(graph, linear.inputs[1]);
@@ -116,51 +116,44 @@ Graph fold_batch_norm(const Graph& graph, std::vector<Output>& outputs) {
     int lin = t.add_node(linear.op, {rw.map(linear.inputs[0]), wc}, linear.attrs, linear.name);
     Output y = ops::bias_add(t, {lin, 0}, bc, node.name);
     rw.set({node.id, 0}, y);
-  }
-  outputs = rw.mapped(outputs);
-  return std::move(rw.target());
+    return true;
+  });
+  return rw.finish(outputs);
 }
 
 Graph fuse_bias_activation(const Graph& graph, std::vector<Output>& outputs) {
-  Rewriter rw(graph, outputs);
+  const GraphUses uses(graph, outputs);
   struct Fusion {
     int linear;
     int bias_add;
-    int activation;  // -1 when absent
+    const Node* activation;  // null when absent
   };
   std::map<int, Fusion> fusions;  // keyed by the group's last node
   std::map<int, bool> member;
   for (const Node& linear : graph.nodes()) {
-    if ((linear.op != "Conv2D" && linear.op != "MatMul") || !rw.needed(linear.id)) continue;
-    const Node* bias = rw.sole_consumer(linear.id);
+    if ((linear.op != "Conv2D" && linear.op != "MatMul") || !uses.needed(linear.id)) continue;
+    const Node* bias = uses.sole_consumer(linear.id);
     if (!bias || bias->op != "BiasAdd") continue;
-    const Node* act = fusable_activation(rw, bias->id);
-    Fusion f{linear.id, bias->id, act ? act->id : -1};
-    int last = act ? act->id : bias->id;
-    fusions[last] = f;
+    const Node* act = fusable_activation(uses, bias->id);
+    fusions[act ? act->id : bias->id] = Fusion{linear.id, bias->id, act};
     member[linear.id] = member[bias->id] = true;
   }
-  for (const Node& node : graph.nodes()) {
-    if (!rw.needed(node.id)) continue;
+  Rewriter rw(graph);
+  rw.copy_needed(uses, [&](const Node& node) {
     auto f = fusions.find(node.id);
-    if (f == fusions.end()) {
-      if (!member.count(node.id)) rw.copy(node);
-      continue;
-    }
+    if (f == fusions.end()) return member.count(node.id) > 0;
     const Node& linear = graph.node(f->second.linear);
     const Node& bias = graph.node(f->second.bias_add);
     Attrs attrs = linear.attrs;
-    std::string activation = "none";
-    if (f->second.activation >= 0) activation = activation_attr(graph.node(f->second.activation));
-    attrs.set("activation", activation);
+    attrs.set("activation", activation_name(fused_activation(f->second.activation)));
     const std::string op = linear.op == "Conv2D" ? "FusedConv2D" : "FusedMatMul";
     int id = rw.target().add_node(
         op, {rw.map(linear.inputs[0]), rw.map(linear.inputs[1]), rw.map(bias.inputs[1])}, attrs,
         linear.name);
     rw.set({node.id, 0}, {id, 0});
-  }
-  outputs = rw.mapped(outputs);
-  return std::move(rw.target());
+    return true;
+  });
+  return rw.finish(outputs);
 }
 
 Graph optimize_for_inference(const Graph& graph, const VariableStore& variables,
