@@ -177,6 +177,22 @@ TEST(OnnxImport, FoldsShapeSubgraphIntoReshape) {
   for (size_t i = 0; i < xv.size(); ++i) EXPECT_EQ(y.data<float>()[i], xv[i]);
 }
 
+// Folded arithmetic runs the reference kernels: integer Div truncates toward zero (3 / -2 is
+// -1, so the target [1,-1,1] is valid; floor division would give the invalid [1,-2,1]).
+TEST(OnnxImport, FoldsIntegerDivTowardZero) {
+  onnx::ModelProto m = new_model();
+  add_input(m, "x", {2, 3, 4});
+  add_init_i64(m, "divisors", {3}, {2, -2, 4});
+  add_node(m, "Shape", {"x"}, {"s"});
+  add_node(m, "Div", {"s", "divisors"}, {"shape"});
+  add_node(m, "Reshape", {"x", "shape"}, {"y"});
+  add_output(m, "y");
+  ModelFile model = import_onnx(write(m, "fold_div.onnx"));
+  EXPECT_EQ(count_ops(model, "Div"), 0);
+  Tensor y = run(model, Tensor::from_vector<float>({2, 3, 4}, random_values(24, 10)));
+  EXPECT_EQ(y.shape(), (Shape{1, 24, 1}));
+}
+
 TEST(OnnxImport, DynamicSpatialDimsNeedInputShapes) {
   onnx::ModelProto m = new_model();
   add_input(m, "x", {1, 3, -1, -1});

@@ -140,8 +140,10 @@ Output elementwise_operand(Context& c, Value& v, Layout layout);
 // Evaluates the current node at import time when its inputs are constant (or, for Shape,
 // static); returns false when it cannot.
 bool try_fold(Context& c);
-// Elementwise arithmetic on host tensors (used by folding and by weight preprocessing).
-Tensor fold_binary(const std::string& op, const Tensor& a, const Tensor& b);
+// Our op `op` on host tensors, computed by its reference kernel (used by folding and by weight
+// preprocessing); errors name the op as a graph node would.
+Tensor evaluate_reference(const std::string& op, const std::vector<Tensor>& inputs,
+                          Attrs attrs = {});
 Tensor cast_tensor(const Tensor& t, DType dtype);
 // Integer or float tensor elements as int64 (for shapes, axes, pads, ...).
 std::vector<int64_t> to_ints(const Tensor& t);

@@ -2,7 +2,6 @@
 // value. Conversions are added on demand and cached on the value, and become a Reshape
 // (no data movement) when the channel or spatial extent is 1.
 #include <algorithm>
-#include <cstring>
 
 #include "onnx/context.h"
 #include "ops/ops.h"
@@ -10,30 +9,7 @@
 namespace sf::onnx_import {
 
 Tensor permute(const Tensor& t, const std::vector<int64_t>& perm) {
-  const Shape& in = t.shape();
-  const size_t rank = in.size();
-  SF_CHECK(perm.size() == rank, "permute: perm of {} for rank {}", perm.size(), rank);
-  Shape out(rank);
-  for (size_t i = 0; i < rank; ++i) out[i] = in[static_cast<size_t>(perm[i])];
-  Tensor r(t.dtype(), out);
-  const size_t elem = dtype_size(t.dtype());
-  std::vector<int64_t> in_strides(rank, 1);
-  for (size_t i = rank; i-- > 1;) in_strides[i - 1] = in_strides[i] * in[i];
-  const char* src = static_cast<const char*>(t.raw());
-  char* dst = static_cast<char*>(r.raw());
-  std::vector<int64_t> index(rank, 0);
-  const int64_t total = r.numel();
-  for (int64_t o = 0; o < total; ++o) {
-    int64_t offset = 0;
-    for (size_t i = 0; i < rank; ++i) offset += index[i] * in_strides[static_cast<size_t>(perm[i])];
-    std::memcpy(dst + static_cast<size_t>(o) * elem, src + static_cast<size_t>(offset) * elem,
-                elem);
-    for (size_t d = rank; d-- > 0;) {
-      if (++index[d] < out[d]) break;
-      index[d] = 0;
-    }
-  }
-  return r;
+  return evaluate_reference("Transpose", {t}, {{"perm", perm}});
 }
 
 Shape pad_rank(const Shape& shape, size_t rank) {

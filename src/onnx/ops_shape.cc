@@ -111,9 +111,7 @@ void gather(Context& c) {
 
 void slice(Context& c) {
   Value& x = c.in(0);
-  SliceArgs s = slice_args(c);
-  Attrs a{{"starts", s.starts}, {"ends", s.ends}, {"axes", s.axes}, {"steps", s.steps}};
-  c.set_out(0, c.add("StridedSlice", {c.plain(x)}, a), Layout::kPlain);
+  c.set_out(0, c.add("StridedSlice", {c.plain(x)}, strided_slice_attrs(c)), Layout::kPlain);
 }
 
 void pad(Context& c) {

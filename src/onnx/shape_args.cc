@@ -17,19 +17,19 @@ std::vector<int64_t> axes_arg(Context& c, int index, int input_from_opset) {
   return to_ints(c.const_in(index, "axes"));
 }
 
-SliceArgs slice_args(Context& c) {
-  SliceArgs s;
+Attrs strided_slice_attrs(Context& c) {
+  std::vector<int64_t> starts, ends, axes, steps;
   if (c.opset < 10) {
-    s.starts = c.attr_ints("starts");
-    s.ends = c.attr_ints("ends");
-    s.axes = c.attr_ints("axes");
-    return s;
+    starts = c.attr_ints("starts");
+    ends = c.attr_ints("ends");
+    axes = c.attr_ints("axes");
+  } else {
+    starts = to_ints(c.const_in(1, "starts"));
+    ends = to_ints(c.const_in(2, "ends"));
+    if (c.has_input(3)) axes = to_ints(c.const_in(3, "axes"));
+    if (c.has_input(4)) steps = to_ints(c.const_in(4, "steps"));
   }
-  s.starts = to_ints(c.const_in(1, "starts"));
-  s.ends = to_ints(c.const_in(2, "ends"));
-  if (c.has_input(3)) s.axes = to_ints(c.const_in(3, "axes"));
-  if (c.has_input(4)) s.steps = to_ints(c.const_in(4, "steps"));
-  return s;
+  return {{"starts", starts}, {"ends", ends}, {"axes", axes}, {"steps", steps}};
 }
 
 Shape unsqueeze_shape(Context& c, const Shape& in) {

@@ -12,10 +12,8 @@ namespace sf::onnx_import {
 // input `index` (a constant) from then on. Empty when absent.
 std::vector<int64_t> axes_arg(Context& c, int index, int input_from_opset);
 
-struct SliceArgs {
-  std::vector<int64_t> starts, ends, axes, steps;
-};
-SliceArgs slice_args(Context& c);
+// The StridedSlice attributes of the current Slice node.
+Attrs strided_slice_attrs(Context& c);
 
 Shape unsqueeze_shape(Context& c, const Shape& in);
 Shape squeeze_shape(Context& c, const Shape& in);

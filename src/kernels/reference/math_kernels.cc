@@ -70,6 +70,18 @@ void add_binary_kernels(KernelRegistry& r, DType dtype) {
   }));
 }
 
+// Integer a / b truncated toward zero, as ONNX's integer Div; a zero divisor gives 0 and
+// INT_MIN / -1 wraps, where C++ would trap.
+template <typename T>
+void integer_div(KernelContext& ctx) {
+  binary<T>(ctx, [](T a, T b) {
+    if (b == 0) return T{0};
+    if (b == -1)
+      return static_cast<T>(std::make_unsigned_t<T>{0} - static_cast<std::make_unsigned_t<T>>(a));
+    return static_cast<T>(a / b);
+  });
+}
+
 // da, db (at dy's shape) of Maximum or Minimum: dy goes to the side the forward op selected.
 template <typename Pick>
 void selection_grad(KernelContext& ctx) {
@@ -168,6 +180,8 @@ void register_reference_math_kernels(KernelRegistry& r) {
   r.add(simple_kernel("Div", DType::f32, "reference", [](KernelContext& ctx) {
     binary<float>(ctx, [](float a, float b) { return a / b; });
   }));
+  r.add(simple_kernel("Div", DType::i32, "reference", integer_div<int32_t>));
+  r.add(simple_kernel("Div", DType::i64, "reference", integer_div<int64_t>));
   r.add(simple_kernel("AddN", DType::f32, "reference", [](KernelContext& ctx) {
     float* y = ctx.outputs[0].data<float>();
     const int64_t n = ctx.outputs[0].numel();
