@@ -64,7 +64,7 @@ int run_eightbit(const EightbitArgs& a) {
   co.threads = a.threads;
   std::unique_ptr<CalibrationSource> source;
   if (!a.calib_data.empty()) {
-    const Shape& in = input_type(model, 0).shape;
+    const Shape& in = model.graph.node(model.graph.id_of(model.inputs.at(0))).outputs[0].shape;
     if (in.size() != 4) fail("{}: calibration needs an image input, the model's is {}", a.model, shape_str(in));
     const bool nchw = input_is_nchw(model);
     ImageInputSpec spec{.height = nchw ? in[2] : in[1],
