@@ -1,13 +1,8 @@
 #include "train/freeze_run.h"
 
-#include <nlohmann/json.hpp>
-
-#include <filesystem>
-
 #include "compress/size_report.h"
 #include "ops/ops.h"
-#include "train/checkpoint.h"
-#include "train/trainer.h"
+#include "train/training_run.h"
 #include "transforms/inference_passes.h"
 
 namespace sf {
@@ -18,24 +13,12 @@ constexpr int64_t kMinSparseElements = 256;
 }  // namespace
 
 ModelFile freeze_run(const std::string& run_dir) {
-  const std::string path = checkpoint_path(run_dir);
-  if (!std::filesystem::exists(path)) fail("{}: not a training run (no {})", run_dir, path);
-  Checkpoint ckpt = load_checkpoint(path);
-  ModelSpec spec;
-  try {
-    auto meta = nlohmann::json::parse(ckpt.metadata_json);
-    spec = parse_model_spec(meta.at("model_spec").get<std::string>(),
-                            meta.at("model_origin").get<std::string>());
-  } catch (const nlohmann::json::exception& e) {
-    fail("{}: checkpoint metadata is not a slimflow run: {}", path, e.what());
-  }
+  const TrainingRun run(run_dir);
+  const ModelSpec& spec = run.spec();
   Model model = build_model(spec, 1);
   Output probabilities = ops::softmax(model.graph, model.logits, "probabilities");
   VariableStore variables;
-  for (const auto& [name, value] : ckpt.tensors) {
-    const std::string prefix = "variables/";
-    if (name.rfind(prefix, 0) == 0) variables.set(name.substr(prefix.size()), value);
-  }
+  for (const auto& [name, value] : run.variables()) variables.set(name, value);
   std::vector<Output> outputs = {probabilities};
   ModelFile file;
   file.graph = optimize_for_inference(model.graph, variables, outputs);
