@@ -36,6 +36,7 @@ ImageFeed feed_nhwc_images(Graph& graph, const std::string& input, bool input_is
         reader = n.id;
       }
   if (reader < 0 || !moves_to_nhwc(graph.node(reader), type)) return as_declared;
+  // Rewritten in place, not copied, so that node ids held elsewhere (eightbit layers) stay valid.
   Node& move = graph.mutable_node(reader);
   const TensorType nhwc = move.outputs[0];
   move.op = "Placeholder";
