@@ -266,6 +266,20 @@ bool parse_encoding(const std::string& name, Encoding* encoding) {
   return false;
 }
 
+EncodedTensor encode(const Tensor& tensor, Encoding kind, int bits, int axis) {
+  switch (kind) {
+    case Encoding::linear:
+      return encode_linear(tensor, bits, axis);
+    case Encoding::kmeans:
+      return encode_kmeans(tensor, bits);
+    case Encoding::f16:
+      return encode_f16(tensor);
+    case Encoding::sparse:
+      break;
+  }
+  fail("encoding '{}' needs its own options (encode_sparse)", encoding_name(kind));
+}
+
 void write_fields(const WeightEncoding& e, EncodingFieldWriter& out) {
   if (e.kind == Encoding::f16 || e.kind == Encoding::sparse) return;
   out.integer("bits", e.bits);

@@ -107,6 +107,9 @@ void fake_quantize_linear(const Tensor& tensor, int bits, int axis, Tensor& out)
 // values the codebook holds them exactly.
 EncodedTensor encode_kmeans(const Tensor& tensor, int bits);
 EncodedTensor encode_f16(const Tensor& tensor);
+// The encoder of `kind` (`bits` is ignored by f16, `axis` used by linear only). Sparse blobs
+// take options of their own: codec/sparse_codec.h.
+EncodedTensor encode(const Tensor& tensor, Encoding kind, int bits, int axis = kNoAxis);
 
 // Checks everything decode relies on, for a tensor of `shape` whose data has `bytes` bytes:
 // bits range, exact data size, axis, parameter counts, finite positive scales, zero points in
