@@ -7,7 +7,6 @@
 
 #include <cctype>
 #include <iostream>
-#include <map>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <set>
 #include <string>
@@ -144,6 +143,9 @@ TEST_P(RegisteredKernel, MatchesTheReferenceOnItsOpsShapeSet) {
       ADD_FAILURE() << e.what();
     }
   }
+  ASSERT_GT(of_dtype, 0) << name << ": op " << k.op << " has no case of dtype "
+                         << dtype_name(k.dtype)
+                         << ": add some to kernel_shape_sets() (tests/support/kernel_cases.cc)";
   std::cout << name << ": ran" << (accepted.empty() ? " none" : accepted) << "; declined"
             << (declined.empty() ? " none" : declined) << "\n";
   if (!accepted.empty() || HasFailure()) return;

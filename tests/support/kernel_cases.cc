@@ -60,6 +60,8 @@ struct ConvGeometry {
   double zeros;  // this fraction of them zero
 };
 
+// Frozen weights with 90% zeros take the sparse kernels' sparse path and fewer zeros their dense
+// fallback; fed weights and groups, which the sparse kernels decline, are for the others.
 const ConvGeometry kConvGeometries[] = {
     {"size1", {1, 1, 1, 1}, {1, 1, 1, 1}, {}, false, 0.0},
     {"same3x3_primes", {2, 7, 5, 3}, {3, 3, 3, 5}, {.padding = "SAME"}, true, 0.9},
@@ -92,6 +94,7 @@ struct MatMulGeometry {
   int64_t zero_block;  // > 1: pruned in blocks of adjacent outputs (the block-sparse path)
 };
 
+// As for convs; blocks of 16 zero outputs take the block-sparse path.
 const MatMulGeometry kMatMulGeometries[] = {
     {"size1", 1, 1, 1, false, false, false, 0.0, 1},
     {"primes", 7, 13, 5, false, false, true, 0.9, 1},
