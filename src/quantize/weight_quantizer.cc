@@ -70,20 +70,6 @@ bool is_excluded(const Graph& g, const Candidate& c, const std::set<std::string>
   return false;
 }
 
-EncodedTensor encode(const Tensor& w, const WeightQuantizeOptions& o, int axis) {
-  switch (o.encoding) {
-    case Encoding::linear:
-      return encode_linear(w, o.bits, o.per_channel ? axis : kNoAxis);
-    case Encoding::kmeans:
-      return encode_kmeans(w, o.bits);
-    case Encoding::f16:
-      return encode_f16(w);
-    case Encoding::sparse:
-      break;  // written by size-report and freeze, not by quantize
-  }
-  fail("quantize cannot write encoding '{}'", encoding_name(o.encoding));
-}
-
 void measure_error(const Tensor& w, const EncodedTensor& encoded, WeightRow& row) {
   const Tensor back = decode(encoded);
   const float* a = w.data<float>();
@@ -127,7 +113,7 @@ WeightQuantizeReport quantize_model_weights(ModelFile& model,
     } else {
       EncodedTensor encoded;
       try {
-        encoded = encode(w, options, c.axis);
+        encoded = encode(w, options.encoding, options.bits, options.per_channel ? c.axis : kNoAxis);
       } catch (const Error& e) {
         fail("node '{}': {}", node.name, e.what());
       }
