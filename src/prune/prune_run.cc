@@ -88,8 +88,9 @@ PruneResult structured_prune_run(const PruneOptions& options, const TrainCallbac
                      .train_limit = options.train_limit,
                      .test_limit = options.test_limit};
   result.history = sf::train(train, callbacks);
+  const std::vector<std::string> weights = prunable_weights(build_model(spec, 1));
   for (const auto& [name, t] : variables) {
-    if (!name.ends_with("/weights") || t.rank() < 2) continue;
+    if (std::find(weights.begin(), weights.end(), name) == weights.end()) continue;
     const int64_t after = pruned.variables.at(name).numel();
     result.layers.push_back(LayerSparsity{layer_of(name), t.numel(), after, *options.target,
                                           1.0 - static_cast<double>(after) / static_cast<double>(t.numel())});

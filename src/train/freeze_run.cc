@@ -3,8 +3,11 @@
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
+#include <set>
 
 #include "compress/size_report.h"
+#include "graph/op_registry.h"
+#include "ops/op_names.h"
 #include "ops/ops.h"
 #include "train/checkpoint.h"
 #include "train/trainer.h"
@@ -13,7 +16,7 @@
 namespace sf {
 
 namespace {
-// Smaller tensors (biases) are not worth a sparse header.
+// Smaller weights are not worth a sparse header.
 constexpr int64_t kMinSparseElements = 256;
 }  // namespace
 
@@ -42,8 +45,11 @@ ModelFile freeze_run(const std::string& run_dir) {
   file.inputs = {"input"};
   file.outputs = {file.graph.node(outputs[0].node).name};
   // Pruned weights are stored sparse where that is smaller; loading restores them dense.
+  std::set<int> weights;
+  for (const WeightUse& use : weight_uses(file.graph)) weights.insert(use.weight.node);
   for (const Node& n : file.graph.nodes())
-    if (n.op == "Const" && n.attrs.get_tensor("value").numel() >= kMinSparseElements)
+    if (n.op == op_names::kConst && weights.count(n.id) &&
+        n.attrs.get_tensor("value").numel() >= kMinSparseElements)
       if (auto sparse = sparse_if_smaller(n.attrs.get_tensor("value")))
         file.encoded_weights[n.name] = std::move(*sparse);
   file.metadata = {{"producer", "slimflow 0.1.0"},

@@ -8,28 +8,13 @@
 #include <random>
 
 #include "commands.h"
+#include "graph/op_registry.h"
 #include "model_io.h"
 #include "runtime/process_stats.h"
 
 namespace sf::cli {
 
 namespace {
-
-// Multiply-adds x2 of the dense nodes (0 for the rest), for GFLOP/s in the profile.
-double node_flops(const Graph& g, const std::string& name) {
-  const Node& n = g.node(g.id_of(name));
-  if (n.op == "Conv2D" || n.op == "FusedConv2D" || n.op == "FusedConv2DAdd") {
-    const Shape& w = g.type(n.inputs[1]).shape;  // [kh, kw, in/groups, out]
-    return 2.0 * static_cast<double>(num_elements(n.outputs[0].shape)) *
-           static_cast<double>(w[0] * w[1] * w[2]);
-  }
-  if (n.op == "MatMul" || n.op == "FusedMatMul") {
-    const Shape& a = g.type(n.inputs[0]).shape;
-    int64_t k = n.attrs.get_bool("transpose_a") ? a[0] : a[1];
-    return 2.0 * static_cast<double>(num_elements(n.outputs[0].shape)) * static_cast<double>(k);
-  }
-  return 0.0;
-}
 
 double percentile(std::vector<double> v, double q) {
   std::sort(v.begin(), v.end());
@@ -101,7 +86,8 @@ Action add_bench_command(CLI::App& app) {
       nlohmann::json rows = nlohmann::json::array();
       for (const NodeProfile& p : profile) {
         double per_call_ms = p.calls ? 1000.0 * p.seconds / static_cast<double>(p.calls) : 0.0;
-        double flops = node_flops(session.graph(), p.name) * static_cast<double>(a->batch) /
+        double flops = node_flops(session.graph(), session.graph().id_of(p.name)) *
+                       static_cast<double>(a->batch) /
                        std::max<double>(1.0, static_cast<double>(input_type(model, 0).shape.empty() ? 1 : input_type(model, 0).shape[0]));
         rows.push_back({{"node", p.name},
                         {"op", p.op},
