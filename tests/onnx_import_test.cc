@@ -7,7 +7,9 @@
 #include <fstream>
 #include <random>
 
+#include "io/image.h"
 #include "onnx/importer.h"
+#include "runtime/model_to_run.h"
 #include "runtime/session.h"
 #include "support/onnx_models.h"
 
@@ -222,6 +224,31 @@ TEST(OnnxImport, NhwcInputTransposeIsFree) {
   Tensor y = run(model, Tensor::from_vector<float>({1, 3, 3, 2}, xv));
   ASSERT_EQ(y.shape(), (Shape{1, 3, 3, 1}));
   for (int i = 0; i < 9; ++i) EXPECT_NEAR(y.data<float>()[i], xv[2 * i] + 10 * xv[2 * i + 1], 1e-5);
+}
+
+// The importer records the interface layout it keeps, and NHWC images can skip its input move.
+TEST(OnnxImport, RecordsTheNchwInputLayoutThatImagesCanSkip) {
+  onnx::ModelProto m = new_model();
+  add_input(m, "x", {-1, 3, 4, 5});
+  add_init(m, "w", {2, 3, 3, 3}, random_values(54, 6));
+  set_ints(add_node(m, "Conv", {"x", "w"}, {"y"}, "conv"), "pads", {1, 1, 1, 1});
+  add_output(m, "y");
+  const ModelFile model = import_onnx(write(m, "layout.onnx"));
+  EXPECT_EQ(model.metadata.at("input_layout"), "NCHW");
+  EXPECT_TRUE(input_is_nchw(model));
+  EXPECT_EQ(image_input_hwc(model), (Shape{4, 5, 3}));
+
+  ModelToRun run = prepare_for_run(model);
+  const ImagePort images = take_nhwc_images(run);
+  EXPECT_FALSE(images.nchw);
+  EXPECT_EQ(run.file.graph.node(images.port.node).op, "Placeholder");
+  EXPECT_NE(images.port, run.input_ports[0]);
+  const Tensor nhwc = Tensor::from_vector<float>({2, 4, 5, 3}, random_values(120, 7));
+  Session session(run.file.graph);
+  const Tensor got = session.run({{images.port, nhwc}}, run.output_ports)[0];
+  const Tensor want = run_model(model, nhwc_to_nchw(nhwc));
+  EXPECT_EQ(std::vector<float>(got.data<float>(), got.data<float>() + got.numel()),
+            std::vector<float>(want.data<float>(), want.data<float>() + want.numel()));
 }
 
 }  // namespace

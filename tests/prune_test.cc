@@ -147,6 +147,25 @@ TEST(MagnitudeMask, OptimizerStateIsMaskedForThatVariableOnly) {
   }
 }
 
+// The weights layers read as their ops declare them, in model order; biases and batch-norm
+// parameters stay dense; under QAT the weights are found through FakeQuantWeights.
+TEST(PrunableWeights, AreTheConvAndDenseWeights) {
+  const ModelSpec spec = parse_model_spec(R"(
+name: prunable
+input: [8, 8, 1]
+classes: 3
+layers:
+  - {name: conv1, type: conv2d, filters: 4, kernel: 3, padding: same}
+  - {name: bn1, type: batch_norm}
+  - {name: dw, type: depthwise_conv2d, kernel: 3, padding: same}
+  - {name: flatten, type: flatten}
+  - {name: fc1, type: dense, units: 3}
+)", "prunable.yaml");
+  const std::vector<std::string> expected = {"conv1/weights", "dw/weights", "fc1/weights"};
+  EXPECT_EQ(prunable_weights(build_model(spec, 1)), expected);
+  EXPECT_EQ(prunable_weights(build_model(with_qat(spec, 4), 1)), expected);
+}
+
 TEST(ParseLayerSparsities, NamesTheBadEntry) {
   EXPECT_EQ(parse_layer_sparsities("fc1=0.97,conv2=0.8").at("conv2"), 0.8);
   for (const char* bad : {"fc1", "fc1=", "=0.5", "fc1=1.0", "fc1=-0.1", "fc1=0.5x"})

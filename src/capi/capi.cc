@@ -9,16 +9,13 @@
 #include <string>
 #include <vector>
 
-#include "modelfile/model_file.h"
+#include "runtime/model_to_run.h"
 #include "runtime/session.h"
 #include "slimflow/slimflow.h"
-#include "transforms/execution_passes.h"
 
 struct sf_model {
-  sf::ModelFile file;
+  sf::ModelToRun run;
   std::unique_ptr<sf::Session> session;
-  std::vector<sf::Output> input_ports;
-  std::vector<sf::Output> output_ports;
   std::vector<sf::Tensor> inputs;   // as last set; undefined until then
   std::vector<sf::Tensor> outputs;  // f32; empty until a run succeeds
 };
@@ -90,15 +87,9 @@ sf_model* sf_model_load(const char* path) {
   return guarded<sf_model*>(nullptr, [&]() -> sf_model* {
     if (path == nullptr) sf::fail("sf_model_load: path is NULL");
     auto model = std::make_unique<sf_model>();
-    model->file = sf::load_model(path);
-    model->file.graph = sf::optimize_for_execution(model->file.graph, model->file.outputs);
-    const sf::Graph& g = model->file.graph;
-    for (const std::string& name : model->file.inputs)
-      model->input_ports.push_back(sf::Output{g.id_of(name), 0});
-    for (const std::string& name : model->file.outputs)
-      model->output_ports.push_back(sf::Output{g.id_of(name), 0});
-    model->inputs.resize(model->input_ports.size());
-    model->session = std::make_unique<sf::Session>(g);
+    model->run = sf::load_for_run(path);
+    model->inputs.resize(model->run.input_ports.size());
+    model->session = std::make_unique<sf::Session>(model->run.file.graph);
     return model.release();
   });
 }
@@ -106,36 +97,36 @@ sf_model* sf_model_load(const char* path) {
 void sf_model_free(sf_model* model) { delete model; }
 
 int sf_model_num_inputs(const sf_model* model) {
-  return guarded(-1, [&] { return static_cast<int>(checked(model).input_ports.size()); });
+  return guarded(-1, [&] { return static_cast<int>(checked(model).run.input_ports.size()); });
 }
 
 int sf_model_num_outputs(const sf_model* model) {
-  return guarded(-1, [&] { return static_cast<int>(checked(model).output_ports.size()); });
+  return guarded(-1, [&] { return static_cast<int>(checked(model).run.output_ports.size()); });
 }
 
 const char* sf_model_input_name(const sf_model* model, int i) {
   return guarded<const char*>(nullptr, [&] {
     const sf_model& m = checked(model);
-    check_index(i, m.file.inputs.size(), "input");
-    return m.file.inputs[static_cast<size_t>(i)].c_str();
+    check_index(i, m.run.file.inputs.size(), "input");
+    return m.run.file.inputs[static_cast<size_t>(i)].c_str();
   });
 }
 
 const char* sf_model_output_name(const sf_model* model, int i) {
   return guarded<const char*>(nullptr, [&] {
     const sf_model& m = checked(model);
-    check_index(i, m.file.outputs.size(), "output");
-    return m.file.outputs[static_cast<size_t>(i)].c_str();
+    check_index(i, m.run.file.outputs.size(), "output");
+    return m.run.file.outputs[static_cast<size_t>(i)].c_str();
   });
 }
 
 int sf_model_input_shape(const sf_model* model, int i, int64_t* dims, int max_dims) {
   return guarded(-1, [&] {
     const sf_model& m = checked(model);
-    check_index(i, m.input_ports.size(), "input");
+    check_index(i, m.run.input_ports.size(), "input");
     if (max_dims < 0 || (max_dims > 0 && dims == nullptr))
       sf::fail("sf_model_input_shape: dims is NULL or max_dims ({}) is negative", max_dims);
-    const sf::Shape& shape = m.file.graph.type(m.input_ports[static_cast<size_t>(i)]).shape;
+    const sf::Shape& shape = m.run.input_type(static_cast<size_t>(i)).shape;
     for (size_t k = 0; k < shape.size() && k < static_cast<size_t>(max_dims); ++k)
       dims[k] = shape[k];
     return static_cast<int>(shape.size());
@@ -145,9 +136,9 @@ int sf_model_input_shape(const sf_model* model, int i, int64_t* dims, int max_di
 int sf_model_set_input(sf_model* model, int i, const float* data, const int64_t* dims, int rank) {
   return guarded(-1, [&] {
     const sf_model& m = checked(model);
-    check_index(i, m.input_ports.size(), "input");
-    const std::string& name = m.file.inputs[static_cast<size_t>(i)];
-    const sf::TensorType& type = m.file.graph.type(m.input_ports[static_cast<size_t>(i)]);
+    check_index(i, m.run.input_ports.size(), "input");
+    const std::string& name = m.run.file.inputs[static_cast<size_t>(i)];
+    const sf::TensorType& type = m.run.input_type(static_cast<size_t>(i));
     if (type.dtype != sf::DType::f32)
       sf::fail("input '{}' is {}; the C API feeds f32 inputs only", name,
                sf::dtype_name(type.dtype));
@@ -175,14 +166,15 @@ int sf_model_run(sf_model* model) {
     sf::Feeds feeds;
     for (size_t k = 0; k < model->inputs.size(); ++k) {
       if (!model->inputs[k].defined())
-        sf::fail("input '{}' was not set (call sf_model_set_input first)", model->file.inputs[k]);
-      feeds.emplace_back(model->input_ports[k], model->inputs[k]);
+        sf::fail("input '{}' was not set (call sf_model_set_input first)",
+                 model->run.file.inputs[k]);
+      feeds.emplace_back(model->run.input_ports[k], model->inputs[k]);
     }
     // OpenMP's thread count is a per-thread setting, so it is applied on the running thread.
     static const int default_threads = omp_get_max_threads();
     const int threads = requested_threads.load();
     if (threads >= 0) omp_set_num_threads(threads > 0 ? threads : default_threads);
-    std::vector<sf::Tensor> fetched = model->session->run(feeds, model->output_ports);
+    std::vector<sf::Tensor> fetched = model->session->run(feeds, model->run.output_ports);
     std::vector<sf::Tensor> outputs;
     outputs.reserve(fetched.size());
     for (const sf::Tensor& t : fetched) outputs.push_back(to_f32(t));
@@ -197,7 +189,7 @@ int sf_model_output(const sf_model* model, int i, const float** data, const int6
     const sf_model& m = checked(model);
     if (data == nullptr || dims == nullptr || rank == nullptr)
       sf::fail("sf_model_output: data, dims and rank must not be NULL");
-    if (m.outputs.empty() && !m.output_ports.empty())
+    if (m.outputs.empty() && !m.run.output_ports.empty())
       sf::fail("no outputs yet: sf_model_run has not succeeded");
     check_index(i, m.outputs.size(), "output");
     const sf::Tensor& t = m.outputs[static_cast<size_t>(i)];

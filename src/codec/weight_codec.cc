@@ -266,6 +266,51 @@ bool parse_encoding(const std::string& name, Encoding* encoding) {
   return false;
 }
 
+EncodedTensor encode(const Tensor& tensor, Encoding kind, int bits, int axis) {
+  switch (kind) {
+    case Encoding::linear:
+      return encode_linear(tensor, bits, axis);
+    case Encoding::kmeans:
+      return encode_kmeans(tensor, bits);
+    case Encoding::f16:
+      return encode_f16(tensor);
+    case Encoding::sparse:
+      break;
+  }
+  fail("encoding '{}' needs its own options (encode_sparse)", encoding_name(kind));
+}
+
+void write_fields(const WeightEncoding& e, EncodingFieldWriter& out) {
+  if (e.kind == Encoding::f16 || e.kind == Encoding::sparse) return;
+  out.integer("bits", e.bits);
+  if (e.kind == Encoding::kmeans) {
+    out.floats("codebook", e.codebook);
+    return;
+  }
+  if (e.axis != kNoAxis) out.integer("axis", e.axis);
+  out.floats("scales", e.scales);
+  out.integers("zero_points", e.zero_points);
+}
+
+WeightEncoding read_fields(Encoding kind, const EncodingFieldReader& in) {
+  if (kind == Encoding::f16) return WeightEncoding{.kind = kind, .bits = kHalfBits};
+  if (kind == Encoding::sparse) return WeightEncoding{.kind = kind, .bits = 0};
+  WeightEncoding e{.kind = kind, .bits = in.integer("bits")};
+  if (kind == Encoding::kmeans) {
+    e.codebook = in.floats("codebook");
+    return e;
+  }
+  if (in.has("axis")) {
+    e.axis = in.integer("axis");
+    // Written only for per-channel scales, so a stored kNoAxis is a malformed entry.
+    if (e.axis == kNoAxis)
+      in.reject("axis", fmt::format("is {}; leave it out for one scale per tensor", e.axis));
+  }
+  e.scales = in.floats("scales");
+  for (int z : in.integers("zero_points")) e.zero_points.push_back(z);
+  return e;
+}
+
 size_t WeightEncoding::parameter_bytes() const {
   return scales.size() * sizeof(float) + zero_points.size() + codebook.size() * sizeof(float);
 }

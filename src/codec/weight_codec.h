@@ -62,6 +62,32 @@ struct EncodedTensor {
   size_t stored_bytes() const { return data.size() + encoding.parameter_bytes(); }
 };
 
+// The parameters an encoding stores beside its data, as named typed fields of a file's tensor
+// entry. The file format implements these two interfaces; each encoding decides its own fields,
+// so adding an encoding touches this folder only.
+class EncodingFieldReader {
+ public:
+  virtual ~EncodingFieldReader() = default;
+  virtual bool has(const char* key) const = 0;
+  // Each throws sf::Error naming the field when it is missing or has the wrong type.
+  virtual int integer(const char* key) const = 0;
+  virtual std::vector<int> integers(const char* key) const = 0;
+  virtual std::vector<float> floats(const char* key) const = 0;
+  // Throws sf::Error saying that field `key` is wrong, with the format's context.
+  [[noreturn]] virtual void reject(const char* key, const std::string& why) const = 0;
+};
+class EncodingFieldWriter {
+ public:
+  virtual ~EncodingFieldWriter() = default;
+  virtual void integer(const char* key, int value) = 0;
+  virtual void integers(const char* key, const std::vector<int32_t>& values) = 0;
+  virtual void floats(const char* key, const std::vector<float>& values) = 0;
+};
+// The stored fields of `encoding` (its kind is stored by the format, as encoding_name).
+void write_fields(const WeightEncoding& encoding, EncodingFieldWriter& out);
+// The parameters of a `kind` entry as stored; unchecked until validate().
+WeightEncoding read_fields(Encoding kind, const EncodingFieldReader& in);
+
 // Bytes that `count` indices of `bits` bits take when packed.
 uint64_t packed_bytes(uint64_t count, int bits);
 // The data bytes an encoding of a tensor with `count` elements must have.
@@ -81,6 +107,9 @@ void fake_quantize_linear(const Tensor& tensor, int bits, int axis, Tensor& out)
 // values the codebook holds them exactly.
 EncodedTensor encode_kmeans(const Tensor& tensor, int bits);
 EncodedTensor encode_f16(const Tensor& tensor);
+// The encoder of `kind` (`bits` is ignored by f16, `axis` used by linear only). Sparse blobs
+// take options of their own: codec/sparse_codec.h.
+EncodedTensor encode(const Tensor& tensor, Encoding kind, int bits, int axis = kNoAxis);
 
 // Checks everything decode relies on, for a tensor of `shape` whose data has `bytes` bytes:
 // bits range, exact data size, axis, parameter counts, finite positive scales, zero points in

@@ -1,15 +1,14 @@
 #include "compress/size_report.h"
 
-#include <set>
+#include <map>
 
 #include "core/error.h"
+#include "graph/op_registry.h"
+#include "ops/op_names.h"
 
 namespace sf {
 
 namespace {
-
-const std::set<std::string> kWeightReaders = {"Conv2D", "FusedConv2D", "MatMul", "FusedMatMul",
-                                              "ConvTranspose2D"};
 
 // The smallest encoding over the index widths worth trying.
 std::pair<uint64_t, SparseOptions> smallest(const Tensor& w, SparseOptions o) {
@@ -67,16 +66,14 @@ SizeReport size_report(const ModelFile& model, const SizeReportOptions& options,
   if (options.scheme != "kmeans" && options.scheme != "linear")
     fail("--scheme must be kmeans or linear, got '{}'", options.scheme);
   const Graph& g = model.graph;
-  std::map<int, std::string> reader_of;  // Const node id -> the layer reading it as weights
-  for (int id = 0; id < g.num_nodes(); ++id) {
-    const Node& n = g.node(id);
-    if (kWeightReaders.count(n.op) && n.inputs.size() > 1 && g.node(n.inputs[1].node).op == "Const")
-      reader_of[n.inputs[1].node] = n.name;
-  }
+  std::map<int, std::string> reader_of;  // Const node id -> the last layer reading it as weights
+  for (const WeightUse& use : weight_uses(g))
+    if (g.node(use.weight.node).op == op_names::kConst)
+      reader_of[use.weight.node] = g.node(use.layer).name;
   SizeReport report;
   for (int id = 0; id < g.num_nodes(); ++id) {
     const Node& n = g.node(id);
-    if (n.op != "Const") continue;
+    if (n.op != op_names::kConst) continue;
     const Tensor& t = n.attrs.get_tensor("value");
     const uint64_t bytes = static_cast<uint64_t>(t.numel()) * dtype_size(t.dtype());
     auto reader = reader_of.find(id);

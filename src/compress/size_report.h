@@ -42,8 +42,8 @@ struct SizeReport {
   int64_t nonzero_weights() const;
 };
 
-// Weight tensors: Consts read as input 1 of Conv2D, FusedConv2D, MatMul, FusedMatMul,
-// ConvTranspose2D. Throws when the model has none.
+// Weight tensors: f32 Consts a layer reads as its weights (the weight inputs its op declares,
+// OpDef::weights). Throws when the model has none.
 SizeReport size_report(const ModelFile& model, const SizeReportOptions& options,
                        const std::string& what);
 

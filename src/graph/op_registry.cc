@@ -12,6 +12,14 @@ void InferContext::expect_dtype(int i, DType dtype, const char* what) const {
     fail("input '{}' must be {}, got {}", what, dtype_name(dtype), dtype_name(this->dtype(i)));
 }
 
+int WeightInput::channel_axis_for(const Attrs& attrs, int rank) const {
+  const int axis = channel_axis < 0 ? rank + channel_axis : channel_axis;
+  if (transposed_by.empty() || !attrs.get_bool(transposed_by) || rank < 2) return axis;
+  if (axis == rank - 1) return rank - 2;
+  if (axis == rank - 2) return rank - 1;
+  return axis;
+}
+
 std::string GradContext::name(const std::string& suffix) const {
   return graph.unique_name(node.name + "/grad/" + suffix);
 }
@@ -38,6 +46,28 @@ std::vector<std::string> OpRegistry::names() const {
   std::vector<std::string> out;
   for (const OpDef& d : defs_) out.push_back(d.name);
   return out;
+}
+
+std::vector<WeightUse> weight_uses(const Graph& graph) {
+  std::vector<WeightUse> uses;
+  for (const Node& node : graph.nodes()) {
+    const OpDef& def = OpRegistry::global().get(node.op, fmt::format("node '{}'", node.name));
+    for (const WeightInput& w : def.weights) {
+      const Output weight = node.inputs.at(static_cast<size_t>(w.input));
+      const int rank = static_cast<int>(graph.type(weight).shape.size());
+      uses.push_back({node.id, weight, w.channel_axis_for(node.attrs, rank)});
+    }
+  }
+  return uses;
+}
+
+double node_flops(const Graph& graph, int id) {
+  const Node& node = graph.node(id);
+  const OpDef& def = OpRegistry::global().get(node.op, fmt::format("node '{}'", node.name));
+  if (!def.flops) return 0.0;
+  std::vector<Shape> input_shapes;
+  for (const Output& input : node.inputs) input_shapes.push_back(graph.type(input).shape);
+  return def.flops(node, input_shapes);
 }
 
 }  // namespace sf

@@ -1,6 +1,6 @@
 // Op declarations. Each op is declared exactly once: name and version, inputs, typed attributes
-// with defaults, one shape/dtype function, and a gradient written with other ops. Kernels are
-// registered separately (kernels/registry.h).
+// with defaults, one shape/dtype function, a gradient written with other ops, and its traits
+// (which inputs are weights, its FLOPs). Kernels are registered separately (kernels/registry.h).
 #pragma once
 
 #include <fmt/format.h>
@@ -65,6 +65,24 @@ struct GradContext {
 using InferFn = std::function<std::vector<TensorType>(const InferContext&)>;
 // Returns one entry per input; an invalid Output means "no gradient for this input".
 using GradFn = std::function<std::vector<Output>(GradContext&)>;
+// Floating-point operations (a multiply-add counts 2) of one run of `node`, from its attributes,
+// its input shapes and its inferred outputs.
+using FlopsFn = std::function<double(const Node& node, const std::vector<Shape>& input_shapes)>;
+
+// An input holding a layer's learned weights (a conv filter, a matmul's matrix): the tensors
+// weights-only quantization encodes, pruning zeros and size reports count. Biases are not.
+struct WeightInput {
+  int input = 1;
+  // The axis of the output channels (per-channel scales run along it); negative counts from
+  // the end.
+  int channel_axis = -1;
+  // A Bool attribute that, when true, means the weight is stored with its last two axes swapped
+  // (MatMul's transpose_b); empty: none.
+  std::string transposed_by;
+
+  // The output-channel axis of a weight of rank `rank` read by a node with `attrs`.
+  int channel_axis_for(const Attrs& attrs, int rank) const;
+};
 
 struct OpDef {
   std::string name;
@@ -73,7 +91,9 @@ struct OpDef {
   bool variadic = false;            // any number (>= 1) of inputs, all named inputs[0]
   std::vector<AttrSpec> attrs;
   InferFn infer;
-  GradFn grad;  // empty: not differentiable
+  GradFn grad;                       // empty: not differentiable
+  std::vector<WeightInput> weights;  // empty: the op has no weights
+  FlopsFn flops;                     // empty: not counted (0)
 };
 
 class OpRegistry {
@@ -90,5 +110,19 @@ class OpRegistry {
  private:
   std::vector<OpDef> defs_;
 };
+
+// One weight input of one node: `layer` reads `weight` where its op declares weights. That is
+// a Const or Variable in the models we build; callers check, since an imported MatMul may read
+// two activations.
+struct WeightUse {
+  int layer;
+  Output weight;
+  int channel_axis;  // resolved for the weight's rank and the layer's attributes
+};
+// Every weight input of the graph's nodes, in node order (and input order within a node).
+std::vector<WeightUse> weight_uses(const Graph& graph);
+
+// The FLOPs of one run of node `id` (0 for ops that declare no count).
+double node_flops(const Graph& graph, int id);
 
 }  // namespace sf

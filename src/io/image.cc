@@ -139,6 +139,22 @@ Tensor image_to_tensor(const Image& img, int64_t width, int64_t height, int64_t 
   return out;
 }
 
+Tensor nhwc_to_nchw(const Tensor& nhwc) {
+  SF_CHECK(nhwc.rank() == 4 && nhwc.dtype() == DType::f32,
+           "nhwc_to_nchw: {}{} is not an f32 image batch", dtype_name(nhwc.dtype()),
+           shape_str(nhwc.shape()));
+  const int64_t n = nhwc.dim(0), h = nhwc.dim(1), w = nhwc.dim(2), c = nhwc.dim(3);
+  Tensor out(DType::f32, {n, c, h, w});
+  const float* src = nhwc.data<float>();
+  float* dst = out.data<float>();
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t y = 0; y < h; ++y)
+      for (int64_t x = 0; x < w; ++x)
+        for (int64_t k = 0; k < c; ++k)
+          dst[((b * c + k) * h + y) * w + x] = src[((b * h + y) * w + x) * c + k];
+  return out;
+}
+
 void write_png(const std::string& path, const uint8_t* gray, int64_t width, int64_t height) {
   if (gray == nullptr || width <= 0 || height <= 0 || width > kMaxImageSide ||
       height > kMaxImageSide)

@@ -41,6 +41,10 @@ Image decode_image(const std::string& path);
 Tensor image_to_tensor(const Image& img, int64_t width, int64_t height, int64_t channels,
                        float mean, float std);
 
+// An f32 image batch [N,H,W,C] as [N,C,H,W], for models whose input is NCHW and cannot take
+// NHWC images directly (transforms/image_input.h).
+Tensor nhwc_to_nchw(const Tensor& nhwc);
+
 // Writes an 8-bit grayscale PNG (`width` * `height` bytes, row-major). Throws sf::Error
 // "<path>: ..." when the write fails.
 void write_png(const std::string& path, const uint8_t* gray, int64_t width, int64_t height);

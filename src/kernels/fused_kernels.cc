@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "graph/op_registry.h"
 #include "kernels/kernel.h"
 #include "kernels/register.h"
 
@@ -13,11 +14,21 @@ namespace sf {
 
 namespace {
 
+// The fused node's attributes that `base_op` declares: without the activation, which the base
+// kernel must not apply (the sparse MatMul kernel reads one) before the bias is added.
+Attrs base_attrs(const Attrs& fused, const std::string& base_op) {
+  Attrs attrs;
+  for (const AttrSpec& spec : OpRegistry::global().get(base_op, "composed fused kernel").attrs)
+    if (fused.has(spec.name)) attrs.set(spec.name, fused.all().at(spec.name));
+  return attrs;
+}
+
 class ComposedFusedKernel : public Kernel {
  public:
   ComposedFusedKernel(const KernelSpec& spec, const std::string& base_op, const std::string& impl)
       : base_node_(spec.node), activation_(activation_of(spec.node)) {
     base_node_.op = base_op;
+    base_node_.attrs = base_attrs(spec.node.attrs, base_op);
     base_node_.inputs.resize(2);
     KernelSpec base_spec{base_node_,
                          {spec.inputs[0], spec.inputs[1]},

@@ -75,6 +75,8 @@ class KernelRegistry {
   // only that implementation is considered, falling back to "reference". Throws an error that
   // lists what is registered for the op when nothing fits.
   const KernelDef& select(const KernelSpec& spec, const std::string& impl = "") const;
+  // Every registered kernel, in registration order (for tests that walk the registry).
+  const std::vector<KernelDef>& all() const { return defs_; }
 
  private:
   std::vector<KernelDef> defs_;

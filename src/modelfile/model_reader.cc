@@ -267,27 +267,37 @@ class Reader {
     return "";
   }
 
-  // The parameters of an encoded tensor entry, as stored; quant::validate checks them.
-  quant::WeightEncoding encoding_params(const json& t, quant::Encoding kind,
-                                        const std::string& where) const {
-    quant::WeightEncoding e{.kind = kind, .bits = quant::kHalfBits};
-    if (kind == quant::Encoding::f16) return e;
-    if (kind == quant::Encoding::sparse) return quant::WeightEncoding{.kind = kind, .bits = 0};
-    e.bits = small_integer(field(t, "bits", where), where + " 'bits'");
-    if (kind == quant::Encoding::kmeans) {
-      for (const json& c : array(field(t, "codebook", where), where + " 'codebook'"))
-        e.codebook.push_back(to_float(number(c, where + " centroid")));
-      return e;
+  // An encoded tensor entry's parameter fields, for the codec to read; errors name the entry.
+  class EntryFields : public quant::EncodingFieldReader {
+   public:
+    EntryFields(const Reader& reader, const json& entry, const std::string& where)
+        : reader_(reader), entry_(entry), where_(where) {}
+    bool has(const char* key) const override { return entry_.contains(key); }
+    int integer(const char* key) const override {
+      return reader_.small_integer(reader_.field(entry_, key, where_), named(key));
     }
-    if (t.contains("axis")) e.axis = small_integer(t["axis"], where + " 'axis'");
-    if (e.axis == quant::kNoAxis && t.contains("axis"))
-      error("{} 'axis' is {}; leave it out for one scale per tensor", where, e.axis);
-    for (const json& v : array(field(t, "scales", where), where + " 'scales'"))
-      e.scales.push_back(to_float(number(v, where + " scale")));
-    for (const json& z : array(field(t, "zero_points", where), where + " 'zero_points'"))
-      e.zero_points.push_back(small_integer(z, where + " zero point"));
-    return e;
-  }
+    std::vector<int> integers(const char* key) const override {
+      std::vector<int> out;
+      for (const json& v : reader_.array(reader_.field(entry_, key, where_), named(key)))
+        out.push_back(reader_.small_integer(v, named(key) + " entry"));
+      return out;
+    }
+    std::vector<float> floats(const char* key) const override {
+      std::vector<float> out;
+      for (const json& v : reader_.array(reader_.field(entry_, key, where_), named(key)))
+        out.push_back(to_float(reader_.number(v, named(key) + " entry")));
+      return out;
+    }
+    [[noreturn]] void reject(const char* key, const std::string& why) const override {
+      reader_.error("{} {}", named(key), why);
+    }
+
+   private:
+    std::string named(const char* key) const { return fmt::format("{} '{}'", where_, key); }
+    const Reader& reader_;
+    const json& entry_;
+    const std::string& where_;
+  };
 
   void read_tensors(const json& list) {
     array(list, "'tensors'");
@@ -329,7 +339,7 @@ class Reader {
               shape_str(shape), expected);
       if (!dense) {
         if (bytes < 0) error("tensor {}{} has {} bytes", i, owner(i), bytes);
-        quant::WeightEncoding params = encoding_params(t, kind, where);
+        quant::WeightEncoding params = quant::read_fields(kind, EntryFields(*this, t, where));
         try {
           quant::validate(shape, params, static_cast<uint64_t>(bytes));
         } catch (const Error& e) {

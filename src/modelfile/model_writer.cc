@@ -59,24 +59,32 @@ json floats_json(const std::vector<float>& values) {
   return out;
 }
 
+// An encoded tensor entry's parameter fields, as the codec writes them.
+class EntryFields : public quant::EncodingFieldWriter {
+ public:
+  explicit EntryFields(json& entry) : entry_(entry) {}
+  void integer(const char* key, int value) override { entry_[key] = value; }
+  void integers(const char* key, const std::vector<int32_t>& values) override {
+    entry_[key] = values;
+  }
+  void floats(const char* key, const std::vector<float>& values) override {
+    entry_[key] = floats_json(values);
+  }
+
+ private:
+  json& entry_;
+};
+
 // The tensor entry of encoded weights: the packed data goes to the data section, the
 // parameters into the entry (docs/MODEL_FORMAT.md).
 json encoded_entry(const quant::EncodedTensor& encoded, Layout& layout) {
-  const quant::WeightEncoding& e = encoded.encoding;
   json entry = {{"dtype", dtype_name(DType::f32)},
                 {"shape", encoded.shape},
                 {"offset", layout.place(encoded.data.data(), encoded.data.size())},
                 {"bytes", encoded.data.size()},
-                {"encoding", quant::encoding_name(e.kind)}};
-  if (e.kind == quant::Encoding::f16 || e.kind == quant::Encoding::sparse) return entry;
-  entry["bits"] = e.bits;
-  if (e.kind == quant::Encoding::kmeans) {
-    entry["codebook"] = floats_json(e.codebook);
-    return entry;
-  }
-  if (e.axis != quant::kNoAxis) entry["axis"] = e.axis;
-  entry["scales"] = floats_json(e.scales);
-  entry["zero_points"] = e.zero_points;
+                {"encoding", quant::encoding_name(encoded.encoding.kind)}};
+  EntryFields fields(entry);
+  quant::write_fields(encoded.encoding, fields);
   return entry;
 }
 

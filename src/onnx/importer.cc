@@ -184,6 +184,8 @@ ModelFile import_onnx_bytes(const std::string& bytes, const std::string& name,
   model.metadata["source"] = name;
   model.metadata["format"] = "onnx";
   model.metadata["onnx_opset"] = std::to_string(opset);
+  // The interface keeps ONNX's layout; image feeding reads this (runtime/model_to_run.h).
+  model.metadata["input_layout"] = "NCHW";
   if (!proto.producer_name().empty()) model.metadata["producer"] = proto.producer_name();
   return model;
 }

@@ -40,7 +40,8 @@ struct ImportOptions {
 };
 
 // Reads and converts `path`. The result's inputs are the model's non-constant graph inputs
-// (Placeholder nodes named as in ONNX) and its outputs are nodes named as the ONNX outputs.
+// (Placeholder nodes named as in ONNX) and its outputs are nodes named as the ONNX outputs; its
+// metadata records the source, the opset and "input_layout": "NCHW" (the interface kept).
 // Throws OnnxUnsupported listing every unsupported node ("model.onnx: 2 unsupported nodes:
 // 'n3' (LSTM), 'n7' (Einsum)"), and sf::Error "<path>: ..." for unreadable or invalid models.
 ModelFile import_onnx(const std::string& path, const ImportOptions& options = {});

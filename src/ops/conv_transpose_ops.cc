@@ -5,6 +5,7 @@
 // Strides, dilations and pads are validated by ops/conv_geometry.h like every other window op.
 #include "graph/op_registry.h"
 #include "ops/conv_geometry.h"
+#include "ops/op_names.h"
 #include "ops/ops.h"
 #include "ops/register.h"
 
@@ -70,21 +71,23 @@ std::vector<TensorType> infer_conv_transpose(const InferContext& ctx) {
 
 void register_conv_transpose_ops(OpRegistry& r) {
   // No gradient: the importer only runs pretrained graphs through it.
-  r.add(OpDef{.name = "ConvTranspose2D",
+  r.add(OpDef{.name = op_names::kConvTranspose2D,
               .inputs = {"x", "filter"},
               .attrs = {{"strides", AttrKind::Ints, kOnePair},
                         {"pads", AttrKind::Ints, kNoPads},
                         {"dilations", AttrKind::Ints, kOnePair},
                         {"output_padding", AttrKind::Ints, kZeroPair},
                         {"groups", AttrKind::Int, AttrValue{int64_t{1}}}},
-              .infer = infer_conv_transpose});
+              .infer = infer_conv_transpose,
+              // [kh, kw, out/groups, in]: output channels on axis 2.
+              .weights = {{.input = 1, .channel_axis = 2}}});
 }
 
 namespace ops {
 
 Output conv_transpose2d(Graph& g, Output x, Output w, const ConvTranspose2DOptions& o,
                         const std::string& name) {
-  return g.add("ConvTranspose2D", {x, w},
+  return g.add(op_names::kConvTranspose2D, {x, w},
                {{"strides", o.strides},
                 {"pads", o.pads},
                 {"dilations", o.dilations},

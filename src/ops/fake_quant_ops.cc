@@ -2,6 +2,7 @@
 #include "ops/fake_quant_ops.h"
 
 #include "graph/op_registry.h"
+#include "ops/op_names.h"
 #include "ops/register.h"
 
 namespace sf {
@@ -40,7 +41,7 @@ std::vector<TensorType> infer_fake_quant_activation_grad(const InferContext& ctx
 }  // namespace
 
 void register_fake_quant_ops(OpRegistry& r) {
-  r.add(OpDef{.name = "FakeQuantWeights",
+  r.add(OpDef{.name = op_names::kFakeQuantWeights,
               .inputs = {"w"},
               .attrs = {{"bits", AttrKind::Int, AttrValue{int64_t{8}}}},
               .infer = infer_fake_quant_weights,
@@ -63,7 +64,7 @@ void register_fake_quant_ops(OpRegistry& r) {
 namespace ops {
 
 Output fake_quant_weights(Graph& g, Output w, int64_t bits, const std::string& name) {
-  return g.add("FakeQuantWeights", {w}, {{"bits", bits}}, name);
+  return g.add(op_names::kFakeQuantWeights, {w}, {{"bits", bits}}, name);
 }
 
 Output fake_quant_activation(Graph& g, Output x, Output range, const std::string& name) {

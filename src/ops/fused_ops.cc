@@ -4,6 +4,7 @@
 // FusedConv2DAdd also adds a tensor of the output's shape before the activation: a residual
 // connection, or the partial sum of a conv whose input channels were split (execution passes).
 #include "graph/op_registry.h"
+#include "ops/op_names.h"
 #include "ops/ops.h"
 #include "ops/register.h"
 
@@ -37,21 +38,28 @@ InferFn fused_infer(const std::string& base_op) {
 }  // namespace
 
 void register_fused_ops(OpRegistry& r) {
-  // Copies: adding to the registry may move its entries.
-  const std::vector<AttrSpec> conv_attrs = r.get("Conv2D", "fused ops").attrs;
-  const std::vector<AttrSpec> matmul_attrs = r.get("MatMul", "fused ops").attrs;
-  r.add(OpDef{.name = "FusedConv2D",
+  // Copies: adding to the registry may move its entries. The fused ops read their weights as the
+  // base op does and count the base op's FLOPs (bias and activation are not counted).
+  const OpDef conv = r.get(op_names::kConv2D, "fused ops");
+  const OpDef matmul = r.get(op_names::kMatMul, "fused ops");
+  r.add(OpDef{.name = op_names::kFusedConv2D,
               .inputs = {"x", "filter", "bias"},
-              .attrs = with_activation(conv_attrs),
-              .infer = fused_infer("Conv2D")});
-  r.add(OpDef{.name = "FusedConv2DAdd",
+              .attrs = with_activation(conv.attrs),
+              .infer = fused_infer(op_names::kConv2D),
+              .weights = conv.weights,
+              .flops = conv.flops});
+  r.add(OpDef{.name = op_names::kFusedConv2DAdd,
               .inputs = {"x", "filter", "bias", "addend"},
-              .attrs = with_activation(conv_attrs),
-              .infer = fused_infer("Conv2D")});
-  r.add(OpDef{.name = "FusedMatMul",
+              .attrs = with_activation(conv.attrs),
+              .infer = fused_infer(op_names::kConv2D),
+              .weights = conv.weights,
+              .flops = conv.flops});
+  r.add(OpDef{.name = op_names::kFusedMatMul,
               .inputs = {"a", "b", "bias"},
-              .attrs = with_activation(matmul_attrs),
-              .infer = fused_infer("MatMul")});
+              .attrs = with_activation(matmul.attrs),
+              .infer = fused_infer(op_names::kMatMul),
+              .weights = matmul.weights,
+              .flops = matmul.flops});
 }
 
 }  // namespace sf

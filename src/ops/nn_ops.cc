@@ -6,6 +6,7 @@
 // batch size from dy, so a graph re-inferred for another batch size stays valid.
 #include "graph/op_registry.h"
 #include "ops/conv_geometry.h"
+#include "ops/op_names.h"
 #include "ops/ops.h"
 #include "ops/register.h"
 
@@ -131,10 +132,17 @@ std::vector<TensorType> infer_conv2d_backprop_filter(const InferContext& ctx) {
   return f32(w);
 }
 
+// Each output element is kh * kw * in/groups multiply-adds (filter HWIO, input 1).
+double conv2d_flops(const Node& node, const std::vector<Shape>& inputs) {
+  const Shape& w = inputs[1];
+  return 2.0 * static_cast<double>(num_elements(node.outputs[0].shape)) *
+         static_cast<double>(w[0] * w[1] * w[2]);
+}
+
 Attrs conv_attrs_of(const Attrs& attrs) { return copy_attrs(attrs, conv_attr_specs()); }
 
 Output conv2d_node(Graph& g, Output x, Output w, const Attrs& conv, const std::string& name) {
-  return g.add("Conv2D", {x, w}, conv, name);
+  return g.add(op_names::kConv2D, {x, w}, conv, name);
 }
 
 Output conv2d_backprop_input(Graph& g, Output dy, Output w, const Shape& input_shape,
@@ -191,6 +199,13 @@ std::vector<TensorType> infer_matmul(const InferContext& ctx) {
     ctx.fail("inner dimensions differ: a {}{} vs b {}{}", shape_str(a), ta ? " (transposed)" : "",
              shape_str(b), tb ? " (transposed)" : "");
   return f32({ta ? a[1] : a[0], tb ? b[0] : b[1]});
+}
+
+// Each output element is K multiply-adds (K: a's inner dimension).
+double matmul_flops(const Node& node, const std::vector<Shape>& inputs) {
+  const Shape& a = inputs[0];
+  const int64_t k = node.attrs.get_bool("transpose_a") ? a[0] : a[1];
+  return 2.0 * static_cast<double>(num_elements(node.outputs[0].shape)) * static_cast<double>(k);
 }
 
 std::vector<Output> grad_matmul(GradContext& ctx) {
@@ -283,11 +298,13 @@ std::vector<Output> grad_avg_pool(GradContext& ctx) {
 
 void register_nn_ops(OpRegistry& r) {
   const AttrValue no{false};
-  r.add(OpDef{.name = "Conv2D",
+  r.add(OpDef{.name = op_names::kConv2D,
               .inputs = {"x", "filter"},
               .attrs = conv_attr_specs(),
               .infer = infer_conv2d,
-              .grad = grad_conv2d});
+              .grad = grad_conv2d,
+              .weights = {{.input = 1, .channel_axis = -1}},  // HWIO: output channels last
+              .flops = conv2d_flops});
   r.add(OpDef{.name = "Conv2DBackpropInput",
               .inputs = {"dy", "filter"},
               .attrs = with(conv_attr_specs(), {{"input_shape", AttrKind::Ints, std::nullopt}}),
@@ -298,11 +315,14 @@ void register_nn_ops(OpRegistry& r) {
               .attrs = with(conv_attr_specs(), {{"filter_shape", AttrKind::Ints, std::nullopt}}),
               .infer = infer_conv2d_backprop_filter,
               .grad = grad_conv2d_backprop_filter});
-  r.add(OpDef{.name = "MatMul",
+  r.add(OpDef{.name = op_names::kMatMul,
               .inputs = {"a", "b"},
               .attrs = {{"transpose_a", AttrKind::Bool, no}, {"transpose_b", AttrKind::Bool, no}},
               .infer = infer_matmul,
-              .grad = grad_matmul});
+              .grad = grad_matmul,
+              // b [K, N]: output channels last, first when stored transposed.
+              .weights = {{.input = 1, .channel_axis = -1, .transposed_by = "transpose_b"}},
+              .flops = matmul_flops});
   r.add(
       OpDef{.name = "BiasAdd",
             .inputs = {"x", "bias"},
@@ -370,7 +390,7 @@ Attrs conv2d_attrs(const Conv2DOptions& o) {
 }
 
 Output conv2d(Graph& g, Output x, Output w, const Conv2DOptions& o, const std::string& name) {
-  return g.add("Conv2D", {x, w}, conv2d_attrs(o), name);
+  return g.add(op_names::kConv2D, {x, w}, conv2d_attrs(o), name);
 }
 
 Output max_pool(Graph& g, Output x, const PoolOptions& o, const std::string& name) {
@@ -389,8 +409,8 @@ Output global_avg_pool(Graph& g, Output x, const std::string& name) {
 
 Output matmul(Graph& g, Output a, Output b, bool transpose_a, bool transpose_b,
               const std::string& name) {
-  return g.add("MatMul", {a, b}, {{"transpose_a", transpose_a}, {"transpose_b", transpose_b}},
-               name);
+  return g.add(op_names::kMatMul, {a, b},
+               {{"transpose_a", transpose_a}, {"transpose_b", transpose_b}}, name);
 }
 
 Output bias_add(Graph& g, Output x, Output b, const std::string& name) {

@@ -10,6 +10,7 @@
 
 #include "graph/op_registry.h"
 #include "ops/broadcast.h"
+#include "ops/op_names.h"
 #include "ops/register.h"
 
 namespace sf {
@@ -192,7 +193,7 @@ std::vector<TensorType> infer_qlinear_matmul(const InferContext& ctx) {
 
 void register_onnx_quant_ops(OpRegistry& r) {
   // A copy: adding to the registry may move its entries.
-  const std::vector<AttrSpec> conv_attrs = r.get("Conv2D", "ONNX quantization ops").attrs;
+  const std::vector<AttrSpec> conv_attrs = r.get(op_names::kConv2D, "ONNX quantization ops").attrs;
   const std::vector<AttrSpec> axis_attr{{"axis", AttrKind::Int, AttrValue{int64_t{1}}}};
   r.add(OpDef{.name = "QuantizeLinear",
               .inputs = {"x", "scale", "zero_point"},
@@ -204,22 +205,27 @@ void register_onnx_quant_ops(OpRegistry& r) {
               .infer = infer_dequantize_linear});
   r.add(OpDef{
       .name = "DynamicQuantizeLinear", .inputs = {"x"}, .infer = infer_dynamic_quantize_linear});
-  r.add(OpDef{.name = "ConvInteger2D",
+  // Weights w [KH,KW,C/groups,O] and b [...,K,N]: output channels last.
+  r.add(OpDef{.name = op_names::kConvInteger2D,
               .inputs = {"x", "w", "x_zero_point", "w_zero_point"},
               .attrs = conv_attrs,
-              .infer = infer_conv_integer2d});
-  r.add(OpDef{.name = "QLinearConv2D",
+              .infer = infer_conv_integer2d,
+              .weights = {{.input = 1, .channel_axis = -1}}});
+  r.add(OpDef{.name = op_names::kQLinearConv2D,
               .inputs = {"x", "x_scale", "x_zero_point", "w", "w_scale", "w_zero_point", "y_scale",
                          "y_zero_point", "bias"},
               .attrs = conv_attrs,
-              .infer = infer_qlinear_conv2d});
-  r.add(OpDef{.name = "MatMulInteger",
+              .infer = infer_qlinear_conv2d,
+              .weights = {{.input = 3, .channel_axis = -1}}});
+  r.add(OpDef{.name = op_names::kMatMulInteger,
               .inputs = {"a", "b", "a_zero_point", "b_zero_point"},
-              .infer = infer_matmul_integer});
-  r.add(OpDef{.name = "QLinearMatMul",
+              .infer = infer_matmul_integer,
+              .weights = {{.input = 1, .channel_axis = -1}}});
+  r.add(OpDef{.name = op_names::kQLinearMatMul,
               .inputs = {"a", "a_scale", "a_zero_point", "b", "b_scale", "b_zero_point", "y_scale",
                          "y_zero_point"},
-              .infer = infer_qlinear_matmul});
+              .infer = infer_qlinear_matmul,
+              .weights = {{.input = 3, .channel_axis = -1}}});
 }
 
 namespace ops {
@@ -240,24 +246,25 @@ Output dynamic_quantize_linear(Graph& g, Output x, const std::string& name) {
 
 Output conv_integer2d(Graph& g, Output x, Output w, Output x_zero_point, Output w_zero_point,
                       const Conv2DOptions& options, const std::string& name) {
-  return g.add("ConvInteger2D", {x, w, x_zero_point, w_zero_point}, conv2d_attrs(options), name);
+  return g.add(op_names::kConvInteger2D, {x, w, x_zero_point, w_zero_point}, conv2d_attrs(options),
+               name);
 }
 
 Output matmul_integer(Graph& g, Output a, Output b, Output a_zero_point, Output b_zero_point,
                       const std::string& name) {
-  return g.add("MatMulInteger", {a, b, a_zero_point, b_zero_point}, {}, name);
+  return g.add(op_names::kMatMulInteger, {a, b, a_zero_point, b_zero_point}, {}, name);
 }
 
 Output qlinear_conv2d(Graph& g, const QLinearInputs& in, Output bias, const Conv2DOptions& options,
                       const std::string& name) {
-  return g.add("QLinearConv2D",
+  return g.add(op_names::kQLinearConv2D,
                {in.x, in.x_scale, in.x_zero_point, in.w, in.w_scale, in.w_zero_point, in.y_scale,
                 in.y_zero_point, bias},
                conv2d_attrs(options), name);
 }
 
 Output qlinear_matmul(Graph& g, const QLinearInputs& in, const std::string& name) {
-  return g.add("QLinearMatMul",
+  return g.add(op_names::kQLinearMatMul,
                {in.x, in.x_scale, in.x_zero_point, in.w, in.w_scale, in.w_zero_point, in.y_scale,
                 in.y_zero_point},
                {}, name);

@@ -9,6 +9,7 @@
 // Window and channel checks defer to Conv2D's, MaxPool's and AvgPool's shape functions, fed the
 // same shapes as f32, so the geometry rules live once.
 #include "graph/op_registry.h"
+#include "ops/op_names.h"
 #include "ops/ops.h"
 #include "ops/quantized_ops.h"
 #include "ops/register.h"
@@ -232,19 +233,23 @@ std::vector<TensorType> infer_quantized_concat(const InferContext& ctx) {
 
 void register_quantized_ops(OpRegistry& r) {
   // Copies: adding to the registry may move its entries.
-  const std::vector<AttrSpec> conv_attrs = r.get("Conv2D", "quantized ops").attrs;
+  const std::vector<AttrSpec> conv_attrs = r.get(op_names::kConv2D, "quantized ops").attrs;
   const std::vector<AttrSpec> max_pool_attrs = r.get("MaxPool", "quantized ops").attrs;
   const std::vector<AttrSpec> avg_pool_attrs = r.get("AvgPool", "quantized ops").attrs;
   r.add(OpDef{.name = "ChooseQParams", .inputs = {"x"}, .infer = infer_choose_qparams});
   r.add(OpDef{.name = "Quantize", .inputs = {"x", "params"}, .infer = infer_quantize});
   r.add(OpDef{.name = "Dequantize", .inputs = {"q", "params"}, .infer = infer_dequantize});
-  r.add(OpDef{.name = "QuantizedConv2D",
+  // The i8 weights w / b [.., out]: output channels last, as their per-channel scales.
+  const std::vector<WeightInput> weights{{.input = 2, .channel_axis = -1}};
+  r.add(OpDef{.name = op_names::kQuantizedConv2D,
               .inputs = {"x", "x_params", "w", "w_scales", "bias"},
               .attrs = conv_attrs,
-              .infer = infer_quantized_conv2d});
-  r.add(OpDef{.name = "QuantizedMatMul",
+              .infer = infer_quantized_conv2d,
+              .weights = weights});
+  r.add(OpDef{.name = op_names::kQuantizedMatMul,
               .inputs = {"a", "a_params", "b", "b_scales", "bias"},
-              .infer = infer_quantized_matmul});
+              .infer = infer_quantized_matmul,
+              .weights = weights});
   r.add(OpDef{.name = "RequantizationRange",
               .inputs = {"acc", "x_params", "w_scales"},
               .attrs = with_activation({}),
@@ -253,14 +258,16 @@ void register_quantized_ops(OpRegistry& r) {
               .inputs = {"acc", "x_params", "w_scales", "out_params"},
               .attrs = with_activation({}),
               .infer = infer_requantize});
-  r.add(OpDef{.name = "QuantizedConv2DRequantized",
+  r.add(OpDef{.name = op_names::kQuantizedConv2DRequantized,
               .inputs = {"x", "x_params", "w", "w_scales", "bias", "out_params"},
               .attrs = with_activation(conv_attrs),
-              .infer = infer_quantized_conv2d_requantized});
-  r.add(OpDef{.name = "QuantizedMatMulRequantized",
+              .infer = infer_quantized_conv2d_requantized,
+              .weights = weights});
+  r.add(OpDef{.name = op_names::kQuantizedMatMulRequantized,
               .inputs = {"a", "a_params", "b", "b_scales", "bias", "out_params"},
               .attrs = with_activation({}),
-              .infer = infer_quantized_matmul_requantized});
+              .infer = infer_quantized_matmul_requantized,
+              .weights = weights});
   r.add(OpDef{.name = "QuantizedMaxPool",
               .inputs = {"x"},
               .attrs = max_pool_attrs,
@@ -296,7 +303,7 @@ Output dequantize(Graph& g, Output q, Output params, const std::string& name) {
 
 Output quantized_conv2d(Graph& g, const QuantizedConvInputs& in, const Conv2DOptions& options,
                         const std::string& name) {
-  return g.add("QuantizedConv2D", {in.x, in.x_params, in.w, in.w_scales, in.bias},
+  return g.add(op_names::kQuantizedConv2D, {in.x, in.x_params, in.w, in.w_scales, in.bias},
                conv2d_attrs(options), name);
 }
 
@@ -305,17 +312,18 @@ Output quantized_conv2d_requantized(Graph& g, const QuantizedConvInputs& in, Out
                                     const std::string& name) {
   Attrs a = conv2d_attrs(options);
   a.set("activation", activation_name(activation));
-  return g.add("QuantizedConv2DRequantized",
+  return g.add(op_names::kQuantizedConv2DRequantized,
                {in.x, in.x_params, in.w, in.w_scales, in.bias, out_params}, a, name);
 }
 
 Output quantized_matmul(Graph& g, const QuantizedConvInputs& in, const std::string& name) {
-  return g.add("QuantizedMatMul", {in.x, in.x_params, in.w, in.w_scales, in.bias}, {}, name);
+  return g.add(op_names::kQuantizedMatMul, {in.x, in.x_params, in.w, in.w_scales, in.bias}, {},
+               name);
 }
 
 Output quantized_matmul_requantized(Graph& g, const QuantizedConvInputs& in, Output out_params,
                                     Activation activation, const std::string& name) {
-  return g.add("QuantizedMatMulRequantized",
+  return g.add(op_names::kQuantizedMatMulRequantized,
                {in.x, in.x_params, in.w, in.w_scales, in.bias, out_params},
                {{"activation", activation_name(activation)}}, name);
 }

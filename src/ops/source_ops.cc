@@ -1,6 +1,7 @@
 // Placeholder, Variable and Const: nodes whose values come from outside the graph's kernels
 // (feeds, the variable store, an attribute). The session binds them; they have no kernels.
 #include "graph/op_registry.h"
+#include "ops/op_names.h"
 #include "ops/ops.h"
 #include "ops/register.h"
 
@@ -26,7 +27,7 @@ void register_source_ops(OpRegistry& r) {
               .attrs = {{"dtype", AttrKind::String, AttrValue{std::string("f32")}},
                         {"shape", AttrKind::Ints, std::nullopt}},
               .infer = declared_type});
-  r.add(OpDef{.name = "Const",
+  r.add(OpDef{.name = op_names::kConst,
               .attrs = {{"value", AttrKind::Tensor, std::nullopt}},
               .infer = [](const InferContext& ctx) -> std::vector<TensorType> {
                 const Tensor& v = ctx.attrs().get_tensor("value");
@@ -47,7 +48,7 @@ Output variable(Graph& g, DType dtype, Shape shape, const std::string& name) {
 }
 
 Output constant(Graph& g, Tensor value, const std::string& name) {
-  return g.add("Const", {}, {{"value", std::move(value)}}, name);
+  return g.add(op_names::kConst, {}, {{"value", std::move(value)}}, name);
 }
 
 Output scalar(Graph& g, float value, const std::string& name) {

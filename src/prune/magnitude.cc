@@ -3,19 +3,25 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <set>
 
 #include "core/error.h"
+#include "graph/op_registry.h"
+#include "ops/op_names.h"
 
 namespace sf {
 
 std::vector<std::string> prunable_weights(const Model& model) {
-  std::vector<std::string> names;
-  const std::string suffix = "/weights";
-  for (const Parameter& p : model.parameters) {
-    const bool is_weight = p.name.size() > suffix.size() &&
-                           p.name.compare(p.name.size() - suffix.size(), suffix.size(), suffix) == 0;
-    if (is_weight && model.graph.type(p.output).shape.size() >= 2) names.push_back(p.name);
+  const Graph& g = model.graph;
+  std::set<int> weights;  // node ids of the tensors layers read as their weights
+  for (const WeightUse& use : weight_uses(g)) {
+    const Node& source = g.node(use.weight.node);
+    // Under quantization-aware training a layer reads its Variable through FakeQuantWeights.
+    weights.insert(source.op == op_names::kFakeQuantWeights ? source.inputs[0].node : source.id);
   }
+  std::vector<std::string> names;
+  for (const Parameter& p : model.parameters)
+    if (weights.count(p.output.node)) names.push_back(p.name);
   return names;
 }
 

@@ -20,8 +20,9 @@
 
 namespace sf {
 
-// The weights of conv and dense layers ("<layer>/weights", rank >= 2); biases and norm
-// parameters are left dense. In model order.
+// The parameters that layers read as their weights (the weight inputs their ops declare:
+// conv filters, dense matrices), directly or fake-quantized; biases and norm parameters are
+// left dense. In model order.
 std::vector<std::string> prunable_weights(const Model& model);
 
 // The layer name of a prunable weight: "fc1/weights" -> "fc1".

@@ -13,6 +13,7 @@
 #include "prune/structured.h"
 #include "train/checkpoint.h"
 #include "train/optimizer.h"
+#include "train/training_run.h"
 
 namespace sf {
 
@@ -29,12 +30,8 @@ void check_sparsity(const std::string& what, double s) {
 }
 
 double run_learning_rate(const std::string& run_dir) {
-  const Checkpoint ckpt = load_checkpoint(checkpoint_path(run_dir));
-  try {
-    return nlohmann::json::parse(ckpt.metadata_json).at("options").at("lr").get<double>();
-  } catch (const nlohmann::json::exception& e) {
-    fail("{}: checkpoint metadata is not a slimflow run: {}", checkpoint_path(run_dir), e.what());
-  }
+  return TrainingRun(run_dir).read_metadata(
+      [](const nlohmann::json& meta) { return meta.at("options").at("lr").get<double>(); });
 }
 
 // Slices the run into a smaller model written as the first checkpoint of out_dir, then retrains
@@ -42,26 +39,13 @@ double run_learning_rate(const std::string& run_dir) {
 PruneResult structured_prune_run(const PruneOptions& options, const TrainCallbacks& callbacks,
                                  double lr) {
   if (!options.target) fail("prune --structured: --target (the fraction of filters to remove) is required");
-  const std::string from = checkpoint_path(options.run_dir);
-  if (!std::filesystem::exists(from)) fail("{}: not a training run (no {})", options.run_dir, from);
-  Checkpoint ckpt = load_checkpoint(from);
-  nlohmann::json meta;
-  ModelSpec spec;
-  try {
-    meta = nlohmann::json::parse(ckpt.metadata_json);
-    spec = parse_model_spec(meta.at("model_spec").get<std::string>(),
-                            meta.at("model_origin").get<std::string>());
-  } catch (const nlohmann::json::exception& e) {
-    fail("{}: checkpoint metadata is not a slimflow run: {}", from, e.what());
-  }
-  std::map<std::string, Tensor> variables;
-  const std::string prefix = "variables/";
-  for (const auto& [name, t] : ckpt.tensors)
-    if (name.rfind(prefix, 0) == 0) variables[name.substr(prefix.size())] = t;
+  const TrainingRun run(options.run_dir);
+  const std::map<std::string, Tensor> variables = run.variables();
   PruneResult result;
   result.dense_accuracy =
       RunEvaluator(options.run_dir, options.data, options.test_limit, options.threads).evaluate().accuracy;
-  const StructuredPruning pruned = prune_structured(spec, variables, *options.target, options.norm);
+  const StructuredPruning pruned =
+      prune_structured(run.spec(), variables, *options.target, options.norm);
   if (pruned.layers.empty())
     fail("{}: the model has nothing to prune structurally (one conv/dense layer)", options.run_dir);
   std::string chosen;
@@ -72,7 +56,8 @@ PruneResult structured_prune_run(const PruneOptions& options, const TrainCallbac
                                      options.norm, chosen));
 
   Checkpoint start;
-  for (const auto& [name, t] : pruned.variables) start.tensors[prefix + name] = t;
+  for (const auto& [name, t] : pruned.variables) start.tensors[kVariablePrefix + name] = t;
+  nlohmann::json meta = run.metadata();
   meta["model_spec"] = pruned.spec_text;
   meta["history"] = nlohmann::json::array();
   start.metadata_json = meta.dump();
@@ -88,8 +73,9 @@ PruneResult structured_prune_run(const PruneOptions& options, const TrainCallbac
                      .train_limit = options.train_limit,
                      .test_limit = options.test_limit};
   result.history = sf::train(train, callbacks);
+  const std::vector<std::string> weights = prunable_weights(build_model(run.spec(), 1));
   for (const auto& [name, t] : variables) {
-    if (!name.ends_with("/weights") || t.rank() < 2) continue;
+    if (std::find(weights.begin(), weights.end(), name) == weights.end()) continue;
     const int64_t after = pruned.variables.at(name).numel();
     result.layers.push_back(LayerSparsity{layer_of(name), t.numel(), after, *options.target,
                                           1.0 - static_cast<double>(after) / static_cast<double>(t.numel())});
@@ -233,10 +219,10 @@ PruneResult prune_run(const PruneOptions& options, const TrainCallbacks& callbac
                      .test_limit = options.test_limit};
   result.history = sf::train(train, cb);
 
-  const Checkpoint pruned = load_checkpoint(checkpoint_path(options.out_dir));
+  const std::map<std::string, Tensor> pruned = TrainingRun(options.out_dir).variables();
   for (const std::string& name : prunable) {
     const double target = targets.count(name) ? targets.at(name) : 0.0;
-    const Tensor& w = pruned.tensors.at("variables/" + name);
+    const Tensor& w = pruned.at(name);
     const double sparsity = sparsity_of(w);
     const int64_t nonzero = w.numel() - std::llround(sparsity * static_cast<double>(w.numel()));
     result.layers.push_back(LayerSparsity{layer_of(name), w.numel(), nonzero, target, sparsity});

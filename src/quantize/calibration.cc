@@ -214,20 +214,6 @@ Tensor slice_examples(const Tensor& all, int64_t begin, int64_t end) {
                                         static_cast<char*>(all.storage()->data())));
 }
 
-// NHWC -> NCHW.
-Tensor to_nchw(const Tensor& nhwc) {
-  const int64_t n = nhwc.dim(0), h = nhwc.dim(1), w = nhwc.dim(2), c = nhwc.dim(3);
-  Tensor out(DType::f32, {n, c, h, w});
-  const float* src = nhwc.data<float>();
-  float* dst = out.data<float>();
-  for (int64_t b = 0; b < n; ++b)
-    for (int64_t y = 0; y < h; ++y)
-      for (int64_t x = 0; x < w; ++x)
-        for (int64_t k = 0; k < c; ++k)
-          dst[((b * c + k) * h + y) * w + x] = src[((b * h + y) * w + x) * c + k];
-  return out;
-}
-
 // Images decoded on demand; subclasses say how to get image i.
 class ImageSource : public CalibrationSource {
  public:
@@ -245,7 +231,7 @@ class ImageSource : public CalibrationSource {
       Tensor one = image_to_tensor(image(i), w, h, c, input_.mean, input_.std);
       std::copy_n(one.data<float>(), one.numel(), nhwc.data<float>() + (i - begin) * h * w * c);
     }
-    return {input_.nchw ? to_nchw(nhwc) : nhwc};
+    return {input_.nchw ? nhwc_to_nchw(nhwc) : nhwc};
   }
 
  protected:

@@ -3,24 +3,11 @@
 #include <cmath>
 #include <set>
 
+#include "graph/op_registry.h"
+#include "ops/op_names.h"
+
 namespace sf::quant {
 namespace {
-
-bool reads_weights(const Node& layer) {
-  const std::string& op = layer.op;
-  return op == "Conv2D" || op == "FusedConv2D" || op == "MatMul" || op == "FusedMatMul" ||
-         op == "ConvTranspose2D";
-}
-
-// The output-channel axis of the weight (input 1, of rank `rank`) of a layer that
-// reads_weights().
-int weight_channel_axis(const Node& layer, int rank) {
-  const std::string& op = layer.op;
-  if (op == "Conv2D" || op == "FusedConv2D") return rank - 1;
-  if (op == "MatMul" || op == "FusedMatMul")
-    return layer.attrs.get_bool("transpose_b") ? 0 : rank - 1;
-  return 2;  // ConvTranspose2D
-}
 
 struct Candidate {
   int const_id;
@@ -28,16 +15,17 @@ struct Candidate {
   int axis;
 };
 
-// Const nodes read as a weight, each once, with its first reader.
+// f32 Const nodes read as a layer's weights (the op's declared weight inputs), each once, with
+// its first reader. Integer weights are already quantized.
 std::vector<Candidate> find_candidates(const Graph& g) {
   std::vector<Candidate> out;
   std::set<int> seen;
-  for (const Node& n : g.nodes()) {
-    if (!reads_weights(n) || n.inputs.size() < 2) continue;
-    const Node& source = g.node(n.inputs[1].node);
-    if (source.op != "Const" || !seen.insert(source.id).second) continue;
-    const int rank = static_cast<int>(source.outputs[0].shape.size());
-    out.push_back({source.id, n.id, weight_channel_axis(n, rank)});
+  for (const WeightUse& use : weight_uses(g)) {
+    const Node& source = g.node(use.weight.node);
+    if (source.op != op_names::kConst || source.attrs.get_tensor("value").dtype() != DType::f32 ||
+        !seen.insert(source.id).second)
+      continue;
+    out.push_back({source.id, use.layer, use.channel_axis});
   }
   return out;
 }
@@ -63,25 +51,9 @@ void check_options(const Graph& g, const WeightQuantizeOptions& o,
 bool is_excluded(const Graph& g, const Candidate& c, const std::set<std::string>& exclude) {
   if (exclude.count(g.node(c.const_id).name)) return true;
   // Any layer reading the Const as its weight counts, not only the first.
-  for (const Node& n : g.nodes())
-    if (reads_weights(n) && n.inputs.size() >= 2 && n.inputs[1].node == c.const_id &&
-        exclude.count(n.name))
-      return true;
+  for (const WeightUse& use : weight_uses(g))
+    if (use.weight.node == c.const_id && exclude.count(g.node(use.layer).name)) return true;
   return false;
-}
-
-EncodedTensor encode(const Tensor& w, const WeightQuantizeOptions& o, int axis) {
-  switch (o.encoding) {
-    case Encoding::linear:
-      return encode_linear(w, o.bits, o.per_channel ? axis : kNoAxis);
-    case Encoding::kmeans:
-      return encode_kmeans(w, o.bits);
-    case Encoding::f16:
-      return encode_f16(w);
-    case Encoding::sparse:
-      break;  // written by size-report and freeze, not by quantize
-  }
-  fail("quantize cannot write encoding '{}'", encoding_name(o.encoding));
 }
 
 void measure_error(const Tensor& w, const EncodedTensor& encoded, WeightRow& row) {
@@ -118,16 +90,14 @@ WeightQuantizeReport quantize_model_weights(ModelFile& model,
                   .description = "dense",
                   .fp32_bytes = w.bytes(),
                   .stored_bytes = w.bytes()};
-    if (w.dtype() != DType::f32) {
-      row.kept_reason = fmt::format("{} weights", dtype_name(w.dtype()));
-    } else if (is_excluded(g, c, options.exclude)) {
+    if (is_excluded(g, c, options.exclude)) {
       row.kept_reason = "excluded";
     } else if (w.numel() < options.min_elements) {
       row.kept_reason = fmt::format("fewer than {} elements", options.min_elements);
     } else {
       EncodedTensor encoded;
       try {
-        encoded = encode(w, options, c.axis);
+        encoded = encode(w, options.encoding, options.bits, options.per_channel ? c.axis : kNoAxis);
       } catch (const Error& e) {
         fail("node '{}': {}", node.name, e.what());
       }

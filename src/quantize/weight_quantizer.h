@@ -2,11 +2,11 @@
 // convolutions and matrix products are stored encoded (codec/weight_codec.h) and decoded to
 // f32 at load, so the model computes in float exactly as before, from a smaller file.
 //
-// The weights chosen are f32 Const nodes feeding input 1 of Conv2D, FusedConv2D, MatMul,
-// FusedMatMul or ConvTranspose2D with at least `min_elements` elements; biases and everything
-// else stay dense. Per-channel scales follow each weight's output channels: the last axis of
-// HWIO conv filters and of MatMul's [K, N] (axis 0 when transpose_b), axis 2 of
-// ConvTranspose2D's [kh, kw, out/groups, in].
+// The weights chosen are f32 Const nodes that a layer reads as its weights (the weight inputs
+// its op declares: OpDef::weights) with at least `min_elements` elements; biases and everything
+// else stay dense. Per-channel scales follow each weight's output-channel axis, also declared
+// by the op: the last axis of HWIO conv filters and of MatMul's [K, N] (axis 0 when
+// transpose_b), axis 2 of ConvTranspose2D's [kh, kw, out/groups, in].
 #pragma once
 
 #include <cstdint>

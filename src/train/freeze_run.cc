@@ -1,49 +1,39 @@
 #include "train/freeze_run.h"
 
-#include <nlohmann/json.hpp>
-
-#include <filesystem>
+#include <set>
 
 #include "compress/size_report.h"
+#include "graph/op_registry.h"
+#include "ops/op_names.h"
 #include "ops/ops.h"
-#include "train/checkpoint.h"
-#include "train/trainer.h"
+#include "train/training_run.h"
 #include "transforms/inference_passes.h"
 
 namespace sf {
 
 namespace {
-// Smaller tensors (biases) are not worth a sparse header.
+// Smaller weights are not worth a sparse header.
 constexpr int64_t kMinSparseElements = 256;
 }  // namespace
 
 ModelFile freeze_run(const std::string& run_dir) {
-  const std::string path = checkpoint_path(run_dir);
-  if (!std::filesystem::exists(path)) fail("{}: not a training run (no {})", run_dir, path);
-  Checkpoint ckpt = load_checkpoint(path);
-  ModelSpec spec;
-  try {
-    auto meta = nlohmann::json::parse(ckpt.metadata_json);
-    spec = parse_model_spec(meta.at("model_spec").get<std::string>(),
-                            meta.at("model_origin").get<std::string>());
-  } catch (const nlohmann::json::exception& e) {
-    fail("{}: checkpoint metadata is not a slimflow run: {}", path, e.what());
-  }
+  const TrainingRun run(run_dir);
+  const ModelSpec& spec = run.spec();
   Model model = build_model(spec, 1);
   Output probabilities = ops::softmax(model.graph, model.logits, "probabilities");
   VariableStore variables;
-  for (const auto& [name, value] : ckpt.tensors) {
-    const std::string prefix = "variables/";
-    if (name.rfind(prefix, 0) == 0) variables.set(name.substr(prefix.size()), value);
-  }
+  for (const auto& [name, value] : run.variables()) variables.set(name, value);
   std::vector<Output> outputs = {probabilities};
   ModelFile file;
   file.graph = optimize_for_inference(model.graph, variables, outputs);
   file.inputs = {"input"};
   file.outputs = {file.graph.node(outputs[0].node).name};
   // Pruned weights are stored sparse where that is smaller; loading restores them dense.
+  std::set<int> weights;
+  for (const WeightUse& use : weight_uses(file.graph)) weights.insert(use.weight.node);
   for (const Node& n : file.graph.nodes())
-    if (n.op == "Const" && n.attrs.get_tensor("value").numel() >= kMinSparseElements)
+    if (n.op == op_names::kConst && weights.count(n.id) &&
+        n.attrs.get_tensor("value").numel() >= kMinSparseElements)
       if (auto sparse = sparse_if_smaller(n.attrs.get_tensor("value")))
         file.encoded_weights[n.name] = std::move(*sparse);
   file.metadata = {{"producer", "slimflow 0.1.0"},

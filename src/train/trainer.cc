@@ -14,6 +14,7 @@
 #include "runtime/session.h"
 #include "train/checkpoint.h"
 #include "train/optimizer.h"
+#include "train/training_run.h"
 
 namespace sf {
 
@@ -21,8 +22,6 @@ using json = nlohmann::json;
 
 namespace {
 
-constexpr const char* kVariablePrefix = "variables/";
-constexpr const char* kOptimizerPrefix = "optimizer/";
 constexpr int64_t kEvalBatch = 200;
 
 // The options a run trains with once the command line, a resumed run, the spec's `train:`
@@ -154,57 +153,9 @@ json report_json(const EpochReport& r) {
           {"lr", r.lr}};
 }
 
-// Fills the variable store from a checkpoint's "variables/..." tensors. With
-// `initialize_missing_state`, state the checkpoint lacks starts from its initializer (a float
-// run fine-tuned with --qat has no learned activation ranges yet).
-void restore_variables(VariableStore& store, const Model& model, const Checkpoint& ckpt,
-                       const std::string& path, bool initialize_missing_state = false) {
-  auto restore = [&](const std::string& name) {
-    auto it = ckpt.tensors.find(kVariablePrefix + name);
-    if (it == ckpt.tensors.end()) fail("{}: checkpoint has no value for variable '{}'", path, name);
-    const TensorType& want = model.graph.node(model.graph.id_of(name)).outputs[0];
-    if (it->second.shape() != want.shape || it->second.dtype() != want.dtype)
-      fail("{}: variable '{}' is {}{} in the checkpoint, the model expects {}", path, name,
-           dtype_name(it->second.dtype()), shape_str(it->second.shape()), type_str(want));
-    store.set(name, it->second.clone());
-  };
-  for (const Parameter& p : model.parameters) restore(p.name);
-  std::mt19937_64 unused_rng(0);
-  for (const auto& [name, init] : model.state) {
-    if (initialize_missing_state && !ckpt.tensors.count(kVariablePrefix + name)) {
-      Tensor value(DType::f32, model.graph.node(model.graph.id_of(name)).outputs[0].shape);
-      initialize(value, init, 1, 1, unused_rng);
-      store.set(name, value);
-      continue;
-    }
-    restore(name);
-  }
-}
-
-// The checkpoint of a run directory and the model spec it was trained from.
-std::pair<Checkpoint, ModelSpec> load_run(const std::string& run_dir) {
-  std::string path = checkpoint_path(run_dir);
-  if (!std::filesystem::exists(path))
-    fail("{}: not a training run (no {})", run_dir, path);
-  Checkpoint ckpt = load_checkpoint(path);
-  ModelSpec spec;
-  try {
-    json meta = json::parse(ckpt.metadata_json);
-    spec = parse_model_spec(meta.at("model_spec").get<std::string>(),
-                            meta.at("model_origin").get<std::string>());
-  } catch (const json::exception& e) {
-    fail("{}: checkpoint metadata is not a slimflow run: {}", path, e.what());
-  }
-  return {std::move(ckpt), std::move(spec)};
-}
-
 }  // namespace
 
 std::string epoch_report_json(const EpochReport& report) { return report_json(report).dump(); }
-
-std::string checkpoint_path(const std::string& run_dir) {
-  return (std::filesystem::path(run_dir) / "checkpoint.sfck").string();
-}
 
 std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks& callbacks) {
   auto message = [&](const std::string& text) {
@@ -213,21 +164,18 @@ std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks
   // Resolve the spec and configuration.
   ModelSpec spec;
   RunConfig config;
-  std::optional<Checkpoint> resumed;
-  std::optional<Checkpoint> initial;  // --init-from: the run to start from
-  json resumed_meta;
+  std::optional<TrainingRun> resumed;
+  std::optional<TrainingRun> initial;  // --init-from: the run to start from
   if (!options.resume_dir.empty() && !options.init_from.empty())
     fail("train: --resume continues a run, --init-from starts a new one from it: give one");
   if (!options.resume_dir.empty()) {
     std::string path = checkpoint_path(options.resume_dir);
     if (!std::filesystem::exists(path))
       fail("{}: no checkpoint to resume from (expected {})", options.resume_dir, path);
-    resumed = load_checkpoint(path);
-    try {
-      resumed_meta = json::parse(resumed->metadata_json);
-      spec = parse_model_spec(resumed_meta.at("model_spec").get<std::string>(),
-                              resumed_meta.at("model_origin").get<std::string>());
-      const json& o = resumed_meta.at("options");
+    resumed.emplace(options.resume_dir);
+    spec = resumed->spec();
+    resumed->read_metadata([&](const json& meta) {
+      const json& o = meta.at("options");
       config.epochs = o.at("epochs");
       config.batch = o.at("batch");
       config.lr = o.at("lr");
@@ -239,15 +187,13 @@ std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks
       config.data = o.at("data");
       config.train_limit = o.at("train_limit");
       config.test_limit = o.at("test_limit");
-    } catch (const json::exception& e) {
-      fail("{}: checkpoint metadata is not a slimflow run: {}", path, e.what());
-    }
+    });
   } else if (!options.init_from.empty()) {
     if (options.out_dir.empty()) fail("train: --out DIR is required");
-    auto [ckpt, from_spec] = load_run(options.init_from);
-    spec = std::move(from_spec);
-    try {
-      const json o = json::parse(ckpt.metadata_json).at("options");
+    initial.emplace(options.init_from);
+    spec = initial->spec();
+    initial->read_metadata([&](const json& meta) {
+      const json& o = meta.at("options");
       config.batch = o.at("batch");
       config.lr = o.at("lr");
       config.optimizer = o.at("optimizer");
@@ -256,13 +202,9 @@ std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks
       config.lr_schedule = o.at("lr_schedule");
       config.seed = o.at("seed");
       config.data = o.at("data");
-    } catch (const json::exception& e) {
-      fail("{}: checkpoint metadata is not a slimflow run: {}", checkpoint_path(options.init_from),
-           e.what());
-    }
+    });
     config.train_limit = options.train_limit;
     config.test_limit = options.test_limit;
-    initial = std::move(ckpt);
   } else {
     if (options.model_path.empty()) fail("train: --model is required (or --resume DIR)");
     if (options.out_dir.empty()) fail("train: --out DIR is required");
@@ -339,11 +281,9 @@ std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks
   int64_t resumed_correct = 0, resumed_seen = 0;
   std::vector<EpochReport> history;
   if (resuming) {
-    restore_variables(*store, t.model, *resumed, checkpoint_path(out_dir));
-    std::map<std::string, Tensor> slots;
-    for (const auto& [name, value] : resumed->tensors)
-      if (name.rfind(kOptimizerPrefix, 0) == 0) slots[name.substr(std::string(kOptimizerPrefix).size())] = value;
-    optimizer.restore(slots);
+    resumed->restore_variables(*store, t.model);
+    optimizer.restore(resumed->optimizer_state());
+    const json& resumed_meta = resumed->metadata();
     const json& pos = resumed_meta.at("position");
     epoch = pos.at("epoch");
     start_batch = pos.at("batch");
@@ -364,8 +304,7 @@ std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks
     message(fmt::format("resuming {} at epoch {}, batch {}/{} (step {})", out_dir, epoch + 1,
                         start_batch, batches_per_epoch, step));
   } else if (initial) {
-    restore_variables(*store, t.model, *initial, checkpoint_path(options.init_from),
-                      /*initialize_missing_state=*/true);
+    initial->restore_variables(*store, t.model, /*initialize_missing_state=*/true);
     std::filesystem::create_directories(out_dir);
   } else {
     std::mt19937_64 init_rng(config.seed);
@@ -513,10 +452,10 @@ struct RunEvaluator::Impl {
 RunEvaluator::RunEvaluator(const std::string& run_dir, const std::string& data, int64_t limit,
                            int threads)
     : impl_(std::make_unique<Impl>()) {
-  auto [ckpt, spec] = load_run(run_dir);
-  impl_->spec = std::move(spec);
+  const TrainingRun run(run_dir);
+  impl_->spec = run.spec();
   impl_->graph = build_training_graph(impl_->spec, kEvalBatch);
-  restore_variables(*impl_->store, impl_->graph.model, ckpt, checkpoint_path(run_dir));
+  run.restore_variables(*impl_->store, impl_->graph.model);
   impl_->session = std::make_unique<Session>(impl_->graph.model.graph,
                                              SessionOptions{.threads = threads}, impl_->store);
   DataSplit split = load_dataset(data);

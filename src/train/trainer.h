@@ -13,6 +13,7 @@
 #include "io/dataset.h"
 #include "models/spec.h"
 #include "runtime/session.h"
+#include "train/training_run.h"
 
 namespace sf {
 
@@ -120,8 +121,5 @@ class RunEvaluator {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
-
-// The checkpoint file of a run directory.
-std::string checkpoint_path(const std::string& run_dir);
 
 }  // namespace sf

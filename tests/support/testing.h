@@ -32,9 +32,31 @@ struct GradCheckOptions {
 void expect_gradients_match(const BuildFn& build, const std::vector<Tensor>& inputs,
                             uint32_t seed, const GradCheckOptions& options = {});
 
-// Runs the same graph with the reference kernels and with `impl`, and expects every output of
-// the built node to agree within tolerance. Also asserts that `impl` was actually chosen for
-// the node (unless allow_fallback).
+// How far a kernel's output may be from the reference's. Floats: |got - want| <= atol +
+// rtol * |want|. Integers: |got - want| <= units (0: exact; 1: the one unit by which
+// requantizing in float may differ from the reference's fixed point).
+struct Tolerance {
+  double rtol = 1e-4;
+  double atol = 1e-4;
+  int64_t units = 0;
+};
+
+// Expects `got` to have `want`'s dtype and shape and values within `tolerance`; a failure names
+// `what`, the first mismatch, and the max and mean error.
+void expect_close(const Tensor& want, const Tensor& got, const Tolerance& tolerance,
+                  const std::string& what);
+
+// Runs the node `build` makes, on placeholders for `inputs` (Consts where `constant[i]`), with
+// `impl` forced and, if a kernel of `impl` accepted the node, with the reference kernels, and
+// expects every output of the node to match within `tolerance` (on two runs when an input is a
+// Const, which kernels may prepare on the first run only). Returns the implementation the
+// session chose for the node: `impl`, or "reference" when `impl` declined it (nothing compared).
+std::string compare_with_reference(const BuildFn& build, const std::vector<Tensor>& inputs,
+                                   const std::vector<bool>& constant, const std::string& impl,
+                                   const Tolerance& tolerance);
+
+// compare_with_reference on fed inputs, integer outputs exact; also asserts that `impl` was
+// actually chosen for the node (unless allow_fallback).
 void expect_impl_matches_reference(const BuildFn& build, const std::vector<Tensor>& inputs,
                                    const std::string& impl, double rtol = 1e-4,
                                    double atol = 1e-4, bool allow_fallback = false);

@@ -8,28 +8,13 @@
 #include <random>
 
 #include "commands.h"
+#include "graph/op_registry.h"
 #include "model_io.h"
 #include "runtime/process_stats.h"
 
 namespace sf::cli {
 
 namespace {
-
-// Multiply-adds x2 of the dense nodes (0 for the rest), for GFLOP/s in the profile.
-double node_flops(const Graph& g, const std::string& name) {
-  const Node& n = g.node(g.id_of(name));
-  if (n.op == "Conv2D" || n.op == "FusedConv2D" || n.op == "FusedConv2DAdd") {
-    const Shape& w = g.type(n.inputs[1]).shape;  // [kh, kw, in/groups, out]
-    return 2.0 * static_cast<double>(num_elements(n.outputs[0].shape)) *
-           static_cast<double>(w[0] * w[1] * w[2]);
-  }
-  if (n.op == "MatMul" || n.op == "FusedMatMul") {
-    const Shape& a = g.type(n.inputs[0]).shape;
-    int64_t k = n.attrs.get_bool("transpose_a") ? a[0] : a[1];
-    return 2.0 * static_cast<double>(num_elements(n.outputs[0].shape)) * static_cast<double>(k);
-  }
-  return 0.0;
-}
 
 double percentile(std::vector<double> v, double q) {
   std::sort(v.begin(), v.end());
@@ -59,19 +44,19 @@ Action add_bench_command(CLI::App& app) {
   cmd->add_flag("--json", a->json, "Print one JSON object");
   return [a]() {
     if (a->batch <= 0 || a->runs <= 0) fail("--batch and --runs must be positive");
-    ModelFile model = open_model_to_run(a->model);
+    ModelToRun run = open_model_to_run(a->model);
+    const ModelFile& model = run.file;
     Feeds feeds;
     std::mt19937 rng(1);
     std::uniform_real_distribution<float> uniform(0.0f, 1.0f);
     for (size_t i = 0; i < model.inputs.size(); ++i) {
-      const TensorType& t = input_type(model, i);
+      const TensorType& t = run.input_type(i);
       if (t.dtype != DType::f32) fail("bench: input '{}' is {}, only f32 inputs are generated", model.inputs[i], dtype_name(t.dtype));
       Tensor value(DType::f32, with_batch(t.shape, a->batch));
       for (int64_t k = 0; k < value.numel(); ++k) value.data<float>()[k] = uniform(rng);
-      feeds.emplace_back(input_output(model, i), value);
+      feeds.emplace_back(run.input_ports[i], value);
     }
-    std::vector<Output> fetches;
-    for (size_t i = 0; i < model.outputs.size(); ++i) fetches.push_back(output_output(model, i));
+    const std::vector<Output>& fetches = run.output_ports;
     Session session(model.graph, SessionOptions{.threads = a->threads});
     for (int i = 0; i < a->warmup; ++i) session.run(feeds, fetches);
     session.set_profiling(a->profile);
@@ -101,8 +86,9 @@ Action add_bench_command(CLI::App& app) {
       nlohmann::json rows = nlohmann::json::array();
       for (const NodeProfile& p : profile) {
         double per_call_ms = p.calls ? 1000.0 * p.seconds / static_cast<double>(p.calls) : 0.0;
-        double flops = node_flops(session.graph(), p.name) * static_cast<double>(a->batch) /
-                       std::max<double>(1.0, static_cast<double>(input_type(model, 0).shape.empty() ? 1 : input_type(model, 0).shape[0]));
+        double flops = node_flops(session.graph(), session.graph().id_of(p.name)) *
+                       static_cast<double>(a->batch) /
+                       std::max<double>(1.0, static_cast<double>(run.input_type(0).shape.empty() ? 1 : run.input_type(0).shape[0]));
         rows.push_back({{"node", p.name},
                         {"op", p.op},
                         {"impl", p.impl},

@@ -48,24 +48,30 @@ Action add_classify_command(CLI::App& app) {
   cmd->add_option("--input-std", a->std, "Pixels are divided by this after the mean");
   cmd->add_option("--threads", a->threads, "Threads (0: all cores)");
   return [a]() {
-    ModelFile model = open_model_to_run(a->model);
-    if (model.inputs.size() != 1) fail("{}: classify needs a model with one input", a->model);
-    const Shape& in = input_type(model, 0).shape;
-    if (in.size() != 4) fail("{}: input '{}' is {}, not an image batch", a->model, model.inputs[0], shape_str(in));
-    const bool nchw = input_is_nchw(model);
-    const int64_t channels = nchw ? in[1] : in[3];
-    const int64_t height = a->height ? a->height : (nchw ? in[2] : in[1]);
-    const int64_t width = a->width ? a->width : (nchw ? in[3] : in[2]);
-    const float mean = a->mean.value_or(static_cast<float>(metadata_number(model, "input_mean", 0.0)));
-    const float std = a->std.value_or(static_cast<float>(metadata_number(model, "input_std", 255.0)));
+    ModelToRun model = open_model_to_run(a->model);
+    const ModelFile& file = model.file;
+    if (file.inputs.size() != 1) fail("{}: classify needs a model with one input", a->model);
+    const Shape hwc = image_input_hwc(file);
+    if (hwc.empty())
+      fail("{}: input '{}' is {}, not an image batch", a->model, file.inputs[0],
+           shape_str(model.input_type(0).shape));
+    const int64_t channels = hwc[2];
+    const int64_t height = a->height ? a->height : hwc[0];
+    const int64_t width = a->width ? a->width : hwc[1];
+    const float mean =
+        a->mean.value_or(static_cast<float>(metadata_number(file, "input_mean", 0.0)));
+    const float std =
+        a->std.value_or(static_cast<float>(metadata_number(file, "input_std", 255.0)));
     if (std == 0.0f) fail("--input-std must not be 0");
     Image image = decode_image(a->image);
     if (channels != 1 && channels != 3 && channels != image.channels)
       fail("{}: {}-channel image; {} takes {} channels (gray or RGB images convert to 1 or 3)",
            a->image, image.channels, a->model, channels);
-    Tensor input = to_model_layout(image_to_tensor(image, width, height, channels, mean, std), model);
-    Session session(model.graph, SessionOptions{.threads = a->threads});
-    Tensor out = session.run({{input_output(model, 0), input}}, {output_output(model, 0)})[0];
+    Tensor input = image_to_tensor(image, width, height, channels, mean, std);
+    const ImagePort images = take_nhwc_images(model);
+    if (images.nchw) input = nhwc_to_nchw(input);
+    Session session(file.graph, SessionOptions{.threads = a->threads});
+    Tensor out = session.run({{images.port, input}}, {model.output_ports[0]})[0];
     Tensor probs = as_probabilities(out);
     const int64_t classes = probs.dim(1);
     std::vector<std::string> labels;

@@ -8,6 +8,7 @@
 
 #include "commands.h"
 #include "io/dataset.h"
+#include "io/image.h"
 #include "model_io.h"
 #include "train/trainer.h"
 
@@ -18,32 +19,31 @@ namespace {
 // Accuracy of a deployed model (.sfm / .onnx) on a data set's test split.
 EvalResult evaluate_model_file(const std::string& path, const std::string& data, int64_t limit,
                                int threads) {
-  ModelFile model = open_model_to_run(path);
-  if (model.inputs.size() != 1) fail("{}: eval needs a model with one input", path);
-  const Shape& in = input_type(model, 0).shape;
+  ModelToRun model = open_model_to_run(path);
+  const ModelFile& file = model.file;
+  if (file.inputs.size() != 1) fail("{}: eval needs a model with one input", path);
   DataSplit split = load_dataset(data);
   Dataset test = limit > 0 && limit < split.test.size() ? take(split.test, limit) : split.test;
-  const bool nchw = input_is_nchw(model);
   Shape example = {test.images.dim(1), test.images.dim(2), test.images.dim(3)};
-  Shape model_example = in.size() == 4 ? (nchw ? Shape{in[2], in[3], in[1]} : Shape{in[1], in[2], in[3]}) : Shape{};
-  if (model_example != example)
-    fail("{}: input '{}' is {}, but {} images are {} (HWC)", path, model.inputs[0], shape_str(in),
-         data, shape_str(example));
+  if (image_input_hwc(file) != example)
+    fail("{}: input '{}' is {}, but {} images are {} (HWC)", path, file.inputs[0],
+         shape_str(model.input_type(0).shape), data, shape_str(example));
   // Data sets hold pixels / 255; the model wants (pixel - mean) / std.
-  const float mean = static_cast<float>(metadata_number(model, "input_mean", 0.0));
-  const float std = static_cast<float>(metadata_number(model, "input_std", 255.0));
-  Session session(model.graph, SessionOptions{.threads = threads});
+  const float mean = static_cast<float>(metadata_number(file, "input_mean", 0.0));
+  const float std = static_cast<float>(metadata_number(file, "input_std", 255.0));
+  const ImagePort images = take_nhwc_images(model);
+  Session session(file.graph, SessionOptions{.threads = threads});
   BatchIterator it(test, BatchOptions{.batch_size = 100, .shuffle = false});
-  Tensor images, labels;
+  Tensor batch, labels;
   EvalResult result;
   int64_t correct = 0;
   double loss = 0.0;
-  while (it.next(images, labels)) {
-    Tensor scaled = images.clone();
+  while (it.next(batch, labels)) {
+    Tensor scaled = batch.clone();
     float* p = scaled.data<float>();
     for (int64_t i = 0; i < scaled.numel(); ++i) p[i] = (p[i] * 255.0f - mean) / std;
-    Tensor out = session.run({{input_output(model, 0), to_model_layout(scaled, model)}},
-                             {output_output(model, 0)})[0];
+    if (images.nchw) scaled = nhwc_to_nchw(scaled);
+    Tensor out = session.run({{images.port, scaled}}, {model.output_ports[0]})[0];
     Tensor probs = as_probabilities(out);
     const int64_t classes = probs.dim(1);
     for (int64_t b = 0; b < probs.dim(0); ++b) {

@@ -5,7 +5,6 @@
 
 #include "core/error.h"
 #include "onnx/importer.h"
-#include "transforms/execution_passes.h"
 #include "transforms/inference_passes.h"
 
 namespace sf::cli {
@@ -34,38 +33,35 @@ std::pair<std::string, Shape> parse_input_shape(const std::string& text) {
   return {text.substr(0, eq), shape};
 }
 
-ModelFile open_model(const std::string& path, const std::map<std::string, Shape>& input_shapes) {
+namespace {
+
+void reject_run_directory(const std::string& path) {
   if (std::filesystem::is_directory(path))
     fail("{}: is a directory; freeze a training run first (slimflow freeze {} --out model.sfm)",
          path, path);
-  if (std::filesystem::path(path).extension() == ".onnx") {
-    ImportOptions options;
-    options.input_shapes = input_shapes;
-    ModelFile model = import_onnx(path, options);
-    model.metadata["input_layout"] = "NCHW";  // the importer keeps ONNX's interface layout
-    model.graph = optimize_constant_graph(model.graph, model.outputs);
-    model.file_bytes = std::filesystem::file_size(path);
-    return model;
-  }
-  return load_model(path);
 }
 
-ModelFile open_model_to_run(const std::string& path) {
-  ModelFile model = open_model(path);
-  model.graph = optimize_for_execution(model.graph, model.outputs);
+bool is_onnx(const std::string& path) { return std::filesystem::path(path).extension() == ".onnx"; }
+
+ModelFile import_model(const std::string& path, const std::map<std::string, Shape>& input_shapes) {
+  ImportOptions options;
+  options.input_shapes = input_shapes;
+  ModelFile model = import_onnx(path, options);
+  model.graph = optimize_constant_graph(model.graph, model.outputs);
+  model.file_bytes = std::filesystem::file_size(path);
   return model;
 }
 
-const TensorType& input_type(const ModelFile& model, size_t index) {
-  return model.graph.node(model.graph.id_of(model.inputs.at(index))).outputs[0];
+}  // namespace
+
+ModelFile open_model(const std::string& path, const std::map<std::string, Shape>& input_shapes) {
+  reject_run_directory(path);
+  return is_onnx(path) ? import_model(path, input_shapes) : load_model(path);
 }
 
-Output input_output(const ModelFile& model, size_t index) {
-  return Output{model.graph.id_of(model.inputs.at(index)), 0};
-}
-
-Output output_output(const ModelFile& model, size_t index) {
-  return Output{model.graph.id_of(model.outputs.at(index)), 0};
+ModelToRun open_model_to_run(const std::string& path) {
+  reject_run_directory(path);
+  return is_onnx(path) ? prepare_for_run(import_model(path, {})) : load_for_run(path);
 }
 
 Shape with_batch(const Shape& shape, int64_t batch) {
@@ -82,31 +78,6 @@ double metadata_number(const ModelFile& model, const std::string& key, double fa
   } catch (const std::exception&) {
     return fallback;
   }
-}
-
-}  // namespace sf::cli
-
-namespace sf::cli {
-
-bool input_is_nchw(const ModelFile& model, size_t index) {
-  auto it = model.metadata.find("input_layout");
-  if (it != model.metadata.end()) return it->second == "NCHW";
-  const Shape& s = input_type(model, index).shape;
-  return s.size() == 4 && (s[1] == 1 || s[1] == 3) && s[3] != 1 && s[3] != 3;
-}
-
-Tensor to_model_layout(const Tensor& nhwc, const ModelFile& model, size_t index) {
-  if (!input_is_nchw(model, index)) return nhwc;
-  const int64_t n = nhwc.dim(0), h = nhwc.dim(1), w = nhwc.dim(2), c = nhwc.dim(3);
-  Tensor out(DType::f32, {n, c, h, w});
-  const float* src = nhwc.data<float>();
-  float* dst = out.data<float>();
-  for (int64_t b = 0; b < n; ++b)
-    for (int64_t y = 0; y < h; ++y)
-      for (int64_t x = 0; x < w; ++x)
-        for (int64_t k = 0; k < c; ++k)
-          dst[((b * c + k) * h + y) * w + x] = src[((b * h + y) * w + x) * c + k];
-  return out;
 }
 
 Tensor as_probabilities(const Tensor& output) {

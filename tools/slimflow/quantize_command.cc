@@ -2,7 +2,7 @@
 //   --mode weights   stores the big conv/matmul weights encoded (linear or k-means indices of
 //                    2..8 bits, or half precision) and decodes them at load: float compute,
 //                    smaller file (quantize/weight_quantizer.h).
-//   --mode eightbit  8-bit integer compute (quantize_eightbit.h).
+//   --mode eightbit  8-bit integer compute (quantize/eightbit_model.h).
 // Every argument is checked here so that a mistake is one line, not CLI11's usage text.
 #include <fmt/format.h>
 
@@ -14,8 +14,8 @@
 #include "commands.h"
 #include "model_io.h"
 #include "modelfile/model_file.h"
+#include "quantize/eightbit_model.h"
 #include "quantize/weight_quantizer.h"
-#include "quantize_eightbit.h"
 
 namespace sf::cli {
 
@@ -42,24 +42,78 @@ struct QuantizeArgs {
   int threads = 0;
 };
 
-// --mode eightbit: the integer graph, calibrated or with run-time ranges (quantize_eightbit.h).
+void print_eightbit(const QuantizeArgs& args, const EightbitModel& q) {
+  if (args.json) {
+    nlohmann::json layers = nlohmann::json::array();
+    for (const EightbitLayer& l : q.layers)
+      layers.push_back({{"name", l.name}, {"op", l.op}, {"quantized_op", l.quantized_op}});
+    nlohmann::json errors = nlohmann::json::array();
+    for (const LayerError& e : q.report.layers)
+      errors.push_back({{"name", e.name}, {"op", e.op}, {"quantized_op", e.quantized_op},
+                        {"sqnr_db", e.sqnr_db}, {"max_abs_error", e.max_abs_error},
+                        {"max_abs_value", e.max_abs_value}});
+    nlohmann::json j = {{"out", args.out},
+                        {"mode", "eightbit"},
+                        {"calibrated", q.calibrated},
+                        {"learned_ranges", q.learned_ranges},
+                        {"method", args.method},
+                        {"per_channel", args.per_channel},
+                        {"layers", layers},
+                        {"float_ops", q.float_ops},
+                        {"fp32_weight_bytes", q.fp32_weight_bytes},
+                        {"weight_bytes", q.weight_bytes}};
+    if (args.report) j["report"] = errors;
+    std::printf("%s\n", j.dump().c_str());
+    return;
+  }
+  std::printf("%zu layers rewritten to 8-bit integer ops (%s weights, %s)\n", q.layers.size(),
+              args.per_channel ? "per-channel" : "per-tensor", q.ranges.c_str());
+  std::string rest;
+  for (const auto& [op, n] : q.float_ops) rest += fmt::format(" {} x{}", op, n);
+  std::printf("still float:%s\n", rest.empty() ? " nothing" : rest.c_str());
+  std::printf("weights %.1f KB -> %.1f KB; written to %s\n",
+              static_cast<double>(q.fp32_weight_bytes) / 1024,
+              static_cast<double>(q.weight_bytes) / 1024, args.out.c_str());
+  if (args.report) {
+    std::printf("\nper-layer error on %lld calibration images (worst first)\n",
+                static_cast<long long>(q.calibration_images));
+    std::printf("%-40s %-28s %9s %13s %13s\n", "layer", "quantized op", "SQNR dB", "max |error|",
+                "max |value|");
+    for (const LayerError& e : q.report.layers)
+      std::printf("%-40s %-28s %9.2f %13.5f %13.5f\n", e.name.c_str(), e.quantized_op.c_str(),
+                  e.sqnr_db, e.max_abs_error, e.max_abs_value);
+  }
+}
+
+// --mode eightbit: the integer graph, calibrated or with run-time ranges
+// (quantize/eightbit_model.h).
 int run_eightbit_quantization(const QuantizeArgs& args) {
   if (args.float16 || !args.scheme.empty() || !args.bits.empty())
     fail("--bits, --scheme and --float16 are for --mode weights; eightbit is 8-bit throughout");
-  EightbitArgs e;
-  e.model = args.model;
-  e.out = args.out;
-  e.calib_data = args.calib_data;
-  e.calib_count = args.calib_count;
-  e.method = args.method;
-  e.per_channel = args.per_channel;
-  e.exclude = args.exclude;
-  e.report = args.report;
-  e.input_mean = args.input_mean;
-  e.input_std = args.input_std;
-  e.threads = args.threads;
-  e.json = args.json;
-  return run_eightbit(e);
+  if (args.out.empty()) fail("quantize needs --out FILE (the .sfm to write)");
+  if (args.report && args.calib_data.empty())
+    fail("--report compares layers on calibration data: give --calib-data");
+  if (args.calib_count < 1) fail("--calib-count must be at least 1, got {}", args.calib_count);
+  if (!(args.input_std > 0.0f)) fail("--input-std must be positive, got {}", args.input_std);
+  const ModelFile model = open_model(args.model);
+  EightbitModelOptions options{.per_channel = args.per_channel,
+                               .exclude = {args.exclude.begin(), args.exclude.end()},
+                               .calib_data = args.calib_data,
+                               .calib_count = args.calib_count,
+                               .method = parse_range_method(args.method),
+                               .input_mean = args.input_mean,
+                               .input_std = args.input_std,
+                               .report = args.report,
+                               .threads = args.threads};
+  if (!args.json)
+    options.on_calibrating = [&](int64_t images) {
+      std::fprintf(stderr, "calibrating on %lld images from %s (%s) ...\n",
+                   static_cast<long long>(images), args.calib_data.c_str(), args.method.c_str());
+    };
+  const EightbitModel q = quantize_model_eightbit(model, args.model, options);
+  save_model(args.out, q.model);
+  print_eightbit(args, q);
+  return 0;
 }
 
 int parse_bits(const std::string& text) {

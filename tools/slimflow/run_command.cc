@@ -23,7 +23,8 @@ Action add_run_command(CLI::App& app) {
   cmd->add_option("--output-dir", a->output_dir, "Folder for <output>.npy files");
   cmd->add_option("--threads", a->threads, "Threads (0: all cores)");
   return [a]() {
-    ModelFile model = open_model_to_run(a->model);
+    ModelToRun run = open_model_to_run(a->model);
+    const ModelFile& model = run.file;
     Feeds feeds;
     for (const std::string& spec : a->inputs) {
       auto eq = spec.find('=');
@@ -40,7 +41,7 @@ Action add_run_command(CLI::App& app) {
       if (index == model.inputs.size())
         fail("--input {}: the model has no input '{}'", spec, name);
       Tensor value = read_npy(file);
-      const TensorType& want = input_type(model, index);
+      const TensorType& want = run.input_type(index);
       if (value.dtype() != want.dtype)
         fail("{}: dtype {} does not fit input '{}' ({})", file, dtype_name(value.dtype()), name,
              type_str(want));
@@ -49,14 +50,12 @@ Action add_run_command(CLI::App& app) {
       if (!fits)
         fail("{}: shape {} does not fit input '{}' {} (only the batch dimension may differ)", file,
              shape_str(value.shape()), name, shape_str(want.shape));
-      feeds.emplace_back(input_output(model, index), value);
+      feeds.emplace_back(run.input_ports[index], value);
     }
     if (feeds.size() != model.inputs.size())
       fail("the model has {} inputs, {} given", model.inputs.size(), feeds.size());
-    std::vector<Output> fetches;
-    for (size_t i = 0; i < model.outputs.size(); ++i) fetches.push_back(output_output(model, i));
     Session session(model.graph, SessionOptions{.threads = a->threads});
-    std::vector<Tensor> outs = session.run(feeds, fetches);
+    std::vector<Tensor> outs = session.run(feeds, run.output_ports);
     std::filesystem::create_directories(a->output_dir);
     for (size_t i = 0; i < outs.size(); ++i) {
       std::string name = model.outputs[i];

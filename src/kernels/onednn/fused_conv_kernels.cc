@@ -257,7 +257,9 @@ void register_fused_conv_kernels(KernelRegistry& r) {
                             kPriority));
     r.add(fused_conv_kernel(op, "onednn_nhwc", {Layout::Nhwc}, 1));
     r.add(fused_conv_kernel(op, "onednn_blocked", {Layout::Blocked}, 1));
-    r.add(fused_conv_kernel(op, "onednn_winograd", {Layout::Winograd}, 1));
+    // Winograd has no binary post-ops, so FusedConv2DAdd could never run it.
+    if (std::string_view(op) == "FusedConv2D")
+      r.add(fused_conv_kernel(op, "onednn_winograd", {Layout::Winograd}, 1));
   }
 }
 

@@ -1,0 +1,171 @@
+#include "quantize/eightbit_model.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <memory>
+#include <optional>
+
+#include "core/error.h"
+#include "io/image.h"
+#include "quantize/learned_ranges.h"
+#include "runtime/model_to_run.h"
+#include "transforms/image_input.h"
+
+namespace sf {
+
+namespace {
+
+int64_t const_bytes(const Graph& g) {
+  int64_t bytes = 0;
+  for (const Node& n : g.nodes()) {
+    if (n.op != "Const") continue;
+    const Tensor& t = n.attrs.get_tensor("value");
+    bytes += t.numel() * static_cast<int64_t>(dtype_size(t.dtype()));
+  }
+  return bytes;
+}
+
+// Ops of the rewritten graph that still compute in float (besides the conversions).
+std::map<std::string, int> float_ops(const Graph& g) {
+  static const std::set<std::string> bookkeeping = {"Placeholder", "Const",      "Identity",
+                                                    "Quantize",    "Dequantize", "ChooseQParams"};
+  std::map<std::string, int> out;
+  for (const Node& n : g.nodes()) {
+    if (bookkeeping.count(n.op) || n.outputs.empty() || n.outputs[0].dtype != DType::f32) continue;
+    if (n.op.rfind("Quantized", 0) == 0 || n.op == "RequantizationRange") continue;
+    ++out[n.op];
+  }
+  return out;
+}
+
+// NHWC examples permuted to NCHW, for a graph that cannot skip its input move.
+class NchwExamples : public CalibrationSource {
+ public:
+  explicit NchwExamples(CalibrationSource& nhwc) : nhwc_(nhwc) {}
+  int64_t size() const override { return nhwc_.size(); }
+  std::vector<Tensor> batch(int64_t begin, int64_t end) override {
+    std::vector<Tensor> examples = nhwc_.batch(begin, end);
+    examples[0] = nhwc_to_nchw(examples[0]);
+    return examples;
+  }
+
+ private:
+  CalibrationSource& nhwc_;
+};
+
+// The model's graph prepared to take the calibration images (transforms/image_input.h).
+struct FedGraph {
+  Graph graph;
+  std::vector<std::string> inputs;  // the model's, the first replaced by where images go
+  std::string declared;             // the model's first input
+  bool nchw = false;                // the images must be permuted to NCHW
+};
+
+FedGraph take_images(const ModelFile& model) {
+  FedGraph fed{model.graph, model.inputs, model.inputs.at(0)};
+  const ImageFeed feed =
+      feed_nhwc_images(fed.graph, fed.declared, input_is_nchw(model), model.outputs);
+  fed.inputs[0] = feed.placeholder;
+  fed.nchw = feed.nchw;
+  return fed;
+}
+
+bool skips_input_move(const FedGraph& fed) { return fed.inputs[0] != fed.declared; }
+
+// The ranges of `wanted` (node names of the model's graph). When the images skip the input
+// move, the declared input is not fed: its values are the fed ones reordered, so its range is
+// theirs.
+TensorRanges calibrate_fed(const FedGraph& fed, const std::vector<std::string>& wanted,
+                           CalibrationSource& source, const CalibrationOptions& options) {
+  std::vector<std::string> measured = wanted;
+  std::replace(measured.begin(), measured.end(), fed.declared, fed.inputs[0]);
+  TensorRanges ranges = calibrate(fed.graph, fed.inputs, measured, source, options);
+  if (skips_input_move(fed)) {
+    auto wants = [&](const std::string& name) {
+      return std::find(wanted.begin(), wanted.end(), name) != wanted.end();
+    };
+    if (wants(fed.declared)) ranges[fed.declared] = ranges.at(fed.inputs[0]);
+    if (!wants(fed.inputs[0])) ranges.erase(fed.inputs[0]);
+  }
+  return ranges;
+}
+
+// compare_layers with the images fed as calibration fed them: past the quantized graph's input
+// move as well when it kept that move (node ids do not change, so q.layers still hold), and
+// otherwise permuted to NCHW for both graphs as declared.
+EightbitReport compare_fed(const FedGraph& fed, const ModelFile& model, const EightbitGraph& q,
+                           CalibrationSource& source, const CalibrationOptions& options) {
+  if (!skips_input_move(fed)) return compare_layers(fed.graph, q, fed.inputs, source, options);
+  EightbitGraph fed_q = q;
+  if (feed_nhwc_images(fed_q.graph, fed.declared, true, q.outputs).placeholder == fed.inputs[0])
+    return compare_layers(fed.graph, fed_q, fed.inputs, source, options);
+  NchwExamples nchw(source);
+  return compare_layers(model.graph, q, model.inputs, nchw, options);
+}
+
+}  // namespace
+
+EightbitModel quantize_model_eightbit(const ModelFile& float_model, const std::string& name,
+                                      const EightbitModelOptions& options) {
+  if (options.report && options.calib_data.empty())
+    fail("eightbit: the per-layer report needs calibration data (calib_data)");
+  const Graph& graph = float_model.graph;
+  EightbitOptions rewrite;
+  rewrite.per_channel = options.per_channel;
+  rewrite.outputs = float_model.outputs;
+  rewrite.exclude = options.exclude;
+  CalibrationOptions co;
+  co.range.method = options.method;
+  co.threads = options.threads;
+  EightbitModel result;
+  std::unique_ptr<CalibrationSource> source;
+  std::optional<FedGraph> fed;
+  if (!options.calib_data.empty()) {
+    // First, so that a bad exclude list fails before any image is read.
+    const std::vector<std::string> wanted = eightbit_range_tensors(graph, rewrite);
+    const Shape& in = graph.node(graph.id_of(float_model.inputs.at(0))).outputs[0].shape;
+    const Shape hwc = image_input_hwc(float_model);
+    if (hwc.empty())
+      fail("{}: calibration needs an image input, the model's is {}", name, shape_str(in));
+    fed = take_images(float_model);
+    ImageInputSpec spec{.height = hwc[0],
+                        .width = hwc[1],
+                        .channels = hwc[2],
+                        .mean = options.input_mean,
+                        .std = options.input_std,
+                        .nchw = fed->nchw};
+    source = open_image_source(options.calib_data, options.calib_count, spec);
+    // A graph built for one batch size (ONNX Reshape to [1, N]) calibrates one image at a time.
+    if (in[0] == 1) co.batch_size = 1;
+    if (options.on_calibrating) options.on_calibrating(source->size());
+    rewrite.ranges = calibrate_fed(*fed, wanted, *source, co);
+    result.calibrated = true;
+    result.calibration_images = source->size();
+  }
+  result.learned_ranges = has_fake_quant(graph);
+  const EightbitGraph q = rewrite_eightbit(graph, rewrite);
+  result.ranges = result.calibrated
+                      ? (result.learned_ranges ? "learned and calibrated activation ranges"
+                                               : "calibrated activation ranges")
+                  : result.learned_ranges ? "activation ranges learned in training (--qat)"
+                                          : "activation ranges at run time";
+  ModelFile& out = result.model;
+  out.graph = q.graph;
+  out.inputs = float_model.inputs;
+  out.outputs = q.outputs;
+  out.metadata = float_model.metadata;
+  out.metadata["quantization"] = fmt::format("eightbit, {}", result.ranges);
+  if (result.calibrated)
+    out.metadata["calibration"] =
+        fmt::format("{} images from {}, {}", result.calibration_images, options.calib_data,
+                    range_method_name(options.method));
+  result.layers = q.layers;
+  result.float_ops = float_ops(q.graph);
+  result.fp32_weight_bytes = const_bytes(graph);
+  result.weight_bytes = const_bytes(q.graph);
+  if (options.report) result.report = compare_fed(*fed, float_model, q, *source, co);
+  return result;
+}
+
+}  // namespace sf

@@ -1,0 +1,50 @@
+#include "runtime/model_to_run.h"
+
+#include "transforms/execution_passes.h"
+#include "transforms/image_input.h"
+
+namespace sf {
+
+namespace {
+
+const Shape& declared_input_shape(const ModelFile& model, size_t index) {
+  return model.graph.node(model.graph.id_of(model.inputs.at(index))).outputs[0].shape;
+}
+
+}  // namespace
+
+ModelToRun load_for_run(const std::string& path) { return prepare_for_run(load_model(path)); }
+
+ModelToRun prepare_for_run(ModelFile model) {
+  ModelToRun run;
+  run.file = std::move(model);
+  run.file.graph = optimize_for_execution(run.file.graph, run.file.outputs);
+  const Graph& g = run.file.graph;
+  for (const std::string& name : run.file.inputs)
+    run.input_ports.push_back(Output{g.id_of(name), 0});
+  for (const std::string& name : run.file.outputs)
+    run.output_ports.push_back(Output{g.id_of(name), 0});
+  return run;
+}
+
+bool input_is_nchw(const ModelFile& model, size_t index) {
+  auto it = model.metadata.find("input_layout");
+  if (it != model.metadata.end()) return it->second == "NCHW";
+  const Shape& s = declared_input_shape(model, index);
+  return s.size() == 4 && (s[1] == 1 || s[1] == 3) && s[3] != 1 && s[3] != 3;
+}
+
+Shape image_input_hwc(const ModelFile& model, size_t index) {
+  const Shape& s = declared_input_shape(model, index);
+  if (s.size() != 4) return {};
+  return input_is_nchw(model, index) ? Shape{s[2], s[3], s[1]} : Shape{s[1], s[2], s[3]};
+}
+
+ImagePort take_nhwc_images(ModelToRun& model, size_t index) {
+  ModelFile& file = model.file;
+  const ImageFeed feed =
+      feed_nhwc_images(file.graph, file.inputs.at(index), input_is_nchw(file, index), file.outputs);
+  return ImagePort{Output{file.graph.id_of(feed.placeholder), 0}, feed.nchw};
+}
+
+}  // namespace sf

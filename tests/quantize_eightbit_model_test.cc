@@ -1,0 +1,138 @@
+// The eightbit pipeline (quantize/eightbit_model.h) makes what its steps make one by one, and
+// an NCHW model calibrated on NHWC images that skip its input move gets the ranges it got from
+// permuted images.
+#include "quantize/eightbit_model.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+
+#include "ops/ops.h"
+#include "runtime/session.h"
+#include "support/mnist.h"
+#include "support/testing.h"
+
+namespace sf {
+namespace {
+
+// Twelve RGB images 4x5 as one IDX file of u8 [N,H,W,C].
+std::string write_images(const std::string& dir) {
+  const std::string path = dir + "/images.idx";
+  const uint32_t dims[4] = {12, 4, 5, 3};
+  FILE* f = std::fopen(path.c_str(), "wb");
+  if (f == nullptr) return path;
+  const uint8_t magic[4] = {0, 0, 0x08, 4};
+  std::fwrite(magic, 1, 4, f);
+  for (uint32_t d : dims) {
+    const uint8_t be[4] = {static_cast<uint8_t>(d >> 24), static_cast<uint8_t>(d >> 16),
+                           static_cast<uint8_t>(d >> 8), static_cast<uint8_t>(d)};
+    std::fwrite(be, 1, 4, f);
+  }
+  for (uint32_t i = 0; i < 12 * 4 * 5 * 3; ++i) std::fputc(static_cast<int>((i * 37) % 251), f);
+  std::fclose(f);
+  return path;
+}
+
+Output conv(Graph& g, Output x, int64_t out, uint32_t seed, const std::string& name) {
+  const int64_t in = g.type(x).shape[3];
+  return g.add("FusedConv2D",
+               {x, ops::constant(g, testing::random_tensor({3, 3, in, out}, seed)),
+                ops::constant(g, testing::random_tensor({out}, seed + 1))},
+               {{"padding", std::string("SAME")}, {"activation", std::string("relu")}}, name);
+}
+
+// An imported ONNX model's shape: x NCHW [1,3,4,5] -> Transpose -> two convs -> flatten ->
+// dense -> logits.
+ModelFile nchw_model() {
+  ModelFile model;
+  Graph& g = model.graph;
+  Output x = ops::placeholder(g, DType::f32, {1, 3, 4, 5}, "x");
+  Output c =
+      conv(g, conv(g, ops::transpose(g, x, {0, 2, 3, 1}, "x/to_nhwc"), 4, 1, "c1"), 2, 3, "c2");
+  Output flat = ops::reshape(g, c, {-1, 40}, "flat");
+  ops::matmul(g, flat, ops::constant(g, testing::random_tensor({40, 10}, 5), "fc/w"), false, false,
+              "logits");
+  model.inputs = {"x"};
+  model.outputs = {"logits"};
+  model.metadata = {{"format", "onnx"}, {"input_layout", "NCHW"}};
+  return model;
+}
+
+Tensor run(const Graph& g, const Tensor& x) {
+  Session session(g);
+  return session.run({{Output{g.id_of("x"), 0}, x}}, {Output{g.id_of("logits"), 0}})[0].clone();
+}
+
+TEST(EightbitModel, CalibratesAnNchwModelAsItsStepsDoOnPermutedImages) {
+  const std::string images = write_images(testing::make_temp_dir("sf-eightbit-model"));
+  const ModelFile model = nchw_model();
+  EightbitModelOptions options;
+  options.calib_data = images;
+  options.report = true;
+  int64_t announced = 0;
+  options.on_calibrating = [&](int64_t count) { announced = count; };
+  const EightbitModel q = quantize_model_eightbit(model, "nchw.onnx", options);
+
+  // The steps by hand, with the images permuted to the declared NCHW.
+  EightbitOptions rewrite{.per_channel = false, .outputs = model.outputs};
+  ImageInputSpec spec{.height = 4, .width = 5, .channels = 3, .nchw = true};
+  auto source = open_image_source(images, 1000, spec);
+  CalibrationOptions co;
+  co.batch_size = 1;  // the model is declared with batch 1
+  rewrite.ranges = calibrate(model.graph, model.inputs,
+                             eightbit_range_tensors(model.graph, rewrite), *source, co);
+  const EightbitGraph want = rewrite_eightbit(model.graph, rewrite);
+
+  EXPECT_TRUE(q.calibrated);
+  EXPECT_FALSE(q.learned_ranges);
+  EXPECT_EQ(announced, 12);
+  EXPECT_EQ(q.calibration_images, 12);
+  EXPECT_EQ(q.ranges, "calibrated activation ranges");
+  ASSERT_EQ(q.layers.size(), want.layers.size());
+  for (size_t i = 0; i < q.layers.size(); ++i)
+    EXPECT_EQ(q.layers[i].quantized_op, want.layers[i].quantized_op) << q.layers[i].name;
+  const Tensor x = testing::random_tensor({2, 3, 4, 5}, 9, 0.0f, 1.0f);
+  EXPECT_EQ(testing::values<float>(run(q.model.graph, x)),
+            testing::values<float>(run(want.graph, x)));
+  EXPECT_EQ(q.model.inputs, model.inputs);
+  EXPECT_EQ(q.model.metadata.at("input_layout"), "NCHW");
+  EXPECT_EQ(q.model.metadata.at("quantization"), "eightbit, calibrated activation ranges");
+  EXPECT_EQ(q.model.metadata.at("calibration"), "12 images from " + images + ", minmax");
+  EXPECT_LT(q.weight_bytes, q.fp32_weight_bytes);
+
+  const EightbitReport report = compare_layers(model.graph, want, model.inputs, *source, co);
+  ASSERT_EQ(q.report.layers.size(), report.layers.size());
+  for (size_t i = 0; i < report.layers.size(); ++i) {
+    EXPECT_EQ(q.report.layers[i].name, report.layers[i].name);
+    EXPECT_DOUBLE_EQ(q.report.layers[i].sqnr_db, report.layers[i].sqnr_db);
+  }
+}
+
+TEST(EightbitModel, WithoutCalibrationRangesAreFoundAtRunTime) {
+  const EightbitModel q = quantize_model_eightbit(nchw_model(), "nchw.onnx", {});
+  EXPECT_FALSE(q.calibrated);
+  EXPECT_EQ(q.ranges, "activation ranges at run time");
+  EXPECT_EQ(q.model.metadata.count("calibration"), 0u);
+  EXPECT_FALSE(q.float_ops.empty());  // the input transpose
+}
+
+TEST(EightbitModel, ErrorsNameTheNodeOrTheModel) {
+  EightbitModelOptions options;
+  options.exclude = {"nosuch"};
+  options.calib_data = "/nonexistent/images";  // the exclude list is checked first
+  testing::expect_error([&] { quantize_model_eightbit(nchw_model(), "nchw.onnx", options); },
+                        "'nosuch'");
+  ModelFile flat;
+  Output x = ops::placeholder(flat.graph, DType::f32, {1, 40}, "x");
+  ops::matmul(flat.graph, x, ops::constant(flat.graph, testing::random_tensor({40, 10}, 5)), false,
+              false, "logits");
+  flat.inputs = {"x"};
+  flat.outputs = {"logits"};
+  EightbitModelOptions calibrated;
+  calibrated.calib_data = "mnist";
+  testing::expect_error([&] { quantize_model_eightbit(flat, "flat.sfm", calibrated); },
+                        "flat.sfm: calibration needs an image input, the model's is [1,40]");
+}
+
+}  // namespace
+}  // namespace sf

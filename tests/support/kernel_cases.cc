@@ -1,0 +1,487 @@
+#include "support/kernel_cases.h"
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <utility>
+
+#include "graph/graph.h"
+#include "ops/ops.h"
+
+namespace sf::testing {
+
+namespace {
+
+// ---- inputs ------------------------------------------------------------------------------------
+
+InputSpec f32(Shape shape, double lo = -1.0, double hi = 1.0) {
+  return {.dtype = DType::f32, .shape = std::move(shape), .lo = lo, .hi = hi};
+}
+InputSpec u8(Shape shape, double lo = 0, double hi = 255) {
+  return {.dtype = DType::u8, .shape = std::move(shape), .lo = lo, .hi = hi};
+}
+InputSpec i8(Shape shape) {
+  return {.dtype = DType::i8, .shape = std::move(shape), .lo = -127, .hi = 127};
+}
+InputSpec i32(Shape shape, double lo, double hi) {
+  return {.dtype = DType::i32, .shape = std::move(shape), .lo = lo, .hi = hi};
+}
+// Quantization params [scale, zero_point].
+InputSpec params(float scale, int zero_point) {
+  return {.shape = {2}, .values = {scale, static_cast<float>(zero_point)}};
+}
+// Weights as a pruned, frozen model holds them: a Const with `zeros` of them exactly zero.
+InputSpec frozen_weights(InputSpec w, double zeros, int64_t zero_block = 1) {
+  w.constant = true;
+  w.zeros = zeros;
+  w.zero_block = zero_block;
+  return w;
+}
+
+// The output shape of `op` on such inputs, from the op's own shape function.
+Shape output_shape(const std::string& op, const std::vector<InputSpec>& inputs,
+                   const Attrs& attrs) {
+  Graph g;
+  std::vector<Output> in;
+  for (const InputSpec& s : inputs) in.push_back(ops::placeholder(g, s.dtype, s.shape));
+  return g.type(g.add(op, in, attrs)).shape;
+}
+
+const char* const kActivations[] = {"none", "relu", "relu6"};
+std::string activation(size_t index) { return kActivations[index % 3]; }
+
+// ---- geometries shared by an op family ---------------------------------------------------------
+
+struct ConvGeometry {
+  const char* name;
+  Shape x, w;
+  ops::Conv2DOptions options;
+  bool frozen;   // weights a Const (which the sparse kernels need), with
+  double zeros;  // this fraction of them zero
+};
+
+// Frozen weights with 90% zeros take the sparse kernels' sparse path and fewer zeros their dense
+// fallback; fed weights and groups, which the sparse kernels decline, are for the others.
+const ConvGeometry kConvGeometries[] = {
+    {"size1", {1, 1, 1, 1}, {1, 1, 1, 1}, {}, false, 0.0},
+    {"same3x3_primes", {2, 7, 5, 3}, {3, 3, 3, 5}, {.padding = "SAME"}, true, 0.9},
+    {"stride2_same",
+     {1, 13, 11, 5},
+     {5, 5, 5, 7},
+     {.strides = {2, 2}, .padding = "SAME"},
+     true,
+     0.0},
+    {"channels_vector_width_pm1", {1, 6, 6, 17}, {3, 3, 17, 15}, {}, false, 0.0},
+    {"explicit_uneven",
+     {2, 9, 8, 4},
+     {3, 2, 4, 6},
+     {.strides = {2, 2}, .padding = "EXPLICIT", .pads = {1, 2, 0, 3}},
+     true,
+     0.9},
+    {"dilation2", {1, 9, 9, 8}, {3, 3, 8, 16}, {.padding = "SAME", .dilations = {2, 2}}, true, 0.5},
+    {"groups2", {2, 7, 7, 6}, {3, 3, 3, 10}, {.padding = "SAME", .groups = 2}, false, 0.0},
+    {"depthwise", {1, 9, 9, 16}, {3, 3, 1, 16}, {.padding = "SAME", .groups = 16}, true, 0.0},
+    {"pointwise", {2, 5, 5, 33}, {1, 1, 33, 31}, {}, true, 0.9},
+    {"winograd_3x3", {1, 14, 13, 32}, {3, 3, 32, 48}, {.padding = "SAME"}, false, 0.0},
+};
+
+struct MatMulGeometry {
+  const char* name;
+  int64_t m, k, n;
+  bool transpose_a, transpose_b;
+  bool frozen;
+  double zeros;
+  int64_t zero_block;  // > 1: pruned in blocks of adjacent outputs (the block-sparse path)
+};
+
+// As for convs; blocks of 16 zero outputs take the block-sparse path.
+const MatMulGeometry kMatMulGeometries[] = {
+    {"size1", 1, 1, 1, false, false, false, 0.0, 1},
+    {"primes", 7, 13, 5, false, false, true, 0.9, 1},
+    {"batch1_primes", 1, 31, 17, false, false, true, 0.9, 1},
+    {"vector_width_pm1", 17, 15, 33, false, false, false, 0.0, 1},
+    {"transpose_a", 5, 17, 3, true, false, false, 0.0, 1},
+    {"transpose_b", 6, 7, 9, false, true, true, 0.5, 1},
+    {"dense_frozen", 3, 65, 63, false, false, true, 0.0, 1},
+    {"blocks16", 4, 40, 48, false, false, true, 0.75, 16},
+    {"batch1_blocks16", 1, 40, 48, false, false, true, 0.75, 16},
+    {"rows_over_transpose_block", 131, 29, 6, false, false, true, 0.9, 1},
+};
+
+struct PoolGeometry {
+  const char* name;
+  Shape x;
+  ops::PoolOptions options;
+};
+
+const PoolGeometry kPoolGeometries[] = {
+    {"size1", {1, 1, 1, 1}, {.ksize = {1, 1}, .strides = {1, 1}}},
+    {"k2s2_valid_odd", {2, 7, 7, 3}, {}},
+    {"k3s2_same_primes", {1, 13, 11, 5}, {.ksize = {3, 3}, .strides = {2, 2}, .padding = "SAME"}},
+    {"explicit_uneven",
+     {2, 9, 8, 17},
+     {.ksize = {3, 3}, .strides = {2, 1}, .padding = "EXPLICIT", .pads = {1, 0, 2, 1}}},
+    {"channels_vector_width_m1", {1, 6, 5, 15}, {.ksize = {2, 2}, .strides = {1, 1}}},
+    {"channels_65", {1, 5, 6, 65}, {.ksize = {3, 2}, .strides = {1, 2}, .padding = "SAME"}},
+};
+
+// Element-wise shapes around the vector width (16 floats, 64 bytes).
+const Shape kElementwiseShapes[] = {{1}, {15}, {3, 17}, {2, 9, 16}, {4, 65}};
+
+// ---- the float ops -----------------------------------------------------------------------------
+
+// Conv2D, its two gradients, FusedConv2D and FusedConv2DAdd on every conv geometry.
+std::vector<KernelCase> float_conv_cases(const std::string& op) {
+  std::vector<KernelCase> cases;
+  for (const ConvGeometry& c : kConvGeometries) {
+    KernelCase k{c.name, {}, ops::conv2d_attrs(c.options)};
+    const InputSpec x = f32(c.x), w = c.frozen ? frozen_weights(f32(c.w), c.zeros) : f32(c.w);
+    const InputSpec y = f32(output_shape("Conv2D", {x, w}, k.attrs));
+    if (op == "Conv2D") {
+      k.inputs = {x, w};
+    } else if (op == "Conv2DBackpropInput") {
+      k.inputs = {y, w};
+      k.attrs.set("input_shape", c.x);
+    } else if (op == "Conv2DBackpropFilter") {
+      k.inputs = {x, y};
+      k.attrs.set("filter_shape", c.w);
+    } else {
+      k.inputs = {x, w, f32({c.w[3]})};
+      if (op == "FusedConv2DAdd") k.inputs.push_back(y);
+      k.attrs.set("activation", activation(cases.size()));
+    }
+    cases.push_back(std::move(k));
+  }
+  return cases;
+}
+
+// MatMul and FusedMatMul (with bias and activation).
+std::vector<KernelCase> float_matmul_cases(bool fused) {
+  std::vector<KernelCase> cases;
+  for (const MatMulGeometry& c : kMatMulGeometries) {
+    const Shape a = c.transpose_a ? Shape{c.k, c.m} : Shape{c.m, c.k};
+    const Shape b = c.transpose_b ? Shape{c.n, c.k} : Shape{c.k, c.n};
+    KernelCase k{c.name,
+                 {f32(a), c.frozen ? frozen_weights(f32(b), c.zeros, c.zero_block) : f32(b)},
+                 {{"transpose_a", c.transpose_a}, {"transpose_b", c.transpose_b}}};
+    if (fused) {
+      k.inputs.push_back(f32({c.n}));
+      k.attrs.set("activation", activation(cases.size()));
+    }
+    cases.push_back(std::move(k));
+  }
+  return cases;
+}
+
+// MaxPool, MaxPoolGrad, AvgPool, AvgPoolGrad on every pool geometry. Max pooling reads values
+// on a grid of 0.5, so windows hold ties and the first maximum must win.
+std::vector<KernelCase> float_pool_cases(const std::string& op) {
+  std::vector<KernelCase> cases;
+  for (const PoolGeometry& c : kPoolGeometries) {
+    KernelCase k{c.name, {}, ops::pool2d_attrs(c.options)};
+    InputSpec x = f32(c.x);
+    if (op == "MaxPool" || op == "MaxPoolGrad") {
+      x.step = 0.5;
+      const Shape y = output_shape("MaxPool", {x}, k.attrs);
+      k.inputs = {x};
+      if (op == "MaxPoolGrad") k.inputs = {x, {.shape = y, .output_of = "MaxPool"}, f32(y)};
+    } else {
+      k.attrs.set("count_include_pad", cases.size() % 2 == 1);
+      k.inputs = {x};
+      if (op == "AvgPoolGrad") {
+        k.inputs = {f32(output_shape("AvgPool", {x}, k.attrs))};
+        k.attrs.set("input_shape", c.x);
+      }
+    }
+    cases.push_back(std::move(k));
+  }
+  return cases;
+}
+
+std::vector<KernelCase> global_avg_pool_cases() {
+  return {{"size1", {f32({1, 1, 1, 1})}, {}},
+          {"primes", {f32({2, 7, 5, 17})}, {}},
+          {"channels_vector_width_m1", {f32({1, 13, 13, 15})}, {}},
+          {"one_pixel", {f32({3, 1, 1, 8})}, {}}};
+}
+
+// The NCHW -> NHWC transposes of RGB images (widths around the vector width) and others.
+std::vector<KernelCase> transpose_cases() {
+  const std::vector<int64_t> to_nhwc{0, 2, 3, 1};
+  return {{"rgb_to_nhwc", {f32({1, 3, 17, 19})}, {{"perm", to_nhwc}}},
+          {"rgb_to_nhwc_width15", {f32({2, 3, 5, 15})}, {{"perm", to_nhwc}}},
+          {"rgb_to_nhwc_width31", {f32({3, 3, 7, 31})}, {{"perm", to_nhwc}}},
+          {"rgb_one_pixel", {f32({1, 3, 1, 1})}, {{"perm", to_nhwc}}},
+          {"to_nchw", {f32({2, 5, 7, 3})}, {{"perm", std::vector<int64_t>{0, 3, 1, 2}}}},
+          {"matrix", {f32({7, 13})}, {{"perm", std::vector<int64_t>{1, 0}}}},
+          {"rank5", {f32({2, 3, 4, 5, 6})}, {{"perm", std::vector<int64_t>{4, 2, 0, 3, 1}}}},
+          {"size1", {f32({1})}, {{"perm", std::vector<int64_t>{0}}}}};
+}
+
+// ---- the integer ops ---------------------------------------------------------------------------
+
+// Output params for accumulators of `depth` products of the inputs quantized_inputs() draws,
+// whose real values spread about 0.5 * sqrt(depth): ±4 spreads (zero point 128), or the
+// positive half for relu and relu6 (zero point 0), as calibration would choose.
+InputSpec out_params(int64_t depth, const std::string& act) {
+  const double spread = 0.5 * std::sqrt(static_cast<double>(depth)) + 1.0;  // + the bias
+  return act == "none" ? params(static_cast<float>(8 * spread / 255), 128)
+                       : params(static_cast<float>(4 * spread / 255), 0);
+}
+
+// x, x_params, w, w_scales, bias of the quantized conv and matmul: source zero points 0 (inputs
+// that follow a ReLU) and not, per-channel and per-tensor scales; `frozen`: all but x are
+// Consts, as in a calibrated model, the weights pruned to `zeros`.
+std::vector<InputSpec> quantized_inputs(const Shape& x, const Shape& w, bool frozen, double zeros,
+                                        int64_t zero_block, size_t index) {
+  const int64_t channels = w.back();
+  std::vector<InputSpec> in = {u8(x), params(0.02f, index % 2 == 1 ? 37 : 0), i8(w),
+                               f32({index % 3 == 2 ? 1 : channels}, 1e-3, 4e-3),
+                               f32({channels}, -2.0, 2.0)};
+  if (!frozen) return in;
+  for (size_t i = 1; i < in.size(); ++i) in[i].constant = true;
+  in[2] = frozen_weights(in[2], zeros, zero_block);
+  return in;
+}
+
+// QuantizedConv2D and its Requantized form on every conv geometry; the accumulators stay below
+// 2^24, where oneDNN's are exact.
+std::vector<KernelCase> quantized_conv_cases(bool requantized) {
+  std::vector<KernelCase> cases;
+  for (const ConvGeometry& c : kConvGeometries) {
+    KernelCase k{c.name, quantized_inputs(c.x, c.w, c.frozen, c.zeros, 1, cases.size()),
+                 ops::conv2d_attrs(c.options)};
+    if (requantized) {
+      const std::string act = activation(cases.size());
+      k.inputs.push_back(out_params(c.w[0] * c.w[1] * c.w[2], act));
+      k.inputs.back().constant = c.frozen;
+      k.attrs.set("activation", act);
+    }
+    cases.push_back(std::move(k));
+  }
+  return cases;
+}
+
+// QuantizedMatMul and its Requantized form (which have no transposes).
+std::vector<KernelCase> quantized_matmul_cases(bool requantized) {
+  std::vector<KernelCase> cases;
+  for (const MatMulGeometry& c : kMatMulGeometries) {
+    if (c.transpose_a || c.transpose_b) continue;
+    KernelCase k{
+        c.name,
+        quantized_inputs({c.m, c.k}, {c.k, c.n}, c.frozen, c.zeros, c.zero_block, cases.size()),
+        {}};
+    if (requantized) {
+      const std::string act = activation(cases.size());
+      k.inputs.push_back(out_params(c.k, act));
+      k.inputs.back().constant = c.frozen;
+      k.attrs.set("activation", act);
+    }
+    cases.push_back(std::move(k));
+  }
+  return cases;
+}
+
+// QuantizedMaxPool and QuantizedAvgPool (which counts only the pixels inside) on every pool
+// geometry; averages also of windows of 255s, whose exact integer averages float division must
+// not fall short of, and of a global window.
+std::vector<KernelCase> quantized_pool_cases(bool average) {
+  std::vector<KernelCase> cases;
+  for (const PoolGeometry& c : kPoolGeometries) {
+    cases.push_back({c.name, {u8(c.x)}, ops::pool2d_attrs(c.options)});
+  }
+  if (average) {
+    cases.push_back({"all_255",
+                     {u8({1, 7, 9, 17}, 255, 255)},
+                     ops::pool2d_attrs({.ksize = {3, 3}, .strides = {2, 2}, .padding = "SAME"})});
+    cases.push_back(
+        {"global", {u8({1, 7, 7, 130})}, ops::pool2d_attrs({.ksize = {7, 7}, .strides = {1, 1}})});
+  }
+  return cases;
+}
+
+const float kQuantizeScales[] = {0.02f, 0.1f, 1.0f / 255.0f, 3.0f};
+const int kQuantizeZeroPoints[] = {128, 0, 255, 7};
+
+// Floats to u8 over the range of each params, also on values half a step apart (ties).
+std::vector<KernelCase> quantize_cases() {
+  std::vector<KernelCase> cases;
+  for (const Shape& shape : kElementwiseShapes) {
+    const size_t i = cases.size() % 4;
+    cases.push_back({shape_str(shape),
+                     {f32(shape, -3.0, 3.0), params(kQuantizeScales[i], kQuantizeZeroPoints[i])},
+                     {}});
+  }
+  InputSpec ties = f32({3, 41}, -1.0, 1.0);
+  ties.step = 0.01;
+  cases.push_back({"ties", {ties, params(0.02f, 128)}, {}});
+  return cases;
+}
+
+std::vector<KernelCase> dequantize_cases() {
+  std::vector<KernelCase> cases;
+  for (const Shape& shape : kElementwiseShapes)
+    cases.push_back(
+        {shape_str(shape),
+         {u8(shape), params(cases.size() % 2 ? 0.3f : 0.02f, cases.size() % 2 ? 0 : 128)},
+         {}});
+  return cases;
+}
+
+// Ranges of both signs, positive only and negative only; an empty tensor.
+std::vector<KernelCase> choose_qparams_cases() {
+  const std::pair<double, double> ranges[] = {{-3.0, 5.0}, {0.5, 2.0}, {-4.0, -1.0}};
+  std::vector<KernelCase> cases;
+  for (const Shape& shape : kElementwiseShapes) {
+    const auto [lo, hi] = ranges[cases.size() % 3];
+    cases.push_back({shape_str(shape), {f32(shape, lo, hi)}, {}});
+  }
+  cases.push_back({"empty", {f32({0, 3})}, {}});
+  return cases;
+}
+
+// Requantize (`out`) or RequantizationRange of accumulators far beyond 16 bits, with per-channel
+// and per-tensor scales, each activation; RequantizationRange also of an empty tensor.
+std::vector<KernelCase> requantize_cases(bool out) {
+  std::vector<KernelCase> cases;
+  for (const Shape& shape : kElementwiseShapes) {
+    const size_t i = cases.size();
+    KernelCase k{shape_str(shape),
+                 {i32(shape, -3e6, 3e6), params(0.02f, 7),
+                  out ? f32({i % 2 ? 1 : shape.back()}, 1e-4, 4e-3)
+                      : f32({i % 2 ? 1 : shape.back()}, 1e-5, 4e-4)},
+                 {{"activation", activation(i)}}};
+    if (out) k.inputs.push_back(params(3.0f, 60));
+    cases.push_back(std::move(k));
+  }
+  if (!out)
+    cases.push_back({"empty",
+                     {i32({0, 4}, 0, 0), params(0.02f, 7), f32({4}, 1e-5, 4e-4)},
+                     {{"activation", std::string("none")}}});
+  return cases;
+}
+
+// Params of a, b and the output: typical ones, all zero points 0, extreme zero points, and a
+// multiplier too small for the vector code.
+std::vector<KernelCase> quantized_add_cases() {
+  const std::pair<float, int> param_sets[][3] = {{{0.02f, 128}, {0.05f, 10}, {0.06f, 90}},
+                                                 {{0.1f, 0}, {0.1f, 0}, {0.2f, 0}},
+                                                 {{0.003f, 255}, {0.5f, 3}, {0.4f, 50}},
+                                                 {{1e-10f, 255}, {0.5f, 3}, {0.4f, 50}}};
+  std::vector<KernelCase> cases;
+  for (const Shape& shape : kElementwiseShapes) {
+    const size_t i = cases.size();
+    const auto& p = param_sets[i % 4];
+    cases.push_back({shape_str(shape),
+                     {u8(shape), params(p[0].first, p[0].second), u8(shape),
+                      params(p[1].first, p[1].second), params(p[2].first, p[2].second)},
+                     {{"activation", activation(i)}}});
+  }
+  return cases;
+}
+
+std::map<std::string, ShapeSet> build_shape_sets() {
+  // Float kernels sum in other orders (and Winograd transforms): within 1e-3 on values of
+  // magnitude 1. Integer kernels are exact but where oneDNN requantizes in float (one unit).
+  const Tolerance close{.rtol = 1e-4, .atol = 1e-3};
+  const Tolerance exact{.rtol = 0.0, .atol = 0.0};
+  std::map<std::string, ShapeSet> sets;
+  for (const char* op :
+       {"Conv2D", "Conv2DBackpropInput", "Conv2DBackpropFilter", "FusedConv2D", "FusedConv2DAdd"})
+    sets[op] = {float_conv_cases(op), close};
+  sets["MatMul"] = {float_matmul_cases(false), close};
+  sets["FusedMatMul"] = {float_matmul_cases(true), close};
+  sets["MaxPool"] = {float_pool_cases("MaxPool"), exact};
+  for (const char* op : {"MaxPoolGrad", "AvgPool", "AvgPoolGrad"})
+    sets[op] = {float_pool_cases(op), close};
+  sets["GlobalAvgPool"] = {global_avg_pool_cases(), close};
+  sets["Transpose"] = {transpose_cases(), exact};
+  sets["QuantizedConv2D"] = {quantized_conv_cases(false), exact};
+  sets["QuantizedConv2DRequantized"] = {quantized_conv_cases(true), {.units = 1}};
+  sets["QuantizedMatMul"] = {quantized_matmul_cases(false), exact};
+  sets["QuantizedMatMulRequantized"] = {quantized_matmul_cases(true), {.units = 1}};
+  sets["QuantizedMaxPool"] = {quantized_pool_cases(false), exact};
+  sets["QuantizedAvgPool"] = {quantized_pool_cases(true), exact};
+  sets["Quantize"] = {quantize_cases(), exact};
+  sets["Dequantize"] = {dequantize_cases(), exact};
+  sets["ChooseQParams"] = {choose_qparams_cases(), exact};
+  sets["Requantize"] = {requantize_cases(true), exact};
+  sets["RequantizationRange"] = {requantize_cases(false), exact};
+  sets["QuantizedAdd"] = {quantized_add_cases(), exact};
+  return sets;
+}
+
+// Writes `value` (whole for integer dtypes) to element k.
+void set_element(Tensor& t, int64_t k, double value) {
+  switch (t.dtype()) {
+    case DType::f32:
+      t.data<float>()[k] = static_cast<float>(value);
+      return;
+    case DType::i32:
+      t.data<int32_t>()[k] = static_cast<int32_t>(value);
+      return;
+    case DType::i64:
+      t.data<int64_t>()[k] = static_cast<int64_t>(value);
+      return;
+    case DType::u8:
+      t.data<uint8_t>()[k] = static_cast<uint8_t>(value);
+      return;
+    case DType::i8:
+      t.data<int8_t>()[k] = static_cast<int8_t>(value);
+      return;
+  }
+}
+
+Tensor draw(const InputSpec& s, uint32_t seed) {
+  Tensor t(s.dtype, s.shape);
+  if (!s.values.empty()) {
+    SF_CHECK(static_cast<int64_t>(s.values.size()) == t.numel(), "{} literal values for {}",
+             s.values.size(), shape_str(s.shape));
+    for (int64_t k = 0; k < t.numel(); ++k) set_element(t, k, s.values[static_cast<size_t>(k)]);
+    return t;
+  }
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<double> real(s.lo, s.hi);
+  std::uniform_int_distribution<int64_t> whole(static_cast<int64_t>(s.lo),
+                                               static_cast<int64_t>(s.hi));
+  for (int64_t k = 0; k < t.numel(); ++k) {
+    double v = s.dtype == DType::f32 ? real(rng) : static_cast<double>(whole(rng));
+    if (s.step > 0) v = std::round(v / s.step) * s.step;
+    set_element(t, k, v);
+  }
+  if (s.zeros <= 0.0 || t.numel() == 0) return t;
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  const int64_t row = s.shape.back();
+  for (int64_t start = 0; start < t.numel(); start += row)
+    for (int64_t run = 0; run < row; run += s.zero_block)
+      if (unit(rng) < s.zeros)
+        for (int64_t k = run; k < std::min(row, run + s.zero_block); ++k)
+          set_element(t, start + k, 0.0);
+  return t;
+}
+
+}  // namespace
+
+const std::map<std::string, ShapeSet>& kernel_shape_sets() {
+  static const std::map<std::string, ShapeSet> sets = build_shape_sets();
+  return sets;
+}
+
+std::vector<Tensor> make_inputs(const KernelCase& c, uint32_t seed) {
+  std::vector<Tensor> inputs;
+  for (size_t i = 0; i < c.inputs.size(); ++i) {
+    const InputSpec& s = c.inputs[i];
+    if (s.output_of.empty()) {
+      inputs.push_back(draw(s, seed + static_cast<uint32_t>(i)));
+      continue;
+    }
+    inputs.push_back(run_once(
+        [&](Graph& g, const std::vector<Output>& in) {
+          return g.add(s.output_of, {in[0]}, c.attrs);
+        },
+        {inputs[0]}, "reference"));
+  }
+  return inputs;
+}
+
+}  // namespace sf::testing
