@@ -15,11 +15,7 @@ std::vector<Output> gradients(Graph& graph, Output loss, const std::vector<Outpu
 
   // Nodes on a path from some wrt to the loss.
   const int count = loss.node + 1;
-  std::vector<bool> reaches_loss(static_cast<size_t>(count), false);
-  reaches_loss[static_cast<size_t>(loss.node)] = true;
-  for (int id = loss.node; id >= 0; --id)
-    if (reaches_loss[static_cast<size_t>(id)])
-      for (const Output& in : graph.node(id).inputs) reaches_loss[static_cast<size_t>(in.node)] = true;
+  const std::vector<bool> reaches_loss = needed_nodes(graph, {loss});
   std::vector<bool> from_wrt(static_cast<size_t>(count), false);
   for (const Output& w : wrt)
     if (w.node < count) from_wrt[static_cast<size_t>(w.node)] = true;

@@ -117,4 +117,14 @@ void Graph::reinfer(const std::map<int, Shape>& placeholder_shapes) {
   for (Node& n : nodes_) n.outputs = infer(n);
 }
 
+std::vector<bool> needed_nodes(const Graph& graph, const std::vector<Output>& outputs) {
+  std::vector<bool> needed(static_cast<size_t>(graph.num_nodes()), false);
+  for (const Output& o : outputs) needed[static_cast<size_t>(o.node)] = true;
+  // Inputs come before their readers, so one backward sweep reaches every dependency.
+  for (int id = graph.num_nodes() - 1; id >= 0; --id)
+    if (needed[static_cast<size_t>(id)])
+      for (const Output& in : graph.node(id).inputs) needed[static_cast<size_t>(in.node)] = true;
+  return needed;
+}
+
 }  // namespace sf

@@ -82,4 +82,7 @@ class Graph {
   std::map<std::string, int> by_name_;
 };
 
+// By node id: whether `outputs` depend on the node (the outputs' own nodes included).
+std::vector<bool> needed_nodes(const Graph& graph, const std::vector<Output>& outputs);
+
 }  // namespace sf

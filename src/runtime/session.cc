@@ -9,7 +9,6 @@
 
 #include "kernels/kernel.h"
 #include "runtime/arena_plan.h"
-#include "transforms/graph_uses.h"
 
 namespace sf {
 

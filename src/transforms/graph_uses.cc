@@ -4,16 +4,6 @@
 
 namespace sf {
 
-std::vector<bool> needed_nodes(const Graph& graph, const std::vector<Output>& outputs) {
-  std::vector<bool> needed(static_cast<size_t>(graph.num_nodes()), false);
-  for (const Output& o : outputs) needed[static_cast<size_t>(o.node)] = true;
-  // Inputs come before their readers, so one backward sweep reaches every dependency.
-  for (int id = graph.num_nodes() - 1; id >= 0; --id)
-    if (needed[static_cast<size_t>(id)])
-      for (const Output& in : graph.node(id).inputs) needed[static_cast<size_t>(in.node)] = true;
-  return needed;
-}
-
 GraphUses::GraphUses(const Graph& graph, const std::vector<Output>& outputs,
                      const std::vector<int>& kept)
     : graph_(graph), outputs_(outputs), uses_(static_cast<size_t>(graph.num_nodes()), 0) {

@@ -1,6 +1,7 @@
 // The analysis half of the graph-rewrite toolkit (rewriter.h is the copying half): which nodes
-// a graph's outputs need and who reads each node. The inference and execution passes, the
-// eightbit rewrite, learned ranges, the ONNX exporter and the session's plans all ask it.
+// a graph's outputs need (needed_nodes in graph/graph.h, which the session's plans and autodiff
+// use too) and who reads each node. The inference and execution passes, the eightbit rewrite,
+// learned ranges and the ONNX exporter all ask it.
 #pragma once
 
 #include <map>
@@ -11,9 +12,6 @@
 #include "graph/graph.h"
 
 namespace sf {
-
-// By node id: whether `outputs` depend on the node (the outputs' own nodes included).
-std::vector<bool> needed_nodes(const Graph& graph, const std::vector<Output>& outputs);
 
 class GraphUses {
  public:

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "transforms/graph_uses.h"
+
 namespace sf {
 
 namespace {
@@ -28,14 +30,10 @@ ImageFeed feed_nhwc_images(Graph& graph, const std::string& input, bool input_is
   if (!input_is_nchw || type.shape.size() != 4 ||
       std::find(outputs.begin(), outputs.end(), input) != outputs.end())
     return as_declared;
-  int reader = -1;
-  for (const Node& n : graph.nodes())
-    for (const Output& in : n.inputs)
-      if (in.node == id) {
-        if (reader >= 0) return as_declared;
-        reader = n.id;
-      }
-  if (reader < 0 || !moves_to_nhwc(graph.node(reader), type)) return as_declared;
+  const GraphUses uses = GraphUses::of_all_nodes(graph);
+  if (uses.uses(id) != 1) return as_declared;
+  const int reader = uses.readers(id).front().first;
+  if (!moves_to_nhwc(graph.node(reader), type)) return as_declared;
   // Rewritten in place, not copied, so that node ids held elsewhere (eightbit layers) stay valid.
   Node& move = graph.mutable_node(reader);
   const TensorType nhwc = move.outputs[0];
