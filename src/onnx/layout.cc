@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "onnx/context.h"
+#include "ops/op_names.h"
 #include "ops/ops.h"
 
 namespace sf::onnx_import {
@@ -23,7 +24,7 @@ namespace {
 // A Reshape whose batch dimension follows the input when the graph is re-inferred.
 Output reshape_keep_batch(Context& c, Output x, Shape shape, const std::string& suffix) {
   if (!shape.empty() && num_elements(shape) > 0) shape[0] = -1;
-  return c.add("Reshape", {x}, {{"shape", shape}}, suffix);
+  return c.add(op_names::kReshape, {x}, {{"shape", shape}}, suffix);
 }
 
 // True when moving the channel axis of a 4-D NCHW shape needs no data movement.
@@ -39,8 +40,9 @@ Output Context::plain(Value& v) {
     v.plain = constant(*v.constant);
   } else {
     SF_CHECK(v.nhwc.valid(), "value has no form");
-    v.plain = cheap_move(v.shape) ? reshape_keep_batch(*this, v.nhwc, v.shape, "to_nchw")
-                                  : add("Transpose", {v.nhwc}, {{"perm", kToNchw}}, "to_nchw");
+    v.plain = cheap_move(v.shape)
+                  ? reshape_keep_batch(*this, v.nhwc, v.shape, "to_nchw")
+                  : add(op_names::kTranspose, {v.nhwc}, {{"perm", kToNchw}}, "to_nchw");
   }
   return v.plain;
 }
@@ -53,7 +55,7 @@ Output Context::nhwc(Value& v) {
   } else {
     const Shape& s = v.shape;
     v.nhwc = cheap_move(s) ? reshape_keep_batch(*this, v.plain, {s[0], s[2], s[3], s[1]}, "to_nhwc")
-                           : add("Transpose", {v.plain}, {{"perm", kToNhwc}}, "to_nhwc");
+                           : add(op_names::kTranspose, {v.plain}, {{"perm", kToNhwc}}, "to_nhwc");
   }
   return v.nhwc;
 }
@@ -85,7 +87,7 @@ Output elementwise_operand(Context& c, Value& v, Layout layout) {
   Value padded;
   padded.shape = s4;
   padded.dtype = v.dtype;
-  padded.plain = c.add("Reshape", {c.plain(v)}, {{"shape", s4}}, "rank4");
+  padded.plain = c.add(op_names::kReshape, {c.plain(v)}, {{"shape", s4}}, "rank4");
   return c.nhwc(padded);
 }
 

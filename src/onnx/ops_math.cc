@@ -7,6 +7,7 @@
 #include "onnx/context.h"
 #include "onnx/shape_args.h"
 #include "ops/broadcast.h"
+#include "ops/op_names.h"
 
 namespace sf::onnx_import {
 
@@ -38,7 +39,8 @@ Value& float_operand(Context& c, int i) {
   // A runtime integer exponent is cast; integer bases stay unsupported.
   if (v.dtype != DType::f32 && c.op() == "Pow" && i == 1 && c.in(0).dtype == DType::f32) {
     const Layout l = layout_of(v);
-    Output cast = c.add("Cast", {c.get(v, l)}, {{"dtype", std::string("f32")}}, "exponent");
+    Output cast =
+        c.add(op_names::kCast, {c.get(v, l)}, {{"dtype", std::string("f32")}}, "exponent");
     Value f = v;
     f.dtype = DType::f32;
     (l == Layout::kNhwc ? f.nhwc : f.plain) = cast;
@@ -93,22 +95,22 @@ void clip(Context& c) {
   const float hi = clip_bound(c, "max", 2, std::numeric_limits<float>::infinity());
   Value& x = float_in(c, 0);
   if (std::isinf(lo) && std::isinf(hi)) return c.set_out(0, x);
-  if (lo == 0.0f && hi == 6.0f) return unary(c, "Relu6");
-  if (lo == 0.0f && std::isinf(hi)) return unary(c, "Relu");
+  if (lo == 0.0f && hi == 6.0f) return unary(c, op_names::kRelu6);
+  if (lo == 0.0f && std::isinf(hi)) return unary(c, op_names::kRelu);
   // The Clip op's defaults (+-3.4e38) stand for "unbounded" on that side.
   const double min = std::isinf(lo) ? -3.4e38 : lo, max = std::isinf(hi) ? 3.4e38 : hi;
-  unary(c, "Clip", {{"min", min}, {"max", max}});
+  unary(c, op_names::kClip, {{"min", min}, {"max", max}});
 }
 
 // Softmax over `axis` of a plain value: transposed to the last axis and back when needed.
 Output softmax_axis(Context& c, Output x, int64_t axis, int64_t rank) {
-  if (axis == rank - 1) return c.add("Softmax", {x});
+  if (axis == rank - 1) return c.add(op_names::kSoftmax, {x});
   std::vector<int64_t> perm(static_cast<size_t>(rank));
   for (int64_t i = 0; i < rank; ++i) perm[static_cast<size_t>(i)] = i;
   std::swap(perm[static_cast<size_t>(axis)], perm.back());
-  Output t = c.add("Transpose", {x}, {{"perm", perm}}, "to_last");
-  Output s = c.add("Softmax", {t}, {}, "softmax");
-  return c.add("Transpose", {s}, {{"perm", perm}});
+  Output t = c.add(op_names::kTranspose, {x}, {{"perm", perm}}, "to_last");
+  Output s = c.add(op_names::kSoftmax, {t}, {}, "softmax");
+  return c.add(op_names::kTranspose, {s}, {{"perm", perm}});
 }
 
 void softmax(Context& c) {
@@ -118,14 +120,16 @@ void softmax(Context& c) {
   const int64_t axis = normalize_axis(c, c.attr_int("axis", c.opset < 13 ? 1 : -1), rank);
   if (c.opset >= 13) {
     // The channel axis of an NHWC-held value is its last axis.
-    if (x.is_nhwc() && axis == 1) return c.set_out(0, c.add("Softmax", {c.nhwc(x)}), Layout::kNhwc);
+    if (x.is_nhwc() && axis == 1)
+      return c.set_out(0, c.add(op_names::kSoftmax, {c.nhwc(x)}), Layout::kNhwc);
     return c.set_out(0, softmax_axis(c, c.plain(x), axis, rank), Layout::kPlain);
   }
   // Before opset 13, Softmax normalises the input flattened to 2-D at `axis`.
-  if (axis == rank - 1) return c.set_out(0, c.add("Softmax", {c.plain(x)}), Layout::kPlain);
-  Output flat = c.add("Flatten", {c.plain(x)}, {{"axis", axis}}, "flatten");
-  Output s = c.add("Softmax", {flat}, {}, "softmax");
-  c.set_out(0, c.add("Reshape", {s}, {{"shape", x.shape}}), Layout::kPlain);
+  if (axis == rank - 1)
+    return c.set_out(0, c.add(op_names::kSoftmax, {c.plain(x)}), Layout::kPlain);
+  Output flat = c.add(op_names::kFlatten, {c.plain(x)}, {{"axis", axis}}, "flatten");
+  Output s = c.add(op_names::kSoftmax, {flat}, {}, "softmax");
+  c.set_out(0, c.add(op_names::kReshape, {s}, {{"shape", x.shape}}), Layout::kPlain);
 }
 
 // ReduceMean, ReduceMax or ReduceMin (`op`, the engine's op of the same name): axes from the
@@ -162,41 +166,41 @@ void prelu(Context& c) {
   const Layout l = elementwise_layout(c, {&x, &slope});
   Output ox = elementwise_operand(c, x, l);
   Output os = elementwise_operand(c, slope, l);
-  c.set_out(0, c.add("PRelu", {ox, os}), l);
+  c.set_out(0, c.add(op_names::kPRelu, {ox, os}), l);
 }
 
 }  // namespace
 
 void add_math_converters(ConverterMap& m) {
-  m["Add"] = [](Context& c) { binary(c, "Add"); };
-  m["Sub"] = [](Context& c) { binary(c, "Sub"); };
-  m["Mul"] = [](Context& c) { binary(c, "Mul"); };
-  m["Div"] = [](Context& c) { binary(c, "Div"); };
-  m["Pow"] = [](Context& c) { binary(c, "Pow"); };
-  m["Sqrt"] = [](Context& c) { unary(c, "Sqrt"); };
-  m["Exp"] = [](Context& c) { unary(c, "Exp"); };
-  m["Neg"] = [](Context& c) { unary(c, "Neg"); };
-  m["Round"] = [](Context& c) { unary(c, "Round"); };
-  m["Max"] = [](Context& c) { variadic_extremum(c, "Maximum"); };
-  m["Min"] = [](Context& c) { variadic_extremum(c, "Minimum"); };
-  m["Relu"] = [](Context& c) { unary(c, "Relu"); };
-  m["Sigmoid"] = [](Context& c) { unary(c, "Sigmoid"); };
-  m["Tanh"] = [](Context& c) { unary(c, "Tanh"); };
-  m["HardSwish"] = [](Context& c) { unary(c, "HardSwish"); };
+  m["Add"] = [](Context& c) { binary(c, op_names::kAdd); };
+  m["Sub"] = [](Context& c) { binary(c, op_names::kSub); };
+  m["Mul"] = [](Context& c) { binary(c, op_names::kMul); };
+  m["Div"] = [](Context& c) { binary(c, op_names::kDiv); };
+  m["Pow"] = [](Context& c) { binary(c, op_names::kPow); };
+  m["Sqrt"] = [](Context& c) { unary(c, op_names::kSqrt); };
+  m["Exp"] = [](Context& c) { unary(c, op_names::kExp); };
+  m["Neg"] = [](Context& c) { unary(c, op_names::kNeg); };
+  m["Round"] = [](Context& c) { unary(c, op_names::kRound); };
+  m["Max"] = [](Context& c) { variadic_extremum(c, op_names::kMaximum); };
+  m["Min"] = [](Context& c) { variadic_extremum(c, op_names::kMinimum); };
+  m["Relu"] = [](Context& c) { unary(c, op_names::kRelu); };
+  m["Sigmoid"] = [](Context& c) { unary(c, op_names::kSigmoid); };
+  m["Tanh"] = [](Context& c) { unary(c, op_names::kTanh); };
+  m["HardSwish"] = [](Context& c) { unary(c, op_names::kHardSwish); };
   m["LeakyRelu"] = [](Context& c) {
-    unary(c, "LeakyRelu", {{"alpha", static_cast<double>(c.attr_float("alpha", 0.01f))}});
+    unary(c, op_names::kLeakyRelu, {{"alpha", static_cast<double>(c.attr_float("alpha", 0.01f))}});
   };
   m["HardSigmoid"] = [](Context& c) {
-    unary(c, "HardSigmoid",
+    unary(c, op_names::kHardSigmoid,
           {{"alpha", static_cast<double>(c.attr_float("alpha", 0.2f))},
            {"beta", static_cast<double>(c.attr_float("beta", 0.5f))}});
   };
   m["PRelu"] = prelu;
   m["Clip"] = clip;
   m["Softmax"] = softmax;
-  m["ReduceMean"] = [](Context& c) { reduce(c, "ReduceMean"); };
-  m["ReduceMax"] = [](Context& c) { reduce(c, "ReduceMax"); };
-  m["ReduceMin"] = [](Context& c) { reduce(c, "ReduceMin"); };
+  m["ReduceMean"] = [](Context& c) { reduce(c, op_names::kReduceMean); };
+  m["ReduceMax"] = [](Context& c) { reduce(c, op_names::kReduceMax); };
+  m["ReduceMin"] = [](Context& c) { reduce(c, op_names::kReduceMin); };
 }
 
 }  // namespace sf::onnx_import

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "onnx/context.h"
+#include "ops/op_names.h"
 #include "ops/ops.h"
 
 namespace sf::onnx_import {
@@ -83,7 +84,7 @@ Output conv_filter(Context& c, Value& w) {
     c.unsupported("only 2-D filters are supported, got {}", shape_str(w.shape));
   const std::vector<int64_t> perm{2, 3, 1, 0};
   if (w.is_const()) return c.constant(permute(*w.constant, perm), "filter");
-  return c.add("Transpose", {c.plain(w)}, {{"perm", perm}}, "filter");
+  return c.add(op_names::kTranspose, {c.plain(w)}, {{"perm", perm}}, "filter");
 }
 
 Attrs conv2d_attrs(Context& c, const Shape& x, const Shape& w) {
@@ -120,14 +121,14 @@ namespace {
 
 Output add_bias(Context& c, Output y) {
   if (!c.has_input(2)) return y;
-  return c.add("BiasAdd", {y, c.plain(c.in(2))}, {}, "bias");
+  return c.add(op_names::kBiasAdd, {y, c.plain(c.in(2))}, {}, "bias");
 }
 
 void conv(Context& c) {
   Value& x = image_in(c);
   Value& w = c.in(1);
   Output f = conv_filter(c, w);
-  Output y = c.add("Conv2D", {c.nhwc(x), f}, conv2d_attrs(c, x.shape, w.shape));
+  Output y = c.add(op_names::kConv2D, {c.nhwc(x), f}, conv2d_attrs(c, x.shape, w.shape));
   c.set_out(0, add_bias(c, y), Layout::kNhwc);
 }
 
@@ -169,7 +170,7 @@ void conv_transpose(Context& c) {
           {"dilations", dilations},
           {"output_padding", out_pad},
           {"groups", c.attr_int("group", 1)}};
-  Output y = c.add("ConvTranspose2D", {c.nhwc(x), f}, a);
+  Output y = c.add(op_names::kConvTranspose2D, {c.nhwc(x), f}, a);
   c.set_out(0, add_bias(c, y), Layout::kNhwc);
 }
 
@@ -178,14 +179,14 @@ void pool(Context& c, bool max) {
   if (c.node->output_size() > 1 && !c.node->output(1).empty())
     c.unsupported("the Indices output is not supported");
   Attrs a = pool2d_attrs(c, x.shape, max);
-  c.set_out(0, c.add(max ? "MaxPool" : "AvgPool", {c.nhwc(x)}, a), Layout::kNhwc);
+  c.set_out(0, c.add(max ? op_names::kMaxPool : op_names::kAvgPool, {c.nhwc(x)}, a), Layout::kNhwc);
 }
 
 void global_average_pool(Context& c) {
   Value& x = image_in(c);
-  Output y = c.add("GlobalAvgPool", {c.nhwc(x)});
+  Output y = c.add(op_names::kGlobalAvgPool, {c.nhwc(x)});
   // [N,C] is the NHWC form of ONNX's [N,C,1,1] once reshaped to [N,1,1,C].
-  y = c.add("Reshape", {y}, {{"shape", Shape{-1, 1, 1, x.shape[1]}}}, "nhwc");
+  y = c.add(op_names::kReshape, {y}, {{"shape", Shape{-1, 1, 1, x.shape[1]}}}, "nhwc");
   c.set_out(0, y, Layout::kNhwc);
 }
 
@@ -203,7 +204,7 @@ void batch_norm(Context& c) {
   std::vector<Output> in{c.get(x, l)};
   for (int i = 1; i <= 4; ++i) in.push_back(c.plain(c.in(i)));
   const double eps = c.attr_float("epsilon", 1e-5f);
-  c.set_out(0, c.add("BatchNorm", in, {{"epsilon", eps}}), l);
+  c.set_out(0, c.add(op_names::kBatchNorm, in, {{"epsilon", eps}}), l);
 }
 
 Tensor scaled(const Tensor& t, float s) {
@@ -219,10 +220,10 @@ void gemm(Context& c) {
   const bool ta = c.attr_int("transA", 0) != 0, tb = c.attr_int("transB", 0) != 0;
   // alpha folds into a constant B; otherwise it scales the product.
   Output ob = b.is_const() ? c.constant(scaled(*b.constant, alpha), "B") : c.plain(b);
-  Output y =
-      c.add("MatMul", {c.plain(a), ob}, {{"transpose_a", ta}, {"transpose_b", tb}}, "matmul");
+  Output y = c.add(op_names::kMatMul, {c.plain(a), ob}, {{"transpose_a", ta}, {"transpose_b", tb}},
+                   "matmul");
   if (!b.is_const() && alpha != 1.0f)
-    y = c.add("Mul", {y, c.constant(Tensor::scalar_f32(alpha), "alpha")}, {}, "alpha_mul");
+    y = c.add(op_names::kMul, {y, c.constant(Tensor::scalar_f32(alpha), "alpha")}, {}, "alpha_mul");
   if (c.has_input(2) && beta != 0.0f) {
     Value& bias = c.in(2);
     const int64_t n = c.g.type(y).shape[1];
@@ -232,11 +233,13 @@ void gemm(Context& c) {
     } else {
       ob2 = c.plain(bias);
       if (beta != 1.0f)
-        ob2 = c.add("Mul", {ob2, c.constant(Tensor::scalar_f32(beta), "beta")}, {}, "beta_mul");
+        ob2 = c.add(op_names::kMul, {ob2, c.constant(Tensor::scalar_f32(beta), "beta")}, {},
+                    "beta_mul");
     }
-    y = bias.shape == Shape{n} ? c.add("BiasAdd", {y, ob2}) : c.add("Add", {y, ob2});
+    y = bias.shape == Shape{n} ? c.add(op_names::kBiasAdd, {y, ob2})
+                               : c.add(op_names::kAdd, {y, ob2});
   } else {
-    y = c.add("Identity", {y});
+    y = c.add(op_names::kIdentity, {y});
   }
   c.set_out(0, y, Layout::kPlain);
 }
@@ -247,7 +250,7 @@ void matmul(Context& c) {
   if (a.shape.size() != 2 || b.shape.size() != 2)
     c.unsupported("only rank-2 inputs are supported, got {} and {}", shape_str(a.shape),
                   shape_str(b.shape));
-  c.set_out(0, c.add("MatMul", {c.plain(a), c.plain(b)}), Layout::kPlain);
+  c.set_out(0, c.add(op_names::kMatMul, {c.plain(a), c.plain(b)}), Layout::kPlain);
 }
 
 void resize(Context& c) {
@@ -284,7 +287,7 @@ void resize(Context& c) {
           {"mode", mode},
           {"coordinate_transformation_mode", ctm},
           {"nearest_mode", nearest}};
-  c.set_out(0, c.add("Resize", {c.nhwc(x)}, a), Layout::kNhwc);
+  c.set_out(0, c.add(op_names::kResize, {c.nhwc(x)}, a), Layout::kNhwc);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 // QDQ models (DequantizeLinear -> float op -> QuantizeLinear) are turned into the engine's
 // integer ops before these converters see them (qdq_fusion.cc); what is left runs as written.
 #include "onnx/context.h"
+#include "ops/op_names.h"
 
 namespace sf::onnx_import {
 
@@ -130,7 +131,7 @@ void linear_quantization(Context& c, bool quantize) {
       c.has_input(2) ? c.plain(c.in(2)) : c.constant(zeros(zero_dtype, scale.shape), zero_name);
   const Layout l = rank == 4 ? layout_of(x) : Layout::kPlain;
   const int64_t op_axis = l == Layout::kNhwc && axis >= 0 && axis < 4 ? nhwc_axis(axis) : axis;
-  const Output y = c.add(quantize ? "QuantizeLinear" : "DequantizeLinear",
+  const Output y = c.add(quantize ? op_names::kQuantizeLinear : op_names::kDequantizeLinear,
                          {c.get(x, l), c.plain(scale), zero_point}, {{"axis", op_axis}});
   c.set_out(0, y, l);
 }
@@ -139,7 +140,7 @@ void dynamic_quantize_linear(Context& c) {
   Value& x = c.in(0);
   if (x.dtype != DType::f32) c.fail("x must be float, got {}", dtype_name(x.dtype));
   const Layout l = x.shape.size() == 4 ? layout_of(x) : Layout::kPlain;
-  const Output y = c.add("DynamicQuantizeLinear", {c.get(x, l)});
+  const Output y = c.add(op_names::kDynamicQuantizeLinear, {c.get(x, l)});
   c.set_out(0, y, l);
   c.set_out(1, Output{y.node, 1}, Layout::kPlain);
   c.set_out(2, Output{y.node, 2}, Layout::kPlain);
@@ -166,7 +167,8 @@ void conv_integer(Context& c) {
   const Output x_zero = zero_point_in(c, 2, "x_zero_point", x, "x", 0, "");
   const Output w_zero = zero_point_in(c, 3, "w_zero_point", w, "w", channels, "output channel");
   const Attrs a = conv2d_attrs(c, x.shape, w.shape);
-  const Output y = c.add("ConvInteger2D", {c.nhwc(x), conv_filter(c, w), x_zero, w_zero}, a);
+  const Output y =
+      c.add(op_names::kConvInteger2D, {c.nhwc(x), conv_filter(c, w), x_zero, w_zero}, a);
   c.set_out(0, y, Layout::kNhwc);
 }
 
@@ -196,7 +198,8 @@ void qlinear_conv(Context& c) {
                                scale_in(c, 6, "y_scale", 0, ""),
                                zero_point_in(c, 7, "y_zero_point", y_zero, "y_zero_point", 0, ""),
                                bias};
-  c.set_out(0, c.add("QLinearConv2D", in, conv2d_attrs(c, x.shape, w.shape)), Layout::kNhwc);
+  c.set_out(0, c.add(op_names::kQLinearConv2D, in, conv2d_attrs(c, x.shape, w.shape)),
+            Layout::kNhwc);
 }
 
 // A [...,M,K] and B [...,K,N] of MatMulInteger / QLinearMatMul: rows M, columns N.
@@ -213,7 +216,8 @@ void matmul_integer(Context& c) {
   const auto [rows, columns] = matmul_dims(c, a, b);
   const Output a_zero = zero_point_in(c, 2, "a_zero_point", a, "A", rows, "row of A");
   const Output b_zero = zero_point_in(c, 3, "b_zero_point", b, "B", columns, "column of B");
-  c.set_out(0, c.add("MatMulInteger", {c.plain(a), c.plain(b), a_zero, b_zero}), Layout::kPlain);
+  c.set_out(0, c.add(op_names::kMatMulInteger, {c.plain(a), c.plain(b), a_zero, b_zero}),
+            Layout::kPlain);
 }
 
 void qlinear_matmul(Context& c) {
@@ -229,7 +233,7 @@ void qlinear_matmul(Context& c) {
                                zero_point_in(c, 5, "b_zero_point", b, "b", columns, "column of b"),
                                scale_in(c, 6, "y_scale", 0, ""),
                                zero_point_in(c, 7, "y_zero_point", y_zero, "y_zero_point", 0, "")};
-  c.set_out(0, c.add("QLinearMatMul", in), Layout::kPlain);
+  c.set_out(0, c.add(op_names::kQLinearMatMul, in), Layout::kPlain);
 }
 
 }  // namespace

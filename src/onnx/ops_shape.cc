@@ -3,6 +3,7 @@
 // were already folded (fold.cc); these handle runtime values.
 #include "onnx/context.h"
 #include "onnx/shape_args.h"
+#include "ops/op_names.h"
 #include "ops/ops.h"
 
 namespace sf::onnx_import {
@@ -53,7 +54,7 @@ void cast(Context& c) {
 
 void reshape_to(Context& c, const Shape& shape) {
   Value& x = c.in(0);
-  c.set_out(0, c.add("Reshape", {c.plain(x)}, {{"shape", shape}}), Layout::kPlain);
+  c.set_out(0, c.add(op_names::kReshape, {c.plain(x)}, {{"shape", shape}}), Layout::kPlain);
 }
 
 void reshape(Context& c) {
@@ -69,7 +70,7 @@ void flatten(Context& c) {
   const int64_t rank = static_cast<int64_t>(x.shape.size());
   int64_t axis = c.attr_int("axis", 1);
   if (axis < 0) axis += rank;
-  c.set_out(0, c.add("Flatten", {c.plain(x)}, {{"axis", axis}}), Layout::kPlain);
+  c.set_out(0, c.add(op_names::kFlatten, {c.plain(x)}, {{"axis", axis}}), Layout::kPlain);
 }
 
 void concat(Context& c) {
@@ -81,7 +82,7 @@ void concat(Context& c) {
   std::vector<Output> xs;
   for (Value* v : vs) xs.push_back(c.get(*v, l));
   if (l == Layout::kNhwc) axis = nhwc_axis(axis);
-  c.set_out(0, c.add("Concat", xs, {{"axis", axis}}), l);
+  c.set_out(0, c.add(op_names::kConcat, xs, {{"axis", axis}}), l);
 }
 
 void transpose(Context& c) {
@@ -94,11 +95,11 @@ void transpose(Context& c) {
     bool id = true;
     for (size_t i = 0; i < q.size(); ++i) id = id && q[i] == static_cast<int64_t>(i);
     if (id) return c.set_out(0, c.nhwc(x), Layout::kPlain);
-    return c.set_out(0, c.add("Transpose", {c.nhwc(x)}, {{"perm", q}}), Layout::kPlain);
+    return c.set_out(0, c.add(op_names::kTranspose, {c.nhwc(x)}, {{"perm", q}}), Layout::kPlain);
   }
   // NHWC data transposed to NCHW: the graph already holds the result's NHWC form.
   if (perm == kToNchw) return c.set_out(0, c.plain(x), Layout::kNhwc);
-  c.set_out(0, c.add("Transpose", {c.plain(x)}, {{"perm", perm}}), Layout::kPlain);
+  c.set_out(0, c.add(op_names::kTranspose, {c.plain(x)}, {{"perm", perm}}), Layout::kPlain);
 }
 
 void gather(Context& c) {
@@ -106,12 +107,14 @@ void gather(Context& c) {
   Value& indices = c.in(1);
   const int64_t rank = static_cast<int64_t>(x.shape.size());
   const int64_t axis = normalize_axis(c, c.attr_int("axis", 0), rank);
-  c.set_out(0, c.add("Gather", {c.plain(x), c.plain(indices)}, {{"axis", axis}}), Layout::kPlain);
+  c.set_out(0, c.add(op_names::kGather, {c.plain(x), c.plain(indices)}, {{"axis", axis}}),
+            Layout::kPlain);
 }
 
 void slice(Context& c) {
   Value& x = c.in(0);
-  c.set_out(0, c.add("StridedSlice", {c.plain(x)}, strided_slice_attrs(c)), Layout::kPlain);
+  c.set_out(0, c.add(op_names::kStridedSlice, {c.plain(x)}, strided_slice_attrs(c)),
+            Layout::kPlain);
 }
 
 void pad(Context& c) {
@@ -142,7 +145,7 @@ void pad(Context& c) {
     pads = p;
   }
   Attrs a{{"pads", pads}, {"mode", mode}, {"value", static_cast<double>(value)}};
-  c.set_out(0, c.add("Pad", {c.get(x, l)}, a), l);
+  c.set_out(0, c.add(op_names::kPad, {c.get(x, l)}, a), l);
 }
 
 // Shape-computing ops that try_fold did not fold: their data is not known at import time.

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 
+#include "ops/op_names.h"
 #include "ops/ops.h"
 
 namespace sf::onnx_import {
@@ -296,7 +297,7 @@ bool QdqFusion::emit_conv(const QdqGroup& g, QuantParams out) {
   Attrs a = conv2d_attrs(c_, x->data->shape, w->values.shape());
   a.set("activation", activation_name(*act));
   const Output y = c_.add(
-      "QuantizedConv2DRequantized",
+      op_names::kQuantizedConv2DRequantized,
       {c_.nhwc(*x->data), params(x->params, "x_params"),
        c_.constant(permute(w->values, {2, 3, 1, 0}), "filter"), c_.constant(w->scales, "w_scales"),
        c_.constant(*bias, "bias"), params(out, "out_params")},
@@ -324,7 +325,7 @@ bool QdqFusion::emit_matmul(const QdqGroup& g, QuantParams out) {
   const Tensor scales =
       alpha == 1.0f ? b->scales : evaluate_reference("Mul", {b->scales, Tensor::scalar_f32(alpha)});
   const Output y = c_.add(
-      "QuantizedMatMulRequantized",
+      op_names::kQuantizedMatMulRequantized,
       {c_.plain(*a->data), params(a->params, "a_params"), c_.constant(weights, "weights"),
        c_.constant(scales, "w_scales"), c_.constant(*bias, "bias"), params(out, "out_params")},
       {{"activation", activation_name(*act)}});
@@ -340,7 +341,8 @@ bool QdqFusion::emit_pool(const QdqGroup& g, QuantParams out) {
   const Attrs a = pool2d_attrs(c_, x->data->shape, max);
   // Padding counted in an average is worth the zero point, which QuantizedAvgPool lacks.
   if (!max && a.get_bool("count_include_pad")) return false;
-  const Output y = c_.add(max ? "QuantizedMaxPool" : "QuantizedAvgPool", {c_.nhwc(*x->data)}, a);
+  const Output y = c_.add(max ? op_names::kQuantizedMaxPool : op_names::kQuantizedAvgPool,
+                          {c_.nhwc(*x->data)}, a);
   define(*g.quantize, y, Layout::kNhwc);
   return true;
 }
@@ -352,7 +354,7 @@ bool QdqFusion::emit_add(const QdqGroup& g, QuantParams out) {
   const std::optional<Activation> act = activation(g);
   if (!a || !b || !act || a->data->shape != b->data->shape) return false;
   const Layout l = elementwise_layout(c_, {a->data, b->data});
-  const Output y = c_.add("QuantizedAdd",
+  const Output y = c_.add(op_names::kQuantizedAdd,
                           {c_.get(*a->data, l), params(a->params, "a_params"), c_.get(*b->data, l),
                            params(b->params, "b_params"), params(out, "out_params")},
                           {{"activation", activation_name(*act)}});
@@ -381,7 +383,7 @@ bool QdqFusion::emit_concat(const QdqGroup& g, QuantParams out) {
     inputs.push_back(params(xs[i].params, fmt::format("x{}_params", i)));
   }
   inputs.push_back(params(out, "out_params"));
-  define(*g.quantize, c_.add("QuantizedConcat", inputs, {{"axis", axis}}), l);
+  define(*g.quantize, c_.add(op_names::kQuantizedConcat, inputs, {{"axis", axis}}), l);
   return true;
 }
 

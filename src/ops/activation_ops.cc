@@ -1,6 +1,7 @@
 // Activations. Each gradient is one grad op (ReluGrad, ...) that takes dy and whichever of x
 // or y the derivative is cheapest from; grad ops are not differentiable themselves.
 #include "graph/op_registry.h"
+#include "ops/op_names.h"
 #include "ops/ops.h"
 #include "ops/register.h"
 
@@ -21,10 +22,9 @@ std::vector<TensorType> infer_grad(const InferContext& ctx) {
   return {ctx.input(0)};
 }
 
-// Declares `name` and its grad op `name`Grad(dy, x or y).
-void add_activation(OpRegistry& r, const std::string& name, bool grad_from_output,
-                    InferFn infer = infer_unary) {
-  const std::string grad_op = name + "Grad";
+// Declares `name` and its grad op `grad_op`(dy, x or y).
+void add_activation(OpRegistry& r, const std::string& name, const std::string& grad_op,
+                    bool grad_from_output, InferFn infer = infer_unary) {
   r.add(OpDef{.name = name,
               .inputs = {"x"},
               .infer = std::move(infer),
@@ -39,27 +39,34 @@ void add_activation(OpRegistry& r, const std::string& name, bool grad_from_outpu
 }  // namespace
 
 void register_activation_ops(OpRegistry& r) {
-  add_activation(r, "Relu", false);
-  add_activation(r, "Relu6", false);
-  add_activation(r, "Sigmoid", true);
-  add_activation(r, "Tanh", true);
-  add_activation(r, "Softmax", true, [](const InferContext& ctx) -> std::vector<TensorType> {
-    ctx.expect_dtype(0, DType::f32, "x");
-    if (ctx.shape(0).empty()) ctx.fail("x must have rank 1 or more, got a scalar");
-    return {ctx.input(0)};
-  });
+  add_activation(r, op_names::kRelu, op_names::kReluGrad, false);
+  add_activation(r, op_names::kRelu6, op_names::kRelu6Grad, false);
+  add_activation(r, op_names::kSigmoid, op_names::kSigmoidGrad, true);
+  add_activation(r, op_names::kTanh, op_names::kTanhGrad, true);
+  add_activation(r, op_names::kSoftmax, op_names::kSoftmaxGrad, true,
+                 [](const InferContext& ctx) -> std::vector<TensorType> {
+                   ctx.expect_dtype(0, DType::f32, "x");
+                   if (ctx.shape(0).empty()) ctx.fail("x must have rank 1 or more, got a scalar");
+                   return {ctx.input(0)};
+                 });
 }
 
 namespace ops {
 
-Output relu(Graph& g, Output x, const std::string& name) { return g.add("Relu", {x}, {}, name); }
-Output relu6(Graph& g, Output x, const std::string& name) { return g.add("Relu6", {x}, {}, name); }
-Output sigmoid(Graph& g, Output x, const std::string& name) {
-  return g.add("Sigmoid", {x}, {}, name);
+Output relu(Graph& g, Output x, const std::string& name) {
+  return g.add(op_names::kRelu, {x}, {}, name);
 }
-Output tanh(Graph& g, Output x, const std::string& name) { return g.add("Tanh", {x}, {}, name); }
+Output relu6(Graph& g, Output x, const std::string& name) {
+  return g.add(op_names::kRelu6, {x}, {}, name);
+}
+Output sigmoid(Graph& g, Output x, const std::string& name) {
+  return g.add(op_names::kSigmoid, {x}, {}, name);
+}
+Output tanh(Graph& g, Output x, const std::string& name) {
+  return g.add(op_names::kTanh, {x}, {}, name);
+}
 Output softmax(Graph& g, Output x, const std::string& name) {
-  return g.add("Softmax", {x}, {}, name);
+  return g.add(op_names::kSoftmax, {x}, {}, name);
 }
 
 }  // namespace ops

@@ -1,6 +1,7 @@
 // Ops that move or reinterpret elements without arithmetic: Identity, Reshape, Flatten,
 // Concat, Slice, Cast.
 #include "graph/op_registry.h"
+#include "ops/op_names.h"
 #include "ops/ops.h"
 #include "ops/register.h"
 
@@ -27,11 +28,11 @@ Output reshape_back(GradContext& ctx) {
 
 void register_array_ops(OpRegistry& r) {
   r.add(OpDef{
-      .name = "Identity",
+      .name = op_names::kIdentity,
       .inputs = {"x"},
       .infer = [](const InferContext& ctx) -> std::vector<TensorType> { return {ctx.input(0)}; },
       .grad = [](GradContext& ctx) -> std::vector<Output> { return {ctx.grad()}; }});
-  r.add(OpDef{.name = "Reshape",
+  r.add(OpDef{.name = op_names::kReshape,
               .inputs = {"x"},
               .attrs = {{"shape", AttrKind::Ints, std::nullopt}},
               .infer = [](const InferContext& ctx) -> std::vector<TensorType> {
@@ -61,7 +62,7 @@ void register_array_ops(OpRegistry& r) {
                 return {TensorType{ctx.dtype(0), shape}};
               },
               .grad = [](GradContext& ctx) -> std::vector<Output> { return {reshape_back(ctx)}; }});
-  r.add(OpDef{.name = "Flatten",
+  r.add(OpDef{.name = op_names::kFlatten,
               .inputs = {"x"},
               .attrs = {{"axis", AttrKind::Int, AttrValue{int64_t{1}}}},
               .infer = [](const InferContext& ctx) -> std::vector<TensorType> {
@@ -75,7 +76,7 @@ void register_array_ops(OpRegistry& r) {
                 return {TensorType{ctx.dtype(0), {outer, inner}}};
               },
               .grad = [](GradContext& ctx) -> std::vector<Output> { return {reshape_back(ctx)}; }});
-  r.add(OpDef{.name = "Concat",
+  r.add(OpDef{.name = op_names::kConcat,
               .inputs = {"xs"},
               .variadic = true,
               .attrs = {{"axis", AttrKind::Int, std::nullopt}},
@@ -114,7 +115,7 @@ void register_array_ops(OpRegistry& r) {
                 }
                 return grads;
               }});
-  r.add(OpDef{.name = "Slice",
+  r.add(OpDef{.name = op_names::kSlice,
               .inputs = {"x"},
               .attrs = {{"axis", AttrKind::Int, std::nullopt},
                         {"begin", AttrKind::Int, std::nullopt},
@@ -132,7 +133,7 @@ void register_array_ops(OpRegistry& r) {
                 dim = end - begin;
                 return {TensorType{ctx.dtype(0), out}};
               }});
-  r.add(OpDef{.name = "Cast",
+  r.add(OpDef{.name = op_names::kCast,
               .inputs = {"x"},
               .attrs = {{"dtype", AttrKind::String, std::nullopt}},
               .infer = [](const InferContext& ctx) -> std::vector<TensorType> {
@@ -155,23 +156,23 @@ void register_array_ops(OpRegistry& r) {
 namespace ops {
 
 Output identity(Graph& g, Output x, const std::string& name) {
-  return g.add("Identity", {x}, {}, name);
+  return g.add(op_names::kIdentity, {x}, {}, name);
 }
 Output reshape(Graph& g, Output x, Shape shape, const std::string& name) {
-  return g.add("Reshape", {x}, {{"shape", std::move(shape)}}, name);
+  return g.add(op_names::kReshape, {x}, {{"shape", std::move(shape)}}, name);
 }
 Output flatten(Graph& g, Output x, int64_t axis, const std::string& name) {
-  return g.add("Flatten", {x}, {{"axis", axis}}, name);
+  return g.add(op_names::kFlatten, {x}, {{"axis", axis}}, name);
 }
 Output concat(Graph& g, std::vector<Output> xs, int64_t axis, const std::string& name) {
-  return g.add("Concat", std::move(xs), {{"axis", axis}}, name);
+  return g.add(op_names::kConcat, std::move(xs), {{"axis", axis}}, name);
 }
 Output slice(Graph& g, Output x, int64_t axis, int64_t begin, int64_t end,
              const std::string& name) {
-  return g.add("Slice", {x}, {{"axis", axis}, {"begin", begin}, {"end", end}}, name);
+  return g.add(op_names::kSlice, {x}, {{"axis", axis}, {"begin", begin}, {"end", end}}, name);
 }
 Output cast(Graph& g, Output x, DType dtype, const std::string& name) {
-  return g.add("Cast", {x}, {{"dtype", std::string(dtype_name(dtype))}}, name);
+  return g.add(op_names::kCast, {x}, {{"dtype", std::string(dtype_name(dtype))}}, name);
 }
 
 }  // namespace ops

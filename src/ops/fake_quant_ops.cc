@@ -46,17 +46,17 @@ void register_fake_quant_ops(OpRegistry& r) {
               .attrs = {{"bits", AttrKind::Int, AttrValue{int64_t{8}}}},
               .infer = infer_fake_quant_weights,
               .grad = [](GradContext& ctx) -> std::vector<Output> { return {ctx.grad()}; }});
-  r.add(OpDef{.name = "FakeQuantActivation",
+  r.add(OpDef{.name = op_names::kFakeQuantActivation,
               .inputs = {"x", "range"},
               .infer = infer_fake_quant_activation,
               .grad = [](GradContext& ctx) -> std::vector<Output> {
                 if (!ctx.grad(0).valid()) return {Output{}, Output{}};
-                Output dx = ctx.graph.add("FakeQuantActivationGrad",
+                Output dx = ctx.graph.add(op_names::kFakeQuantActivationGrad,
                                           {ctx.grad(0), ctx.input(0), ctx.input(1), ctx.output(1)},
                                           {}, ctx.name("dx"));
                 return {dx, Output{}};
               }});
-  r.add(OpDef{.name = "FakeQuantActivationGrad",
+  r.add(OpDef{.name = op_names::kFakeQuantActivationGrad,
               .inputs = {"dy", "x", "range", "observed"},
               .infer = infer_fake_quant_activation_grad});
 }
@@ -68,7 +68,7 @@ Output fake_quant_weights(Graph& g, Output w, int64_t bits, const std::string& n
 }
 
 Output fake_quant_activation(Graph& g, Output x, Output range, const std::string& name) {
-  return g.add("FakeQuantActivation", {x, range}, {}, name);
+  return g.add(op_names::kFakeQuantActivation, {x, range}, {}, name);
 }
 
 }  // namespace ops

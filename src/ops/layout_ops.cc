@@ -8,6 +8,7 @@
 
 #include "graph/op_registry.h"
 #include "ops/layout_geometry.h"
+#include "ops/op_names.h"
 #include "ops/ops.h"
 #include "ops/register.h"
 
@@ -113,26 +114,26 @@ std::vector<TensorType> infer_gather(const InferContext& ctx) {
 }  // namespace
 
 void register_layout_ops(OpRegistry& r) {
-  r.add(OpDef{.name = "Transpose",
+  r.add(OpDef{.name = op_names::kTranspose,
               .inputs = {"x"},
               .attrs = {{"perm", AttrKind::Ints, kNoInts}},
               .infer = infer_transpose,
               .grad = grad_transpose});
-  r.add(OpDef{.name = "Pad",
+  r.add(OpDef{.name = op_names::kPad,
               .inputs = {"x"},
               .attrs = {{"pads", AttrKind::Ints, std::nullopt},
                         {"mode", AttrKind::String, AttrValue{std::string("constant")}},
                         {"value", AttrKind::Float, AttrValue{0.0}}},
               .infer = infer_pad,
               .grad = grad_pad});
-  r.add(OpDef{.name = "StridedSlice",
+  r.add(OpDef{.name = op_names::kStridedSlice,
               .inputs = {"x"},
               .attrs = {{"starts", AttrKind::Ints, std::nullopt},
                         {"ends", AttrKind::Ints, std::nullopt},
                         {"axes", AttrKind::Ints, kNoInts},
                         {"steps", AttrKind::Ints, kNoInts}},
               .infer = infer_strided_slice});
-  r.add(OpDef{.name = "Gather",
+  r.add(OpDef{.name = op_names::kGather,
               .inputs = {"x", "indices"},
               .attrs = {{"axis", AttrKind::Int, AttrValue{int64_t{0}}}},
               .infer = infer_gather});
@@ -141,16 +142,17 @@ void register_layout_ops(OpRegistry& r) {
 namespace ops {
 
 Output transpose(Graph& g, Output x, std::vector<int64_t> perm, const std::string& name) {
-  return g.add("Transpose", {x}, {{"perm", std::move(perm)}}, name);
+  return g.add(op_names::kTranspose, {x}, {{"perm", std::move(perm)}}, name);
 }
 Output pad(Graph& g, Output x, std::vector<int64_t> pads, const std::string& mode, double value,
            const std::string& name) {
-  return g.add("Pad", {x}, {{"pads", std::move(pads)}, {"mode", mode}, {"value", value}}, name);
+  return g.add(op_names::kPad, {x}, {{"pads", std::move(pads)}, {"mode", mode}, {"value", value}},
+               name);
 }
 Output strided_slice(Graph& g, Output x, std::vector<int64_t> starts, std::vector<int64_t> ends,
                      std::vector<int64_t> axes, std::vector<int64_t> steps,
                      const std::string& name) {
-  return g.add("StridedSlice", {x},
+  return g.add(op_names::kStridedSlice, {x},
                {{"starts", std::move(starts)},
                 {"ends", std::move(ends)},
                 {"axes", std::move(axes)},
@@ -158,7 +160,7 @@ Output strided_slice(Graph& g, Output x, std::vector<int64_t> starts, std::vecto
                name);
 }
 Output gather(Graph& g, Output x, Output indices, int64_t axis, const std::string& name) {
-  return g.add("Gather", {x, indices}, {{"axis", axis}}, name);
+  return g.add(op_names::kGather, {x, indices}, {{"axis", axis}}, name);
 }
 
 }  // namespace ops

@@ -1,6 +1,7 @@
 // SoftmaxCrossEntropy: the mean cross-entropy of softmax(logits) against class indices or
 // probabilities, plus the softmax itself (output 1), which its gradient reuses.
 #include "graph/op_registry.h"
+#include "ops/op_names.h"
 #include "ops/ops.h"
 #include "ops/register.h"
 
@@ -35,30 +36,31 @@ void check_logits_and_labels(const InferContext& ctx, int li, const char* logits
 }  // namespace
 
 void register_loss_ops(OpRegistry& r) {
-  r.add(OpDef{
-      .name = "SoftmaxCrossEntropy",
-      .inputs = {"logits", "labels"},
-      .infer = [](const InferContext& ctx) -> std::vector<TensorType> {
-        check_logits_and_labels(ctx, 0, "logits");
-        return {TensorType{DType::f32, {}}, ctx.input(0)};
-      },
-      .grad = [](GradContext& ctx) -> std::vector<Output> {
-        Graph& g = ctx.graph;
-        Output dlogits;
-        if (ctx.grad(0).valid())
-          dlogits = g.add("SoftmaxCrossEntropyGrad", {ctx.grad(0), ctx.output(1), ctx.input(1)}, {},
-                          ctx.name("dlogits"));
-        if (ctx.grad(1).valid()) {
-          // Something downstream also uses the probabilities.
-          Output d = g.add("SoftmaxGrad", {ctx.grad(1), ctx.output(1)}, {}, ctx.name("dsoftmax"));
-          dlogits = dlogits.valid() ? ops::add(g, dlogits, d, ctx.name("sum")) : d;
-        }
-        // No gradient for the labels: indices are discrete, and probability labels
-        // are data.
-        return {dlogits, Output{}};
-      }});
+  r.add(OpDef{.name = op_names::kSoftmaxCrossEntropy,
+              .inputs = {"logits", "labels"},
+              .infer = [](const InferContext& ctx) -> std::vector<TensorType> {
+                check_logits_and_labels(ctx, 0, "logits");
+                return {TensorType{DType::f32, {}}, ctx.input(0)};
+              },
+              .grad = [](GradContext& ctx) -> std::vector<Output> {
+                Graph& g = ctx.graph;
+                Output dlogits;
+                if (ctx.grad(0).valid())
+                  dlogits =
+                      g.add(op_names::kSoftmaxCrossEntropyGrad,
+                            {ctx.grad(0), ctx.output(1), ctx.input(1)}, {}, ctx.name("dlogits"));
+                if (ctx.grad(1).valid()) {
+                  // Something downstream also uses the probabilities.
+                  Output d = g.add(op_names::kSoftmaxGrad, {ctx.grad(1), ctx.output(1)}, {},
+                                   ctx.name("dsoftmax"));
+                  dlogits = dlogits.valid() ? ops::add(g, dlogits, d, ctx.name("sum")) : d;
+                }
+                // No gradient for the labels: indices are discrete, and probability labels
+                // are data.
+                return {dlogits, Output{}};
+              }});
   // dlogits = (probs * sum(labels row) - labels) * dloss / N, labels one-hot for indices.
-  r.add(OpDef{.name = "SoftmaxCrossEntropyGrad",
+  r.add(OpDef{.name = op_names::kSoftmaxCrossEntropyGrad,
               .inputs = {"dloss", "probs", "labels"},
               .infer = [](const InferContext& ctx) -> std::vector<TensorType> {
                 ctx.expect_rank(0, 0, "dloss");
@@ -71,7 +73,7 @@ void register_loss_ops(OpRegistry& r) {
 namespace ops {
 
 Output softmax_cross_entropy(Graph& g, Output logits, Output labels, const std::string& name) {
-  return g.add("SoftmaxCrossEntropy", {logits, labels}, {}, name);
+  return g.add(op_names::kSoftmaxCrossEntropy, {logits, labels}, {}, name);
 }
 
 }  // namespace ops

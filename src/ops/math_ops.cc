@@ -9,6 +9,7 @@
 // NumPy), so its gradient goes to the NaN element.
 #include "graph/op_registry.h"
 #include "ops/broadcast.h"
+#include "ops/op_names.h"
 #include "ops/ops.h"
 #include "ops/register.h"
 
@@ -101,20 +102,20 @@ std::vector<Output> no_grad_for_like(GradContext& ctx, Output grad) {
 
 void register_math_ops(OpRegistry& r) {
   r.add(
-      OpDef{.name = "Add",
+      OpDef{.name = op_names::kAdd,
             .inputs = {"a", "b"},
             .infer = infer_binary,
             .grad = [](GradContext& ctx) -> std::vector<Output> {
               return {unbroadcast(ctx, ctx.grad(), 0, "da"), unbroadcast(ctx, ctx.grad(), 1, "db")};
             }});
-  r.add(OpDef{.name = "Sub",
+  r.add(OpDef{.name = op_names::kSub,
               .inputs = {"a", "b"},
               .infer = infer_binary,
               .grad = [](GradContext& ctx) -> std::vector<Output> {
                 Output neg = ops::neg(ctx.graph, ctx.grad(), ctx.name("neg"));
                 return {unbroadcast(ctx, ctx.grad(), 0, "da"), unbroadcast(ctx, neg, 1, "db")};
               }});
-  r.add(OpDef{.name = "Mul",
+  r.add(OpDef{.name = op_names::kMul,
               .inputs = {"a", "b"},
               .infer = infer_binary,
               .grad = [](GradContext& ctx) -> std::vector<Output> {
@@ -123,7 +124,7 @@ void register_math_ops(OpRegistry& r) {
                 Output db = ops::mul(g, ctx.grad(), ctx.input(0), ctx.name("dy_a"));
                 return {unbroadcast(ctx, da, 0, "da"), unbroadcast(ctx, db, 1, "db")};
               }});
-  r.add(OpDef{.name = "Div",
+  r.add(OpDef{.name = op_names::kDiv,
               .inputs = {"a", "b"},
               .infer = infer_binary,
               .grad = [](GradContext& ctx) -> std::vector<Output> {
@@ -135,31 +136,33 @@ void register_math_ops(OpRegistry& r) {
                                      ctx.name("neg"));
                 return {unbroadcast(ctx, da, 0, "da"), unbroadcast(ctx, db, 1, "db")};
               }});
-  r.add(OpDef{.name = "Maximum",
+  r.add(OpDef{.name = op_names::kMaximum,
               .inputs = {"a", "b"},
               .infer = infer_binary,
-              .grad = selection_grad("MaximumGrad")});
-  r.add(OpDef{.name = "Minimum",
+              .grad = selection_grad(op_names::kMaximumGrad)});
+  r.add(OpDef{.name = op_names::kMinimum,
               .inputs = {"a", "b"},
               .infer = infer_binary,
-              .grad = selection_grad("MinimumGrad")});
-  r.add(OpDef{.name = "MaximumGrad", .inputs = {"dy", "a", "b"}, .infer = infer_selection_grad});
-  r.add(OpDef{.name = "MinimumGrad", .inputs = {"dy", "a", "b"}, .infer = infer_selection_grad});
+              .grad = selection_grad(op_names::kMinimumGrad)});
+  r.add(OpDef{
+      .name = op_names::kMaximumGrad, .inputs = {"dy", "a", "b"}, .infer = infer_selection_grad});
+  r.add(OpDef{
+      .name = op_names::kMinimumGrad, .inputs = {"dy", "a", "b"}, .infer = infer_selection_grad});
   // Not differentiable: the derivative is zero almost everywhere, and a silent zero would stop
   // training unnoticed (quantization-aware training uses FakeQuantize's straight-through one).
-  r.add(OpDef{.name = "Round",
+  r.add(OpDef{.name = op_names::kRound,
               .inputs = {"x"},
               .infer = [](const InferContext& ctx) -> std::vector<TensorType> {
                 ctx.expect_dtype(0, DType::f32, "x");
                 return {ctx.input(0)};
               }});
-  r.add(OpDef{.name = "Neg",
+  r.add(OpDef{.name = op_names::kNeg,
               .inputs = {"x"},
               .infer = infer_same,
               .grad = [](GradContext& ctx) -> std::vector<Output> {
                 return {ops::neg(ctx.graph, ctx.grad(), ctx.name("dx"))};
               }});
-  r.add(OpDef{.name = "AddN",
+  r.add(OpDef{.name = op_names::kAddN,
               .inputs = {"xs"},
               .variadic = true,
               .infer = [](const InferContext& ctx) -> std::vector<TensorType> {
@@ -173,7 +176,7 @@ void register_math_ops(OpRegistry& r) {
               .grad = [](GradContext& ctx) -> std::vector<Output> {
                 return std::vector<Output>(ctx.node.inputs.size(), ctx.grad());
               }});
-  r.add(OpDef{.name = "SumTo",
+  r.add(OpDef{.name = op_names::kSumTo,
               .inputs = {"x"},
               .variadic = true,
               .attrs = {{"shape", AttrKind::Ints, AttrValue{std::vector<int64_t>{}}}},
@@ -190,7 +193,7 @@ void register_math_ops(OpRegistry& r) {
                                                 ctx.name("dx")));
               }});
   r.add(OpDef{
-      .name = "BroadcastTo",
+      .name = op_names::kBroadcastTo,
       .inputs = {"x"},
       .variadic = true,
       .attrs = {{"shape", AttrKind::Ints, AttrValue{std::vector<int64_t>{}}},
@@ -223,7 +226,7 @@ void register_math_ops(OpRegistry& r) {
         return no_grad_for_like(ctx, ops::sum_to_like(g, grad, ctx.input(0), ctx.name("dx")));
       }});
   r.add(OpDef{
-      .name = "ReduceSum",
+      .name = op_names::kReduceSum,
       .inputs = {"x"},
       .attrs = {{"axes", AttrKind::Ints, AttrValue{std::vector<int64_t>{}}},
                 {"keep_dims", AttrKind::Bool, AttrValue{false}}},
@@ -235,29 +238,29 @@ void register_math_ops(OpRegistry& r) {
                                  static_cast<int64_t>(ctx.graph.type(ctx.input(0)).shape.size()));
         return {ops::broadcast_to_like(ctx.graph, ctx.grad(), ctx.input(0), axes, ctx.name("dx"))};
       }});
-  r.add(OpDef{.name = "ReduceMean",
+  r.add(OpDef{.name = op_names::kReduceMean,
               .inputs = {"x"},
               .attrs = {{"axes", AttrKind::Ints, AttrValue{std::vector<int64_t>{}}},
                         {"keep_dims", AttrKind::Bool, AttrValue{false}}},
               .infer = infer_reduce,
               .grad = [](GradContext& ctx) -> std::vector<Output> {
                 // A dedicated op: the element count is only known once shapes are re-inferred.
-                return {ctx.graph.add("ReduceMeanGrad", {ctx.grad(), ctx.input(0)}, ctx.node.attrs,
-                                      ctx.name("dx"))};
+                return {ctx.graph.add(op_names::kReduceMeanGrad, {ctx.grad(), ctx.input(0)},
+                                      ctx.node.attrs, ctx.name("dx"))};
               }});
-  for (const char* name : {"ReduceMax", "ReduceMin"})
+  for (const char* name : {op_names::kReduceMax, op_names::kReduceMin})
     r.add(OpDef{.name = name,
                 .inputs = {"x"},
                 .attrs = {{"axes", AttrKind::Ints, AttrValue{std::vector<int64_t>{}}},
                           {"keep_dims", AttrKind::Bool, AttrValue{false}}},
                 .infer = infer_reduce,
                 .grad = [](GradContext& ctx) -> std::vector<Output> {
-                  return {ctx.graph.add("ReduceExtremumGrad",
+                  return {ctx.graph.add(op_names::kReduceExtremumGrad,
                                         {ctx.grad(), ctx.input(0), ctx.output(0)}, ctx.node.attrs,
                                         ctx.name("dx"))};
                 }});
   // dx = dy at the elements of x equal to the reduction's result y (split among ties), else 0.
-  r.add(OpDef{.name = "ReduceExtremumGrad",
+  r.add(OpDef{.name = op_names::kReduceExtremumGrad,
               .inputs = {"dy", "x", "y"},
               .attrs = {{"axes", AttrKind::Ints, AttrValue{std::vector<int64_t>{}}},
                         {"keep_dims", AttrKind::Bool, AttrValue{false}}},
@@ -273,7 +276,7 @@ void register_math_ops(OpRegistry& r) {
                 return {ctx.input(1)};
               }});
   // dx = dy broadcast over the reduced axes of x, divided by their element count.
-  r.add(OpDef{.name = "ReduceMeanGrad",
+  r.add(OpDef{.name = op_names::kReduceMeanGrad,
               .inputs = {"dy", "x"},
               .attrs = {{"axes", AttrKind::Ints, AttrValue{std::vector<int64_t>{}}},
                         {"keep_dims", AttrKind::Bool, AttrValue{false}}},
@@ -290,57 +293,65 @@ void register_math_ops(OpRegistry& r) {
 namespace ops {
 
 Output add(Graph& g, Output a, Output b, const std::string& name) {
-  return g.add("Add", {a, b}, {}, name);
+  return g.add(op_names::kAdd, {a, b}, {}, name);
 }
 Output sub(Graph& g, Output a, Output b, const std::string& name) {
-  return g.add("Sub", {a, b}, {}, name);
+  return g.add(op_names::kSub, {a, b}, {}, name);
 }
 Output mul(Graph& g, Output a, Output b, const std::string& name) {
-  return g.add("Mul", {a, b}, {}, name);
+  return g.add(op_names::kMul, {a, b}, {}, name);
 }
 Output div(Graph& g, Output a, Output b, const std::string& name) {
-  return g.add("Div", {a, b}, {}, name);
+  return g.add(op_names::kDiv, {a, b}, {}, name);
 }
-Output neg(Graph& g, Output x, const std::string& name) { return g.add("Neg", {x}, {}, name); }
+Output neg(Graph& g, Output x, const std::string& name) {
+  return g.add(op_names::kNeg, {x}, {}, name);
+}
 Output add_n(Graph& g, std::vector<Output> xs, const std::string& name) {
-  return g.add("AddN", std::move(xs), {}, name);
+  return g.add(op_names::kAddN, std::move(xs), {}, name);
 }
 Output sum_to(Graph& g, Output x, Shape shape, const std::string& name) {
-  return g.add("SumTo", {x}, {{"shape", std::move(shape)}}, name);
+  return g.add(op_names::kSumTo, {x}, {{"shape", std::move(shape)}}, name);
 }
 Output broadcast_to(Graph& g, Output x, Shape shape, const std::string& name) {
-  return g.add("BroadcastTo", {x}, {{"shape", std::move(shape)}}, name);
+  return g.add(op_names::kBroadcastTo, {x}, {{"shape", std::move(shape)}}, name);
 }
 Output sum_to_like(Graph& g, Output x, Output like, const std::string& name) {
-  return g.add("SumTo", {x, like}, {}, name);
+  return g.add(op_names::kSumTo, {x, like}, {}, name);
 }
 Output broadcast_to_like(Graph& g, Output x, Output like, std::vector<int64_t> axes,
                          const std::string& name) {
-  return g.add("BroadcastTo", {x, like}, {{"axes", std::move(axes)}}, name);
+  return g.add(op_names::kBroadcastTo, {x, like}, {{"axes", std::move(axes)}}, name);
 }
 Output reduce_sum(Graph& g, Output x, std::vector<int64_t> axes, bool keep_dims,
                   const std::string& name) {
-  return g.add("ReduceSum", {x}, {{"axes", std::move(axes)}, {"keep_dims", keep_dims}}, name);
+  return g.add(op_names::kReduceSum, {x}, {{"axes", std::move(axes)}, {"keep_dims", keep_dims}},
+               name);
 }
 Output reduce_mean(Graph& g, Output x, std::vector<int64_t> axes, bool keep_dims,
                    const std::string& name) {
-  return g.add("ReduceMean", {x}, {{"axes", std::move(axes)}, {"keep_dims", keep_dims}}, name);
+  return g.add(op_names::kReduceMean, {x}, {{"axes", std::move(axes)}, {"keep_dims", keep_dims}},
+               name);
 }
 Output reduce_max(Graph& g, Output x, std::vector<int64_t> axes, bool keep_dims,
                   const std::string& name) {
-  return g.add("ReduceMax", {x}, {{"axes", std::move(axes)}, {"keep_dims", keep_dims}}, name);
+  return g.add(op_names::kReduceMax, {x}, {{"axes", std::move(axes)}, {"keep_dims", keep_dims}},
+               name);
 }
 Output reduce_min(Graph& g, Output x, std::vector<int64_t> axes, bool keep_dims,
                   const std::string& name) {
-  return g.add("ReduceMin", {x}, {{"axes", std::move(axes)}, {"keep_dims", keep_dims}}, name);
+  return g.add(op_names::kReduceMin, {x}, {{"axes", std::move(axes)}, {"keep_dims", keep_dims}},
+               name);
 }
 Output maximum(Graph& g, Output a, Output b, const std::string& name) {
-  return g.add("Maximum", {a, b}, {}, name);
+  return g.add(op_names::kMaximum, {a, b}, {}, name);
 }
 Output minimum(Graph& g, Output a, Output b, const std::string& name) {
-  return g.add("Minimum", {a, b}, {}, name);
+  return g.add(op_names::kMinimum, {a, b}, {}, name);
 }
-Output round(Graph& g, Output x, const std::string& name) { return g.add("Round", {x}, {}, name); }
+Output round(Graph& g, Output x, const std::string& name) {
+  return g.add(op_names::kRound, {x}, {}, name);
+}
 
 }  // namespace ops
 }  // namespace sf

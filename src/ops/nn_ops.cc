@@ -149,14 +149,14 @@ Output conv2d_backprop_input(Graph& g, Output dy, Output w, const Shape& input_s
                              const Attrs& conv, const std::string& name) {
   Attrs a = conv;
   a.set("input_shape", input_shape);
-  return g.add("Conv2DBackpropInput", {dy, w}, a, name);
+  return g.add(op_names::kConv2DBackpropInput, {dy, w}, a, name);
 }
 
 Output conv2d_backprop_filter(Graph& g, Output x, Output dy, const Shape& filter_shape,
                               const Attrs& conv, const std::string& name) {
   Attrs a = conv;
   a.set("filter_shape", filter_shape);
-  return g.add("Conv2DBackpropFilter", {x, dy}, a, name);
+  return g.add(op_names::kConv2DBackpropFilter, {x, dy}, a, name);
 }
 
 // y = conv(x, w) is bilinear, so every gradient below is another of the three conv ops.
@@ -291,7 +291,7 @@ std::vector<AttrSpec> avg_pool_attr_specs() {
 std::vector<Output> grad_avg_pool(GradContext& ctx) {
   Attrs a = copy_attrs(ctx.attrs(), avg_pool_attr_specs());
   a.set("input_shape", ctx.graph.type(ctx.input(0)).shape);
-  return {ctx.graph.add("AvgPoolGrad", {ctx.grad()}, a, ctx.name("x"))};
+  return {ctx.graph.add(op_names::kAvgPoolGrad, {ctx.grad()}, a, ctx.name("x"))};
 }
 
 }  // namespace
@@ -305,12 +305,12 @@ void register_nn_ops(OpRegistry& r) {
               .grad = grad_conv2d,
               .weights = {{.input = 1, .channel_axis = -1}},  // HWIO: output channels last
               .flops = conv2d_flops});
-  r.add(OpDef{.name = "Conv2DBackpropInput",
+  r.add(OpDef{.name = op_names::kConv2DBackpropInput,
               .inputs = {"dy", "filter"},
               .attrs = with(conv_attr_specs(), {{"input_shape", AttrKind::Ints, std::nullopt}}),
               .infer = infer_conv2d_backprop_input,
               .grad = grad_conv2d_backprop_input});
-  r.add(OpDef{.name = "Conv2DBackpropFilter",
+  r.add(OpDef{.name = op_names::kConv2DBackpropFilter,
               .inputs = {"x", "dy"},
               .attrs = with(conv_attr_specs(), {{"filter_shape", AttrKind::Ints, std::nullopt}}),
               .infer = infer_conv2d_backprop_filter,
@@ -323,55 +323,56 @@ void register_nn_ops(OpRegistry& r) {
               // b [K, N]: output channels last, first when stored transposed.
               .weights = {{.input = 1, .channel_axis = -1, .transposed_by = "transpose_b"}},
               .flops = matmul_flops});
-  r.add(
-      OpDef{.name = "BiasAdd",
-            .inputs = {"x", "bias"},
-            .infer = infer_bias_add,
-            .grad = [](GradContext& ctx) -> std::vector<Output> {
-              return {ctx.grad(), ctx.graph.add("BiasAddGrad", {ctx.grad()}, {}, ctx.name("bias"))};
-            }});
-  r.add(OpDef{.name = "BiasAddGrad", .inputs = {"dy"}, .infer = infer_bias_add_grad});
-  r.add(OpDef{.name = "MaxPool",
+  r.add(OpDef{.name = op_names::kBiasAdd,
+              .inputs = {"x", "bias"},
+              .infer = infer_bias_add,
+              .grad = [](GradContext& ctx) -> std::vector<Output> {
+                return {ctx.grad(),
+                        ctx.graph.add(op_names::kBiasAddGrad, {ctx.grad()}, {}, ctx.name("bias"))};
+              }});
+  r.add(OpDef{.name = op_names::kBiasAddGrad, .inputs = {"dy"}, .infer = infer_bias_add_grad});
+  r.add(OpDef{.name = op_names::kMaxPool,
               .inputs = {"x"},
               .attrs = pool_attr_specs(),
               .infer = infer_pool,
               .grad = [](GradContext& ctx) -> std::vector<Output> {
-                return {ctx.graph.add("MaxPoolGrad", {ctx.input(0), ctx.output(0), ctx.grad()},
+                return {ctx.graph.add(op_names::kMaxPoolGrad,
+                                      {ctx.input(0), ctx.output(0), ctx.grad()},
                                       copy_attrs(ctx.attrs(), pool_attr_specs()), ctx.name("x"))};
               }});
-  r.add(OpDef{.name = "MaxPoolGrad",
+  r.add(OpDef{.name = op_names::kMaxPoolGrad,
               .inputs = {"x", "y", "dy"},
               .attrs = pool_attr_specs(),
               .infer = infer_max_pool_grad});
-  r.add(OpDef{.name = "AvgPool",
+  r.add(OpDef{.name = op_names::kAvgPool,
               .inputs = {"x"},
               .attrs = avg_pool_attr_specs(),
               .infer = infer_pool,
               .grad = grad_avg_pool});
-  r.add(OpDef{.name = "AvgPoolGrad",
+  r.add(OpDef{.name = op_names::kAvgPoolGrad,
               .inputs = {"dy"},
               .attrs = with(avg_pool_attr_specs(), {{"input_shape", AttrKind::Ints, std::nullopt}}),
               .infer = infer_avg_pool_grad,
               .grad = [](GradContext& ctx) -> std::vector<Output> {
                 // AvgPoolGrad is the adjoint of the linear AvgPool.
-                return {ctx.graph.add("AvgPool", {ctx.grad()},
+                return {ctx.graph.add(op_names::kAvgPool, {ctx.grad()},
                                       copy_attrs(ctx.attrs(), avg_pool_attr_specs()),
                                       ctx.name("dy"))};
               }});
-  r.add(OpDef{.name = "GlobalAvgPool",
+  r.add(OpDef{.name = op_names::kGlobalAvgPool,
               .inputs = {"x"},
               .infer = infer_global_avg_pool,
               .grad = [](GradContext& ctx) -> std::vector<Output> {
-                return {ctx.graph.add("GlobalAvgPoolGrad", {ctx.grad()},
+                return {ctx.graph.add(op_names::kGlobalAvgPoolGrad, {ctx.grad()},
                                       {{"input_shape", ctx.graph.type(ctx.input(0)).shape}},
                                       ctx.name("x"))};
               }});
-  r.add(OpDef{.name = "GlobalAvgPoolGrad",
+  r.add(OpDef{.name = op_names::kGlobalAvgPoolGrad,
               .inputs = {"dy"},
               .attrs = {{"input_shape", AttrKind::Ints, std::nullopt}},
               .infer = infer_global_avg_pool_grad,
               .grad = [](GradContext& ctx) -> std::vector<Output> {
-                return {ctx.graph.add("GlobalAvgPool", {ctx.grad()}, {}, ctx.name("dy"))};
+                return {ctx.graph.add(op_names::kGlobalAvgPool, {ctx.grad()}, {}, ctx.name("dy"))};
               }});
 }
 
@@ -394,17 +395,17 @@ Output conv2d(Graph& g, Output x, Output w, const Conv2DOptions& o, const std::s
 }
 
 Output max_pool(Graph& g, Output x, const PoolOptions& o, const std::string& name) {
-  return g.add("MaxPool", {x}, pool2d_attrs(o), name);
+  return g.add(op_names::kMaxPool, {x}, pool2d_attrs(o), name);
 }
 
 Output avg_pool(Graph& g, Output x, const PoolOptions& o, const std::string& name) {
   Attrs a = pool2d_attrs(o);
   a.set("count_include_pad", o.count_include_pad);
-  return g.add("AvgPool", {x}, a, name);
+  return g.add(op_names::kAvgPool, {x}, a, name);
 }
 
 Output global_avg_pool(Graph& g, Output x, const std::string& name) {
-  return g.add("GlobalAvgPool", {x}, {}, name);
+  return g.add(op_names::kGlobalAvgPool, {x}, {}, name);
 }
 
 Output matmul(Graph& g, Output a, Output b, bool transpose_a, bool transpose_b,
@@ -414,7 +415,7 @@ Output matmul(Graph& g, Output a, Output b, bool transpose_a, bool transpose_b,
 }
 
 Output bias_add(Graph& g, Output x, Output b, const std::string& name) {
-  return g.add("BiasAdd", {x, b}, {}, name);
+  return g.add(op_names::kBiasAdd, {x, b}, {}, name);
 }
 
 }  // namespace ops

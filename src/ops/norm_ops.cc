@@ -1,5 +1,6 @@
 // BatchNorm (over the last axis) and Dropout: the ops that behave differently in training.
 #include "graph/op_registry.h"
+#include "ops/op_names.h"
 #include "ops/ops.h"
 #include "ops/register.h"
 
@@ -26,7 +27,7 @@ void check_channels(const InferContext& ctx, int first, const std::vector<const 
 }  // namespace
 
 void register_norm_ops(OpRegistry& r) {
-  r.add(OpDef{.name = "BatchNorm",
+  r.add(OpDef{.name = op_names::kBatchNorm,
               .inputs = {"x", "gamma", "beta", "moving_mean", "moving_var"},
               .attrs = {{"epsilon", AttrKind::Float, AttrValue{1e-3}}},
               .infer = [](const InferContext& ctx) -> std::vector<TensorType> {
@@ -42,7 +43,7 @@ void register_norm_ops(OpRegistry& r) {
                 if (!ctx.grad(0).valid()) return grads;
                 // Uses the mean and variance the forward pass used (outputs 1 and 2).
                 int id = ctx.graph.add_node(
-                    "BatchNormGrad",
+                    op_names::kBatchNormGrad,
                     {ctx.grad(0), ctx.input(0), ctx.input(1), ctx.output(1), ctx.output(2)},
                     {{"epsilon", ctx.attrs().get_float("epsilon")}}, ctx.name("bn"));
                 for (int i = 0; i < 3; ++i) grads[static_cast<size_t>(i)] = Output{id, i};
@@ -50,7 +51,7 @@ void register_norm_ops(OpRegistry& r) {
               }});
   // Outputs dx, dgamma, dbeta. The kernel treats mean and var as batch statistics when
   // training (so dx includes their dependence on x) and as constants otherwise.
-  r.add(OpDef{.name = "BatchNormGrad",
+  r.add(OpDef{.name = op_names::kBatchNormGrad,
               .inputs = {"dy", "x", "gamma", "mean", "var"},
               .attrs = {{"epsilon", AttrKind::Float, AttrValue{1e-3}}},
               .infer = [](const InferContext& ctx) -> std::vector<TensorType> {
@@ -61,7 +62,7 @@ void register_norm_ops(OpRegistry& r) {
                 TensorType c = ctx.input(2);
                 return {ctx.input(1), c, c};
               }});
-  r.add(OpDef{.name = "Dropout",
+  r.add(OpDef{.name = op_names::kDropout,
               .inputs = {"x"},
               .attrs = {{"rate", AttrKind::Float, AttrValue{0.5}}},
               .infer = [](const InferContext& ctx) -> std::vector<TensorType> {
@@ -79,12 +80,12 @@ namespace ops {
 
 Output batch_norm(Graph& g, Output x, Output gamma, Output beta, Output moving_mean,
                   Output moving_var, double epsilon, const std::string& name) {
-  return g.add("BatchNorm", {x, gamma, beta, moving_mean, moving_var}, {{"epsilon", epsilon}},
-               name);
+  return g.add(op_names::kBatchNorm, {x, gamma, beta, moving_mean, moving_var},
+               {{"epsilon", epsilon}}, name);
 }
 
 Output dropout(Graph& g, Output x, double rate, const std::string& name) {
-  return g.add("Dropout", {x}, {{"rate", rate}}, name);
+  return g.add(op_names::kDropout, {x}, {{"rate", rate}}, name);
 }
 
 }  // namespace ops

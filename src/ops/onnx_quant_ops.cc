@@ -103,7 +103,7 @@ Shape conv_shape(const InferContext& ctx, int w) {
   ctx.expect_rank(w, 4, "w");
   const std::vector<TensorType> as_f32{{DType::f32, ctx.shape(0)}, {DType::f32, ctx.shape(w)}};
   InferContext conv_ctx(ctx.node(), as_f32);
-  const OpDef& conv = OpRegistry::global().get("Conv2D", "node '" + ctx.node().name + "'");
+  const OpDef& conv = OpRegistry::global().get(op_names::kConv2D, "node '" + ctx.node().name + "'");
   return conv.infer(conv_ctx).at(0).shape;
 }
 
@@ -195,16 +195,17 @@ void register_onnx_quant_ops(OpRegistry& r) {
   // A copy: adding to the registry may move its entries.
   const std::vector<AttrSpec> conv_attrs = r.get(op_names::kConv2D, "ONNX quantization ops").attrs;
   const std::vector<AttrSpec> axis_attr{{"axis", AttrKind::Int, AttrValue{int64_t{1}}}};
-  r.add(OpDef{.name = "QuantizeLinear",
+  r.add(OpDef{.name = op_names::kQuantizeLinear,
               .inputs = {"x", "scale", "zero_point"},
               .attrs = axis_attr,
               .infer = infer_quantize_linear});
-  r.add(OpDef{.name = "DequantizeLinear",
+  r.add(OpDef{.name = op_names::kDequantizeLinear,
               .inputs = {"q", "scale", "zero_point"},
               .attrs = axis_attr,
               .infer = infer_dequantize_linear});
-  r.add(OpDef{
-      .name = "DynamicQuantizeLinear", .inputs = {"x"}, .infer = infer_dynamic_quantize_linear});
+  r.add(OpDef{.name = op_names::kDynamicQuantizeLinear,
+              .inputs = {"x"},
+              .infer = infer_dynamic_quantize_linear});
   // Weights w [KH,KW,C/groups,O] and b [...,K,N]: output channels last.
   r.add(OpDef{.name = op_names::kConvInteger2D,
               .inputs = {"x", "w", "x_zero_point", "w_zero_point"},
@@ -232,16 +233,16 @@ namespace ops {
 
 Output quantize_linear(Graph& g, Output x, Output scale, Output zero_point, int64_t axis,
                        const std::string& name) {
-  return g.add("QuantizeLinear", {x, scale, zero_point}, {{"axis", axis}}, name);
+  return g.add(op_names::kQuantizeLinear, {x, scale, zero_point}, {{"axis", axis}}, name);
 }
 
 Output dequantize_linear(Graph& g, Output q, Output scale, Output zero_point, int64_t axis,
                          const std::string& name) {
-  return g.add("DequantizeLinear", {q, scale, zero_point}, {{"axis", axis}}, name);
+  return g.add(op_names::kDequantizeLinear, {q, scale, zero_point}, {{"axis", axis}}, name);
 }
 
 Output dynamic_quantize_linear(Graph& g, Output x, const std::string& name) {
-  return g.add("DynamicQuantizeLinear", {x}, {}, name);
+  return g.add(op_names::kDynamicQuantizeLinear, {x}, {}, name);
 }
 
 Output conv_integer2d(Graph& g, Output x, Output w, Output x_zero_point, Output w_zero_point,

@@ -5,27 +5,126 @@
 namespace sf::op_names {
 
 // source_ops.cc
+inline constexpr char kPlaceholder[] = "Placeholder";
+inline constexpr char kVariable[] = "Variable";
 inline constexpr char kConst[] = "Const";
+
+// array_ops.cc
+inline constexpr char kIdentity[] = "Identity";
+inline constexpr char kReshape[] = "Reshape";
+inline constexpr char kFlatten[] = "Flatten";
+inline constexpr char kConcat[] = "Concat";
+inline constexpr char kSlice[] = "Slice";
+inline constexpr char kCast[] = "Cast";
+
+// math_ops.cc
+inline constexpr char kAdd[] = "Add";
+inline constexpr char kSub[] = "Sub";
+inline constexpr char kMul[] = "Mul";
+inline constexpr char kDiv[] = "Div";
+inline constexpr char kMaximum[] = "Maximum";
+inline constexpr char kMinimum[] = "Minimum";
+inline constexpr char kMaximumGrad[] = "MaximumGrad";
+inline constexpr char kMinimumGrad[] = "MinimumGrad";
+inline constexpr char kRound[] = "Round";
+inline constexpr char kNeg[] = "Neg";
+inline constexpr char kAddN[] = "AddN";
+inline constexpr char kSumTo[] = "SumTo";
+inline constexpr char kBroadcastTo[] = "BroadcastTo";
+inline constexpr char kReduceSum[] = "ReduceSum";
+inline constexpr char kReduceMean[] = "ReduceMean";
+inline constexpr char kReduceMax[] = "ReduceMax";
+inline constexpr char kReduceMin[] = "ReduceMin";
+inline constexpr char kReduceExtremumGrad[] = "ReduceExtremumGrad";
+inline constexpr char kReduceMeanGrad[] = "ReduceMeanGrad";
+
+// activation_ops.cc
+inline constexpr char kRelu[] = "Relu";
+inline constexpr char kReluGrad[] = "ReluGrad";
+inline constexpr char kRelu6[] = "Relu6";
+inline constexpr char kRelu6Grad[] = "Relu6Grad";
+inline constexpr char kSigmoid[] = "Sigmoid";
+inline constexpr char kSigmoidGrad[] = "SigmoidGrad";
+inline constexpr char kTanh[] = "Tanh";
+inline constexpr char kTanhGrad[] = "TanhGrad";
+inline constexpr char kSoftmax[] = "Softmax";
+inline constexpr char kSoftmaxGrad[] = "SoftmaxGrad";
+
+// loss_ops.cc
+inline constexpr char kSoftmaxCrossEntropy[] = "SoftmaxCrossEntropy";
+inline constexpr char kSoftmaxCrossEntropyGrad[] = "SoftmaxCrossEntropyGrad";
+
+// norm_ops.cc
+inline constexpr char kBatchNorm[] = "BatchNorm";
+inline constexpr char kBatchNormGrad[] = "BatchNormGrad";
+inline constexpr char kDropout[] = "Dropout";
 
 // nn_ops.cc
 inline constexpr char kConv2D[] = "Conv2D";
+inline constexpr char kConv2DBackpropInput[] = "Conv2DBackpropInput";
+inline constexpr char kConv2DBackpropFilter[] = "Conv2DBackpropFilter";
 inline constexpr char kMatMul[] = "MatMul";
+inline constexpr char kBiasAdd[] = "BiasAdd";
+inline constexpr char kBiasAddGrad[] = "BiasAddGrad";
+inline constexpr char kMaxPool[] = "MaxPool";
+inline constexpr char kMaxPoolGrad[] = "MaxPoolGrad";
+inline constexpr char kAvgPool[] = "AvgPool";
+inline constexpr char kAvgPoolGrad[] = "AvgPoolGrad";
+inline constexpr char kGlobalAvgPool[] = "GlobalAvgPool";
+inline constexpr char kGlobalAvgPoolGrad[] = "GlobalAvgPoolGrad";
+
+// layout_ops.cc
+inline constexpr char kTranspose[] = "Transpose";
+inline constexpr char kPad[] = "Pad";
+inline constexpr char kStridedSlice[] = "StridedSlice";
+inline constexpr char kGather[] = "Gather";
+
+// pointwise_ops.cc
+inline constexpr char kPow[] = "Pow";
+inline constexpr char kSqrt[] = "Sqrt";
+inline constexpr char kExp[] = "Exp";
+inline constexpr char kLog[] = "Log";
+inline constexpr char kClip[] = "Clip";
+inline constexpr char kClipGrad[] = "ClipGrad";
+inline constexpr char kLeakyRelu[] = "LeakyRelu";
+inline constexpr char kLeakyReluGrad[] = "LeakyReluGrad";
+inline constexpr char kHardSigmoid[] = "HardSigmoid";
+inline constexpr char kHardSigmoidGrad[] = "HardSigmoidGrad";
+inline constexpr char kHardSwish[] = "HardSwish";
+inline constexpr char kHardSwishGrad[] = "HardSwishGrad";
+inline constexpr char kPRelu[] = "PRelu";
+inline constexpr char kPReluGrad[] = "PReluGrad";
+
+// resize_ops.cc
+inline constexpr char kResize[] = "Resize";
+
+// conv_transpose_ops.cc
+inline constexpr char kConvTranspose2D[] = "ConvTranspose2D";
 
 // fused_ops.cc
 inline constexpr char kFusedConv2D[] = "FusedConv2D";
 inline constexpr char kFusedConv2DAdd[] = "FusedConv2DAdd";
 inline constexpr char kFusedMatMul[] = "FusedMatMul";
 
-// conv_transpose_ops.cc
-inline constexpr char kConvTranspose2D[] = "ConvTranspose2D";
-
 // quantized_ops.cc
+inline constexpr char kChooseQParams[] = "ChooseQParams";
+inline constexpr char kQuantize[] = "Quantize";
+inline constexpr char kDequantize[] = "Dequantize";
 inline constexpr char kQuantizedConv2D[] = "QuantizedConv2D";
 inline constexpr char kQuantizedMatMul[] = "QuantizedMatMul";
+inline constexpr char kRequantizationRange[] = "RequantizationRange";
+inline constexpr char kRequantize[] = "Requantize";
 inline constexpr char kQuantizedConv2DRequantized[] = "QuantizedConv2DRequantized";
 inline constexpr char kQuantizedMatMulRequantized[] = "QuantizedMatMulRequantized";
+inline constexpr char kQuantizedMaxPool[] = "QuantizedMaxPool";
+inline constexpr char kQuantizedAvgPool[] = "QuantizedAvgPool";
+inline constexpr char kQuantizedAdd[] = "QuantizedAdd";
+inline constexpr char kQuantizedConcat[] = "QuantizedConcat";
 
 // onnx_quant_ops.cc
+inline constexpr char kQuantizeLinear[] = "QuantizeLinear";
+inline constexpr char kDequantizeLinear[] = "DequantizeLinear";
+inline constexpr char kDynamicQuantizeLinear[] = "DynamicQuantizeLinear";
 inline constexpr char kConvInteger2D[] = "ConvInteger2D";
 inline constexpr char kQLinearConv2D[] = "QLinearConv2D";
 inline constexpr char kMatMulInteger[] = "MatMulInteger";
@@ -33,5 +132,7 @@ inline constexpr char kQLinearMatMul[] = "QLinearMatMul";
 
 // fake_quant_ops.cc
 inline constexpr char kFakeQuantWeights[] = "FakeQuantWeights";
+inline constexpr char kFakeQuantActivation[] = "FakeQuantActivation";
+inline constexpr char kFakeQuantActivationGrad[] = "FakeQuantActivationGrad";
 
 }  // namespace sf::op_names

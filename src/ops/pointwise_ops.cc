@@ -3,6 +3,7 @@
 // written with other ops; piecewise ones use a grad op taking (dy, x) and the forward attrs.
 #include "graph/op_registry.h"
 #include "ops/broadcast.h"
+#include "ops/op_names.h"
 #include "ops/ops.h"
 #include "ops/register.h"
 
@@ -25,9 +26,9 @@ std::vector<TensorType> infer_grad(const InferContext& ctx) {
   return {ctx.input(0)};
 }
 
-// Declares `name`(x) and `name`Grad(dy, x) with the same attributes; the grad op copies them.
-void add_piecewise(OpRegistry& r, const std::string& name, std::vector<AttrSpec> attrs) {
-  const std::string grad_op = name + "Grad";
+// Declares `name`(x) and `grad_op`(dy, x) with the same attributes; the grad op copies them.
+void add_piecewise(OpRegistry& r, const std::string& name, const std::string& grad_op,
+                   std::vector<AttrSpec> attrs) {
   r.add(OpDef{
       .name = name,
       .inputs = {"x"},
@@ -89,8 +90,8 @@ std::vector<TensorType> infer_prelu_grad(const InferContext& ctx) {
 }
 
 std::vector<Output> grad_prelu(GradContext& ctx) {
-  int id =
-      ctx.graph.add_node("PReluGrad", {ctx.grad(), ctx.input(0), ctx.input(1)}, {}, ctx.name("dx"));
+  int id = ctx.graph.add_node(op_names::kPReluGrad, {ctx.grad(), ctx.input(0), ctx.input(1)}, {},
+                              ctx.name("dx"));
   Output dslope{id, 1};
   if (ctx.graph.type(ctx.input(1)).shape != ctx.graph.type(ctx.input(0)).shape)
     dslope = ops::sum_to_like(ctx.graph, dslope, ctx.input(1), ctx.name("dslope"));
@@ -100,8 +101,8 @@ std::vector<Output> grad_prelu(GradContext& ctx) {
 }  // namespace
 
 void register_pointwise_ops(OpRegistry& r) {
-  r.add(OpDef{.name = "Pow", .inputs = {"a", "b"}, .infer = infer_pow, .grad = grad_pow});
-  r.add(OpDef{.name = "Sqrt",
+  r.add(OpDef{.name = op_names::kPow, .inputs = {"a", "b"}, .infer = infer_pow, .grad = grad_pow});
+  r.add(OpDef{.name = op_names::kSqrt,
               .inputs = {"x"},
               .infer = infer_unary,
               .grad = [](GradContext& ctx) -> std::vector<Output> {
@@ -111,52 +112,63 @@ void register_pointwise_ops(OpRegistry& r) {
                                        ctx.name("half_dy"));
                 return {ops::div(g, half, ctx.output(0), ctx.name("dx"))};
               }});
-  r.add(OpDef{.name = "Exp",
+  r.add(OpDef{.name = op_names::kExp,
               .inputs = {"x"},
               .infer = infer_unary,
               .grad = [](GradContext& ctx) -> std::vector<Output> {
                 return {ops::mul(ctx.graph, ctx.grad(), ctx.output(0), ctx.name("dx"))};
               }});
-  r.add(OpDef{.name = "Log",
+  r.add(OpDef{.name = op_names::kLog,
               .inputs = {"x"},
               .infer = infer_unary,
               .grad = [](GradContext& ctx) -> std::vector<Output> {
                 return {ops::div(ctx.graph, ctx.grad(), ctx.input(0), ctx.name("dx"))};
               }});
-  add_piecewise(r, "Clip",
+  add_piecewise(r, op_names::kClip, op_names::kClipGrad,
                 {{"min", AttrKind::Float, AttrValue{-kFloatMax}},
                  {"max", AttrKind::Float, AttrValue{kFloatMax}}});
-  add_piecewise(r, "LeakyRelu", {{"alpha", AttrKind::Float, AttrValue{0.01}}});
+  add_piecewise(r, op_names::kLeakyRelu, op_names::kLeakyReluGrad,
+                {{"alpha", AttrKind::Float, AttrValue{0.01}}});
   add_piecewise(
-      r, "HardSigmoid",
+      r, op_names::kHardSigmoid, op_names::kHardSigmoidGrad,
       {{"alpha", AttrKind::Float, AttrValue{0.2}}, {"beta", AttrKind::Float, AttrValue{0.5}}});
-  add_piecewise(r, "HardSwish", {});
-  r.add(OpDef{.name = "PRelu", .inputs = {"x", "slope"}, .infer = infer_prelu, .grad = grad_prelu});
-  r.add(OpDef{.name = "PReluGrad", .inputs = {"dy", "x", "slope"}, .infer = infer_prelu_grad});
+  add_piecewise(r, op_names::kHardSwish, op_names::kHardSwishGrad, {});
+  r.add(OpDef{.name = op_names::kPRelu,
+              .inputs = {"x", "slope"},
+              .infer = infer_prelu,
+              .grad = grad_prelu});
+  r.add(OpDef{
+      .name = op_names::kPReluGrad, .inputs = {"dy", "x", "slope"}, .infer = infer_prelu_grad});
 }
 
 namespace ops {
 
 Output pow(Graph& g, Output a, Output b, const std::string& name) {
-  return g.add("Pow", {a, b}, {}, name);
+  return g.add(op_names::kPow, {a, b}, {}, name);
 }
-Output sqrt(Graph& g, Output x, const std::string& name) { return g.add("Sqrt", {x}, {}, name); }
-Output exp(Graph& g, Output x, const std::string& name) { return g.add("Exp", {x}, {}, name); }
-Output log(Graph& g, Output x, const std::string& name) { return g.add("Log", {x}, {}, name); }
+Output sqrt(Graph& g, Output x, const std::string& name) {
+  return g.add(op_names::kSqrt, {x}, {}, name);
+}
+Output exp(Graph& g, Output x, const std::string& name) {
+  return g.add(op_names::kExp, {x}, {}, name);
+}
+Output log(Graph& g, Output x, const std::string& name) {
+  return g.add(op_names::kLog, {x}, {}, name);
+}
 Output clip(Graph& g, Output x, double min, double max, const std::string& name) {
-  return g.add("Clip", {x}, {{"min", min}, {"max", max}}, name);
+  return g.add(op_names::kClip, {x}, {{"min", min}, {"max", max}}, name);
 }
 Output leaky_relu(Graph& g, Output x, double alpha, const std::string& name) {
-  return g.add("LeakyRelu", {x}, {{"alpha", alpha}}, name);
+  return g.add(op_names::kLeakyRelu, {x}, {{"alpha", alpha}}, name);
 }
 Output prelu(Graph& g, Output x, Output slope, const std::string& name) {
-  return g.add("PRelu", {x, slope}, {}, name);
+  return g.add(op_names::kPRelu, {x, slope}, {}, name);
 }
 Output hard_sigmoid(Graph& g, Output x, double alpha, double beta, const std::string& name) {
-  return g.add("HardSigmoid", {x}, {{"alpha", alpha}, {"beta", beta}}, name);
+  return g.add(op_names::kHardSigmoid, {x}, {{"alpha", alpha}, {"beta", beta}}, name);
 }
 Output hard_swish(Graph& g, Output x, const std::string& name) {
-  return g.add("HardSwish", {x}, {}, name);
+  return g.add(op_names::kHardSwish, {x}, {}, name);
 }
 
 }  // namespace ops

@@ -97,7 +97,7 @@ Shape quantized_conv_shape(const InferContext& ctx) {
   ctx.expect_dtype(2, DType::i8, "w");
   ctx.expect_rank(0, 4, "x");
   ctx.expect_rank(2, 4, "w");
-  Shape y = base_shape(ctx, "Conv2D", {0, 2});
+  Shape y = base_shape(ctx, op_names::kConv2D, {0, 2});
   expect_scales(ctx, 3, "w_scales", y.back());
   expect_bias(ctx, 4, y.back());
   return y;
@@ -234,11 +234,11 @@ std::vector<TensorType> infer_quantized_concat(const InferContext& ctx) {
 void register_quantized_ops(OpRegistry& r) {
   // Copies: adding to the registry may move its entries.
   const std::vector<AttrSpec> conv_attrs = r.get(op_names::kConv2D, "quantized ops").attrs;
-  const std::vector<AttrSpec> max_pool_attrs = r.get("MaxPool", "quantized ops").attrs;
-  const std::vector<AttrSpec> avg_pool_attrs = r.get("AvgPool", "quantized ops").attrs;
-  r.add(OpDef{.name = "ChooseQParams", .inputs = {"x"}, .infer = infer_choose_qparams});
-  r.add(OpDef{.name = "Quantize", .inputs = {"x", "params"}, .infer = infer_quantize});
-  r.add(OpDef{.name = "Dequantize", .inputs = {"q", "params"}, .infer = infer_dequantize});
+  const std::vector<AttrSpec> max_pool_attrs = r.get(op_names::kMaxPool, "quantized ops").attrs;
+  const std::vector<AttrSpec> avg_pool_attrs = r.get(op_names::kAvgPool, "quantized ops").attrs;
+  r.add(OpDef{.name = op_names::kChooseQParams, .inputs = {"x"}, .infer = infer_choose_qparams});
+  r.add(OpDef{.name = op_names::kQuantize, .inputs = {"x", "params"}, .infer = infer_quantize});
+  r.add(OpDef{.name = op_names::kDequantize, .inputs = {"q", "params"}, .infer = infer_dequantize});
   // The i8 weights w / b [.., out]: output channels last, as their per-channel scales.
   const std::vector<WeightInput> weights{{.input = 2, .channel_axis = -1}};
   r.add(OpDef{.name = op_names::kQuantizedConv2D,
@@ -250,11 +250,11 @@ void register_quantized_ops(OpRegistry& r) {
               .inputs = {"a", "a_params", "b", "b_scales", "bias"},
               .infer = infer_quantized_matmul,
               .weights = weights});
-  r.add(OpDef{.name = "RequantizationRange",
+  r.add(OpDef{.name = op_names::kRequantizationRange,
               .inputs = {"acc", "x_params", "w_scales"},
               .attrs = with_activation({}),
               .infer = infer_requantization_range});
-  r.add(OpDef{.name = "Requantize",
+  r.add(OpDef{.name = op_names::kRequantize,
               .inputs = {"acc", "x_params", "w_scales", "out_params"},
               .attrs = with_activation({}),
               .infer = infer_requantize});
@@ -268,19 +268,19 @@ void register_quantized_ops(OpRegistry& r) {
               .attrs = with_activation({}),
               .infer = infer_quantized_matmul_requantized,
               .weights = weights});
-  r.add(OpDef{.name = "QuantizedMaxPool",
+  r.add(OpDef{.name = op_names::kQuantizedMaxPool,
               .inputs = {"x"},
               .attrs = max_pool_attrs,
-              .infer = quantized_pool_infer("MaxPool")});
-  r.add(OpDef{.name = "QuantizedAvgPool",
+              .infer = quantized_pool_infer(op_names::kMaxPool)});
+  r.add(OpDef{.name = op_names::kQuantizedAvgPool,
               .inputs = {"x"},
               .attrs = avg_pool_attrs,
-              .infer = quantized_pool_infer("AvgPool")});
-  r.add(OpDef{.name = "QuantizedAdd",
+              .infer = quantized_pool_infer(op_names::kAvgPool)});
+  r.add(OpDef{.name = op_names::kQuantizedAdd,
               .inputs = {"a", "a_params", "b", "b_params", "out_params"},
               .attrs = with_activation({}),
               .infer = infer_quantized_add});
-  r.add(OpDef{.name = "QuantizedConcat",
+  r.add(OpDef{.name = op_names::kQuantizedConcat,
               .inputs = {"xs"},
               .variadic = true,
               .attrs = {{"axis", AttrKind::Int, std::nullopt}},
@@ -290,15 +290,15 @@ void register_quantized_ops(OpRegistry& r) {
 namespace ops {
 
 Output choose_qparams(Graph& g, Output x, const std::string& name) {
-  return g.add("ChooseQParams", {x}, {}, name);
+  return g.add(op_names::kChooseQParams, {x}, {}, name);
 }
 
 Output quantize(Graph& g, Output x, Output params, const std::string& name) {
-  return g.add("Quantize", {x, params}, {}, name);
+  return g.add(op_names::kQuantize, {x, params}, {}, name);
 }
 
 Output dequantize(Graph& g, Output q, Output params, const std::string& name) {
-  return g.add("Dequantize", {q, params}, {}, name);
+  return g.add(op_names::kDequantize, {q, params}, {}, name);
 }
 
 Output quantized_conv2d(Graph& g, const QuantizedConvInputs& in, const Conv2DOptions& options,
@@ -330,31 +330,31 @@ Output quantized_matmul_requantized(Graph& g, const QuantizedConvInputs& in, Out
 
 Output requantization_range(Graph& g, Output acc, Output x_params, Output w_scales,
                             Activation activation, const std::string& name) {
-  return g.add("RequantizationRange", {acc, x_params, w_scales},
+  return g.add(op_names::kRequantizationRange, {acc, x_params, w_scales},
                {{"activation", activation_name(activation)}}, name);
 }
 
 Output requantize(Graph& g, Output acc, Output x_params, Output w_scales, Output out_params,
                   Activation activation, const std::string& name) {
-  return g.add("Requantize", {acc, x_params, w_scales, out_params},
+  return g.add(op_names::kRequantize, {acc, x_params, w_scales, out_params},
                {{"activation", activation_name(activation)}}, name);
 }
 
 Output quantized_max_pool(Graph& g, Output x, const PoolOptions& options,
                           const std::string& name) {
-  return g.add("QuantizedMaxPool", {x}, pool2d_attrs(options), name);
+  return g.add(op_names::kQuantizedMaxPool, {x}, pool2d_attrs(options), name);
 }
 
 Output quantized_avg_pool(Graph& g, Output x, const PoolOptions& options,
                           const std::string& name) {
   Attrs a = pool2d_attrs(options);
   a.set("count_include_pad", options.count_include_pad);
-  return g.add("QuantizedAvgPool", {x}, a, name);
+  return g.add(op_names::kQuantizedAvgPool, {x}, a, name);
 }
 
 Output quantized_add(Graph& g, Output a, Output a_params, Output b, Output b_params,
                      Output out_params, Activation activation, const std::string& name) {
-  return g.add("QuantizedAdd", {a, a_params, b, b_params, out_params},
+  return g.add(op_names::kQuantizedAdd, {a, a_params, b, b_params, out_params},
                {{"activation", activation_name(activation)}}, name);
 }
 
@@ -366,7 +366,7 @@ Output quantized_concat(Graph& g, const std::vector<std::pair<Output, Output>>& 
     flat.push_back(params);
   }
   flat.push_back(out_params);
-  return g.add("QuantizedConcat", flat, {{"axis", axis}}, name);
+  return g.add(op_names::kQuantizedConcat, flat, {{"axis", axis}}, name);
 }
 
 }  // namespace ops

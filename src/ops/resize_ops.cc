@@ -2,6 +2,7 @@
 // bilinear; the coordinate transformation and nearest rounding modes of the ONNX spec). The
 // coordinate math lives in the reference kernel; the shape function validates the attributes.
 #include "graph/op_registry.h"
+#include "ops/op_names.h"
 #include "ops/ops.h"
 #include "ops/register.h"
 
@@ -44,7 +45,7 @@ std::vector<TensorType> infer_resize(const InferContext& ctx) {
 
 void register_resize_ops(OpRegistry& r) {
   r.add(OpDef{
-      .name = "Resize",
+      .name = op_names::kResize,
       .inputs = {"x"},
       .attrs = {{"sizes", AttrKind::Ints, std::nullopt},
                 {"mode", AttrKind::String, AttrValue{std::string("nearest")}},
@@ -58,7 +59,7 @@ namespace ops {
 
 Output resize(Graph& g, Output x, std::vector<int64_t> sizes, const ResizeOptions& o,
               const std::string& name) {
-  return g.add("Resize", {x},
+  return g.add(op_names::kResize, {x},
                {{"sizes", std::move(sizes)},
                 {"mode", o.mode},
                 {"coordinate_transformation_mode", o.coordinate_transformation_mode},

@@ -19,11 +19,11 @@ std::vector<TensorType> declared_type(const InferContext& ctx) {
 }  // namespace
 
 void register_source_ops(OpRegistry& r) {
-  r.add(OpDef{.name = "Placeholder",
+  r.add(OpDef{.name = op_names::kPlaceholder,
               .attrs = {{"dtype", AttrKind::String, AttrValue{std::string("f32")}},
                         {"shape", AttrKind::Ints, std::nullopt}},
               .infer = declared_type});
-  r.add(OpDef{.name = "Variable",
+  r.add(OpDef{.name = op_names::kVariable,
               .attrs = {{"dtype", AttrKind::String, AttrValue{std::string("f32")}},
                         {"shape", AttrKind::Ints, std::nullopt}},
               .infer = declared_type});
@@ -38,13 +38,13 @@ void register_source_ops(OpRegistry& r) {
 namespace ops {
 
 Output placeholder(Graph& g, DType dtype, Shape shape, const std::string& name) {
-  return g.add("Placeholder", {}, {{"dtype", std::string(dtype_name(dtype))}, {"shape", shape}},
-               name);
+  return g.add(op_names::kPlaceholder, {},
+               {{"dtype", std::string(dtype_name(dtype))}, {"shape", shape}}, name);
 }
 
 Output variable(Graph& g, DType dtype, Shape shape, const std::string& name) {
-  return g.add("Variable", {}, {{"dtype", std::string(dtype_name(dtype))}, {"shape", shape}},
-               name);
+  return g.add(op_names::kVariable, {},
+               {{"dtype", std::string(dtype_name(dtype))}, {"shape", shape}}, name);
 }
 
 Output constant(Graph& g, Tensor value, const std::string& name) {

@@ -10,6 +10,7 @@
 #include "io/dataset.h"
 #include "io/idx.h"
 #include "io/image.h"
+#include "ops/op_names.h"
 #include "runtime/session.h"
 
 namespace sf {
@@ -392,7 +393,7 @@ TensorRanges calibrate(const Graph& graph, const std::vector<std::string>& input
   std::vector<Output> feeds;
   for (const std::string& name : inputs) {
     const int id = graph.find(name);
-    if (id < 0 || graph.node(id).op != "Placeholder")
+    if (id < 0 || graph.node(id).op != op_names::kPlaceholder)
       fail("calibration: the graph has no input (Placeholder) named '{}'", name);
     feeds.push_back({id, 0});
   }

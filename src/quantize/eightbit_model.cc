@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "io/image.h"
+#include "ops/op_names.h"
 #include "quantize/learned_ranges.h"
 #include "runtime/model_to_run.h"
 #include "transforms/image_input.h"
@@ -19,7 +20,7 @@ namespace {
 int64_t const_bytes(const Graph& g) {
   int64_t bytes = 0;
   for (const Node& n : g.nodes()) {
-    if (n.op != "Const") continue;
+    if (n.op != op_names::kConst) continue;
     const Tensor& t = n.attrs.get_tensor("value");
     bytes += t.numel() * static_cast<int64_t>(dtype_size(t.dtype()));
   }
@@ -28,12 +29,13 @@ int64_t const_bytes(const Graph& g) {
 
 // Ops of the rewritten graph that still compute in float (besides the conversions).
 std::map<std::string, int> float_ops(const Graph& g) {
-  static const std::set<std::string> bookkeeping = {"Placeholder", "Const",      "Identity",
-                                                    "Quantize",    "Dequantize", "ChooseQParams"};
+  static const std::set<std::string> bookkeeping = {
+      op_names::kPlaceholder, op_names::kConst,      op_names::kIdentity,
+      op_names::kQuantize,    op_names::kDequantize, op_names::kChooseQParams};
   std::map<std::string, int> out;
   for (const Node& n : g.nodes()) {
     if (bookkeeping.count(n.op) || n.outputs.empty() || n.outputs[0].dtype != DType::f32) continue;
-    if (n.op.rfind("Quantized", 0) == 0 || n.op == "RequantizationRange") continue;
+    if (n.op.rfind("Quantized", 0) == 0 || n.op == op_names::kRequantizationRange) continue;
     ++out[n.op];
   }
   return out;

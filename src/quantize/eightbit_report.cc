@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "core/error.h"
+#include "ops/op_names.h"
 #include "ops/quantized_ops.h"
 #include "runtime/session.h"
 
@@ -25,7 +26,7 @@ std::vector<Output> placeholders(const Graph& graph, const std::vector<std::stri
   std::vector<Output> out;
   for (const std::string& name : names) {
     const int id = graph.find(name);
-    if (id < 0 || graph.node(id).op != "Placeholder")
+    if (id < 0 || graph.node(id).op != op_names::kPlaceholder)
       fail("eightbit report: the {} graph has no input (Placeholder) named '{}'", which, name);
     out.push_back({id, 0});
   }

@@ -7,6 +7,7 @@
 
 #include "commands.h"
 #include "model_io.h"
+#include "ops/op_names.h"
 
 namespace sf::cli {
 
@@ -49,7 +50,7 @@ Action add_inspect_command(CLI::App& app) {
                           {"inputs", inputs},
                           {"dtype", dtype_name(n.outputs[0].dtype)},
                           {"shape", n.outputs[0].shape}};
-      if (n.op == "Const") {
+      if (n.op == op_names::kConst) {
         const Tensor& t = n.attrs.get_tensor("value");
         j["parameters"] = t.numel();
         j["bytes"] = t.bytes();  // as loaded (decoded)
