@@ -7,6 +7,7 @@
 
 #include "onnx/context.h"
 #include "onnx/shape_args.h"
+#include "ops/op_names.h"
 #include "ops/ops.h"
 #include "runtime/session.h"
 
@@ -63,7 +64,7 @@ Tensor evaluate_reference(const std::string& op, const std::vector<Tensor>& inpu
 }
 
 Tensor cast_tensor(const Tensor& t, DType dtype) {
-  return evaluate_reference("Cast", {t}, {{"dtype", std::string(dtype_name(dtype))}});
+  return evaluate_reference(op_names::kCast, {t}, {{"dtype", std::string(dtype_name(dtype))}});
 }
 
 bool try_fold(Context& c) {
@@ -103,10 +104,10 @@ bool try_fold(Context& c) {
     c.set_const(0, cast_tensor(x, dtype_from_onnx(static_cast<int>(c.attr_int("to", 1)),
                                                   c.path + ": Cast")));
   } else if (op == "Gather") {
-    c.set_const(0, evaluate_reference("Gather", {x, c.const_in(1, "indices")},
+    c.set_const(0, evaluate_reference(op_names::kGather, {x, c.const_in(1, "indices")},
                                       {{"axis", c.attr_int("axis", 0)}}));
   } else if (op == "Slice") {
-    c.set_const(0, evaluate_reference("StridedSlice", {x}, strided_slice_attrs(c)));
+    c.set_const(0, evaluate_reference(op_names::kStridedSlice, {x}, strided_slice_attrs(c)));
   } else if (op == "Unsqueeze") {
     c.set_const(0, x.clone().reshaped(unsqueeze_shape(c, x.shape())));
   } else if (op == "Squeeze") {
@@ -118,7 +119,7 @@ bool try_fold(Context& c) {
   } else if (op == "Concat") {
     std::vector<Tensor> parts;
     for (int i = 0; i < c.num_inputs(); ++i) parts.push_back(*c.in(i).constant);
-    c.set_const(0, evaluate_reference("Concat", parts, {{"axis", c.attr_int("axis", 0)}}));
+    c.set_const(0, evaluate_reference(op_names::kConcat, parts, {{"axis", c.attr_int("axis", 0)}}));
   } else if (op == "Transpose") {
     c.set_const(0, permute(x, transpose_perm_of(c, x.shape().size())));
   } else if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div") {

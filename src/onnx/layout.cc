@@ -10,7 +10,7 @@
 namespace sf::onnx_import {
 
 Tensor permute(const Tensor& t, const std::vector<int64_t>& perm) {
-  return evaluate_reference("Transpose", {t}, {{"perm", perm}});
+  return evaluate_reference(op_names::kTranspose, {t}, {{"perm", perm}});
 }
 
 Shape pad_rank(const Shape& shape, size_t rank) {

@@ -208,7 +208,7 @@ void batch_norm(Context& c) {
 }
 
 Tensor scaled(const Tensor& t, float s) {
-  return s == 1.0f ? t : evaluate_reference("Mul", {t, Tensor::scalar_f32(s)});
+  return s == 1.0f ? t : evaluate_reference(op_names::kMul, {t, Tensor::scalar_f32(s)});
 }
 
 void gemm(Context& c) {

@@ -231,7 +231,7 @@ std::optional<Tensor> QdqFusion::float_bias(const QdqGroup& g, int64_t channels,
   }
   if (bias.numel() != channels || num_elements(bias.shape()) != bias.dim(-1)) return std::nullopt;
   bias = bias.reshaped({channels});
-  return beta == 1.0f ? bias : evaluate_reference("Mul", {bias, Tensor::scalar_f32(beta)});
+  return beta == 1.0f ? bias : evaluate_reference(op_names::kMul, {bias, Tensor::scalar_f32(beta)});
 }
 
 // The activation our integer ops apply for g.activation: none, relu (Relu, Clip(0, inf)) or
@@ -323,7 +323,8 @@ bool QdqFusion::emit_matmul(const QdqGroup& g, QuantParams out) {
   const std::optional<Activation> act = activation(g);
   if (!bias || !act) return false;
   const Tensor scales =
-      alpha == 1.0f ? b->scales : evaluate_reference("Mul", {b->scales, Tensor::scalar_f32(alpha)});
+      alpha == 1.0f ? b->scales
+                    : evaluate_reference(op_names::kMul, {b->scales, Tensor::scalar_f32(alpha)});
   const Output y = c_.add(
       op_names::kQuantizedMatMulRequantized,
       {c_.plain(*a->data), params(a->params, "a_params"), c_.constant(weights, "weights"),

@@ -2,6 +2,8 @@
 
 #include <numeric>
 
+#include "ops/op_names.h"
+
 namespace sf {
 
 GraphUses::GraphUses(const Graph& graph, const std::vector<Output>& outputs,
@@ -57,17 +59,17 @@ const Node* GraphUses::sole_consumer(int id) const {
 
 const Tensor* const_value(const Graph& graph, Output o) {
   const Node& n = graph.node(o.node);
-  return n.op == "Const" && o.index == 0 ? &n.attrs.get_tensor("value") : nullptr;
+  return n.op == op_names::kConst && o.index == 0 ? &n.attrs.get_tensor("value") : nullptr;
 }
 
 const Node* fusable_activation(const GraphUses& uses, int id) {
   const Node* act = uses.sole_consumer(id);
-  return act && (act->op == "Relu" || act->op == "Relu6") ? act : nullptr;
+  return act && (act->op == op_names::kRelu || act->op == op_names::kRelu6) ? act : nullptr;
 }
 
 Activation fused_activation(const Node* relu) {
   if (relu == nullptr) return Activation::None;
-  return relu->op == "Relu" ? Activation::Relu : Activation::Relu6;
+  return relu->op == op_names::kRelu ? Activation::Relu : Activation::Relu6;
 }
 
 }  // namespace sf
