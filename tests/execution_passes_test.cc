@@ -13,12 +13,6 @@
 namespace sf {
 namespace {
 
-int count_ops(const Graph& g, const std::string& op) {
-  int n = 0;
-  for (const Node& node : g.nodes()) n += node.op == op;
-  return n;
-}
-
 class Builder {
  public:
   explicit Builder(Graph& g) : g_(g) {}
@@ -93,10 +87,10 @@ TEST(ExecutionPasses, FireModulesLoseTheirConcats) {
 
   std::vector<std::string> names = outputs;
   Graph optimized = optimize_for_execution(g, names);
-  EXPECT_EQ(count_ops(optimized, "Concat"), 0);
-  EXPECT_EQ(count_ops(optimized, "MaxPool"), 2);
+  EXPECT_EQ(testing::count_ops(optimized, "Concat"), 0);
+  EXPECT_EQ(testing::count_ops(optimized, "MaxPool"), 2);
   // Each conv reading a concat of two parts becomes a conv and a conv that adds its sum.
-  EXPECT_EQ(count_ops(optimized, "FusedConv2DAdd"), 3);
+  EXPECT_EQ(testing::count_ops(optimized, "FusedConv2DAdd"), 3);
   EXPECT_EQ(names, outputs);
   expect_same_outputs(g, outputs, {1, 15, 15, 3});
   // A new batch and image size re-infers the rewritten graph's shapes.
@@ -116,8 +110,8 @@ TEST(ExecutionPasses, ConcatStaysWhereSplittingCostsMore) {
   outputs.push_back(g.node(wide.node).name);
   std::vector<std::string> names = outputs;
   Graph optimized = optimize_for_execution(g, names);
-  EXPECT_EQ(count_ops(optimized, "Concat"), 2);
-  EXPECT_EQ(count_ops(optimized, "FusedConv2DAdd"), 0);
+  EXPECT_EQ(testing::count_ops(optimized, "Concat"), 2);
+  EXPECT_EQ(testing::count_ops(optimized, "FusedConv2DAdd"), 0);
   expect_same_outputs(g, outputs, {2, 9, 9, 3});
 }
 
@@ -136,9 +130,9 @@ TEST(ExecutionPasses, ResidualAddAndReluFuseIntoTheConv) {
   std::vector<std::string> outputs = {g.node(y.node).name};
   std::vector<std::string> names = outputs;
   Graph optimized = optimize_for_execution(g, names);
-  EXPECT_EQ(count_ops(optimized, "Add"), 1);
-  EXPECT_EQ(count_ops(optimized, "Relu"), 0);
-  EXPECT_EQ(count_ops(optimized, "FusedConv2DAdd"), 2);
+  EXPECT_EQ(testing::count_ops(optimized, "Add"), 1);
+  EXPECT_EQ(testing::count_ops(optimized, "Relu"), 0);
+  EXPECT_EQ(testing::count_ops(optimized, "FusedConv2DAdd"), 2);
   EXPECT_EQ(optimized.node(optimized.id_of("conv2")).attrs.get_string("activation"), "relu");
   EXPECT_EQ(optimized.node(optimized.id_of("conv3")).op, "FusedConv2DAdd");
   expect_same_outputs(g, outputs, {1, 8, 8, 6});
@@ -155,8 +149,8 @@ TEST(ExecutionPasses, AddThatBroadcastsOrReadsAnActivatedConvStays) {
   std::vector<std::string> outputs = {g.node(y.node).name};
   std::vector<std::string> names = outputs;
   Graph optimized = optimize_for_execution(g, names);
-  EXPECT_EQ(count_ops(optimized, "Add"), 2);
-  EXPECT_EQ(count_ops(optimized, "FusedConv2DAdd"), 0);
+  EXPECT_EQ(testing::count_ops(optimized, "Add"), 2);
+  EXPECT_EQ(testing::count_ops(optimized, "FusedConv2DAdd"), 0);
   expect_same_outputs(g, outputs, {1, 6, 6, 4});
 }
 

@@ -14,12 +14,6 @@
 namespace sf {
 namespace {
 
-int count_ops(const Graph& g, const std::string& op) {
-  int n = 0;
-  for (const Node& node : g.nodes()) n += node.op == op;
-  return n;
-}
-
 void expect_close(const Tensor& a, const Tensor& b, double tol) {
   ASSERT_EQ(a.shape(), b.shape());
   for (int64_t i = 0; i < a.numel(); ++i)
@@ -60,11 +54,11 @@ TEST(FreezeTest, PassesKeepOutputsAndFoldAndFuse) {
 
   std::vector<Output> outputs = {net.y};
   Graph optimized = optimize_for_inference(net.graph, net.vars, outputs);
-  EXPECT_EQ(count_ops(optimized, "Variable"), 0);
-  EXPECT_EQ(count_ops(optimized, "Dropout"), 0);
-  EXPECT_EQ(count_ops(optimized, "BatchNorm"), 0);
-  EXPECT_EQ(count_ops(optimized, "FusedConv2D"), 1);
-  EXPECT_EQ(count_ops(optimized, "FusedMatMul"), 1);
+  EXPECT_EQ(testing::count_ops(optimized, "Variable"), 0);
+  EXPECT_EQ(testing::count_ops(optimized, "Dropout"), 0);
+  EXPECT_EQ(testing::count_ops(optimized, "BatchNorm"), 0);
+  EXPECT_EQ(testing::count_ops(optimized, "FusedConv2D"), 1);
+  EXPECT_EQ(testing::count_ops(optimized, "FusedMatMul"), 1);
   EXPECT_EQ(optimized.node(optimized.id_of("conv")).attrs.get_string("activation"), "relu");
   Session frozen(optimized);
   Tensor got = frozen.run({{Output{optimized.id_of("x"), 0}, input}}, outputs)[0].clone();
@@ -90,8 +84,8 @@ TEST(FreezeTest, FrozenRunMatchesTheCheckpointAndRoundTripsThroughAFile) {
   ModelFile model = freeze_run(o.out_dir);
   save_model(dir + "/tiny.sfm", model);
   ModelFile loaded = load_model(dir + "/tiny.sfm");
-  EXPECT_EQ(count_ops(loaded.graph, "Dropout"), 0);
-  EXPECT_EQ(count_ops(loaded.graph, "FusedConv2D"), 2);
+  EXPECT_EQ(testing::count_ops(loaded.graph, "Dropout"), 0);
+  EXPECT_EQ(testing::count_ops(loaded.graph, "FusedConv2D"), 2);
 
   // The frozen file and the checkpoint agree on the test images' accuracy.
   EvalResult from_checkpoint = evaluate_run(o.out_dir, "mnist", 200, 1);

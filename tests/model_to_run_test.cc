@@ -13,12 +13,6 @@
 namespace sf {
 namespace {
 
-int count_ops(const Graph& g, const std::string& op) {
-  int n = 0;
-  for (const Node& node : g.nodes()) n += node.op == op;
-  return n;
-}
-
 Output conv(Graph& g, Output x, int64_t out, uint32_t seed, const std::string& name) {
   const int64_t in = g.type(x).shape[3];
   return g.add("FusedConv2D",
@@ -49,8 +43,8 @@ TEST(LoadForRun, AppliesTheExecutionPassesAndFindsThePorts) {
   EXPECT_EQ(run.file.inputs, stored.inputs);
   EXPECT_EQ(run.file.outputs, stored.outputs);
   EXPECT_GT(run.file.file_bytes, 0u);
-  EXPECT_EQ(count_ops(stored.graph, "Concat"), 1);
-  EXPECT_EQ(count_ops(run.file.graph, "Concat"), 0);
+  EXPECT_EQ(testing::count_ops(stored.graph, "Concat"), 1);
+  EXPECT_EQ(testing::count_ops(run.file.graph, "Concat"), 0);
   ASSERT_EQ(run.input_ports.size(), 1u);
   ASSERT_EQ(run.output_ports.size(), 1u);
   EXPECT_EQ(run.input_ports[0], (Output{run.file.graph.id_of("x"), 0}));

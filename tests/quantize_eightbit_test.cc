@@ -21,12 +21,6 @@
 namespace sf {
 namespace {
 
-int count_ops(const Graph& g, const std::string& op) {
-  int n = 0;
-  for (const Node& node : g.nodes()) n += node.op == op;
-  return n;
-}
-
 // Data must stay 8-bit between integer layers: no Quantize may read a Dequantize.
 void expect_no_dequantize_quantize_pairs(const Graph& g) {
   for (const Node& node : g.nodes())
@@ -119,17 +113,17 @@ TEST(QuantizeEightbitTest, WithoutCalibrationRangesAreMeasuredAtRunTime) {
   options.outputs = net.outputs;
   EightbitGraph q = rewrite_eightbit(net.graph, options);
   const Graph& g = q.graph;
-  EXPECT_EQ(count_ops(g, "FusedConv2D") + count_ops(g, "FusedMatMul") + count_ops(g, "MaxPool"), 0);
-  EXPECT_EQ(count_ops(g, "QuantizedConv2D"), 1);
-  EXPECT_EQ(count_ops(g, "QuantizedMatMul"), 1);
-  EXPECT_EQ(count_ops(g, "RequantizationRange"), 2);
-  EXPECT_EQ(count_ops(g, "Requantize"), 2);
-  EXPECT_EQ(count_ops(g, "QuantizedConv2DRequantized") + count_ops(g, "QuantizedMatMulRequantized"),
+  EXPECT_EQ(testing::count_ops(g, "FusedConv2D") + testing::count_ops(g, "FusedMatMul") + testing::count_ops(g, "MaxPool"), 0);
+  EXPECT_EQ(testing::count_ops(g, "QuantizedConv2D"), 1);
+  EXPECT_EQ(testing::count_ops(g, "QuantizedMatMul"), 1);
+  EXPECT_EQ(testing::count_ops(g, "RequantizationRange"), 2);
+  EXPECT_EQ(testing::count_ops(g, "Requantize"), 2);
+  EXPECT_EQ(testing::count_ops(g, "QuantizedConv2DRequantized") + testing::count_ops(g, "QuantizedMatMulRequantized"),
             0);
-  EXPECT_EQ(count_ops(g, "QuantizedMaxPool"), 1);
-  EXPECT_EQ(count_ops(g, "Quantize"), 1);       // the input only
-  EXPECT_EQ(count_ops(g, "ChooseQParams"), 1);  // its params, at run time
-  EXPECT_EQ(count_ops(g, "Dequantize"), 1);     // before the softmax
+  EXPECT_EQ(testing::count_ops(g, "QuantizedMaxPool"), 1);
+  EXPECT_EQ(testing::count_ops(g, "Quantize"), 1);       // the input only
+  EXPECT_EQ(testing::count_ops(g, "ChooseQParams"), 1);  // its params, at run time
+  EXPECT_EQ(testing::count_ops(g, "Dequantize"), 1);     // before the softmax
   expect_no_dequantize_quantize_pairs(g);
   // Readable names that map back to the float layers.
   EXPECT_EQ(g.node(g.id_of("conv/quantized")).op, "Requantize");
@@ -164,10 +158,10 @@ TEST(QuantizeEightbitTest, CalibratedRangesBecomeConstantParams) {
   options.ranges = calibrate(net.graph, {"x"}, wanted, source, calibration);
   EightbitGraph q = rewrite_eightbit(net.graph, options);
   const Graph& g = q.graph;
-  EXPECT_EQ(count_ops(g, "QuantizedConv2DRequantized"), 1);
-  EXPECT_EQ(count_ops(g, "QuantizedMatMulRequantized"), 1);
-  EXPECT_EQ(count_ops(g, "RequantizationRange") + count_ops(g, "ChooseQParams"), 0);
-  EXPECT_EQ(count_ops(g, "Requantize") + count_ops(g, "QuantizedConv2D"), 0);
+  EXPECT_EQ(testing::count_ops(g, "QuantizedConv2DRequantized"), 1);
+  EXPECT_EQ(testing::count_ops(g, "QuantizedMatMulRequantized"), 1);
+  EXPECT_EQ(testing::count_ops(g, "RequantizationRange") + testing::count_ops(g, "ChooseQParams"), 0);
+  EXPECT_EQ(testing::count_ops(g, "Requantize") + testing::count_ops(g, "QuantizedConv2D"), 0);
   EXPECT_EQ(g.node(g.id_of("conv/out_params")).op, "Const");
   EXPECT_EQ(g.node(g.id_of("x/quantize_params")).op, "Const");
   expect_no_dequantize_quantize_pairs(g);
@@ -214,8 +208,8 @@ TEST(QuantizeEightbitTest, ExcludedNodesStayFloat) {
   Graph g = quantize_eightbit(net.graph, options);
   EXPECT_EQ(g.node(g.id_of("fc")).op, "FusedMatMul");
   EXPECT_EQ(g.node(g.id_of("fc")).outputs[0].dtype, DType::f32);
-  EXPECT_EQ(count_ops(g, "QuantizedConv2D"), 1);
-  EXPECT_EQ(count_ops(g, "QuantizedMatMul"), 0);
+  EXPECT_EQ(testing::count_ops(g, "QuantizedConv2D"), 1);
+  EXPECT_EQ(testing::count_ops(g, "QuantizedMatMul"), 0);
   // The float layer reads the dequantized result of the last 8-bit one.
   EXPECT_EQ(g.node(g.node(g.id_of("fc")).inputs[0].node).op, "Dequantize");
   expect_no_dequantize_quantize_pairs(g);
@@ -231,13 +225,13 @@ TEST(QuantizeEightbitTest, ExcludedNodesStayFloat) {
   Graph float_conv = quantize_eightbit(net.graph, options);
   EXPECT_EQ(float_conv.node(float_conv.id_of("pool")).op, "MaxPool");
   EXPECT_EQ(float_conv.node(float_conv.id_of("flatten/quantize")).op, "Quantize");
-  EXPECT_EQ(count_ops(float_conv, "QuantizedMatMul"), 1);
+  EXPECT_EQ(testing::count_ops(float_conv, "QuantizedMatMul"), 1);
   EXPECT_EQ(eightbit_range_tensors(net.graph, options),
             (std::vector<std::string>{"flatten", "fc"}));
 
   options.exclude = {"conv", "pool", "fc"};
   Graph all_float = quantize_eightbit(net.graph, options);
-  EXPECT_EQ(count_ops(all_float, "Quantize") + count_ops(all_float, "Dequantize"), 0);
+  EXPECT_EQ(testing::count_ops(all_float, "Quantize") + testing::count_ops(all_float, "Dequantize"), 0);
 
   options.exclude = {"no_such_node"};
   try {
@@ -293,13 +287,13 @@ TEST(QuantizeEightbitTest, AddConcatAndGlobalPoolStayEightBitWhenCalibrated) {
   options.ranges = calibrate(net.graph, {"x"}, wanted, source, calibration);
   EightbitGraph q = rewrite_eightbit(net.graph, options);
   const Graph& g = q.graph;
-  EXPECT_EQ(count_ops(g, "QuantizedAdd"), 1);
+  EXPECT_EQ(testing::count_ops(g, "QuantizedAdd"), 1);
   EXPECT_EQ(g.node(g.id_of("sum/quantized")).attrs.get_string("activation"), "relu");
-  EXPECT_EQ(count_ops(g, "Relu"), 0);
-  EXPECT_EQ(count_ops(g, "QuantizedConcat"), 1);
-  EXPECT_EQ(count_ops(g, "QuantizedAvgPool"), 1);
-  EXPECT_EQ(count_ops(g, "QuantizedMatMulRequantized"), 1);
-  EXPECT_EQ(count_ops(g, "Dequantize"), 1);
+  EXPECT_EQ(testing::count_ops(g, "Relu"), 0);
+  EXPECT_EQ(testing::count_ops(g, "QuantizedConcat"), 1);
+  EXPECT_EQ(testing::count_ops(g, "QuantizedAvgPool"), 1);
+  EXPECT_EQ(testing::count_ops(g, "QuantizedMatMulRequantized"), 1);
+  EXPECT_EQ(testing::count_ops(g, "Dequantize"), 1);
   // The output is 8-bit inside; its Dequantize carries the output's name.
   EXPECT_EQ(g.node(g.id_of("logits")).op, "Dequantize");
   EXPECT_EQ(q.outputs, (std::vector<std::string>{"logits"}));
@@ -311,8 +305,8 @@ TEST(QuantizeEightbitTest, AddConcatAndGlobalPoolStayEightBitWhenCalibrated) {
 
   // Without calibration, Add and Concat have no out_params and run in float.
   Graph dynamic = quantize_eightbit(net.graph, EightbitOptions{});
-  EXPECT_EQ(count_ops(dynamic, "QuantizedAdd") + count_ops(dynamic, "QuantizedConcat"), 0);
-  EXPECT_EQ(count_ops(dynamic, "RequantizationRange"), 4);
+  EXPECT_EQ(testing::count_ops(dynamic, "QuantizedAdd") + testing::count_ops(dynamic, "QuantizedConcat"), 0);
+  EXPECT_EQ(testing::count_ops(dynamic, "RequantizationRange"), 4);
   expect_no_dequantize_quantize_pairs(dynamic);
   EXPECT_LT(relative_error(want, run_graph(dynamic, "x", x, "logits")), 0.1);
 }
@@ -334,8 +328,8 @@ TEST(QuantizeEightbitTest, LayoutOpsMoveU8AndAFloatInputIsQuantizedOnce) {
   EXPECT_EQ(q.node(q.id_of("to_nchw/quantized")).outputs[0].dtype, DType::u8);
   EXPECT_EQ(q.node(q.id_of("flat/quantized")).outputs[0].dtype, DType::u8);
   EXPECT_EQ(q.node(q.node(q.id_of("fc/accumulator")).inputs[0].node).name, "flat/quantized");
-  EXPECT_EQ(count_ops(q, "Quantize"), 1);
-  EXPECT_EQ(count_ops(q, "Dequantize"), 1);
+  EXPECT_EQ(testing::count_ops(q, "Quantize"), 1);
+  EXPECT_EQ(testing::count_ops(q, "Dequantize"), 1);
   Tensor in = testing::random_tensor({8, 2, 5, 5}, 72);
   EXPECT_LT(relative_error(run_graph(g, "x", in, "fc"), run_graph(q, "x", in, "fc")), 0.05);
 }
@@ -370,7 +364,7 @@ TEST(QuantizeEightbitTest, TrainedMnistModelKeepsItsAccuracy) {
     if (!calibrated) o2.ranges.reset();
     EightbitGraph q = rewrite_eightbit(model.graph, o2);
     expect_no_dequantize_quantize_pairs(q.graph);
-    EXPECT_EQ(count_ops(q.graph, "RequantizationRange") > 0, !calibrated);
+    EXPECT_EQ(testing::count_ops(q.graph, "RequantizationRange") > 0, !calibrated);
     Tensor got = run_graph(q.graph, "input", test.images, q.outputs[0]);
     EXPECT_GE(argmax_agreement(want, got), 0.97) << (calibrated ? "calibrated" : "run-time ranges");
     if (calibrated) {

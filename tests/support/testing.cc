@@ -11,6 +11,13 @@
 
 namespace sf::testing {
 
+int count_ops(const Graph& g, const std::string& op) {
+  int n = 0;
+  for (const Node& node : g.nodes()) n += node.op == op;
+  return n;
+}
+
+
 Tensor random_tensor(Shape shape, uint32_t seed, float lo, float hi) {
   Tensor t(DType::f32, std::move(shape));
   std::mt19937 rng(seed);

@@ -14,6 +14,8 @@
 namespace sf::testing {
 
 Tensor random_tensor(Shape shape, uint32_t seed, float lo = -1.0f, float hi = 1.0f);
+// How many nodes of `g` run `op`.
+int count_ops(const Graph& g, const std::string& op);
 Tensor random_labels(int64_t count, int64_t classes, uint32_t seed);
 
 // Builds the graph under test from placeholders for `inputs` (same dtypes and shapes).
