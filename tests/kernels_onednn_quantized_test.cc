@@ -6,8 +6,6 @@
 // are exact.
 #include <gtest/gtest.h>
 
-#include <oneapi/dnnl/dnnl.hpp>
-
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -16,6 +14,7 @@
 #include <random>
 
 #include "graph/graph.h"
+#include "kernels/onednn/onednn_common.h"
 #include "ops/ops.h"
 #include "ops/quantized_ops.h"
 #include "quantize/quant_params.h"
@@ -23,16 +22,6 @@
 
 namespace sf {
 namespace {
-
-// The kernels decline without VNNI (their u8 x s8 products could saturate), leaving the
-// reference to run.
-bool has_vnni() {
-  const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
-  auto has = [isa](dnnl_cpu_isa_t want) {
-    return (isa & static_cast<unsigned>(want)) == static_cast<unsigned>(want);
-  };
-  return has(dnnl_cpu_isa_avx512_core_vnni) || has(dnnl_cpu_isa_avx2_vnni);
-}
 
 Tensor random_u8(const Shape& shape, uint32_t seed) {
   std::mt19937 rng(seed);
@@ -188,7 +177,7 @@ void PrintTo(const ConvCase& c, std::ostream* os) { *os << c.name; }
 class OneDnnQuantizedConv : public ::testing::TestWithParam<ConvCase> {};
 
 TEST_P(OneDnnQuantizedConv, EqualsReference) {
-  if (!has_vnni()) GTEST_SKIP() << "no VNNI: the int8 kernels decline";
+  if (!onednn::exact_int8_products()) GTEST_SKIP() << "no VNNI: the int8 kernels decline";
   const ConvCase& c = GetParam();
   expect_requantized_forms_equal_reference(
       c.x, c.w,
@@ -234,7 +223,7 @@ INSTANTIATE_TEST_SUITE_P(
 // Zero point and scales are run-time inputs: a kernel made once must follow them (oneDNN's
 // zero-point compensation of frozen weights included).
 TEST(OneDnnQuantized, FollowsParamsThatChangeBetweenRuns) {
-  if (!has_vnni()) GTEST_SKIP() << "no VNNI: the int8 kernels decline";
+  if (!onednn::exact_int8_products()) GTEST_SKIP() << "no VNNI: the int8 kernels decline";
   const Shape xs{1, 9, 9, 8}, ws{3, 3, 8, 12};
   std::vector<Tensor> inputs = random_inputs(xs, ws, true, true, 5);
   inputs.push_back(params_tensor({0.3f, 20}));
@@ -271,7 +260,7 @@ void PrintTo(const MatMulCase& c, std::ostream* os) { *os << c.name; }
 class OneDnnQuantizedMatMul : public ::testing::TestWithParam<MatMulCase> {};
 
 TEST_P(OneDnnQuantizedMatMul, EqualsReference) {
-  if (!has_vnni()) GTEST_SKIP() << "no VNNI: the int8 kernels decline";
+  if (!onednn::exact_int8_products()) GTEST_SKIP() << "no VNNI: the int8 kernels decline";
   const MatMulCase& c = GetParam();
   expect_requantized_forms_equal_reference(
       {c.m, c.k}, {c.k, c.n},
@@ -295,7 +284,7 @@ INSTANTIATE_TEST_SUITE_P(
 
 // Accumulators beyond 2^24, where oneDNN's float round trip loses units.
 TEST(OneDnnQuantized, LargeAccumulatorsStayExact) {
-  if (!has_vnni()) GTEST_SKIP() << "no VNNI: the int8 kernels decline";
+  if (!onednn::exact_int8_products()) GTEST_SKIP() << "no VNNI: the int8 kernels decline";
   for (bool conv : {true, false}) {
     SCOPED_TRACE(conv ? "conv" : "matmul");
     const Shape xs = conv ? Shape{1, 5, 5, 96} : Shape{3, 1531};
