@@ -1,9 +1,9 @@
-// The oneDNN int8 conv / matmul / max-pool kernels and the vectorized element-wise kernels
+// The oneDNN int8 conv / matmul / max-pool kernels and the element-wise "int8_loops" kernels
 // against the reference kernels, over sizes 1, primes, strides, padding, dilation, groups and
 // depthwise, with fed and frozen weights and params, source zero points 0 and not. The conv /
 // matmul accumulators are exact below 2^24 (oneDNN passes them through float); u8 outputs agree
-// within one unit (oneDNN requantizes in float when the params are Consts); the "simd" kernels
-// are exact.
+// within one unit (oneDNN requantizes in float when the params are Consts); the "int8_loops"
+// kernels are exact.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -322,8 +322,9 @@ TEST(OneDnnQuantized, MaxPoolEqualsReference) {
   }
 }
 
-// The vectorized element-wise kernels (impl "simd"), on lengths around the vector width.
-TEST(SimdQuantized, RequantizeEqualsReference) {
+// The element-wise kernels of impl "int8_loops" (AVX-512 where the CPU has it, portable loops
+// elsewhere), on lengths around the vector width.
+TEST(Int8LoopsKernels, RequantizeEqualsReference) {
   for (const Shape& shape : {Shape{1}, Shape{3, 5}, Shape{7, 16}, Shape{2, 9, 17}, Shape{64, 33}})
     for (bool per_channel : {true, false})
       for (const char* activation : {"none", "relu", "relu6"}) {
@@ -341,11 +342,11 @@ TEST(SimdQuantized, RequantizeEqualsReference) {
             [&](Graph& g, const std::vector<Output>& in) {
               return ops::requantize(g, in[0], in[1], in[2], in[3], activation);
             },
-            inputs, Frozen::Nothing, "simd", 0);
+            inputs, Frozen::Nothing, "int8_loops", 0);
       }
 }
 
-TEST(SimdQuantized, AddEqualsReference) {
+TEST(Int8LoopsKernels, AddEqualsReference) {
   const std::vector<std::vector<QuantParams>> param_sets = {
       {{0.02f, 128}, {0.05f, 10}, {0.06f, 90}},
       {{0.1f, 0}, {0.1f, 0}, {0.2f, 0}},
@@ -362,11 +363,11 @@ TEST(SimdQuantized, AddEqualsReference) {
             [&](Graph& g, const std::vector<Output>& in) {
               return ops::quantized_add(g, in[0], in[1], in[2], in[3], in[4], activation);
             },
-            inputs, Frozen::Nothing, "simd", 0);
+            inputs, Frozen::Nothing, "int8_loops", 0);
       }
 }
 
-TEST(SimdQuantized, AvgPoolEqualsReference) {
+TEST(Int8LoopsKernels, AvgPoolEqualsReference) {
   const std::vector<std::pair<Shape, ops::PoolOptions>> cases = {
       {{1, 1, 1, 1}, {.ksize = {1, 1}, .strides = {1, 1}}},
       {{2, 7, 7, 3}, {.ksize = {3, 3}, .strides = {2, 2}, .padding = "SAME"}},
@@ -386,7 +387,7 @@ TEST(SimdQuantized, AvgPoolEqualsReference) {
           [&](Graph& g, const std::vector<Output>& in) {
             return ops::quantized_avg_pool(g, in[0], options);
           },
-          {x}, Frozen::Nothing, "simd", 0);
+          {x}, Frozen::Nothing, "int8_loops", 0);
   }
 }
 
@@ -412,7 +413,7 @@ Tensor quantize_inputs(const Shape& shape, QuantParams p, uint32_t seed) {
   return x;
 }
 
-TEST(SimdQuantized, QuantizeEqualsReference) {
+TEST(Int8LoopsKernels, QuantizeEqualsReference) {
   for (const Shape& shape :
        {Shape{1}, Shape{15}, Shape{3, 16}, Shape{2, 9, 17}, Shape{1, 224, 224, 3}})
     for (const QuantParams p : {QuantParams{0.02f, 128}, QuantParams{0.1f, 0},
@@ -420,11 +421,11 @@ TEST(SimdQuantized, QuantizeEqualsReference) {
       SCOPED_TRACE(::testing::Message() << shape_str(shape) << " scale " << p.scale);
       expect_impl_equals_reference(
           [](Graph& g, const std::vector<Output>& in) { return ops::quantize(g, in[0], in[1]); },
-          {quantize_inputs(shape, p, 4), params_tensor(p)}, Frozen::Nothing, "simd", 0);
+          {quantize_inputs(shape, p, 4), params_tensor(p)}, Frozen::Nothing, "int8_loops", 0);
     }
 }
 
-TEST(SimdQuantized, DequantizeEqualsReference) {
+TEST(Int8LoopsKernels, DequantizeEqualsReference) {
   for (const Shape& shape : {Shape{1}, Shape{15}, Shape{3, 16}, Shape{2, 9, 17}, Shape{64, 10}})
     for (const QuantParams p : {QuantParams{0.02f, 128}, QuantParams{0.3f, 0}}) {
       SCOPED_TRACE(::testing::Message() << shape_str(shape) << " scale " << p.scale);
@@ -435,10 +436,10 @@ TEST(SimdQuantized, DequantizeEqualsReference) {
       const Output y = ops::dequantize(g, q, params);
       const Feeds feeds = {{q, random_u8(shape, 8)}, {params, params_tensor(p)}};
       Session reference(g, SessionOptions{.kernel_impl = "reference"});
-      Session simd(g, SessionOptions{.kernel_impl = "simd"});
+      Session loops(g, SessionOptions{.kernel_impl = "int8_loops"});
       const Tensor want = reference.run(feeds, {y})[0].clone();
-      const Tensor got = simd.run(feeds, {y})[0].clone();
-      EXPECT_EQ(simd.kernel_choices()[g.node(y.node).name], "simd");
+      const Tensor got = loops.run(feeds, {y})[0].clone();
+      EXPECT_EQ(loops.kernel_choices()[g.node(y.node).name], "int8_loops");
       EXPECT_EQ(std::memcmp(want.raw(), got.raw(), want.bytes()), 0);
     }
 }
@@ -455,15 +456,15 @@ void expect_params_equal(const Build& build, const std::vector<Tensor>& inputs) 
   }
   const Output y = build(g, in);
   Session reference(g, SessionOptions{.kernel_impl = "reference"});
-  Session simd(g, SessionOptions{.kernel_impl = "simd"});
+  Session loops(g, SessionOptions{.kernel_impl = "int8_loops"});
   const Tensor want = reference.run(feeds, {y})[0].clone();
-  const Tensor got = simd.run(feeds, {y})[0].clone();
-  EXPECT_EQ(simd.kernel_choices()[g.node(y.node).name], "simd");
+  const Tensor got = loops.run(feeds, {y})[0].clone();
+  EXPECT_EQ(loops.kernel_choices()[g.node(y.node).name], "int8_loops");
   EXPECT_EQ(want.data<float>()[0], got.data<float>()[0]);
   EXPECT_EQ(want.data<float>()[1], got.data<float>()[1]);
 }
 
-TEST(SimdQuantized, ChooseQParamsEqualsReference) {
+TEST(Int8LoopsKernels, ChooseQParamsEqualsReference) {
   for (const Shape& shape : {Shape{1}, Shape{15}, Shape{3, 16}, Shape{2, 9, 17}, Shape{0, 3}})
     for (const auto& [lo, hi] :
          {std::pair{-3.0f, 5.0f}, std::pair{0.5f, 2.0f}, std::pair{-4.0f, -1.0f}}) {
@@ -479,7 +480,7 @@ TEST(SimdQuantized, ChooseQParamsEqualsReference) {
     }
 }
 
-TEST(SimdQuantized, RequantizationRangeEqualsReference) {
+TEST(Int8LoopsKernels, RequantizationRangeEqualsReference) {
   for (const Shape& shape : {Shape{1}, Shape{3, 5}, Shape{7, 16}, Shape{2, 9, 17}, Shape{0, 4}})
     for (bool per_channel : {true, false})
       for (const char* activation : {"none", "relu", "relu6"}) {
