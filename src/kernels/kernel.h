@@ -75,9 +75,14 @@ class KernelRegistry {
   // only that implementation is considered, falling back to "reference". Throws an error that
   // lists what is registered for the op when nothing fits.
   const KernelDef& select(const KernelSpec& spec, const std::string& impl = "") const;
+  // The best accepting kernel ranked below `priority`: what runs a node that a kernel of that
+  // priority hands back (a sparse kernel whose weights turn out dense).
+  const KernelDef& select_below(const KernelSpec& spec, int priority) const;
   std::vector<const KernelDef*> kernels_for(const std::string& op) const;
 
  private:
+  const KernelDef& choose(const KernelSpec& spec, const std::string& impl, int below) const;
+
   std::vector<KernelDef> defs_;
 };
 
