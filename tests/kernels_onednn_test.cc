@@ -121,6 +121,7 @@ TEST_P(OneDnnConv, FusedAddForwardMatchesReferenceInEveryLayout) {
 }
 
 TEST(OneDnnFusedConv, AddRunsInsideTheConvolution) {
+  if (!testing::onednn_jit_covers_all()) GTEST_SKIP() << "oneDNN may decline outside x86-64";
   for (const Shape& w : {Shape{1, 1, 64, 128}, Shape{3, 3, 64, 64}}) {
     expect_impl_matches_reference(
         [&](Graph& g, const std::vector<Output>& in) {
@@ -162,6 +163,9 @@ TEST(OneDnnFusedConv, IdenticalNodesRunTheSameConvolution) {
 // Winograd exists for 3x3 stride-1 layers; its transforms round differently from a direct
 // convolution, within the same tolerance.
 TEST(OneDnnFusedConv, WinogradMatchesReference) {
+  const CpuFeatures& cpu = cpu_features();
+  if (!(cpu.avx512f && cpu.avx512bw && cpu.avx512vl && cpu.avx512dq))
+    GTEST_SKIP() << "oneDNN's Winograd convolution needs AVX-512";
   for (const char* activation : {"none", "relu"}) {
     SCOPED_TRACE(activation);
     expect_impl_matches_reference(
