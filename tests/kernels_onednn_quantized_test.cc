@@ -1,12 +1,10 @@
-// The oneDNN int8 conv / matmul / max-pool kernels and the vectorized element-wise kernels
+// The oneDNN int8 conv / matmul / max-pool kernels and the element-wise "int8_loops" kernels
 // against the reference kernels, over sizes 1, primes, strides, padding, dilation, groups and
 // depthwise, with fed and frozen weights and params, source zero points 0 and not. The conv /
 // matmul accumulators are exact below 2^24 (oneDNN passes them through float); u8 outputs agree
-// within one unit (oneDNN requantizes in float when the params are Consts); the "simd" kernels
-// are exact.
+// within one unit (oneDNN requantizes in float when the params are Consts); the "int8_loops"
+// kernels are exact.
 #include <gtest/gtest.h>
-
-#include <oneapi/dnnl/dnnl.hpp>
 
 #include <algorithm>
 #include <cstdlib>
@@ -16,23 +14,15 @@
 #include <random>
 
 #include "graph/graph.h"
+#include "kernels/onednn/onednn_common.h"
 #include "ops/ops.h"
 #include "ops/quantized_ops.h"
 #include "codec/quant_params.h"
 #include "runtime/session.h"
+#include "support/testing.h"
 
 namespace sf {
 namespace {
-
-// The kernels decline without VNNI (their u8 x s8 products could saturate), leaving the
-// reference to run.
-bool has_vnni() {
-  const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
-  auto has = [isa](dnnl_cpu_isa_t want) {
-    return (isa & static_cast<unsigned>(want)) == static_cast<unsigned>(want);
-  };
-  return has(dnnl_cpu_isa_avx512_core_vnni) || has(dnnl_cpu_isa_avx2_vnni);
-}
 
 Tensor random_u8(const Shape& shape, uint32_t seed) {
   std::mt19937 rng(seed);
@@ -188,7 +178,7 @@ void PrintTo(const ConvCase& c, std::ostream* os) { *os << c.name; }
 class OneDnnQuantizedConv : public ::testing::TestWithParam<ConvCase> {};
 
 TEST_P(OneDnnQuantizedConv, EqualsReference) {
-  if (!has_vnni()) GTEST_SKIP() << "no VNNI: the int8 kernels decline";
+  if (!onednn::exact_int8_products()) GTEST_SKIP() << "no VNNI: the int8 kernels decline";
   const ConvCase& c = GetParam();
   expect_requantized_forms_equal_reference(
       c.x, c.w,
@@ -234,7 +224,7 @@ INSTANTIATE_TEST_SUITE_P(
 // Zero point and scales are run-time inputs: a kernel made once must follow them (oneDNN's
 // zero-point compensation of frozen weights included).
 TEST(OneDnnQuantized, FollowsParamsThatChangeBetweenRuns) {
-  if (!has_vnni()) GTEST_SKIP() << "no VNNI: the int8 kernels decline";
+  if (!onednn::exact_int8_products()) GTEST_SKIP() << "no VNNI: the int8 kernels decline";
   const Shape xs{1, 9, 9, 8}, ws{3, 3, 8, 12};
   std::vector<Tensor> inputs = random_inputs(xs, ws, true, true, 5);
   inputs.push_back(params_tensor({0.3f, 20}));
@@ -271,7 +261,7 @@ void PrintTo(const MatMulCase& c, std::ostream* os) { *os << c.name; }
 class OneDnnQuantizedMatMul : public ::testing::TestWithParam<MatMulCase> {};
 
 TEST_P(OneDnnQuantizedMatMul, EqualsReference) {
-  if (!has_vnni()) GTEST_SKIP() << "no VNNI: the int8 kernels decline";
+  if (!onednn::exact_int8_products()) GTEST_SKIP() << "no VNNI: the int8 kernels decline";
   const MatMulCase& c = GetParam();
   expect_requantized_forms_equal_reference(
       {c.m, c.k}, {c.k, c.n},
@@ -295,7 +285,7 @@ INSTANTIATE_TEST_SUITE_P(
 
 // Accumulators beyond 2^24, where oneDNN's float round trip loses units.
 TEST(OneDnnQuantized, LargeAccumulatorsStayExact) {
-  if (!has_vnni()) GTEST_SKIP() << "no VNNI: the int8 kernels decline";
+  if (!onednn::exact_int8_products()) GTEST_SKIP() << "no VNNI: the int8 kernels decline";
   for (bool conv : {true, false}) {
     SCOPED_TRACE(conv ? "conv" : "matmul");
     const Shape xs = conv ? Shape{1, 5, 5, 96} : Shape{3, 1531};
@@ -317,6 +307,7 @@ TEST(OneDnnQuantized, LargeAccumulatorsStayExact) {
 }
 
 TEST(OneDnnQuantized, MaxPoolEqualsReference) {
+  if (!testing::onednn_jit_covers_all()) GTEST_SKIP() << "oneDNN may decline outside x86-64";
   const std::vector<std::pair<Shape, ops::PoolOptions>> cases = {
       {{1, 1, 1, 1}, {.ksize = {1, 1}, .strides = {1, 1}}},
       {{2, 7, 7, 3}, {.ksize = {3, 3}, .strides = {2, 2}, .padding = "SAME"}},
@@ -333,8 +324,9 @@ TEST(OneDnnQuantized, MaxPoolEqualsReference) {
   }
 }
 
-// The vectorized element-wise kernels (impl "simd"), on lengths around the vector width.
-TEST(SimdQuantized, RequantizeEqualsReference) {
+// The element-wise kernels of impl "int8_loops" (AVX-512 where the CPU has it, portable loops
+// elsewhere), on lengths around the vector width.
+TEST(Int8LoopsKernels, RequantizeEqualsReference) {
   for (const Shape& shape : {Shape{1}, Shape{3, 5}, Shape{7, 16}, Shape{2, 9, 17}, Shape{64, 33}})
     for (bool per_channel : {true, false})
       for (const char* activation : {"none", "relu", "relu6"}) {
@@ -352,11 +344,11 @@ TEST(SimdQuantized, RequantizeEqualsReference) {
             [&](Graph& g, const std::vector<Output>& in) {
               return ops::requantize(g, in[0], in[1], in[2], in[3], *parse_activation(activation));
             },
-            inputs, Frozen::Nothing, "simd", 0);
+            inputs, Frozen::Nothing, "int8_loops", 0);
       }
 }
 
-TEST(SimdQuantized, AddEqualsReference) {
+TEST(Int8LoopsKernels, AddEqualsReference) {
   const std::vector<std::vector<QuantParams>> param_sets = {
       {{0.02f, 128}, {0.05f, 10}, {0.06f, 90}},
       {{0.1f, 0}, {0.1f, 0}, {0.2f, 0}},
@@ -374,11 +366,11 @@ TEST(SimdQuantized, AddEqualsReference) {
               return ops::quantized_add(g, in[0], in[1], in[2], in[3], in[4],
                                         *parse_activation(activation));
             },
-            inputs, Frozen::Nothing, "simd", 0);
+            inputs, Frozen::Nothing, "int8_loops", 0);
       }
 }
 
-TEST(SimdQuantized, AvgPoolEqualsReference) {
+TEST(Int8LoopsKernels, AvgPoolEqualsReference) {
   const std::vector<std::pair<Shape, ops::PoolOptions>> cases = {
       {{1, 1, 1, 1}, {.ksize = {1, 1}, .strides = {1, 1}}},
       {{2, 7, 7, 3}, {.ksize = {3, 3}, .strides = {2, 2}, .padding = "SAME"}},
@@ -398,7 +390,7 @@ TEST(SimdQuantized, AvgPoolEqualsReference) {
           [&](Graph& g, const std::vector<Output>& in) {
             return ops::quantized_avg_pool(g, in[0], options);
           },
-          {x}, Frozen::Nothing, "simd", 0);
+          {x}, Frozen::Nothing, "int8_loops", 0);
   }
 }
 
@@ -424,7 +416,7 @@ Tensor quantize_inputs(const Shape& shape, QuantParams p, uint32_t seed) {
   return x;
 }
 
-TEST(SimdQuantized, QuantizeEqualsReference) {
+TEST(Int8LoopsKernels, QuantizeEqualsReference) {
   for (const Shape& shape :
        {Shape{1}, Shape{15}, Shape{3, 16}, Shape{2, 9, 17}, Shape{1, 224, 224, 3}})
     for (const QuantParams p : {QuantParams{0.02f, 128}, QuantParams{0.1f, 0},
@@ -432,11 +424,11 @@ TEST(SimdQuantized, QuantizeEqualsReference) {
       SCOPED_TRACE(::testing::Message() << shape_str(shape) << " scale " << p.scale);
       expect_impl_equals_reference(
           [](Graph& g, const std::vector<Output>& in) { return ops::quantize(g, in[0], in[1]); },
-          {quantize_inputs(shape, p, 4), params_tensor(p)}, Frozen::Nothing, "simd", 0);
+          {quantize_inputs(shape, p, 4), params_tensor(p)}, Frozen::Nothing, "int8_loops", 0);
     }
 }
 
-TEST(SimdQuantized, DequantizeEqualsReference) {
+TEST(Int8LoopsKernels, DequantizeEqualsReference) {
   for (const Shape& shape : {Shape{1}, Shape{15}, Shape{3, 16}, Shape{2, 9, 17}, Shape{64, 10}})
     for (const QuantParams p : {QuantParams{0.02f, 128}, QuantParams{0.3f, 0}}) {
       SCOPED_TRACE(::testing::Message() << shape_str(shape) << " scale " << p.scale);
@@ -447,10 +439,10 @@ TEST(SimdQuantized, DequantizeEqualsReference) {
       const Output y = ops::dequantize(g, q, params);
       const Feeds feeds = {{q, random_u8(shape, 8)}, {params, params_tensor(p)}};
       Session reference(g, SessionOptions{.kernel_impl = "reference"});
-      Session simd(g, SessionOptions{.kernel_impl = "simd"});
+      Session loops(g, SessionOptions{.kernel_impl = "int8_loops"});
       const Tensor want = reference.run(feeds, {y})[0].clone();
-      const Tensor got = simd.run(feeds, {y})[0].clone();
-      EXPECT_EQ(simd.kernel_choices()[g.node(y.node).name], "simd");
+      const Tensor got = loops.run(feeds, {y})[0].clone();
+      EXPECT_EQ(loops.kernel_choices()[g.node(y.node).name], "int8_loops");
       EXPECT_EQ(std::memcmp(want.raw(), got.raw(), want.bytes()), 0);
     }
 }
@@ -467,15 +459,15 @@ void expect_params_equal(const Build& build, const std::vector<Tensor>& inputs) 
   }
   const Output y = build(g, in);
   Session reference(g, SessionOptions{.kernel_impl = "reference"});
-  Session simd(g, SessionOptions{.kernel_impl = "simd"});
+  Session loops(g, SessionOptions{.kernel_impl = "int8_loops"});
   const Tensor want = reference.run(feeds, {y})[0].clone();
-  const Tensor got = simd.run(feeds, {y})[0].clone();
-  EXPECT_EQ(simd.kernel_choices()[g.node(y.node).name], "simd");
+  const Tensor got = loops.run(feeds, {y})[0].clone();
+  EXPECT_EQ(loops.kernel_choices()[g.node(y.node).name], "int8_loops");
   EXPECT_EQ(want.data<float>()[0], got.data<float>()[0]);
   EXPECT_EQ(want.data<float>()[1], got.data<float>()[1]);
 }
 
-TEST(SimdQuantized, ChooseQParamsEqualsReference) {
+TEST(Int8LoopsKernels, ChooseQParamsEqualsReference) {
   for (const Shape& shape : {Shape{1}, Shape{15}, Shape{3, 16}, Shape{2, 9, 17}, Shape{0, 3}})
     for (const auto& [lo, hi] :
          {std::pair{-3.0f, 5.0f}, std::pair{0.5f, 2.0f}, std::pair{-4.0f, -1.0f}}) {
@@ -491,7 +483,7 @@ TEST(SimdQuantized, ChooseQParamsEqualsReference) {
     }
 }
 
-TEST(SimdQuantized, RequantizationRangeEqualsReference) {
+TEST(Int8LoopsKernels, RequantizationRangeEqualsReference) {
   for (const Shape& shape : {Shape{1}, Shape{3, 5}, Shape{7, 16}, Shape{2, 9, 17}, Shape{0, 4}})
     for (bool per_channel : {true, false})
       for (const char* activation : {"none", "relu", "relu6"}) {

@@ -1,6 +1,7 @@
-// Vectorized kernels (impl "simd") for the element-wise int8 ops (Quantize, Dequantize,
-// ChooseQParams, Requantize, RequantizationRange, QuantizedAdd) and QuantizedAvgPool. They produce
-// exactly the reference kernels' bytes (kernels/int8_loops.h), only faster, and outrank them when
+// Kernels (impl "int8_loops") for the element-wise int8 ops (Quantize, Dequantize, ChooseQParams,
+// Requantize, RequantizationRange, QuantizedAdd) and QuantizedAvgPool, made of
+// kernels/int8_loops.h: AVX-512 where the CPU has it, portable loops elsewhere, so they run on
+// every CPU. They produce exactly the reference kernels' bytes, only faster, and outrank them when
 // no implementation is forced.
 #include <algorithm>
 #include <string>
@@ -89,13 +90,14 @@ void quantized_add(KernelContext& ctx) {
 }  // namespace
 
 void register_int8_kernels(KernelRegistry& r) {
-  r.add(simple_kernel("ChooseQParams", DType::f32, "simd", choose_qparams, kPriority));
-  r.add(simple_kernel("Quantize", DType::f32, "simd", quantize, kPriority));
-  r.add(simple_kernel("Dequantize", DType::u8, "simd", dequantize, kPriority));
-  r.add(simple_kernel("Requantize", DType::i32, "simd", requantize, kPriority));
-  r.add(simple_kernel("RequantizationRange", DType::i32, "simd", requantization_range, kPriority));
-  r.add(simple_kernel("QuantizedAvgPool", DType::u8, "simd", quantized_avg_pool, kPriority));
-  r.add(simple_kernel("QuantizedAdd", DType::u8, "simd", quantized_add, kPriority));
+  r.add(simple_kernel("ChooseQParams", DType::f32, "int8_loops", choose_qparams, kPriority));
+  r.add(simple_kernel("Quantize", DType::f32, "int8_loops", quantize, kPriority));
+  r.add(simple_kernel("Dequantize", DType::u8, "int8_loops", dequantize, kPriority));
+  r.add(simple_kernel("Requantize", DType::i32, "int8_loops", requantize, kPriority));
+  r.add(simple_kernel("RequantizationRange", DType::i32, "int8_loops", requantization_range,
+                      kPriority));
+  r.add(simple_kernel("QuantizedAvgPool", DType::u8, "int8_loops", quantized_avg_pool, kPriority));
+  r.add(simple_kernel("QuantizedAdd", DType::u8, "int8_loops", quantized_add, kPriority));
 }
 
 }  // namespace sf

@@ -1,269 +1,35 @@
 #include "kernels/int8_loops.h"
 
-#include <immintrin.h>
-
 #include <algorithm>
 #include <cmath>
-#include <limits>
+
+#include "cpu/cpu_features.h"
+#include "kernels/int8_loops_avx512.h"
 
 namespace sf {
 
+using namespace int8_loops;
+
 namespace {
 
-constexpr int64_t kParallelMin = 1 << 15;  // elements; below this threads cost more than they save
-
-// The vector code covers multipliers below one whose right shift fits an int32 lane (every
-// practical requantization); anything else takes the scalar loops.
-bool vector_friendly(QuantizedMultiplier m) { return m.shift <= 0 && m.shift >= -31; }
-
+#if defined(__x86_64__)
 bool has_avx512() {
-  static const bool yes = __builtin_cpu_supports("avx512f") &&
-                          __builtin_cpu_supports("avx512bw") &&
-                          __builtin_cpu_supports("avx512vl");
-  return yes;
+  const CpuFeatures& cpu = cpu_features();
+  return cpu.avx512f && cpu.avx512bw && cpu.avx512vl;
 }
-
-// GCC 12's intrinsics start from _mm512_undefined_epi32(), a deliberate self-initialization
-// that -Wmaybe-uninitialized reports once they are inlined here.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-
-// multiply_by_quantized_multiplier on 16 lanes, for multipliers m (in [2^30, 2^31)) with right
-// shifts e in [0, 31]. With a positive multiplier SaturatingRoundingDoublingHighMul never
-// overflows and equals floor((x * m + 2^30) / 2^31), computed on 64-bit even and odd lanes.
-__attribute__((target("avx512f,avx512bw,avx512vl"))) inline __m512i multiply_avx512(__m512i x, __m512i m,
-                                                                  __m512i e) {
-  const __m512i one = _mm512_set1_epi32(1);
-  const __m512i nudge = _mm512_set1_epi64(int64_t{1} << 30);
-  const __m512i even = _mm512_srai_epi64(_mm512_add_epi64(_mm512_mul_epi32(x, m), nudge), 31);
-  const __m512i odd = _mm512_srai_epi64(
-      _mm512_add_epi64(_mm512_mul_epi32(_mm512_srli_epi64(x, 32), _mm512_srli_epi64(m, 32)),
-                       nudge),
-      31);
-  const __m512i high = _mm512_mask_blend_epi32(static_cast<__mmask16>(0xAAAA), even,
-                                               _mm512_slli_epi64(odd, 32));
-  // RoundingDivideByPOT: ties away from zero.
-  const __m512i mask = _mm512_sub_epi32(_mm512_sllv_epi32(one, e), one);
-  const __m512i remainder = _mm512_and_si512(high, mask);
-  const __m512i threshold =
-      _mm512_add_epi32(_mm512_srli_epi32(mask, 1), _mm512_srli_epi32(high, 31));
-  const __m512i q = _mm512_srav_epi32(high, e);
-  return _mm512_mask_add_epi32(q, _mm512_cmpgt_epi32_mask(remainder, threshold), q, one);
-}
-
-__attribute__((target("avx512f,avx512bw,avx512vl"))) inline __m512i clamp_avx512(__m512i q, int32_t zero_point,
-                                                               QuantClamp clamp) {
-  q = _mm512_add_epi32(q, _mm512_set1_epi32(zero_point));
-  return _mm512_min_epi32(_mm512_max_epi32(q, _mm512_set1_epi32(clamp.lo)),
-                          _mm512_set1_epi32(clamp.hi));
-}
-
-__mmask16 tail_mask(int64_t left) {
-  return left >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << left) - 1);
-}
-
-__attribute__((target("avx512f,avx512bw,avx512vl"))) void requantize_rows_avx512(
-    const int32_t* acc, int64_t rows, int64_t channels,
-    const std::vector<QuantizedMultiplier>& multipliers, int32_t zero_point, QuantClamp clamp,
-    uint8_t* out) {
-  std::vector<int32_t> mult(static_cast<size_t>(channels)), right(static_cast<size_t>(channels));
-  for (size_t c = 0; c < multipliers.size(); ++c) {
-    mult[c] = multipliers[c].multiplier;
-    right[c] = -multipliers[c].shift;
-  }
-#pragma omp parallel for schedule(static) if (rows * channels >= kParallelMin)
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t j = 0; j < channels; j += 16) {
-      const __mmask16 k = tail_mask(channels - j);
-      const __m512i q = multiply_avx512(_mm512_maskz_loadu_epi32(k, acc + r * channels + j),
-                                        _mm512_maskz_loadu_epi32(k, mult.data() + j),
-                                        _mm512_maskz_loadu_epi32(k, right.data() + j));
-      _mm512_mask_cvtepi32_storeu_epi8(out + r * channels + j, k,
-                                       clamp_avx512(q, zero_point, clamp));
-    }
-}
-
-__attribute__((target("avx512f,avx512bw,avx512vl"))) void quantized_add_avx512(const uint8_t* a, const uint8_t* b,
-                                                             int64_t count,
-                                                             const QuantizedAddParams& p,
-                                                             uint8_t* out) {
-  const __m512i am = _mm512_set1_epi32(p.a.multiplier), ae = _mm512_set1_epi32(-p.a.shift);
-  const __m512i bm = _mm512_set1_epi32(p.b.multiplier), be = _mm512_set1_epi32(-p.b.shift);
-  const __m512i om = _mm512_set1_epi32(p.out.multiplier), oe = _mm512_set1_epi32(-p.out.shift);
-  const __m512i a_zp = _mm512_set1_epi32(p.a_zero_point);
-  const __m512i b_zp = _mm512_set1_epi32(p.b_zero_point);
-  const int64_t blocks = (count + 15) / 16;
-#pragma omp parallel for schedule(static) if (count >= kParallelMin)
-  for (int64_t block = 0; block < blocks; ++block) {
-    const int64_t i = block * 16;
-    const __mmask16 k = tail_mask(count - i);
-    const __m512i av = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(k, a + i));
-    const __m512i bv = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(k, b + i));
-    const __m512i sa = multiply_avx512(
-        _mm512_slli_epi32(_mm512_sub_epi32(av, a_zp), QuantizedAddParams::kLeftShift), am, ae);
-    const __m512i sb = multiply_avx512(
-        _mm512_slli_epi32(_mm512_sub_epi32(bv, b_zp), QuantizedAddParams::kLeftShift), bm, be);
-    const __m512i q = multiply_avx512(_mm512_add_epi32(sa, sb), om, oe);
-    _mm512_mask_cvtepi32_storeu_epi8(out + i, k, clamp_avx512(q, p.out_zero_point, p.clamp));
-  }
-}
-
-// Quantize divides in float: the quotient is within half a float ulp of the exact one, so it
-// rounds to the reference's integer unless a tie k + 0.5 lies within that distance. Such rare
-// blocks, NaNs (which quantize to the zero point) and tails take the scalar reference instead,
-// keeping the bytes identical.
-__attribute__((target("avx512f,avx512bw,avx512vl"))) void quantize_avx512(const float* x,
-                                                                          int64_t count,
-                                                                          QuantParams p,
-                                                                          uint8_t* out) {
-  const __m512 scale = _mm512_set1_ps(p.scale);
-  const __m512 half = _mm512_set1_ps(0.5f);
-  const __m512 one = _mm512_set1_ps(1.0f);
-  const __m512 rounding_error = _mm512_set1_ps(0x1p-22f);  // relative, with margin
-  const __m512 lo = _mm512_set1_ps(static_cast<float>(-p.zero_point));
-  const __m512 hi = _mm512_set1_ps(static_cast<float>(255 - p.zero_point));
-  const __m512i zero_point = _mm512_set1_epi32(p.zero_point);
-  const int64_t blocks = count / 16;
-#pragma omp parallel for schedule(static) if (count >= kParallelMin)
-  for (int64_t block = 0; block < blocks; ++block) {
-    const int64_t i = block * 16;
-    const __m512 q = _mm512_div_ps(_mm512_loadu_ps(x + i), scale);
-    const __m512 whole = _mm512_roundscale_ps(q, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-    const __m512 fraction = _mm512_abs_ps(_mm512_sub_ps(q, whole));
-    const __mmask16 near_tie =
-        _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_sub_ps(fraction, half)),
-                           _mm512_mul_ps(_mm512_abs_ps(q), rounding_error), _CMP_LE_OQ);
-    if ((near_tie | _mm512_cmp_ps_mask(q, q, _CMP_UNORD_Q)) != 0) {
-      for (int64_t j = i; j < i + 16; ++j) out[j] = quantize_value(x[j], p);
-      continue;
-    }
-    // Ties away from zero: whole + sign(q) where the fraction reaches one half.
-    const __m512 sign_one = _mm512_castsi512_ps(
-        _mm512_or_si512(_mm512_castps_si512(one),
-                        _mm512_and_si512(_mm512_castps_si512(q),
-                                         _mm512_set1_epi32(std::numeric_limits<int32_t>::min()))));
-    const __m512 rounded =
-        _mm512_mask_add_ps(whole, _mm512_cmp_ps_mask(fraction, half, _CMP_GE_OQ), whole, sign_one);
-    // Clamped before the conversion, so infinities and huge values saturate.
-    const __m512i code = _mm512_add_epi32(
-        _mm512_cvttps_epi32(_mm512_min_ps(_mm512_max_ps(rounded, lo), hi)), zero_point);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), _mm512_cvtepi32_epi8(code));
-  }
-  for (int64_t j = blocks * 16; j < count; ++j) out[j] = quantize_value(x[j], p);
-}
-
-__attribute__((target("avx512f,avx512bw,avx512vl"))) void dequantize_avx512(const uint8_t* q,
-                                                                            int64_t count,
-                                                                            QuantParams p,
-                                                                            float* out) {
-  const __m512 scale = _mm512_set1_ps(p.scale);
-  const __m512i zero_point = _mm512_set1_epi32(p.zero_point);
-  const int64_t blocks = (count + 15) / 16;
-#pragma omp parallel for schedule(static) if (count >= kParallelMin)
-  for (int64_t block = 0; block < blocks; ++block) {
-    const int64_t i = block * 16;
-    const __mmask16 k = tail_mask(count - i);
-    const __m512i codes = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(k, q + i));
-    _mm512_mask_storeu_ps(
-        out + i, k, _mm512_mul_ps(scale, _mm512_cvtepi32_ps(_mm512_sub_epi32(codes, zero_point))));
-  }
-}
-
-__attribute__((target("avx512f,avx512bw,avx512vl"))) FloatRange finite_range_avx512(const float* x,
-                                                                                    int64_t count) {
-  const __m512 infinity = _mm512_set1_ps(std::numeric_limits<float>::infinity());
-  __m512 lo = _mm512_setzero_ps(), hi = _mm512_setzero_ps();
-  for (int64_t i = 0; i < count; i += 16) {
-    const __mmask16 k = tail_mask(count - i);
-    const __m512 v = _mm512_maskz_loadu_ps(k, x + i);
-    // NaN and infinities compare false.
-    const __mmask16 finite = _mm512_cmp_ps_mask(_mm512_abs_ps(v), infinity, _CMP_LT_OQ);
-    lo = _mm512_mask_min_ps(lo, finite, lo, v);
-    hi = _mm512_mask_max_ps(hi, finite, hi, v);
-  }
-  return {_mm512_reduce_min_ps(lo), _mm512_reduce_max_ps(hi)};
-}
-
-__attribute__((target("avx512f,avx512bw,avx512vl"))) void channel_ranges_avx512(
-    const int32_t* acc, int64_t rows, int64_t channels, int32_t* lo, int32_t* hi) {
-  for (int64_t j = 0; j < channels; j += 16) {
-    const __mmask16 k = tail_mask(channels - j);
-    __m512i min = _mm512_set1_epi32(std::numeric_limits<int32_t>::max());
-    __m512i max = _mm512_set1_epi32(std::numeric_limits<int32_t>::min());
-    for (int64_t r = 0; r < rows; ++r) {
-      const __m512i v = _mm512_maskz_loadu_epi32(k, acc + r * channels + j);
-      min = _mm512_min_epi32(min, v);
-      max = _mm512_max_epi32(max, v);
-    }
-    _mm512_mask_storeu_epi32(lo + j, k, min);
-    _mm512_mask_storeu_epi32(hi + j, k, max);
-  }
-}
-
-// Window sums are exact in float (below 2^24) and so is their quotient's floor while count is
-// at most 2^14: a quotient just below an integer k <= 255 differs from it by at least 1 / count,
-// more than the float rounding near k.
-constexpr int64_t kMaxFloatPoolCount = 1 << 14;
-
-// The output pixel (oy, ox)'s window, clipped to the image: rows [r0, r1), columns [c0, c1).
-struct PoolWindow {
-  int64_t r0, r1, c0, c1;
-  int64_t count() const { return (r1 - r0) * (c1 - c0); }
-};
-
-PoolWindow pool_window_at(const Window2D& g, int64_t oy, int64_t ox) {
-  const int64_t r = oy * g.h.stride - g.h.pad_before, c = ox * g.w.stride - g.w.pad_before;
-  return {std::max<int64_t>(r, 0), std::min(r + g.h.k, g.h.in), std::max<int64_t>(c, 0),
-          std::min(c + g.w.k, g.w.in)};
-}
-
-uint8_t average_value(int64_t sum, int64_t count) {
-  return static_cast<uint8_t>((sum + count / 2) / count);
-}
-
-__attribute__((target("avx512f,avx512bw,avx512vl"))) void average_pool_avx512(
-    const uint8_t* x, int64_t n, int64_t channels, const Window2D& g, uint8_t* y) {
-  const int64_t pixels = n * g.h.out * g.w.out;
-#pragma omp parallel for schedule(static) if (pixels * channels >= kParallelMin)
-  for (int64_t p = 0; p < pixels; ++p) {
-    const int64_t b = p / (g.h.out * g.w.out), oy = p / g.w.out % g.h.out, ox = p % g.w.out;
-    const PoolWindow win = pool_window_at(g, oy, ox);
-    const int64_t count = win.count();
-    uint8_t* out = y + p * channels;
-    for (int64_t j = 0; j < channels; j += 16) {
-      const __mmask16 k = tail_mask(channels - j);
-      __m512i sum = _mm512_setzero_si512();
-      for (int64_t r = win.r0; r < win.r1; ++r)
-        for (int64_t c = win.c0; c < win.c1; ++c)
-          sum = _mm512_add_epi32(sum, _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(
-                                          k, x + ((b * g.h.in + r) * g.w.in + c) * channels + j)));
-      if (count > kMaxFloatPoolCount) {
-        alignas(64) int32_t sums[16];
-        _mm512_store_si512(sums, sum);
-        for (int64_t i = 0; i < std::min<int64_t>(16, channels - j); ++i)
-          out[j + i] = average_value(sums[i], count);
-        continue;
-      }
-      const __m512 numerator = _mm512_cvtepi32_ps(
-          _mm512_add_epi32(sum, _mm512_set1_epi32(static_cast<int32_t>(count / 2))));
-      const __m512i q =
-          _mm512_cvttps_epi32(_mm512_div_ps(numerator, _mm512_set1_ps(static_cast<float>(count))));
-      _mm512_mask_cvtepi32_storeu_epi8(out + j, k, q);
-    }
-  }
-}
-
-#pragma GCC diagnostic pop
+#endif
 
 }  // namespace
 
 void requantize_rows(const int32_t* acc, int64_t rows, int64_t channels,
                      const std::vector<QuantizedMultiplier>& multipliers, int32_t zero_point,
                      QuantClamp clamp, uint8_t* out) {
+#if defined(__x86_64__)
   bool vector = has_avx512();
   for (const QuantizedMultiplier& m : multipliers) vector = vector && vector_friendly(m);
-  if (vector) return requantize_rows_avx512(acc, rows, channels, multipliers, zero_point, clamp, out);
+  if (vector)
+    return requantize_rows_avx512(acc, rows, channels, multipliers, zero_point, clamp, out);
+#endif
 #pragma omp parallel for schedule(static) if (rows * channels >= kParallelMin)
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t j = 0; j < channels; ++j)
@@ -273,26 +39,34 @@ void requantize_rows(const int32_t* acc, int64_t rows, int64_t channels,
 
 void quantized_add_elements(const uint8_t* a, const uint8_t* b, int64_t count,
                             const QuantizedAddParams& p, uint8_t* out) {
+#if defined(__x86_64__)
   if (has_avx512() && vector_friendly(p.a) && vector_friendly(p.b) && vector_friendly(p.out))
     return quantized_add_avx512(a, b, count, p, out);
+#endif
 #pragma omp parallel for schedule(static) if (count >= kParallelMin)
   for (int64_t i = 0; i < count; ++i) out[i] = quantized_add_value(a[i], b[i], p);
 }
 
 void quantize_elements(const float* x, int64_t count, QuantParams p, uint8_t* out) {
+#if defined(__x86_64__)
   if (has_avx512()) return quantize_avx512(x, count, p, out);
+#endif
 #pragma omp parallel for schedule(static) if (count >= kParallelMin)
   for (int64_t i = 0; i < count; ++i) out[i] = quantize_value(x[i], p);
 }
 
 void dequantize_elements(const uint8_t* q, int64_t count, QuantParams p, float* out) {
+#if defined(__x86_64__)
   if (has_avx512()) return dequantize_avx512(q, count, p, out);
+#endif
 #pragma omp parallel for schedule(static) if (count >= kParallelMin)
   for (int64_t i = 0; i < count; ++i) out[i] = dequantize_value(q[i], p);
 }
 
 FloatRange finite_range(const float* x, int64_t count) {
+#if defined(__x86_64__)
   if (has_avx512()) return finite_range_avx512(x, count);
+#endif
   FloatRange r;
   for (int64_t i = 0; i < count; ++i)
     if (std::isfinite(x[i])) {
@@ -303,7 +77,9 @@ FloatRange finite_range(const float* x, int64_t count) {
 }
 
 void average_pool(const uint8_t* x, int64_t n, int64_t channels, const Window2D& g, uint8_t* y) {
+#if defined(__x86_64__)
   if (has_avx512()) return average_pool_avx512(x, n, channels, g, y);
+#endif
   const int64_t pixels = n * g.h.out * g.w.out;
 #pragma omp parallel for schedule(static) if (pixels * channels >= kParallelMin)
   for (int64_t p = 0; p < pixels; ++p) {
@@ -320,7 +96,9 @@ void average_pool(const uint8_t* x, int64_t n, int64_t channels, const Window2D&
 }
 
 void channel_ranges(const int32_t* acc, int64_t rows, int64_t channels, int32_t* lo, int32_t* hi) {
+#if defined(__x86_64__)
   if (has_avx512()) return channel_ranges_avx512(acc, rows, channels, lo, hi);
+#endif
   std::copy(acc, acc + channels, lo);
   std::copy(acc, acc + channels, hi);
   for (int64_t r = 1; r < rows; ++r)

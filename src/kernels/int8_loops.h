@@ -1,6 +1,7 @@
 // The hot element loops of the int8 kernels, bit-identical element by element to the scalar
 // definitions in codec/quant_params.h (which the reference kernels use), and vectorized
-// with AVX-512 when the CPU has it (chosen at run time: the build targets baseline x86-64).
+// with AVX-512 where the CPU has it (chosen at run time: the build targets baseline x86-64;
+// int8_loops_avx512.h), in portable C++ elsewhere.
 #pragma once
 
 #include <cstdint>

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <limits>
+
 #include "kernels/register.h"
 
 namespace sf {
@@ -46,11 +48,21 @@ std::string device_type(const std::string& device_name) {
 }
 
 const KernelDef& KernelRegistry::select(const KernelSpec& spec, const std::string& impl) const {
+  return choose(spec, impl, std::numeric_limits<int>::max());
+}
+
+const KernelDef& KernelRegistry::select_below(const KernelSpec& spec, int priority) const {
+  return choose(spec, "", priority);
+}
+
+const KernelDef& KernelRegistry::choose(const KernelSpec& spec, const std::string& impl,
+                                        int below) const {
   DType dtype = kernel_dtype(spec);
   const std::string device = device_type(spec.node.device);
   const KernelDef* best = nullptr;
   for (const KernelDef& d : defs_) {
     if (d.op != spec.node.op || d.dtype != dtype || d.device != device) continue;
+    if (d.priority >= below) continue;
     if (!impl.empty() && d.impl != impl && d.impl != "reference") continue;
     if (d.accepts && !d.accepts(spec)) continue;
     bool preferred = !impl.empty() && d.impl == impl;

@@ -77,8 +77,13 @@ class KernelRegistry {
   const KernelDef& select(const KernelSpec& spec, const std::string& impl = "") const;
   // Every registered kernel, in registration order (for tests that walk the registry).
   const std::vector<KernelDef>& all() const { return defs_; }
+  // The best accepting kernel ranked below `priority`: what runs a node that a kernel of that
+  // priority hands back (a sparse kernel whose weights turn out dense).
+  const KernelDef& select_below(const KernelSpec& spec, int priority) const;
 
  private:
+  const KernelDef& choose(const KernelSpec& spec, const std::string& impl, int below) const;
+
   std::vector<KernelDef> defs_;
 };
 

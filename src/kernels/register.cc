@@ -8,7 +8,9 @@ void register_builtin_kernels(KernelRegistry& registry) {
   register_fused_kernels(registry);
   register_sparse_kernels(registry);
   register_int8_kernels(registry);
+#if defined(__x86_64__)
   register_image_layout_kernels(registry);
+#endif
 }
 
 }  // namespace sf

@@ -12,6 +12,7 @@ void register_onednn_kernels(KernelRegistry& registry);
 void register_fused_kernels(KernelRegistry& registry);
 void register_sparse_kernels(KernelRegistry& registry);
 void register_int8_kernels(KernelRegistry& registry);  // vectorized element-wise int8 ops
-void register_image_layout_kernels(KernelRegistry& registry);  // NCHW -> NHWC of RGB images
+// AVX-512 NCHW -> NHWC of RGB images; x86-64 builds only.
+void register_image_layout_kernels(KernelRegistry& registry);
 
 }  // namespace sf

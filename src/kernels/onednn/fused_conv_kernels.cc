@@ -18,6 +18,7 @@
 #include <string_view>
 #include <vector>
 
+#include "cpu/cache_flush.h"
 #include "kernels/onednn/onednn_common.h"
 #include "ops/conv_geometry.h"
 

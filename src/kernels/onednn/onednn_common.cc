@@ -1,10 +1,9 @@
 #include "kernels/onednn/onednn_common.h"
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#endif
-
 #include <cstring>
+
+#include "cpu/cache_flush.h"
+#include "cpu/cpu_features.h"
 
 namespace sf::onednn {
 
@@ -91,15 +90,15 @@ const dnnl::memory& StagedArg::bind_constant(void* data) {
   return bind(data);
 }
 
-void flush_cache_lines(const void* data, size_t bytes) {
-#if defined(__x86_64__) || defined(__i386__)
-  const char* p = static_cast<const char*>(data);
-  for (size_t i = 0; i < bytes; i += 64) _mm_clflush(p + i);
-  _mm_mfence();
-#else
-  (void)data;  // elsewhere plan-time measurement runs warm
-  (void)bytes;
-#endif
+bool exact_int8_products() {
+  const CpuFeatures& cpu = cpu_features();
+  // The ISA bits below are x86's; elsewhere oneDNN reports none of them.
+  if (!cpu.avx512_vnni && !cpu.avx_vnni) return false;
+  const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+  auto allows = [isa](dnnl_cpu_isa_t want) {
+    return (isa & static_cast<unsigned>(want)) == static_cast<unsigned>(want);
+  };
+  return allows(dnnl_cpu_isa_avx512_core_vnni) || allows(dnnl_cpu_isa_avx2_vnni);
 }
 
 void StagedArg::flush_staging() const {

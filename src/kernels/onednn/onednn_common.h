@@ -42,8 +42,10 @@ dnnl::primitive_attr user_scratchpad_attr();
 // True for implementations we would rather not run (oneDNN's naive reference loops).
 bool is_reference_impl(const char* impl_info);
 
-// Writes back and drops from every cache level the lines of [data, data + bytes).
-void flush_cache_lines(const void* data, size_t bytes);
+// Whether oneDNN's u8 x s8 products are exact here: its VNNI kernels (vpdpbusd) are, the others
+// (vpmaddubsw) may saturate pairs of products to int16. The CPU must have VNNI and oneDNN's ISA
+// limit (ONEDNN_MAX_CPU_ISA) must allow it.
+bool exact_int8_products();
 
 // One tensor argument of a primitive. `user` describes our plain buffer; `want` the layout the
 // primitive was created with. When they differ, a kernel-owned buffer in `want`'s layout and

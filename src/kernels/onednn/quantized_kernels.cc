@@ -38,14 +38,6 @@ namespace {
 
 using dt = dnnl::memory::data_type;
 
-bool has_vnni() {
-  const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
-  auto has = [isa](dnnl_cpu_isa_t want) {
-    return (isa & static_cast<unsigned>(want)) == static_cast<unsigned>(want);
-  };
-  return has(dnnl_cpu_isa_avx512_core_vnni) || has(dnnl_cpu_isa_avx2_vnni);
-}
-
 // A row-major tensor of the given shape and element type.
 dnnl::memory::desc plain_desc_of(const Shape& shape, dt type) {
   dnnl::memory::dims strides(shape.size(), 1);
@@ -309,7 +301,7 @@ KernelDef int8_kernel(const char* op, bool requantized, MakeParts make) {
   def.impl = "onednn";
   def.priority = kPriority;
   def.accepts = [make](const KernelSpec& spec) {
-    return has_vnni() && !any_empty(spec) && make(spec, true, nullptr).has_value();
+    return exact_int8_products() && !any_empty(spec) && make(spec, true, nullptr).has_value();
   };
   def.create = [make, requantized](const KernelSpec& spec) -> std::unique_ptr<Kernel> {
     if (requantized && constant_params(spec)) {

@@ -265,7 +265,7 @@ void register_int8_conv_kernels(KernelRegistry& registry) {
   for (const auto& [op, requantized] :
        {std::pair{"QuantizedConv2D", false}, std::pair{"QuantizedConv2DRequantized", true}}) {
     registry.add(int8_conv_kernel(op, requantized, "sparse", false, kPriority));
-    registry.add(int8_conv_kernel(op, requantized, "sparse_only", true, 1));
+    registry.add(int8_conv_kernel(op, requantized, "sparse_only", true, kOnlyWhenAskedPriority));
   }
 }
 

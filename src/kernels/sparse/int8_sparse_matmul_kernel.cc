@@ -240,7 +240,7 @@ void register_int8_matmul_kernels(KernelRegistry& registry) {
   for (const auto& [op, requantized] :
        {std::pair{"QuantizedMatMul", false}, std::pair{"QuantizedMatMulRequantized", true}}) {
     registry.add(int8_matmul_kernel(op, requantized, "sparse", false, kPriority));
-    registry.add(int8_matmul_kernel(op, requantized, "sparse_only", true, 1));
+    registry.add(int8_matmul_kernel(op, requantized, "sparse_only", true, kOnlyWhenAskedPriority));
   }
 }
 

@@ -130,7 +130,7 @@ KernelDef conv_kernel(const char* impl, bool always_sparse, int priority) {
 
 void register_conv_kernels(KernelRegistry& registry) {
   registry.add(conv_kernel("sparse", false, kPriority));
-  registry.add(conv_kernel("sparse_only", true, 1));
+  registry.add(conv_kernel("sparse_only", true, kOnlyWhenAskedPriority));
 }
 
 }  // namespace sf::sparse

@@ -5,7 +5,8 @@ namespace sf::sparse {
 
 SparseKernel::SparseKernel(const KernelSpec& spec, double threshold, size_t weight_input)
     : threshold_(threshold), weight_input_(weight_input) {
-  if (threshold_ > 0.0) dense_ = KernelRegistry::global().select(spec, "onednn").create(spec);
+  if (threshold_ > 0.0)
+    dense_ = KernelRegistry::global().select_below(spec, kPriority).create(spec);
 }
 
 void SparseKernel::compute(KernelContext& ctx) {

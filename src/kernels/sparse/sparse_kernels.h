@@ -23,8 +23,11 @@ class KernelRegistry;
 namespace sparse {
 
 // Above oneDNN (priority 10): the sparse kernels see frozen weights first and hand dense ones
-// back to oneDNN themselves.
+// back to the kernel the registry ranks next (oneDNN's where it accepts).
 inline constexpr int kPriority = 20;
+// "sparse_only" runs only when asked for by name: it ranks below the reference kernels (0), so
+// it is never the next choice after "sparse".
+inline constexpr int kOnlyWhenAskedPriority = -1;
 
 // Crossovers: the fraction of zero weights from which the sparse product beats oneDNN's dense
 // one on the Deep-MNIST layers, measured with
@@ -88,8 +91,8 @@ class SparseKernel : public Kernel {
 
  protected:
   // `threshold` 0 always takes the sparse path; otherwise `spec` is handed to the dense kernel
-  // (oneDNN where it accepts, the reference otherwise), created here so that compute() never
-  // plans anything. The weights are input `weight_input`, f32 or i8.
+  // (the best one ranked below kPriority: oneDNN's where it accepts), created here so that
+  // compute() never plans anything. The weights are input `weight_input`, f32 or i8.
   SparseKernel(const KernelSpec& spec, double threshold, size_t weight_input = 1);
 
   // Whether the sparse path should run these weights, whose zero fraction weight_sparsity()

@@ -220,7 +220,7 @@ KernelDef matmul_kernel(const char* op, const char* impl, bool always_sparse, in
 void register_matmul_kernels(KernelRegistry& registry) {
   for (const char* op : {"MatMul", "FusedMatMul"}) {
     registry.add(matmul_kernel(op, "sparse", false, kPriority));
-    registry.add(matmul_kernel(op, "sparse_only", true, 1));
+    registry.add(matmul_kernel(op, "sparse_only", true, kOnlyWhenAskedPriority));
   }
 }
 

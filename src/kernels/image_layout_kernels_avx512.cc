@@ -1,11 +1,13 @@
-// Transpose of an RGB image batch from NCHW to NHWC (impl "simd"): the first node of every
-// ImageNet model imported from ONNX. oneDNN's reorder takes 27 us for one 224x224 image here;
-// interleaving the three planes sixteen pixels at a time with AVX-512 permutes takes 14 us, at
-// the speed of memory. Other transposes keep oneDNN's kernel.
+// Transpose of an RGB image batch from NCHW to NHWC (impl "avx512"; x86-64 builds only): the
+// first node of every ImageNet model imported from ONNX. oneDNN's reorder takes 27 us for one
+// 224x224 image here; interleaving the three planes sixteen pixels at a time with AVX-512
+// permutes takes 14 us, at the speed of memory. Other transposes, and every transpose on CPUs
+// without AVX-512, keep oneDNN's kernel.
 #include <immintrin.h>
 
 #include <vector>
 
+#include "cpu/cpu_features.h"
 #include "kernels/kernel.h"
 #include "kernels/register.h"
 #include "ops/layout_geometry.h"
@@ -33,12 +35,12 @@ __attribute__((target("avx512f"))) void interleave_rgb(const float* r, const flo
     const __m512 vr = _mm512_loadu_ps(r + p), vg = _mm512_loadu_ps(g + p);
     const __m512 vb = _mm512_loadu_ps(b + p);
     float* o = out + 3 * p;
-    _mm512_storeu_ps(o, _mm512_mask_permutexvar_ps(_mm512_permutex2var_ps(vr, rg0, vg), blue0,
-                                                   b0, vb));
-    _mm512_storeu_ps(o + 16, _mm512_mask_permutexvar_ps(_mm512_permutex2var_ps(vr, rg1, vg),
-                                                        blue1, b1, vb));
-    _mm512_storeu_ps(o + 32, _mm512_mask_permutexvar_ps(_mm512_permutex2var_ps(vr, rg2, vg),
-                                                        blue2, b2, vb));
+    _mm512_storeu_ps(
+        o, _mm512_mask_permutexvar_ps(_mm512_permutex2var_ps(vr, rg0, vg), blue0, b0, vb));
+    _mm512_storeu_ps(
+        o + 16, _mm512_mask_permutexvar_ps(_mm512_permutex2var_ps(vr, rg1, vg), blue1, b1, vb));
+    _mm512_storeu_ps(
+        o + 32, _mm512_mask_permutexvar_ps(_mm512_permutex2var_ps(vr, rg2, vg), blue2, b2, vb));
   }
   for (; p < n; ++p) {
     out[3 * p] = r[p];
@@ -62,7 +64,7 @@ void rgb_planes_to_pixels(KernelContext& ctx) {
 
 bool is_rgb_planes_to_pixels(const KernelSpec& spec) {
   const Shape& in = spec.inputs[0].shape;
-  if (in.size() != 4 || in[1] != 3 || !__builtin_cpu_supports("avx512f")) return false;
+  if (in.size() != 4 || in[1] != 3 || !cpu_features().avx512f) return false;
   std::vector<int64_t> perm;
   return transpose_perm(spec.node.attrs.get_ints("perm"), 4, &perm).empty() &&
          perm == std::vector<int64_t>{0, 2, 3, 1};
@@ -71,7 +73,7 @@ bool is_rgb_planes_to_pixels(const KernelSpec& spec) {
 }  // namespace
 
 void register_image_layout_kernels(KernelRegistry& r) {
-  KernelDef def = simple_kernel("Transpose", DType::f32, "simd", rgb_planes_to_pixels, kPriority);
+  KernelDef def = simple_kernel("Transpose", DType::f32, "avx512", rgb_planes_to_pixels, kPriority);
   def.accepts = is_rgb_planes_to_pixels;
   r.add(std::move(def));
 }
