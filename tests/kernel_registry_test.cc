@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "cpu/cpu_features.h"
 #include "graph/op_registry.h"
 #include "kernels/kernel.h"
 #include "support/kernel_cases.h"
@@ -99,14 +100,11 @@ std::string missing_cpu_features() {
   auto lacks = [&missing](const char* feature) {
     missing += (missing.empty() ? "" : ", ") + std::string(feature);
   };
-#if defined(__x86_64__)
-  if (!__builtin_cpu_supports("avx512f")) lacks("avx512f");
-  if (!__builtin_cpu_supports("avx512bw")) lacks("avx512bw");
-  if (!__builtin_cpu_supports("avx512vl")) lacks("avx512vl");
-  if (!__builtin_cpu_supports("avx512vnni")) lacks("avx512vnni");
-#else
-  lacks("x86-64 with AVX-512");
-#endif
+  const CpuFeatures& cpu = cpu_features();
+  if (!cpu.avx512f) lacks("avx512f");
+  if (!cpu.avx512bw) lacks("avx512bw");
+  if (!cpu.avx512vl) lacks("avx512vl");
+  if (!cpu.avx512_vnni) lacks("avx512vnni");
   const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
   const auto vnni = static_cast<unsigned>(dnnl_cpu_isa_avx512_core_vnni);
   if ((isa & vnni) != vnni) lacks("avx512_core_vnni in oneDNN's ISA");
