@@ -9,6 +9,7 @@
 #include "graph/op_registry.h"
 #include "kernels/kernel.h"
 #include "kernels/register.h"
+#include "ops/op_names.h"
 
 namespace sf {
 
@@ -83,12 +84,12 @@ KernelDef composed(const std::string& op, const std::string& base_op, const std:
 }  // namespace
 
 void register_fused_kernels(KernelRegistry& registry) {
-  registry.add(composed("FusedConv2D", "Conv2D", "reference", 0));
-  registry.add(composed("FusedConv2D", "Conv2D", "composed", 5));
-  registry.add(composed("FusedConv2DAdd", "Conv2D", "reference", 0));
-  registry.add(composed("FusedConv2DAdd", "Conv2D", "composed", 5));
-  registry.add(composed("FusedMatMul", "MatMul", "reference", 0));
-  registry.add(composed("FusedMatMul", "MatMul", "composed", 5));
+  registry.add(composed(op_names::kFusedConv2D, op_names::kConv2D, "reference", 0));
+  registry.add(composed(op_names::kFusedConv2D, op_names::kConv2D, "composed", 5));
+  registry.add(composed(op_names::kFusedConv2DAdd, op_names::kConv2D, "reference", 0));
+  registry.add(composed(op_names::kFusedConv2DAdd, op_names::kConv2D, "composed", 5));
+  registry.add(composed(op_names::kFusedMatMul, op_names::kMatMul, "reference", 0));
+  registry.add(composed(op_names::kFusedMatMul, op_names::kMatMul, "composed", 5));
 }
 
 }  // namespace sf

@@ -11,6 +11,7 @@
 #include "kernels/kernel.h"
 #include "kernels/register.h"
 #include "ops/layout_geometry.h"
+#include "ops/op_names.h"
 
 namespace sf {
 
@@ -73,7 +74,8 @@ bool is_rgb_planes_to_pixels(const KernelSpec& spec) {
 }  // namespace
 
 void register_image_layout_kernels(KernelRegistry& r) {
-  KernelDef def = simple_kernel("Transpose", DType::f32, "avx512", rgb_planes_to_pixels, kPriority);
+  KernelDef def =
+      simple_kernel(op_names::kTranspose, DType::f32, "avx512", rgb_planes_to_pixels, kPriority);
   def.accepts = is_rgb_planes_to_pixels;
   r.add(std::move(def));
 }

@@ -11,6 +11,7 @@
 #include "kernels/kernel.h"
 #include "kernels/quantized_args.h"
 #include "kernels/register.h"
+#include "ops/op_names.h"
 
 namespace sf {
 
@@ -90,14 +91,16 @@ void quantized_add(KernelContext& ctx) {
 }  // namespace
 
 void register_int8_kernels(KernelRegistry& r) {
-  r.add(simple_kernel("ChooseQParams", DType::f32, "int8_loops", choose_qparams, kPriority));
-  r.add(simple_kernel("Quantize", DType::f32, "int8_loops", quantize, kPriority));
-  r.add(simple_kernel("Dequantize", DType::u8, "int8_loops", dequantize, kPriority));
-  r.add(simple_kernel("Requantize", DType::i32, "int8_loops", requantize, kPriority));
-  r.add(simple_kernel("RequantizationRange", DType::i32, "int8_loops", requantization_range,
+  r.add(
+      simple_kernel(op_names::kChooseQParams, DType::f32, "int8_loops", choose_qparams, kPriority));
+  r.add(simple_kernel(op_names::kQuantize, DType::f32, "int8_loops", quantize, kPriority));
+  r.add(simple_kernel(op_names::kDequantize, DType::u8, "int8_loops", dequantize, kPriority));
+  r.add(simple_kernel(op_names::kRequantize, DType::i32, "int8_loops", requantize, kPriority));
+  r.add(simple_kernel(op_names::kRequantizationRange, DType::i32, "int8_loops",
+                      requantization_range, kPriority));
+  r.add(simple_kernel(op_names::kQuantizedAvgPool, DType::u8, "int8_loops", quantized_avg_pool,
                       kPriority));
-  r.add(simple_kernel("QuantizedAvgPool", DType::u8, "int8_loops", quantized_avg_pool, kPriority));
-  r.add(simple_kernel("QuantizedAdd", DType::u8, "int8_loops", quantized_add, kPriority));
+  r.add(simple_kernel(op_names::kQuantizedAdd, DType::u8, "int8_loops", quantized_add, kPriority));
 }
 
 }  // namespace sf

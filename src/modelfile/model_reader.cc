@@ -17,6 +17,7 @@
 #include "graph/op_registry.h"
 #include "modelfile/format.h"
 #include "modelfile/model_file.h"
+#include "ops/op_names.h"
 
 namespace sf {
 namespace {
@@ -57,7 +58,7 @@ class Reader {
     for (const std::string& in : model.inputs) {
       int id = model.graph.find(in);
       if (id < 0) error("input '{}' is not a node", in);
-      if (model.graph.node(id).op != "Placeholder")
+      if (model.graph.node(id).op != op_names::kPlaceholder)
         error("input '{}' is a {}, not a Placeholder", in, model.graph.node(id).op);
     }
     for (const std::string& out : model.outputs) {

@@ -17,6 +17,7 @@
 #include "io/atomic_file.h"
 #include "modelfile/format.h"
 #include "modelfile/model_file.h"
+#include "ops/op_names.h"
 
 namespace sf {
 namespace {
@@ -144,7 +145,7 @@ void check_model(const std::string& path, const ModelFile& model) {
   for (const std::string& name : model.inputs) {
     int id = model.graph.find(name);
     if (id < 0) fail("{}: cannot save model: input '{}' is not a node", path, name);
-    if (model.graph.node(id).op != "Placeholder")
+    if (model.graph.node(id).op != op_names::kPlaceholder)
       fail("{}: cannot save model: input '{}' is a {}, not a Placeholder", path, name,
            model.graph.node(id).op);
   }
@@ -153,7 +154,7 @@ void check_model(const std::string& path, const ModelFile& model) {
       fail("{}: cannot save model: output '{}' is not a node", path, name);
   for (const auto& [name, encoded] : model.encoded_weights) {
     int id = model.graph.find(name);
-    if (id < 0 || model.graph.node(id).op != "Const")
+    if (id < 0 || model.graph.node(id).op != op_names::kConst)
       fail("{}: cannot save model: encoded weights name '{}', which is not a Const node", path,
            name);
   }

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/op_names.h"
 #include "quantize/calibration.h"
 #include "quantize/eightbit_rewrite.h"
 
@@ -18,9 +19,9 @@ namespace sf {
 
 struct LayerError {
   std::string name;          // the source node rewritten, e.g. "conv1"
-  std::string op;            // e.g. "FusedConv2D"
+  std::string op;            // e.g. op_names::kFusedConv2D
   std::string tensor;        // the float tensor compared with (a fused Relu's for an Add)
-  std::string quantized_op;  // e.g. "QuantizedConv2DRequantized"
+  std::string quantized_op;  // e.g. op_names::kQuantizedConv2DRequantized
   // 10 log10(sum x^2 / sum (x - x')^2) over all elements of all examples, x float and x'
   // dequantized; +inf when they agree exactly.
   double sqnr_db = 0.0;

@@ -4,12 +4,13 @@
 #include <cmath>
 #include <map>
 
+#include "codec/quant_params.h"
 #include "core/error.h"
 #include "graph/op_registry.h"
+#include "ops/op_names.h"
 #include "ops/ops.h"
 #include "ops/quantized_ops.h"
 #include "quantize/learned_ranges.h"
-#include "codec/quant_params.h"
 #include "transforms/graph_uses.h"
 #include "transforms/rewriter.h"
 
@@ -56,8 +57,8 @@ struct U8Form {
 
 // Ops that only move elements, so a u8 tensor keeps its params through them.
 bool moves_elements_only(const std::string& op) {
-  return op == "Reshape" || op == "Flatten" || op == "Identity" || op == "Transpose" ||
-         op == "StridedSlice";
+  return op == op_names::kReshape || op == op_names::kFlatten || op == op_names::kIdentity ||
+         op == op_names::kTranspose || op == op_names::kStridedSlice;
 }
 
 // The attributes of `source` that `op` declares (the rest take their defaults).
@@ -96,7 +97,7 @@ class EightbitRewriter {
   EightbitGraph run() {
     for (const Node& node : src_.nodes()) {
       if (!uses_.needed(node.id) || absorbed_.count(node.id)) continue;
-      if (node.op == "Const") continue;  // copied or quantized when a consumer asks
+      if (node.op == op_names::kConst) continue;  // copied or quantized when a consumer asks
       if (options_.exclude.count(node.name) || !rewrite(node)) copy_float(node);
     }
     EightbitGraph result;
@@ -126,7 +127,8 @@ class EightbitRewriter {
     }
     const GraphUses all = GraphUses::of_all_nodes(source);
     for (const Node& node : source.nodes())
-      if (all.uses(node.id) == 0 && node.op != "Const" && node.op != "Placeholder")
+      if (all.uses(node.id) == 0 && node.op != op_names::kConst &&
+          node.op != op_names::kPlaceholder)
         outputs.push_back({node.id, 0});
     return outputs;
   }
@@ -135,7 +137,7 @@ class EightbitRewriter {
   static std::vector<int> placeholders(const Graph& source) {
     std::vector<int> ids;
     for (const Node& node : source.nodes())
-      if (node.op == "Placeholder") ids.push_back(node.id);
+      if (node.op == op_names::kPlaceholder) ids.push_back(node.id);
     return ids;
   }
 
@@ -169,7 +171,7 @@ class EightbitRewriter {
     if (std::optional<Output> held = rw_.find(s)) return *held;
     const Node& node = src_.node(s.node);
     Output made;
-    if (node.op == "Const") {
+    if (node.op == op_names::kConst) {
       made = ops::constant(out_, node.attrs.get_tensor("value"), node.name);
       out_.mutable_node(made.node).device = node.device;
     } else {
@@ -233,12 +235,12 @@ class EightbitRewriter {
   bool rewrite(const Node& node) {
     if (node.outputs.empty() || node.outputs[0].dtype != DType::f32) return false;
     const std::string& op = node.op;
-    if (op == "FusedConv2D" || op == "Conv2D") return rewrite_linear(node, true);
-    if (op == "FusedMatMul" || op == "MatMul") return rewrite_linear(node, false);
-    if (op == "MaxPool" || op == "AvgPool") return rewrite_pool(node);
-    if (op == "GlobalAvgPool") return rewrite_global_avg_pool(node);
-    if (op == "Add") return rewrite_add(node);
-    if (op == "Concat") return rewrite_concat(node);
+    if (op == op_names::kFusedConv2D || op == op_names::kConv2D) return rewrite_linear(node, true);
+    if (op == op_names::kFusedMatMul || op == op_names::kMatMul) return rewrite_linear(node, false);
+    if (op == op_names::kMaxPool || op == op_names::kAvgPool) return rewrite_pool(node);
+    if (op == op_names::kGlobalAvgPool) return rewrite_global_avg_pool(node);
+    if (op == op_names::kAdd) return rewrite_add(node);
+    if (op == op_names::kConcat) return rewrite_concat(node);
     if (moves_elements_only(op)) return pass_u8_through(node);
     return false;
   }
@@ -264,7 +266,7 @@ class EightbitRewriter {
         fused ? float_of(node.inputs[2])
               : ops::constant(out_, Tensor(DType::f32, {weights.dim(-1)}), fresh(name + "/bias"));
     const std::vector<Output> inputs = {x.data, x.params, wq, ws, bias};
-    const std::string accumulate = conv ? "QuantizedConv2D" : "QuantizedMatMul";
+    const std::string accumulate = conv ? op_names::kQuantizedConv2D : op_names::kQuantizedMatMul;
     const Attrs attrs = attrs_for(accumulate, node);
     U8Form y;
     std::string quantized_op;
@@ -312,7 +314,7 @@ class EightbitRewriter {
     pool.strides = {1, 1};
     const Output pooled = ops::quantized_avg_pool(out_, x.data, pool, fresh(node.name + "/pool"));
     const Output y = ops::reshape(out_, pooled, {-1, in[3]}, fresh(node.name + "/quantized"));
-    produced(node, node.name, {node.id, 0}, "QuantizedAvgPool", {y, x.params});
+    produced(node, node.name, {node.id, 0}, op_names::kQuantizedAvgPool, {y, x.params});
     return true;
   }
 
@@ -331,7 +333,7 @@ class EightbitRewriter {
     y.data = ops::quantized_add(out_, qa.data, qa.params, qb.data, qb.params, y.params,
                                 fused_activation(act), fresh(node.name + "/quantized"));
     if (act) absorbed_.insert(act->id);
-    produced(node, last.name, {last.id, 0}, "QuantizedAdd", y);
+    produced(node, last.name, {last.id, 0}, op_names::kQuantizedAdd, y);
     return true;
   }
 
@@ -349,7 +351,7 @@ class EightbitRewriter {
     y.params = ops::constant(out_, params_for_range(*range), fresh(node.name + "/out_params"));
     y.data = ops::quantized_concat(out_, inputs, y.params, node.attrs.get_int("axis"),
                                    fresh(node.name + "/quantized"));
-    produced(node, node.name, {node.id, 0}, "QuantizedConcat", y);
+    produced(node, node.name, {node.id, 0}, op_names::kQuantizedConcat, y);
     return true;
   }
 

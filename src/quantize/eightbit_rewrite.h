@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "graph/graph.h"
+#include "ops/op_names.h"
 #include "quantize/calibration.h"
 
 namespace sf {
@@ -48,9 +49,9 @@ struct EightbitOptions {
 // of the source graph that they approximate.
 struct EightbitLayer {
   std::string name;          // the source node rewritten, e.g. "conv1"
-  std::string op;            // its op, e.g. "FusedConv2D"
+  std::string op;            // its op, e.g. op_names::kFusedConv2D
   std::string tensor;        // the source tensor approximated: `name`, or a Relu fused into an Add
-  std::string quantized_op;  // e.g. "QuantizedConv2DRequantized"
+  std::string quantized_op;  // e.g. op_names::kQuantizedConv2DRequantized
   Output data;               // u8
   Output params;             // f32[2] = [scale, zero_point]
 };

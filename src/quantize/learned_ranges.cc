@@ -5,6 +5,7 @@
 #include <optional>
 #include <set>
 
+#include "ops/op_names.h"
 #include "transforms/graph_uses.h"
 #include "transforms/rewriter.h"
 
@@ -16,7 +17,7 @@ namespace {
 std::optional<TensorRange> learned_range(const Graph& graph, const Node& node) {
   if (node.inputs[0].index != 0) return std::nullopt;  // ranges are keyed by output 0
   const Node& range = graph.node(node.inputs[1].node);
-  if (range.op != "Const") return std::nullopt;
+  if (range.op != op_names::kConst) return std::nullopt;
   const float* r = range.attrs.get_tensor("value").data<float>();
   if (!std::isfinite(r[0]) || !std::isfinite(r[1])) return std::nullopt;
   return TensorRange{std::min(r[0], 0.0f), std::max(r[1], 0.0f)};
@@ -26,7 +27,7 @@ std::optional<TensorRange> learned_range(const Graph& graph, const Node& node) {
 
 bool has_fake_quant(const Graph& graph) {
   return std::any_of(graph.nodes().begin(), graph.nodes().end(),
-                     [](const Node& n) { return n.op == "FakeQuantActivation"; });
+                     [](const Node& n) { return n.op == op_names::kFakeQuantActivation; });
 }
 
 LearnedRanges take_learned_ranges(const Graph& graph, const std::vector<std::string>& outputs) {
@@ -35,7 +36,8 @@ LearnedRanges take_learned_ranges(const Graph& graph, const std::vector<std::str
   std::set<int> removed, range_consts;
   LearnedRanges out;
   for (const Node& n : graph.nodes()) {
-    if (n.op != "FakeQuantActivation" || output_names.count(n.name) || uses.is_read({n.id, 1}))
+    if (n.op != op_names::kFakeQuantActivation || output_names.count(n.name) ||
+        uses.is_read({n.id, 1}))
       continue;
     if (auto range = learned_range(graph, n)) {
       removed.insert(n.id);

@@ -14,8 +14,9 @@
 #include <string>
 #include <vector>
 
-#include "modelfile/model_file.h"
 #include "codec/weight_codec.h"
+#include "modelfile/model_file.h"
+#include "ops/op_names.h"
 
 namespace sf::quant {
 
@@ -32,7 +33,7 @@ struct WeightQuantizeOptions {
 struct WeightRow {
   std::string node;      // the Const
   std::string layer;     // the first layer reading it as its weight
-  std::string layer_op;  // e.g. "FusedConv2D"
+  std::string layer_op;  // e.g. op_names::kFusedConv2D
   Shape shape;
   bool encoded = false;
   std::string encoding = "dense";  // "linear", "kmeans", "f16" or "dense"

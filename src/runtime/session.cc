@@ -1,13 +1,14 @@
 #include "runtime/session.h"
 
+#include <fmt/format.h>
 #include <omp.h>
 
 #include <algorithm>
 #include <chrono>
-#include <fmt/format.h>
 #include <limits>
 
 #include "kernels/kernel.h"
+#include "ops/op_names.h"
 #include "runtime/arena_plan.h"
 
 namespace sf {
@@ -15,7 +16,7 @@ namespace sf {
 namespace {
 
 bool is_source(const std::string& op) {
-  return op == "Placeholder" || op == "Variable" || op == "Const";
+  return op == op_names::kPlaceholder || op == op_names::kVariable || op == op_names::kConst;
 }
 
 size_t align_up(size_t n) { return (n + kTensorAlignment - 1) / kTensorAlignment * kTensorAlignment; }
@@ -119,7 +120,7 @@ Session::Plan& Session::plan_for(const Feeds& feeds, const std::vector<Output>& 
     KernelSpec spec{n, {}};
     for (const Output& in : n.inputs) {
       spec.inputs.push_back(g.type(in));
-      spec.constant_inputs.push_back(g.node(in.node).op == "Const");
+      spec.constant_inputs.push_back(g.node(in.node).op == op_names::kConst);
     }
     const KernelDef& def = KernelRegistry::global().select(spec, options_.kernel_impl);
     plan->steps.push_back(Plan::Step{id, def.create(spec), def.impl});
@@ -136,7 +137,8 @@ Session::Plan& Session::plan_for(const Feeds& feeds, const std::vector<Output>& 
 std::vector<Tensor> Session::run(const Feeds& feeds, const std::vector<Output>& fetches,
                                  bool training) {
   for (const auto& [out, tensor] : feeds) {
-    if (out.node < 0 || out.node >= graph_.num_nodes() || graph_.node(out.node).op != "Placeholder")
+    if (out.node < 0 || out.node >= graph_.num_nodes() ||
+        graph_.node(out.node).op != op_names::kPlaceholder)
       fail("feed: node {} is not a Placeholder", out.node);
     const Node& n = graph_.node(out.node);
     if (tensor.dtype() != n.outputs[0].dtype)
@@ -155,13 +157,13 @@ std::vector<Tensor> Session::run(const Feeds& feeds, const std::vector<Output>& 
   for (const auto& [out, tensor] : feeds) values[static_cast<size_t>(out.node)] = {tensor};
   for (int id = 0; id < g.num_nodes(); ++id) {
     const Node& n = g.node(id);
-    if (n.op == "Variable") {
+    if (n.op == op_names::kVariable) {
       Tensor& v = variables_->get(n.name);
       if (v.shape() != n.outputs[0].shape || v.dtype() != n.outputs[0].dtype)
         fail("variable '{}': value is {}{}, graph expects {}", n.name, dtype_name(v.dtype()),
              shape_str(v.shape()), type_str(n.outputs[0]));
       values[static_cast<size_t>(id)] = {v};
-    } else if (n.op == "Const") {
+    } else if (n.op == op_names::kConst) {
       values[static_cast<size_t>(id)] = {n.attrs.get_tensor("value")};
     }
   }

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <map>
 
+#include "ops/op_names.h"
 #include "ops/ops.h"
 #include "transforms/graph_uses.h"
 #include "transforms/rewriter.h"
@@ -13,7 +14,7 @@ namespace {
 
 // A Concat of 4-D f32 tensors along the last (channel) axis.
 bool is_channel_concat(const Node& node) {
-  if (node.op != "Concat" || node.outputs[0].shape.size() != 4 ||
+  if (node.op != op_names::kConcat || node.outputs[0].shape.size() != 4 ||
       node.outputs[0].dtype != DType::f32)
     return false;
   const int64_t axis = node.attrs.get_int("axis");
@@ -40,7 +41,7 @@ Tensor filter_channels(const Tensor& filter, int64_t begin, int64_t end) {
 // (the partial sum), which costs more than the concat's copy once the conv has more output
 // channels than input channels (SqueezeNet's 512 -> 1000 classifier: 0.54 ms split, 0.50 ms not).
 bool splits_over_input_channels(const Graph& graph, const Node& conv, int input_index) {
-  if (conv.op != "FusedConv2D" || input_index != 0 || conv.attrs.get_int("groups") != 1)
+  if (conv.op != op_names::kFusedConv2D || input_index != 0 || conv.attrs.get_int("groups") != 1)
     return false;
   const Tensor* filter = const_value(graph, conv.inputs[1]);
   return filter != nullptr && filter->dim(3) <= filter->dim(2);
@@ -62,7 +63,7 @@ Graph pool_before_concat(const Graph& graph, std::vector<Output>& outputs) {
   for (const Node& node : graph.nodes()) {
     if (!uses.needed(node.id) || !is_channel_concat(node)) continue;
     const Node* pool = uses.sole_consumer(node.id);
-    if (pool && pool->op == "MaxPool" && pool->outputs.size() == 1)
+    if (pool && pool->op == op_names::kMaxPool && pool->outputs.size() == 1)
       pool_of_concat[node.id] = pool->id;
   }
   std::map<int, bool> moved_pools;
@@ -76,9 +77,9 @@ Graph pool_before_concat(const Graph& graph, std::vector<Output>& outputs) {
     Graph& t = rw.target();
     std::vector<Output> pooled;
     for (const Output& part : node.inputs)
-      pooled.push_back(
-          t.add("MaxPool", {rw.map(part)}, pool.attrs, t.unique_name(pool.name + "/part")));
-    rw.set({pool.id, 0}, t.add("Concat", pooled, node.attrs, pool.name));
+      pooled.push_back(t.add(op_names::kMaxPool, {rw.map(part)}, pool.attrs,
+                             t.unique_name(pool.name + "/part")));
+    rw.set({pool.id, 0}, t.add(op_names::kConcat, pooled, node.attrs, pool.name));
     return true;
   });
   return rw.finish(outputs);
@@ -99,7 +100,7 @@ Graph split_channel_concat(const Graph& graph, std::vector<Output>& outputs) {
   Rewriter rw(graph);
   rw.copy_needed(uses, [&](const Node& node) {
     if (split.count(node.id)) return true;
-    if (node.op != "FusedConv2D" || !split.count(node.inputs[0].node)) return false;
+    if (node.op != op_names::kFusedConv2D || !split.count(node.inputs[0].node)) return false;
     const Node& concat = graph.node(node.inputs[0].node);
     const Tensor& filter = *const_value(graph, node.inputs[1]);
     const int64_t out_channels = filter.dim(3);
@@ -120,8 +121,8 @@ Graph split_channel_concat(const Graph& graph, std::vector<Output>& outputs) {
       std::vector<Output> inputs = {rw.map(concat.inputs[i]), filter_part,
                                     last ? rw.map(node.inputs[2]) : zero_bias};
       if (i > 0) inputs.push_back(partial_sum);
-      partial_sum = t.add(i == 0 ? "FusedConv2D" : "FusedConv2DAdd", inputs, attrs,
-                          last ? node.name : t.unique_name(node.name + "/part"));
+      partial_sum = t.add(i == 0 ? op_names::kFusedConv2D : op_names::kFusedConv2DAdd, inputs,
+                          attrs, last ? node.name : t.unique_name(node.name + "/part"));
     }
     rw.set({node.id, 0}, partial_sum);
     return true;
@@ -139,12 +140,12 @@ Graph fuse_residual_add(const Graph& graph, std::vector<Output>& outputs) {
   std::map<int, Fusion> fusions;  // keyed by the group's last node
   std::map<int, bool> member;
   for (const Node& add : graph.nodes()) {
-    if (add.op != "Add" || !uses.needed(add.id)) continue;
+    if (add.op != op_names::kAdd || !uses.needed(add.id)) continue;
     const Shape& y = add.outputs[0].shape;
     if (graph.type(add.inputs[0]).shape != y || graph.type(add.inputs[1]).shape != y) continue;
     for (int side : {1, 0}) {
       const Node& conv = graph.node(add.inputs[static_cast<size_t>(side)].node);
-      if (conv.op != "FusedConv2D" || activation_of(conv) != Activation::None ||
+      if (conv.op != op_names::kFusedConv2D || activation_of(conv) != Activation::None ||
           !is_pointwise(graph, conv) || member.count(conv.id) ||
           uses.sole_consumer(conv.id) != &add)
         continue;
@@ -163,7 +164,7 @@ Graph fuse_residual_add(const Graph& graph, std::vector<Output>& outputs) {
     Attrs attrs = conv.attrs;
     if (f->second.activation)
       attrs.set("activation", activation_name(fused_activation(f->second.activation)));
-    rw.set({node.id, 0}, rw.target().add("FusedConv2DAdd",
+    rw.set({node.id, 0}, rw.target().add(op_names::kFusedConv2DAdd,
                                          {rw.map(conv.inputs[0]), rw.map(conv.inputs[1]),
                                           rw.map(conv.inputs[2]), rw.map(f->second.addend)},
                                          attrs, conv.name));

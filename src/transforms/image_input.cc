@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "ops/op_names.h"
 #include "transforms/graph_uses.h"
 
 namespace sf {
@@ -14,10 +15,10 @@ bool moves_to_nhwc(const Node& reader, const TensorType& input) {
   const Shape& s = input.shape;
   const Shape nhwc = {s[0], s[2], s[3], s[1]};
   if (reader.outputs[0] != TensorType{input.dtype, nhwc}) return false;
-  if (reader.op == "Transpose")
+  if (reader.op == op_names::kTranspose)
     return reader.attrs.get_ints("perm") == std::vector<int64_t>{0, 2, 3, 1};
   // The importer's move when the channel axis can go last without reordering any data.
-  return reader.op == "Reshape" && (s[1] == 1 || s[2] * s[3] == 1);
+  return reader.op == op_names::kReshape && (s[1] == 1 || s[2] * s[3] == 1);
 }
 
 }  // namespace
@@ -37,7 +38,7 @@ ImageFeed feed_nhwc_images(Graph& graph, const std::string& input, bool input_is
   // Rewritten in place, not copied, so that node ids held elsewhere (eightbit layers) stay valid.
   Node& move = graph.mutable_node(reader);
   const TensorType nhwc = move.outputs[0];
-  move.op = "Placeholder";
+  move.op = op_names::kPlaceholder;
   move.inputs.clear();
   move.attrs = Attrs{{"dtype", std::string(dtype_name(nhwc.dtype))}, {"shape", nhwc.shape}};
   return ImageFeed{move.name, false};

@@ -3,9 +3,10 @@
 #include <cmath>
 #include <map>
 
-#include "core/error.h"
-#include "ops/ops.h"
 #include "codec/weight_codec.h"
+#include "core/error.h"
+#include "ops/op_names.h"
+#include "ops/ops.h"
 #include "transforms/graph_uses.h"
 #include "transforms/rewriter.h"
 
@@ -16,10 +17,10 @@ Graph freeze_variables(const Graph& graph, const VariableStore& variables,
   const GraphUses uses(graph, outputs);
   Rewriter rw(graph);
   rw.copy_needed(uses, [&](const Node& node) {
-    if (node.op == "Variable") {
+    if (node.op == op_names::kVariable) {
       // Weights trained quantization-aware are stored as the forward pass saw them.
       const Node* fake_quant = uses.sole_consumer(node.id);
-      if (fake_quant != nullptr && fake_quant->op == "FakeQuantWeights") {
+      if (fake_quant != nullptr && fake_quant->op == op_names::kFakeQuantWeights) {
         const auto bits = static_cast<int>(fake_quant->attrs.get_int("bits"));
         const Tensor& w = variables.get(node.name);
         Output c = ops::constant(
@@ -32,10 +33,11 @@ Graph freeze_variables(const Graph& graph, const VariableStore& variables,
       rw.set({node.id, 0}, c);
       return true;
     }
-    if (node.op == "FakeQuantWeights" && graph.node(node.inputs[0].node).op == "Variable" &&
+    if (node.op == op_names::kFakeQuantWeights &&
+        graph.node(node.inputs[0].node).op == op_names::kVariable &&
         uses.sole_consumer(node.inputs[0].node) == &node)
       return true;  // folded into its variable's constant above
-    if (node.op == "Dropout" || node.op == "Identity") {
+    if (node.op == op_names::kDropout || node.op == op_names::kIdentity) {
       if (uses.side_outputs_used(node))
         fail("freeze: node '{}' ({}): its mask output is used, so it cannot be removed", node.name,
              node.op);
@@ -57,16 +59,17 @@ Graph fold_batch_norm(const Graph& graph, std::vector<Output>& outputs) {
   std::map<int, Fold> folds;
   std::map<int, int> member_of;  // linear/bias node -> BatchNorm id
   for (const Node& bn : graph.nodes()) {
-    if (bn.op != "BatchNorm" || !uses.needed(bn.id) || uses.side_outputs_used(bn)) continue;
+    if (bn.op != op_names::kBatchNorm || !uses.needed(bn.id) || uses.side_outputs_used(bn))
+      continue;
     int producer = bn.inputs[0].node;
     int bias_add = -1;
-    if (graph.node(producer).op == "BiasAdd") {
+    if (graph.node(producer).op == op_names::kBiasAdd) {
       bias_add = producer;
       producer = graph.node(producer).inputs[0].node;
     }
     const Node& linear = graph.node(producer);
-    if (linear.op != "Conv2D" && linear.op != "MatMul") continue;
-    if (linear.op == "MatMul" && linear.attrs.get_bool("transpose_b")) continue;
+    if (linear.op != op_names::kConv2D && linear.op != op_names::kMatMul) continue;
+    if (linear.op == op_names::kMatMul && linear.attrs.get_bool("transpose_b")) continue;
     bool foldable = const_value(graph, linear.inputs[1]) != nullptr;
     for (int i = 1; i <= 4; ++i) foldable = foldable && const_value(graph, bn.inputs[i]) != nullptr;
     if (bias_add >= 0) foldable = foldable && const_value(graph, graph.node(bias_add).inputs[1]);
@@ -131,9 +134,11 @@ Graph fuse_bias_activation(const Graph& graph, std::vector<Output>& outputs) {
   std::map<int, Fusion> fusions;  // keyed by the group's last node
   std::map<int, bool> member;
   for (const Node& linear : graph.nodes()) {
-    if ((linear.op != "Conv2D" && linear.op != "MatMul") || !uses.needed(linear.id)) continue;
+    if ((linear.op != op_names::kConv2D && linear.op != op_names::kMatMul) ||
+        !uses.needed(linear.id))
+      continue;
     const Node* bias = uses.sole_consumer(linear.id);
-    if (!bias || bias->op != "BiasAdd") continue;
+    if (!bias || bias->op != op_names::kBiasAdd) continue;
     const Node* act = fusable_activation(uses, bias->id);
     fusions[act ? act->id : bias->id] = Fusion{linear.id, bias->id, act};
     member[linear.id] = member[bias->id] = true;
@@ -146,7 +151,8 @@ Graph fuse_bias_activation(const Graph& graph, std::vector<Output>& outputs) {
     const Node& bias = graph.node(f->second.bias_add);
     Attrs attrs = linear.attrs;
     attrs.set("activation", activation_name(fused_activation(f->second.activation)));
-    const std::string op = linear.op == "Conv2D" ? "FusedConv2D" : "FusedMatMul";
+    const std::string op =
+        linear.op == op_names::kConv2D ? op_names::kFusedConv2D : op_names::kFusedMatMul;
     int id = rw.target().add_node(
         op, {rw.map(linear.inputs[0]), rw.map(linear.inputs[1]), rw.map(bias.inputs[1])}, attrs,
         linear.name);

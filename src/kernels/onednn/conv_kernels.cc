@@ -6,6 +6,7 @@
 // jit kernels beat the plain-NHWC ones by more than the reorders cost, most of all backwards.
 #include "kernels/onednn/onednn_common.h"
 #include "ops/conv_geometry.h"
+#include "ops/op_names.h"
 
 namespace sf::onednn {
 
@@ -192,9 +193,9 @@ KernelDef conv_kernel(const char* op, ConvDir dir) {
 }  // namespace
 
 void register_conv_kernels(KernelRegistry& r) {
-  r.add(conv_kernel("Conv2D", ConvDir::Forward));
-  r.add(conv_kernel("Conv2DBackpropInput", ConvDir::BackpropInput));
-  r.add(conv_kernel("Conv2DBackpropFilter", ConvDir::BackpropFilter));
+  r.add(conv_kernel(op_names::kConv2D, ConvDir::Forward));
+  r.add(conv_kernel(op_names::kConv2DBackpropInput, ConvDir::BackpropInput));
+  r.add(conv_kernel(op_names::kConv2DBackpropFilter, ConvDir::BackpropFilter));
 }
 
 }  // namespace sf::onednn

@@ -21,6 +21,7 @@
 #include "cpu/cache_flush.h"
 #include "kernels/onednn/onednn_common.h"
 #include "ops/conv_geometry.h"
+#include "ops/op_names.h"
 
 namespace sf::onednn {
 
@@ -253,13 +254,13 @@ KernelDef fused_conv_kernel(const char* op, const char* impl, std::vector<Layout
 }  // namespace
 
 void register_fused_conv_kernels(KernelRegistry& r) {
-  for (const char* op : {"FusedConv2D", "FusedConv2DAdd"}) {
+  for (const char* op : {op_names::kFusedConv2D, op_names::kFusedConv2DAdd}) {
     r.add(fused_conv_kernel(op, "onednn", {Layout::Nhwc, Layout::Blocked, Layout::Winograd},
                             kPriority));
     r.add(fused_conv_kernel(op, "onednn_nhwc", {Layout::Nhwc}, 1));
     r.add(fused_conv_kernel(op, "onednn_blocked", {Layout::Blocked}, 1));
     // Winograd has no binary post-ops, so FusedConv2DAdd could never run it.
-    if (std::string_view(op) == "FusedConv2D")
+    if (std::string_view(op) == op_names::kFusedConv2D)
       r.add(fused_conv_kernel(op, "onednn_winograd", {Layout::Winograd}, 1));
   }
 }

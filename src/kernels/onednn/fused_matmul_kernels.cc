@@ -2,6 +2,7 @@
 // are reordered once into the layout oneDNN prefers (format_tag::any); weights that change
 // between calls are read in place through strides, as the plain MatMul kernel does.
 #include "kernels/onednn/onednn_common.h"
+#include "ops/op_names.h"
 
 namespace sf::onednn {
 
@@ -67,7 +68,7 @@ bool accepts(const KernelSpec& spec) {
 
 void register_fused_matmul_kernels(KernelRegistry& r) {
   KernelDef def;
-  def.op = "FusedMatMul";
+  def.op = op_names::kFusedMatMul;
   def.impl = "onednn";
   def.priority = kPriority;
   def.accepts = accepts;

@@ -1,6 +1,7 @@
 // oneDNN MatMul. Transposes are expressed as strides on the plain row-major buffers, so no
 // copies are made.
 #include "kernels/onednn/onednn_common.h"
+#include "ops/op_names.h"
 
 namespace sf::onednn {
 
@@ -52,7 +53,7 @@ bool accepts(const KernelSpec& spec) {
 
 void register_matmul_kernels(KernelRegistry& r) {
   KernelDef def;
-  def.op = "MatMul";
+  def.op = op_names::kMatMul;
   def.impl = "onednn";
   def.priority = kPriority;
   def.accepts = accepts;

@@ -2,6 +2,7 @@
 // (GlobalAvgPool's [N, C] output is the [N, 1, 1, C] image of a window as large as the input).
 #include "kernels/onednn/onednn_common.h"
 #include "ops/conv_geometry.h"
+#include "ops/op_names.h"
 
 namespace sf::onednn {
 
@@ -138,11 +139,11 @@ KernelDef pool_kernel(const char* op, PoolKind kind) {
 }  // namespace
 
 void register_pool_kernels(KernelRegistry& r) {
-  r.add(pool_kernel("MaxPool", PoolKind::MaxForward));
-  r.add(pool_kernel("MaxPoolGrad", PoolKind::MaxBackward));
-  r.add(pool_kernel("AvgPool", PoolKind::AvgForward));
-  r.add(pool_kernel("AvgPoolGrad", PoolKind::AvgBackward));
-  r.add(pool_kernel("GlobalAvgPool", PoolKind::GlobalAvgForward));
+  r.add(pool_kernel(op_names::kMaxPool, PoolKind::MaxForward));
+  r.add(pool_kernel(op_names::kMaxPoolGrad, PoolKind::MaxBackward));
+  r.add(pool_kernel(op_names::kAvgPool, PoolKind::AvgForward));
+  r.add(pool_kernel(op_names::kAvgPoolGrad, PoolKind::AvgBackward));
+  r.add(pool_kernel(op_names::kGlobalAvgPool, PoolKind::GlobalAvgForward));
 }
 
 }  // namespace sf::onednn

@@ -27,10 +27,11 @@
 #include <optional>
 #include <vector>
 
-#include "kernels/onednn/onednn_common.h"
 #include "kernels/int8_loops.h"
+#include "kernels/onednn/onednn_common.h"
 #include "kernels/quantized_args.h"
 #include "ops/conv_geometry.h"
+#include "ops/op_names.h"
 
 namespace sf::onednn {
 
@@ -358,7 +359,7 @@ class QuantizedMaxPoolKernel : public Kernel {
 
 KernelDef max_pool_kernel() {
   KernelDef def;
-  def.op = "QuantizedMaxPool";
+  def.op = op_names::kQuantizedMaxPool;
   def.dtype = DType::u8;
   def.impl = "onednn";
   def.priority = kPriority;
@@ -377,10 +378,10 @@ KernelDef max_pool_kernel() {
 
 void register_quantized_kernels(KernelRegistry& r) {
   r.add(max_pool_kernel());
-  r.add(int8_kernel("QuantizedConv2D", false, conv_parts));
-  r.add(int8_kernel("QuantizedConv2DRequantized", true, conv_parts));
-  r.add(int8_kernel("QuantizedMatMul", false, matmul_parts));
-  r.add(int8_kernel("QuantizedMatMulRequantized", true, matmul_parts));
+  r.add(int8_kernel(op_names::kQuantizedConv2D, false, conv_parts));
+  r.add(int8_kernel(op_names::kQuantizedConv2DRequantized, true, conv_parts));
+  r.add(int8_kernel(op_names::kQuantizedMatMul, false, matmul_parts));
+  r.add(int8_kernel(op_names::kQuantizedMatMulRequantized, true, matmul_parts));
 }
 
 }  // namespace sf::onednn

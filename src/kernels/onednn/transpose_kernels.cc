@@ -4,6 +4,7 @@
 // slower.
 #include "kernels/onednn/onednn_common.h"
 #include "ops/layout_geometry.h"
+#include "ops/op_names.h"
 
 namespace sf::onednn {
 
@@ -44,7 +45,7 @@ class TransposeKernel : public Kernel {
 
 void register_transpose_kernels(KernelRegistry& r) {
   KernelDef def;
-  def.op = "Transpose";
+  def.op = op_names::kTranspose;
   def.dtype = DType::f32;
   def.impl = "onednn";
   def.priority = kPriority;

@@ -3,6 +3,7 @@
 
 #include "kernels/kernel.h"
 #include "kernels/reference/reference.h"
+#include "ops/op_names.h"
 
 namespace sf {
 
@@ -109,12 +110,12 @@ void cast(KernelContext& ctx) {
 
 void register_reference_array_kernels(KernelRegistry& r) {
   for (DType dtype : kAllDTypes) {
-    r.add(simple_kernel("Identity", dtype, "reference", copy));
-    r.add(simple_kernel("Reshape", dtype, "reference", copy));
-    r.add(simple_kernel("Flatten", dtype, "reference", copy));
-    r.add(simple_kernel("Concat", dtype, "reference", concat));
-    r.add(simple_kernel("Slice", dtype, "reference", slice));
-    r.add(simple_kernel("Cast", dtype, "reference", cast));
+    r.add(simple_kernel(op_names::kIdentity, dtype, "reference", copy));
+    r.add(simple_kernel(op_names::kReshape, dtype, "reference", copy));
+    r.add(simple_kernel(op_names::kFlatten, dtype, "reference", copy));
+    r.add(simple_kernel(op_names::kConcat, dtype, "reference", concat));
+    r.add(simple_kernel(op_names::kSlice, dtype, "reference", slice));
+    r.add(simple_kernel(op_names::kCast, dtype, "reference", cast));
   }
 }
 

@@ -6,6 +6,7 @@
 #include "kernels/kernel.h"
 #include "kernels/reference/reference.h"
 #include "ops/conv_geometry.h"
+#include "ops/op_names.h"
 
 namespace sf {
 
@@ -55,7 +56,7 @@ void conv_transpose2d(KernelContext& ctx) {
 }  // namespace
 
 void register_reference_conv_transpose_kernels(KernelRegistry& r) {
-  r.add(simple_kernel("ConvTranspose2D", DType::f32, "reference", conv_transpose2d));
+  r.add(simple_kernel(op_names::kConvTranspose2D, DType::f32, "reference", conv_transpose2d));
 }
 
 }  // namespace sf

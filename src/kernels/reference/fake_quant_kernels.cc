@@ -5,10 +5,11 @@
 #include <cmath>
 #include <limits>
 
-#include "kernels/kernel.h"
-#include "kernels/reference/reference.h"
 #include "codec/quant_params.h"
 #include "codec/weight_codec.h"
+#include "kernels/kernel.h"
+#include "kernels/reference/reference.h"
+#include "ops/op_names.h"
 
 namespace sf {
 
@@ -70,9 +71,10 @@ void fake_quant_activation_grad(KernelContext& ctx) {
 }  // namespace
 
 void register_reference_fake_quant_kernels(KernelRegistry& r) {
-  r.add(simple_kernel("FakeQuantWeights", DType::f32, "reference", fake_quant_weights));
-  r.add(simple_kernel("FakeQuantActivation", DType::f32, "reference", fake_quant_activation));
-  r.add(simple_kernel("FakeQuantActivationGrad", DType::f32, "reference",
+  r.add(simple_kernel(op_names::kFakeQuantWeights, DType::f32, "reference", fake_quant_weights));
+  r.add(simple_kernel(op_names::kFakeQuantActivation, DType::f32, "reference",
+                      fake_quant_activation));
+  r.add(simple_kernel(op_names::kFakeQuantActivationGrad, DType::f32, "reference",
                       fake_quant_activation_grad));
 }
 

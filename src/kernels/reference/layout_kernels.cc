@@ -10,6 +10,7 @@
 #include "kernels/kernel.h"
 #include "kernels/reference/reference.h"
 #include "ops/layout_geometry.h"
+#include "ops/op_names.h"
 
 namespace sf {
 
@@ -154,10 +155,10 @@ void gather(KernelContext& ctx) {
 template <typename T>
 void add_layout_kernels(KernelRegistry& r) {
   const DType dtype = dtype_of<T>();
-  r.add(simple_kernel("Transpose", dtype, "reference", transpose<T>));
-  r.add(simple_kernel("Pad", dtype, "reference", pad<T>));
-  r.add(simple_kernel("StridedSlice", dtype, "reference", strided_slice<T>));
-  r.add(simple_kernel("Gather", dtype, "reference", gather<T>));
+  r.add(simple_kernel(op_names::kTranspose, dtype, "reference", transpose<T>));
+  r.add(simple_kernel(op_names::kPad, dtype, "reference", pad<T>));
+  r.add(simple_kernel(op_names::kStridedSlice, dtype, "reference", strided_slice<T>));
+  r.add(simple_kernel(op_names::kGather, dtype, "reference", gather<T>));
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 
 #include "kernels/kernel.h"
 #include "kernels/reference/reference.h"
+#include "ops/op_names.h"
 
 namespace sf {
 
@@ -77,8 +78,9 @@ void softmax_cross_entropy_grad(KernelContext& ctx) {
 }  // namespace
 
 void register_reference_loss_kernels(KernelRegistry& r) {
-  r.add(simple_kernel("SoftmaxCrossEntropy", DType::f32, "reference", softmax_cross_entropy));
-  r.add(simple_kernel("SoftmaxCrossEntropyGrad", DType::f32, "reference",
+  r.add(simple_kernel(op_names::kSoftmaxCrossEntropy, DType::f32, "reference",
+                      softmax_cross_entropy));
+  r.add(simple_kernel(op_names::kSoftmaxCrossEntropyGrad, DType::f32, "reference",
                       softmax_cross_entropy_grad));
 }
 

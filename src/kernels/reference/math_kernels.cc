@@ -11,6 +11,7 @@
 #include "kernels/kernel.h"
 #include "kernels/reference/reference.h"
 #include "ops/broadcast.h"
+#include "ops/op_names.h"
 
 namespace sf {
 
@@ -47,22 +48,22 @@ bool selects_a(T a, T b) {
 
 template <typename T>
 void add_binary_kernels(KernelRegistry& r, DType dtype) {
-  r.add(simple_kernel("Add", dtype, "reference", [](KernelContext& ctx) {
+  r.add(simple_kernel(op_names::kAdd, dtype, "reference", [](KernelContext& ctx) {
     binary<T>(ctx, [](T a, T b) { return static_cast<T>(a + b); });
   }));
-  r.add(simple_kernel("Sub", dtype, "reference", [](KernelContext& ctx) {
+  r.add(simple_kernel(op_names::kSub, dtype, "reference", [](KernelContext& ctx) {
     binary<T>(ctx, [](T a, T b) { return static_cast<T>(a - b); });
   }));
-  r.add(simple_kernel("Mul", dtype, "reference", [](KernelContext& ctx) {
+  r.add(simple_kernel(op_names::kMul, dtype, "reference", [](KernelContext& ctx) {
     binary<T>(ctx, [](T a, T b) { return static_cast<T>(a * b); });
   }));
-  r.add(simple_kernel("Maximum", dtype, "reference", [](KernelContext& ctx) {
+  r.add(simple_kernel(op_names::kMaximum, dtype, "reference", [](KernelContext& ctx) {
     binary<T>(ctx, [](T a, T b) { return selects_a<std::greater_equal<>>(a, b) ? a : b; });
   }));
-  r.add(simple_kernel("Minimum", dtype, "reference", [](KernelContext& ctx) {
+  r.add(simple_kernel(op_names::kMinimum, dtype, "reference", [](KernelContext& ctx) {
     binary<T>(ctx, [](T a, T b) { return selects_a<std::less_equal<>>(a, b) ? a : b; });
   }));
-  r.add(simple_kernel("Neg", dtype, "reference", [](KernelContext& ctx) {
+  r.add(simple_kernel(op_names::kNeg, dtype, "reference", [](KernelContext& ctx) {
     const T* x = ctx.inputs[0].data<T>();
     T* y = ctx.outputs[0].data<T>();
     const int64_t n = ctx.outputs[0].numel();
@@ -177,12 +178,12 @@ void register_reference_math_kernels(KernelRegistry& r) {
   add_binary_kernels<float>(r, DType::f32);
   add_binary_kernels<int32_t>(r, DType::i32);
   add_binary_kernels<int64_t>(r, DType::i64);
-  r.add(simple_kernel("Div", DType::f32, "reference", [](KernelContext& ctx) {
+  r.add(simple_kernel(op_names::kDiv, DType::f32, "reference", [](KernelContext& ctx) {
     binary<float>(ctx, [](float a, float b) { return a / b; });
   }));
-  r.add(simple_kernel("Div", DType::i32, "reference", integer_div<int32_t>));
-  r.add(simple_kernel("Div", DType::i64, "reference", integer_div<int64_t>));
-  r.add(simple_kernel("AddN", DType::f32, "reference", [](KernelContext& ctx) {
+  r.add(simple_kernel(op_names::kDiv, DType::i32, "reference", integer_div<int32_t>));
+  r.add(simple_kernel(op_names::kDiv, DType::i64, "reference", integer_div<int64_t>));
+  r.add(simple_kernel(op_names::kAddN, DType::f32, "reference", [](KernelContext& ctx) {
     float* y = ctx.outputs[0].data<float>();
     const int64_t n = ctx.outputs[0].numel();
     std::vector<const float*> xs;
@@ -194,10 +195,10 @@ void register_reference_math_kernels(KernelRegistry& r) {
       y[i] = static_cast<float>(sum);
     }
   }));
-  r.add(simple_kernel("SumTo", DType::f32, "reference", [](KernelContext& ctx) {
+  r.add(simple_kernel(op_names::kSumTo, DType::f32, "reference", [](KernelContext& ctx) {
     sum_into(ctx.inputs[0], ctx.outputs[0].shape(), ctx.outputs[0].data<float>());
   }));
-  r.add(simple_kernel("BroadcastTo", DType::f32, "reference", [](KernelContext& ctx) {
+  r.add(simple_kernel(op_names::kBroadcastTo, DType::f32, "reference", [](KernelContext& ctx) {
     const Tensor& x = ctx.inputs[0];
     const std::vector<int64_t>& axes = ctx.node.attrs.get_ints("axes");
     Shape from =
@@ -206,28 +207,30 @@ void register_reference_math_kernels(KernelRegistry& r) {
             : expand_shape(x.shape(), node_axes(ctx, x.rank() + static_cast<int64_t>(axes.size())));
     broadcast_into(x, from, ctx.outputs[0], 1.0f);
   }));
-  r.add(simple_kernel("ReduceSum", DType::f32, "reference",
+  r.add(simple_kernel(op_names::kReduceSum, DType::f32, "reference",
                       [](KernelContext& ctx) { reduce(ctx, false); }));
-  r.add(simple_kernel("ReduceMean", DType::f32, "reference",
+  r.add(simple_kernel(op_names::kReduceMean, DType::f32, "reference",
                       [](KernelContext& ctx) { reduce(ctx, true); }));
-  r.add(simple_kernel("ReduceMax", DType::f32, "reference", [](KernelContext& ctx) {
+  r.add(simple_kernel(op_names::kReduceMax, DType::f32, "reference", [](KernelContext& ctx) {
     reduce_extremum<std::greater<>>(ctx, -std::numeric_limits<float>::infinity());
   }));
-  r.add(simple_kernel("ReduceMin", DType::f32, "reference", [](KernelContext& ctx) {
+  r.add(simple_kernel(op_names::kReduceMin, DType::f32, "reference", [](KernelContext& ctx) {
     reduce_extremum<std::less<>>(ctx, std::numeric_limits<float>::infinity());
   }));
-  r.add(simple_kernel("ReduceExtremumGrad", DType::f32, "reference", reduce_extremum_grad));
   r.add(
-      simple_kernel("MaximumGrad", DType::f32, "reference", selection_grad<std::greater_equal<>>));
-  r.add(simple_kernel("MinimumGrad", DType::f32, "reference", selection_grad<std::less_equal<>>));
-  r.add(simple_kernel("Round", DType::f32, "reference", [](KernelContext& ctx) {
+      simple_kernel(op_names::kReduceExtremumGrad, DType::f32, "reference", reduce_extremum_grad));
+  r.add(simple_kernel(op_names::kMaximumGrad, DType::f32, "reference",
+                      selection_grad<std::greater_equal<>>));
+  r.add(simple_kernel(op_names::kMinimumGrad, DType::f32, "reference",
+                      selection_grad<std::less_equal<>>));
+  r.add(simple_kernel(op_names::kRound, DType::f32, "reference", [](KernelContext& ctx) {
     const float* x = ctx.inputs[0].data<float>();
     float* y = ctx.outputs[0].data<float>();
     const int64_t n = ctx.outputs[0].numel();
     // nearbyint rounds in the default mode, to nearest with ties to even, as ONNX asks.
     for (int64_t i = 0; i < n; ++i) y[i] = std::nearbyint(x[i]);
   }));
-  r.add(simple_kernel("ReduceMeanGrad", DType::f32, "reference", [](KernelContext& ctx) {
+  r.add(simple_kernel(op_names::kReduceMeanGrad, DType::f32, "reference", [](KernelContext& ctx) {
     const Tensor& dy = ctx.inputs[0];
     const Tensor& x = ctx.inputs[1];
     Shape kept = reduced_shape(x.shape(), node_axes(ctx, x.rank()), true);

@@ -7,6 +7,7 @@
 #include "kernels/kernel.h"
 #include "kernels/reference/reference.h"
 #include "ops/conv_geometry.h"
+#include "ops/op_names.h"
 
 namespace sf {
 
@@ -275,18 +276,18 @@ void register_reference_nn_kernels(KernelRegistry& r) {
   auto add = [&](const char* op, void (*fn)(KernelContext&)) {
     r.add(simple_kernel(op, DType::f32, "reference", fn));
   };
-  add("Conv2D", conv2d);
-  add("Conv2DBackpropInput", conv2d_backprop_input);
-  add("Conv2DBackpropFilter", conv2d_backprop_filter);
-  add("MatMul", matmul);
-  add("BiasAdd", bias_add);
-  add("BiasAddGrad", bias_add_grad);
-  add("MaxPool", max_pool);
-  add("MaxPoolGrad", max_pool_grad);
-  add("AvgPool", avg_pool);
-  add("AvgPoolGrad", avg_pool_grad);
-  add("GlobalAvgPool", global_avg_pool);
-  add("GlobalAvgPoolGrad", global_avg_pool_grad);
+  add(op_names::kConv2D, conv2d);
+  add(op_names::kConv2DBackpropInput, conv2d_backprop_input);
+  add(op_names::kConv2DBackpropFilter, conv2d_backprop_filter);
+  add(op_names::kMatMul, matmul);
+  add(op_names::kBiasAdd, bias_add);
+  add(op_names::kBiasAddGrad, bias_add_grad);
+  add(op_names::kMaxPool, max_pool);
+  add(op_names::kMaxPoolGrad, max_pool_grad);
+  add(op_names::kAvgPool, avg_pool);
+  add(op_names::kAvgPoolGrad, avg_pool_grad);
+  add(op_names::kGlobalAvgPool, global_avg_pool);
+  add(op_names::kGlobalAvgPoolGrad, global_avg_pool_grad);
 }
 
 }  // namespace sf

@@ -5,6 +5,7 @@
 
 #include "kernels/kernel.h"
 #include "kernels/reference/reference.h"
+#include "ops/op_names.h"
 
 namespace sf {
 
@@ -135,9 +136,9 @@ void dropout(KernelContext& ctx) {
 }  // namespace
 
 void register_reference_norm_kernels(KernelRegistry& r) {
-  r.add(simple_kernel("BatchNorm", DType::f32, "reference", batch_norm));
-  r.add(simple_kernel("BatchNormGrad", DType::f32, "reference", batch_norm_grad));
-  r.add(simple_kernel("Dropout", DType::f32, "reference", dropout));
+  r.add(simple_kernel(op_names::kBatchNorm, DType::f32, "reference", batch_norm));
+  r.add(simple_kernel(op_names::kBatchNormGrad, DType::f32, "reference", batch_norm_grad));
+  r.add(simple_kernel(op_names::kDropout, DType::f32, "reference", dropout));
 }
 
 }  // namespace sf

@@ -11,6 +11,7 @@
 #include "kernels/reference/reference.h"
 #include "ops/broadcast.h"
 #include "ops/conv_geometry.h"
+#include "ops/op_names.h"
 
 namespace sf {
 
@@ -286,15 +287,15 @@ void register_reference_onnx_quant_kernels(KernelRegistry& r) {
   auto add = [&](const char* op, DType dtype, void (*fn)(KernelContext&)) {
     r.add(simple_kernel(op, dtype, "reference", fn));
   };
-  add("QuantizeLinear", DType::f32, quantize_linear);
-  add("DynamicQuantizeLinear", DType::f32, dynamic_quantize_linear);
+  add(op_names::kQuantizeLinear, DType::f32, quantize_linear);
+  add(op_names::kDynamicQuantizeLinear, DType::f32, dynamic_quantize_linear);
   for (DType dtype : {DType::u8, DType::i8, DType::i32})
-    add("DequantizeLinear", dtype, dequantize_linear);
+    add(op_names::kDequantizeLinear, dtype, dequantize_linear);
   for (DType dtype : {DType::u8, DType::i8}) {
-    add("ConvInteger2D", dtype, conv_integer2d);
-    add("MatMulInteger", dtype, matmul_integer);
-    add("QLinearConv2D", dtype, qlinear_conv2d);
-    add("QLinearMatMul", dtype, qlinear_matmul);
+    add(op_names::kConvInteger2D, dtype, conv_integer2d);
+    add(op_names::kMatMulInteger, dtype, matmul_integer);
+    add(op_names::kQLinearConv2D, dtype, qlinear_conv2d);
+    add(op_names::kQLinearMatMul, dtype, qlinear_matmul);
   }
 }
 

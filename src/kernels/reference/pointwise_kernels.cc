@@ -6,6 +6,7 @@
 #include "kernels/kernel.h"
 #include "kernels/reference/reference.h"
 #include "ops/broadcast.h"
+#include "ops/op_names.h"
 
 namespace sf {
 
@@ -86,46 +87,46 @@ double hard_sigmoid(double x, double alpha, double beta) {
 
 void register_reference_pointwise_kernels(KernelRegistry& r) {
   using A = const Attrs&;
-  r.add(simple_kernel("Pow", DType::f32, "reference", pow));
-  r.add(unary("Sqrt", [](A) { return [](double x) { return std::sqrt(x); }; }));
-  r.add(unary("Exp", [](A) { return [](double x) { return std::exp(x); }; }));
-  r.add(unary("Log", [](A) { return [](double x) { return std::log(x); }; }));
+  r.add(simple_kernel(op_names::kPow, DType::f32, "reference", pow));
+  r.add(unary(op_names::kSqrt, [](A) { return [](double x) { return std::sqrt(x); }; }));
+  r.add(unary(op_names::kExp, [](A) { return [](double x) { return std::exp(x); }; }));
+  r.add(unary(op_names::kLog, [](A) { return [](double x) { return std::log(x); }; }));
   // min(max(x, lo), hi): when lo > hi every element becomes hi, as ONNX specifies.
-  r.add(unary("Clip", [](A a) {
+  r.add(unary(op_names::kClip, [](A a) {
     return [lo = a.get_float("min"), hi = a.get_float("max")](double x) {
       return std::min(std::max(x, lo), hi);
     };
   }));
-  r.add(grad("ClipGrad", [](A a) {
+  r.add(grad(op_names::kClipGrad, [](A a) {
     return [lo = a.get_float("min"), hi = a.get_float("max")](double x) {
       return x >= lo && x <= hi ? 1.0 : 0.0;
     };
   }));
-  r.add(unary("LeakyRelu", [](A a) {
+  r.add(unary(op_names::kLeakyRelu, [](A a) {
     return [alpha = a.get_float("alpha")](double x) { return x >= 0 ? x : alpha * x; };
   }));
-  r.add(grad("LeakyReluGrad", [](A a) {
+  r.add(grad(op_names::kLeakyReluGrad, [](A a) {
     return [alpha = a.get_float("alpha")](double x) { return x >= 0 ? 1.0 : alpha; };
   }));
-  r.add(unary("HardSigmoid", [](A a) {
+  r.add(unary(op_names::kHardSigmoid, [](A a) {
     return [alpha = a.get_float("alpha"), beta = a.get_float("beta")](double x) {
       return hard_sigmoid(x, alpha, beta);
     };
   }));
-  r.add(grad("HardSigmoidGrad", [](A a) {
+  r.add(grad(op_names::kHardSigmoidGrad, [](A a) {
     return [alpha = a.get_float("alpha"), beta = a.get_float("beta")](double x) {
       const double v = alpha * x + beta;
       return v > 0.0 && v < 1.0 ? alpha : 0.0;
     };
   }));
   // HardSwish(x) = x * HardSigmoid(x) with alpha 1/6, beta 0.5.
-  r.add(unary("HardSwish",
+  r.add(unary(op_names::kHardSwish,
               [](A) { return [](double x) { return x * hard_sigmoid(x, 1.0 / 6.0, 0.5); }; }));
-  r.add(grad("HardSwishGrad", [](A) {
+  r.add(grad(op_names::kHardSwishGrad, [](A) {
     return [](double x) { return x <= -3.0 ? 0.0 : x >= 3.0 ? 1.0 : x / 3.0 + 0.5; };
   }));
-  r.add(simple_kernel("PRelu", DType::f32, "reference", prelu));
-  r.add(simple_kernel("PReluGrad", DType::f32, "reference", prelu_grad));
+  r.add(simple_kernel(op_names::kPRelu, DType::f32, "reference", prelu));
+  r.add(simple_kernel(op_names::kPReluGrad, DType::f32, "reference", prelu_grad));
 }
 
 }  // namespace sf

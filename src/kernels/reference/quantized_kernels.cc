@@ -11,6 +11,7 @@
 #include "kernels/quantized_args.h"
 #include "kernels/reference/reference.h"
 #include "ops/conv_geometry.h"
+#include "ops/op_names.h"
 
 namespace sf {
 
@@ -274,19 +275,19 @@ void register_reference_quantized_kernels(KernelRegistry& r) {
   auto add = [&](const char* op, DType dtype, void (*fn)(KernelContext&)) {
     r.add(simple_kernel(op, dtype, "reference", fn));
   };
-  add("ChooseQParams", DType::f32, choose_qparams);
-  add("Quantize", DType::f32, quantize);
-  add("Dequantize", DType::u8, dequantize);
-  add("QuantizedConv2D", DType::u8, quantized_conv2d);
-  add("QuantizedMatMul", DType::u8, quantized_matmul);
-  add("QuantizedConv2DRequantized", DType::u8, quantized_conv2d_requantized);
-  add("QuantizedMatMulRequantized", DType::u8, quantized_matmul_requantized);
-  add("Requantize", DType::i32, requantize);
-  add("RequantizationRange", DType::i32, requantization_range);
-  add("QuantizedMaxPool", DType::u8, quantized_max_pool);
-  add("QuantizedAvgPool", DType::u8, quantized_avg_pool);
-  add("QuantizedAdd", DType::u8, quantized_add);
-  add("QuantizedConcat", DType::u8, quantized_concat);
+  add(op_names::kChooseQParams, DType::f32, choose_qparams);
+  add(op_names::kQuantize, DType::f32, quantize);
+  add(op_names::kDequantize, DType::u8, dequantize);
+  add(op_names::kQuantizedConv2D, DType::u8, quantized_conv2d);
+  add(op_names::kQuantizedMatMul, DType::u8, quantized_matmul);
+  add(op_names::kQuantizedConv2DRequantized, DType::u8, quantized_conv2d_requantized);
+  add(op_names::kQuantizedMatMulRequantized, DType::u8, quantized_matmul_requantized);
+  add(op_names::kRequantize, DType::i32, requantize);
+  add(op_names::kRequantizationRange, DType::i32, requantization_range);
+  add(op_names::kQuantizedMaxPool, DType::u8, quantized_max_pool);
+  add(op_names::kQuantizedAvgPool, DType::u8, quantized_avg_pool);
+  add(op_names::kQuantizedAdd, DType::u8, quantized_add);
+  add(op_names::kQuantizedConcat, DType::u8, quantized_concat);
 }
 
 }  // namespace sf

@@ -8,6 +8,7 @@
 
 #include "kernels/kernel.h"
 #include "kernels/reference/reference.h"
+#include "ops/op_names.h"
 
 namespace sf {
 
@@ -88,7 +89,7 @@ void resize(KernelContext& ctx) {
 }  // namespace
 
 void register_reference_resize_kernels(KernelRegistry& r) {
-  r.add(simple_kernel("Resize", DType::f32, "reference", resize));
+  r.add(simple_kernel(op_names::kResize, DType::f32, "reference", resize));
 }
 
 }  // namespace sf

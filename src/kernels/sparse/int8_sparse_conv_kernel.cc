@@ -27,6 +27,7 @@
 #include "kernels/sparse/sparse_weights.h"
 #include "kernels/sparse/split_layout.h"
 #include "ops/conv_geometry.h"
+#include "ops/op_names.h"
 
 namespace sf::sparse {
 
@@ -262,8 +263,8 @@ KernelDef int8_conv_kernel(const char* op, bool requantized, const char* impl, b
 }  // namespace
 
 void register_int8_conv_kernels(KernelRegistry& registry) {
-  for (const auto& [op, requantized] :
-       {std::pair{"QuantizedConv2D", false}, std::pair{"QuantizedConv2DRequantized", true}}) {
+  for (const auto& [op, requantized] : {std::pair{op_names::kQuantizedConv2D, false},
+                                        std::pair{op_names::kQuantizedConv2DRequantized, true}}) {
     registry.add(int8_conv_kernel(op, requantized, "sparse", false, kPriority));
     registry.add(int8_conv_kernel(op, requantized, "sparse_only", true, kOnlyWhenAskedPriority));
   }

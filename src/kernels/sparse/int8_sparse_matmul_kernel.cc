@@ -21,6 +21,7 @@
 #include "kernels/sparse/int8_sparse_product.h"
 #include "kernels/sparse/sparse_kernels.h"
 #include "kernels/sparse/sparse_weights.h"
+#include "ops/op_names.h"
 
 namespace sf::sparse {
 
@@ -237,8 +238,8 @@ KernelDef int8_matmul_kernel(const char* op, bool requantized, const char* impl,
 }  // namespace
 
 void register_int8_matmul_kernels(KernelRegistry& registry) {
-  for (const auto& [op, requantized] :
-       {std::pair{"QuantizedMatMul", false}, std::pair{"QuantizedMatMulRequantized", true}}) {
+  for (const auto& [op, requantized] : {std::pair{op_names::kQuantizedMatMul, false},
+                                        std::pair{op_names::kQuantizedMatMulRequantized, true}}) {
     registry.add(int8_matmul_kernel(op, requantized, "sparse", false, kPriority));
     registry.add(int8_matmul_kernel(op, requantized, "sparse_only", true, kOnlyWhenAskedPriority));
   }

@@ -14,6 +14,7 @@
 #include "kernels/sparse/sparse_weights.h"
 #include "kernels/sparse/split_layout.h"
 #include "ops/conv_geometry.h"
+#include "ops/op_names.h"
 
 namespace sf::sparse {
 
@@ -116,7 +117,7 @@ bool accepts(const KernelSpec& spec) {
 
 KernelDef conv_kernel(const char* impl, bool always_sparse, int priority) {
   KernelDef def;
-  def.op = "FusedConv2D";
+  def.op = op_names::kFusedConv2D;
   def.impl = impl;
   def.priority = priority;
   def.accepts = accepts;

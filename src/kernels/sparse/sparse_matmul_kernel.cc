@@ -18,6 +18,7 @@
 #include "kernels/sparse/sparse_accumulate.h"
 #include "kernels/sparse/sparse_kernels.h"
 #include "kernels/sparse/sparse_weights.h"
+#include "ops/op_names.h"
 
 namespace sf::sparse {
 
@@ -218,7 +219,7 @@ KernelDef matmul_kernel(const char* op, const char* impl, bool always_sparse, in
 }  // namespace
 
 void register_matmul_kernels(KernelRegistry& registry) {
-  for (const char* op : {"MatMul", "FusedMatMul"}) {
+  for (const char* op : {op_names::kMatMul, op_names::kFusedMatMul}) {
     registry.add(matmul_kernel(op, "sparse", false, kPriority));
     registry.add(matmul_kernel(op, "sparse_only", true, kOnlyWhenAskedPriority));
   }
