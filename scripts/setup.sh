@@ -13,6 +13,8 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libonnx-dev libprotobuf-dev protobuf-compiler libonnx-testdata
   clang libclang-rt-14-dev
+  # Multi-process training and cross-process devices: mpirun and the MPI library.
+  openmpi-bin libopenmpi-dev
   dataset-fashion-mnist
   nodejs npm
   python3 python3-torch python3-numpy python3-torchvision python3-onnx
