@@ -4,7 +4,8 @@
 For LeNet-300-100 and the Deep-MNIST CNN on MNIST: train the dense model (unless its run
 exists), prune it with retraining (gradual magnitude schedule), freeze both, compress the pruned
 one (sparse + k-means codebook + Huffman: `slimflow size-report --write`), and measure test
-accuracy, weights kept, file bytes and batch-1 latency of each. Each model is pruned once per
+accuracy, weights kept, file bytes and batch-1 latency of each, and the file bytes of the
+eightbit (int8) form of both (a pruned model's int8 weights are stored sparse). Each model is pruned once per
 --blocks entry: 1 prunes single weights (unstructured), R whole blocks of R adjacent output
 channels (`prune --block R`), which the block-sparse MatMul kernel runs faster, so the table
 shows what blocks cost in accuracy next to what they gain in speed. Also: the Deep-MNIST CNN with
@@ -139,6 +140,9 @@ def main():
         dense_sfm = os.path.join("runs", "bench-prune", name + ".sfm")
         run([sf, "freeze", dense_run, "--out", dense_sfm])
         dense_accuracy = evaluate(sf, dense_sfm, t)
+        dense_int8_sfm = os.path.join("runs", "bench-prune", name + "-int8.sfm")
+        run([sf, "quantize", dense_sfm, "--mode", "eightbit", "--calib-data", "mnist",
+             "--out", dense_int8_sfm, "--json"])
         for block in [int(b) for b in args.blocks.split(",")]:
             pruned = name + "-pruned" + (f"-block{block}" if block > 1 else "")
             pruned_run = os.path.join("runs", "bench-prune", pruned)
@@ -164,6 +168,13 @@ def main():
                    "pruned_bytes": os.path.getsize(os.path.join(ROOT, pruned_sfm)),
                    "compressed_bytes": os.path.getsize(os.path.join(ROOT, packed_sfm)),
                    "size_report_ratio": size["compression_ratio"]}
+            # eightbit of the pruned model stores its int8 weights sparse.
+            pruned_int8_sfm = pruned_run + "-int8.sfm"
+            run([sf, "quantize", pruned_sfm, "--mode", "eightbit", "--calib-data", "mnist",
+                 "--out", pruned_int8_sfm, "--json"])
+            row.update(dense_int8_bytes=os.path.getsize(os.path.join(ROOT, dense_int8_sfm)),
+                       pruned_int8_bytes=os.path.getsize(os.path.join(ROOT, pruned_int8_sfm)),
+                       pruned_int8_accuracy=evaluate(sf, pruned_int8_sfm, t))
             # Timed back to back, so that both see the same load.
             dense_b, pruned_b = bench(sf, dense_sfm, t), bench(sf, pruned_sfm, t)
             row.update(dense_ms=dense_b["latency_ms_median"],
@@ -196,6 +207,12 @@ def main():
               f"{100 * r['dense_accuracy']:10.2f}%{100 * r['pruned_accuracy']:8.2f}%"
               f"{100 * r['compressed_accuracy']:11.2f}%{r['file_ratio']:7.1f}x"
               f"{r['dense_ms']:10.3f}{r['pruned_ms']:8.3f}{r['speedup']:8.2f}x")
+    print(f"\n{'int8 files (eightbit)':22}{'dense fp32':>12}{'pruned fp32':>13}{'dense int8':>12}"
+          f"{'pruned int8':>13}{'acc pruned int8':>17}")
+    for r in rows:
+        print(f"{r['model'] + ' b' + str(r['block']):22}{r['dense_bytes']:>12,}{r['pruned_bytes']:>13,}"
+              f"{r['dense_int8_bytes']:>12,}{r['pruned_int8_bytes']:>13,}"
+              f"{100 * r['pruned_int8_accuracy']:16.2f}%")
     s = structured_row
     if s:
         print(f"{'deep-mnist, half the filters (structured)':50}{100 * s['accuracy']:8.2f}%"

@@ -2,6 +2,7 @@
 // corrupt input rejected with an error instead of a crash.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <random>
 
 #include "codec/huffman.h"
@@ -194,6 +195,57 @@ TEST(SizeReport, SparseStorageOnlyWhenSmaller) {
   EXPECT_TRUE(sparse_if_smaller(sparse_tensor({64, 64}, 0.9, 1)).has_value());
   EXPECT_FALSE(sparse_if_smaller(sparse_tensor({64, 64}, 0.0, 1)).has_value());
   EXPECT_FALSE(sparse_if_smaller(sparse_tensor({64, 64}, 0.02, 1)).has_value());
+}
+
+// i8 weights with about `sparsity` of them zero, the others in [-127, 127] and nonzero.
+Tensor sparse_int8(const Shape& shape, double sparsity, uint64_t seed) {
+  const Tensor f = sparse_tensor(shape, sparsity, seed);
+  Tensor q(DType::i8, shape);
+  for (int64_t i = 0; i < f.numel(); ++i) {
+    const float v = f.data<float>()[i];
+    const int level = static_cast<int>(std::lround(v * 127.0f)) % 128;
+    q.data<int8_t>()[i] = static_cast<int8_t>(v == 0.0f ? 0 : (level == 0 ? 1 : level));
+  }
+  return q;
+}
+
+TEST(SparseCodec, Int8ValuesRoundTripExactly) {
+  for (double sparsity : {0.0, 0.5, 0.97})
+    for (bool huffman : {false, true}) {
+      const Tensor w = sparse_int8({37, 61}, sparsity, 5);
+      const std::vector<uint8_t> blob = encode_sparse(w, {6, 0, huffman});
+      const Tensor back = decode_sparse(blob, w.shape(), "t");
+      ASSERT_EQ(back.dtype(), DType::i8);
+      EXPECT_EQ(testing::values<int8_t>(back), testing::values<int8_t>(w)) << sparsity;
+      // As stored in a model file, the entry's dtype must agree with the blob's values.
+      const quant::WeightEncoding sparse{.kind = quant::Encoding::sparse, .bits = 0};
+      EXPECT_EQ(testing::values<int8_t>(
+                    quant::decode(w.shape(), sparse, blob.data(), blob.size(), DType::i8)),
+                testing::values<int8_t>(w));
+      testing::expect_error(
+          [&] { quant::decode(w.shape(), sparse, blob.data(), blob.size(), DType::f32); },
+          "sparse data holds i8 values, but the tensor is f32");
+    }
+  // Codebooks are of f32 centroids; an i8 tensor is stored as it is.
+  EXPECT_THROW(encode_sparse(sparse_int8({8, 8}, 0.5, 1), {4, 3, false}), Error);
+}
+
+TEST(SparseCodec, RejectsAnUnknownValueTypeAndI8WithACodebook) {
+  std::vector<uint8_t> blob = encode_sparse(sparse_int8({16, 16}, 0.8, 2), {5, 0, false});
+  std::vector<uint8_t> bad = blob;
+  bad[7] = 2;  // value type
+  testing::expect_error([&] { decode_sparse(bad, {16, 16}, "t"); }, "value type 2");
+  bad = blob;
+  bad[5] = 4;  // value bits with i8 values
+  testing::expect_error([&] { decode_sparse(bad, {16, 16}, "t"); }, "cannot have a codebook");
+}
+
+TEST(SizeReport, Int8SparseStorageOnlyWhenSmaller) {
+  const auto stored = sparse_if_smaller(sparse_int8({64, 64}, 0.9, 1));
+  ASSERT_TRUE(stored.has_value());
+  EXPECT_EQ(stored->dtype, DType::i8);
+  EXPECT_LT(stored->data.size(), 64u * 64u / 4);
+  EXPECT_FALSE(sparse_if_smaller(sparse_int8({64, 64}, 0.1, 1)).has_value());
 }
 
 }  // namespace

@@ -1,12 +1,16 @@
 // The CPU-feature module: flags of other architectures stay off, subsets come with their base,
-// and flushing cache lines leaves the data as it was.
+// flushing cache lines leaves the data as it was, and `inspect --cpu` reports what runs here.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <nlohmann/json.hpp>
 #include <numeric>
 #include <vector>
 
 #include "cpu/cache_flush.h"
 #include "cpu/cpu_features.h"
+#include "kernels/cpu_report.h"
+#include "support/cli.h"
 
 namespace sf {
 namespace {
@@ -29,6 +33,50 @@ TEST(CpuFeatures, AvxFiveTwelveExtensionsComeWithTheFoundation) {
                          cpu.avx512_bf16, cpu.avx512_vpopcntdq})
     EXPECT_TRUE(!extension || cpu.avx512f);
   EXPECT_TRUE(!cpu.avx512f || cpu.avx2);
+}
+
+TEST(CpuFeatures, NamesListExactlyTheFlagsSet) {
+  CpuFeatures f;
+  EXPECT_TRUE(feature_names(f).empty());
+  f.avx512f = f.avx512_vpopcntdq = f.amx_int8 = true;
+  EXPECT_EQ(feature_names(f), (std::vector<std::string>{"avx512f", "avx512_vpopcntdq", "amx_int8"}));
+}
+
+TEST(CpuReport, SaysWhatTheCpuHasAndWhichPathsRunOnIt) {
+  const CpuReport r = describe_cpu();
+  EXPECT_EQ(r.features, feature_names(cpu_features()));
+  EXPECT_EQ(r.amx, cpu_features().amx_bf16 && cpu_features().amx_int8);
+  EXPECT_GE(r.logical_cpus, 1u);
+  EXPECT_FALSE(r.onednn_version.empty());
+  const auto path = [&](const std::string& work) {
+    auto it = std::find_if(r.paths.begin(), r.paths.end(),
+                           [&](const KernelPath& p) { return p.work == work; });
+    return it == r.paths.end() ? std::string("missing") : it->path;
+  };
+  // Every build runs fp32 products on oneDNN; the rest depends on the CPU but is always named.
+  EXPECT_NE(path("fp32 matmul"), "missing");
+  EXPECT_NE(path("fp32 matmul"), "not available");
+  EXPECT_NE(path("int8 matmul"), "missing");
+  EXPECT_EQ(path("sparse int8 products"),
+            cpu_features().avx512_vnni && cpu_features().avx512bw ? "avx512_vnni" : "portable");
+  EXPECT_NE(r.bf16.find(r.amx ? "AMX tiles" : "no AMX"), std::string::npos) << r.bf16;
+}
+
+TEST(CpuReport, InspectCpuPrintsItAsJsonAndAsText) {
+  const testing::CliResult json = testing::run_cli("inspect --cpu --json", false);
+  ASSERT_EQ(json.exit_code, 0) << json.out;
+  const nlohmann::json j = nlohmann::json::parse(json.out);
+  EXPECT_EQ(j["features"].get<std::vector<std::string>>(), feature_names(cpu_features()));
+  EXPECT_TRUE(j["kernel_paths"].contains("fp32 conv"));
+  EXPECT_EQ(j["amx"].get<bool>(), describe_cpu().amx);
+  const testing::CliResult text = testing::run_cli("inspect --cpu");
+  ASSERT_EQ(text.exit_code, 0) << text.out;
+  EXPECT_NE(text.out.find("oneDNN "), std::string::npos) << text.out;
+  const testing::CliResult neither = testing::run_cli("inspect");
+  EXPECT_NE(neither.exit_code, 0);
+  EXPECT_NE(neither.out.find("slimflow: error: inspect: give a model file, or --cpu"),
+            std::string::npos)
+      << neither.out;
 }
 
 TEST(CacheFlush, LeavesTheDataAsItWas) {

@@ -6,6 +6,11 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
+
+#include "codec/sparse_codec.h"
+#include "modelfile/model_file.h"
 
 #include "ops/ops.h"
 #include "runtime/session.h"
@@ -132,6 +137,52 @@ TEST(EightbitModel, ErrorsNameTheNodeOrTheModel) {
   calibrated.calib_data = "mnist";
   testing::expect_error([&] { quantize_model_eightbit(flat, "flat.sfm", calibrated); },
                         "flat.sfm: calibration needs an image input, the model's is [1,40]");
+}
+
+// x [1,256] -> dense 256x512 with 90% of its weights pruned -> logits.
+ModelFile pruned_model() {
+  ModelFile model;
+  Graph& g = model.graph;
+  Output x = ops::placeholder(g, DType::f32, {1, 256}, "x");
+  Tensor w = testing::random_tensor({256, 512}, 11);
+  float* v = w.data<float>();
+  for (int64_t i = 0; i < w.numel(); ++i)
+    if (i % 10 != 3) v[i] = 0.0f;
+  ops::matmul(g, x, ops::constant(g, w, "fc/w"), false, false, "logits");
+  model.inputs = {"x"};
+  model.outputs = {"logits"};
+  return model;
+}
+
+TEST(EightbitModel, PrunedInt8WeightsAreStoredSparseAndRunByteForByteAsDense) {
+  const std::string dir = testing::make_temp_dir("sf-eightbit-sparse");
+  const ModelFile pruned = pruned_model();
+  const EightbitModel q = quantize_model_eightbit(pruned, "pruned.sfm", {});
+  // The int8 weights, and the zero bias the rewrite gave the product.
+  ASSERT_EQ(q.model.encoded_weights.count("logits/weights_quantized"), 1u);
+  const quant::EncodedTensor& stored = q.model.encoded_weights.at("logits/weights_quantized");
+  EXPECT_EQ(stored.dtype, DType::i8);
+  EXPECT_EQ(stored.encoding.kind, quant::Encoding::sparse);
+
+  ModelFile dense = q.model;
+  dense.encoded_weights.clear();
+  ModelFile pruned_fp32 = pruned;  // as freeze stores a pruned model
+  pruned_fp32.encoded_weights["fc/w"] =
+      *sparse_if_smaller(pruned.graph.node(pruned.graph.id_of("fc/w")).attrs.get_tensor("value"));
+  save_model(dir + "/sparse-int8.sfm", q.model);
+  save_model(dir + "/dense-int8.sfm", dense);
+  save_model(dir + "/pruned-fp32.sfm", pruned_fp32);
+  const auto size = [&](const char* name) { return std::filesystem::file_size(dir + "/" + name); };
+  EXPECT_LT(size("sparse-int8.sfm"), size("pruned-fp32.sfm"));
+  EXPECT_LT(size("sparse-int8.sfm") * 3, size("dense-int8.sfm"));
+
+  const ModelFile from_sparse = load_model(dir + "/sparse-int8.sfm");
+  const ModelFile from_dense = load_model(dir + "/dense-int8.sfm");
+  EXPECT_EQ(from_sparse.stored_weights.count("logits/weights_quantized"), 1u);
+  const Tensor x = testing::random_tensor({1, 256}, 12, 0.0f, 1.0f);
+  const Tensor a = run(from_sparse.graph, x), b = run(from_dense.graph, x);
+  ASSERT_EQ(a.bytes(), b.bytes());
+  EXPECT_EQ(std::memcmp(a.raw(), b.raw(), a.bytes()), 0);
 }
 
 }  // namespace

@@ -75,8 +75,13 @@ class Reader {
   size_t pos_ = 0;
 };
 
+// The header byte after the huffman flag: what the values are (0 in files written before int8
+// values existed, so those read as f32).
+enum ValueType : uint8_t { kF32Values = 0, kI8Values = 1 };
+
 struct Header {
   SparseOptions options;
+  DType values = DType::f32;
   uint64_t elements = 0, nonzero = 0, gap_symbols = 0;
 };
 
@@ -87,13 +92,19 @@ Header read_header(Reader& r, const std::string& what) {
   h.options.index_bits = r.get<uint8_t>("index bits");
   h.options.value_bits = r.get<uint8_t>("value bits");
   const uint8_t huffman = r.get<uint8_t>("huffman flag");
-  r.get<uint8_t>("reserved byte");
+  const uint8_t value_type = r.get<uint8_t>("value type");
   if (h.options.index_bits < 2 || h.options.index_bits > 12)
     fail("{}: sparse index bits {} outside [2, 12]", what, h.options.index_bits);
   if (h.options.value_bits != 0 && (h.options.value_bits < 2 || h.options.value_bits > 8))
     fail("{}: sparse value bits {} must be 0 (f32) or in [2, 8]", what, h.options.value_bits);
   if (huffman > 1) fail("{}: sparse huffman flag {} must be 0 or 1", what, huffman);
   h.options.huffman = huffman == 1;
+  if (value_type != kF32Values && value_type != kI8Values)
+    fail("{}: sparse value type {} must be 0 (f32) or 1 (i8)", what, value_type);
+  h.values = value_type == kI8Values ? DType::i8 : DType::f32;
+  if (h.values == DType::i8 && h.options.value_bits != 0)
+    fail("{}: sparse i8 values cannot have a codebook ({} value bits)", what,
+         h.options.value_bits);
   h.elements = r.get<uint64_t>("element count");
   h.nonzero = r.get<uint64_t>("nonzero count");
   h.gap_symbols = r.get<uint64_t>("gap count");
@@ -104,32 +115,39 @@ Header read_header(Reader& r, const std::string& what) {
 
 std::vector<uint8_t> encode_sparse(const Tensor& dense, const SparseOptions& o,
                                    SparseSizes* sizes) {
-  SF_CHECK(dense.dtype() == DType::f32, "sparse encoding needs an f32 tensor");
+  SF_CHECK(dense.dtype() == DType::f32 || dense.dtype() == DType::i8,
+           "sparse encoding needs an f32 or i8 tensor, got {}", dtype_name(dense.dtype()));
+  const bool int8 = dense.dtype() == DType::i8;
+  SF_CHECK(!int8 || o.value_bits == 0, "sparse i8 values are stored as they are (value bits 0)");
   SF_CHECK(o.index_bits >= 2 && o.index_bits <= 12, "sparse index bits {} outside [2, 12]",
            o.index_bits);
   SF_CHECK(o.value_bits == 0 || (o.value_bits >= 2 && o.value_bits <= 8),
            "sparse value bits {} must be 0 (f32) or in [2, 8]", o.value_bits);
   const uint32_t escape = (1u << o.index_bits) - 1;
-  const float* v = dense.data<float>();
   std::vector<uint32_t> gaps;
   std::vector<float> values;
+  std::vector<int8_t> int8_values;
   uint64_t next = 0;
   for (int64_t p = 0; p < dense.numel(); ++p) {
-    if (v[p] == 0.0f) continue;
+    if (int8 ? dense.data<int8_t>()[p] == 0 : dense.data<float>()[p] == 0.0f) continue;
     uint64_t gap = static_cast<uint64_t>(p) - next;
     for (; gap >= escape; gap -= escape) gaps.push_back(escape);
     gaps.push_back(static_cast<uint32_t>(gap));
-    values.push_back(v[p]);
+    if (int8)
+      int8_values.push_back(dense.data<int8_t>()[p]);
+    else
+      values.push_back(dense.data<float>()[p]);
     next = static_cast<uint64_t>(p) + 1;
   }
+  const uint64_t nonzero = int8 ? int8_values.size() : values.size();
 
   std::vector<uint8_t> out(kMagic, kMagic + 4);
   put<uint8_t>(out, static_cast<uint8_t>(o.index_bits));
   put<uint8_t>(out, static_cast<uint8_t>(o.value_bits));
   put<uint8_t>(out, o.huffman ? 1 : 0);
-  put<uint8_t>(out, 0);
+  put<uint8_t>(out, int8 ? kI8Values : kF32Values);
   put<uint64_t>(out, static_cast<uint64_t>(dense.numel()));
-  put<uint64_t>(out, values.size());
+  put<uint64_t>(out, nonzero);
   put<uint64_t>(out, gaps.size());
 
   std::vector<uint32_t> codes;  // codebook indices of the values
@@ -171,9 +189,11 @@ std::vector<uint8_t> encode_sparse(const Tensor& dense, const SparseOptions& o,
     put_bytes(out, pack(gaps, o.index_bits));
     if (o.value_bits > 0) put_bytes(out, pack(codes, o.value_bits));
   }
-  if (o.value_bits == 0)
+  if (o.value_bits == 0) {
     for (float x : values) put<float>(out, x);
-  if (sizes) *sizes = SparseSizes{static_cast<uint64_t>(dense.numel()), values.size(), gaps.size(), out.size()};
+    for (int8_t x : int8_values) put<int8_t>(out, x);
+  }
+  if (sizes) *sizes = SparseSizes{static_cast<uint64_t>(dense.numel()), nonzero, gaps.size(), out.size()};
   return out;
 }
 
@@ -222,12 +242,12 @@ Tensor decode_sparse(std::span<const uint8_t> blob, const Shape& shape, const st
                      h.nonzero, o.value_bits);
   }
   std::span<const uint8_t> raw_values;
-  if (o.value_bits == 0) raw_values = r.take(h.nonzero * 4, "values");
+  const uint64_t value_size = dtype_size(h.values);
+  if (o.value_bits == 0) raw_values = r.take(h.nonzero * value_size, "values");
   if (r.left() != 0) fail("{}: sparse data has {} bytes after its values", what, r.left());
 
-  Tensor out(DType::f32, shape);
-  float* y = out.data<float>();
-  std::fill(y, y + elements, 0.0f);
+  Tensor out(h.values, shape);
+  std::memset(out.raw(), 0, out.bytes());
   const uint32_t escape = (1u << o.index_bits) - 1;
   uint64_t pos = 0, k = 0;
   for (uint32_t g : gaps) {
@@ -236,6 +256,11 @@ Tensor decode_sparse(std::span<const uint8_t> blob, const Shape& shape, const st
     pos += g;
     if (g == escape) continue;
     if (k >= h.nonzero) fail("{}: sparse data has more positions than its {} values", what, h.nonzero);
+    if (h.values == DType::i8) {
+      out.data<int8_t>()[pos++] = static_cast<int8_t>(raw_values[k]);
+      ++k;
+      continue;
+    }
     float value;
     if (o.value_bits > 0) {
       value = codebook[codes[k]];
@@ -243,11 +268,44 @@ Tensor decode_sparse(std::span<const uint8_t> blob, const Shape& shape, const st
       std::memcpy(&value, raw_values.data() + k * 4, 4);
       if (!std::isfinite(value)) fail("{}: sparse value {} is not finite", what, k);
     }
-    y[pos++] = value;
+    out.data<float>()[pos++] = value;
     ++k;
   }
   if (k != h.nonzero) fail("{}: sparse data has {} positions for {} values", what, k, h.nonzero);
   return out;
+}
+
+std::optional<quant::EncodedTensor> sparse_if_smaller(const Tensor& weights) {
+  if (weights.dtype() != DType::f32 && weights.dtype() != DType::i8) return std::nullopt;
+  const uint64_t value_size = dtype_size(weights.dtype());
+  const uint64_t dense = weights.bytes();
+  uint64_t nonzero = 0;
+  const auto* bytes = static_cast<const uint8_t*>(weights.raw());
+  for (int64_t i = 0; i < weights.numel(); ++i) {
+    bool zero = true;
+    for (uint64_t b = 0; b < value_size; ++b) zero = zero && bytes[i * value_size + b] == 0;
+    // -0.0f is not all zero bytes but is stored as a zero: both decode to 0.
+    if (weights.dtype() == DType::f32) zero = weights.data<float>()[i] == 0.0f;
+    nonzero += !zero;
+  }
+  if (nonzero * value_size + kSparseHeaderBytes >= dense) return std::nullopt;  // cannot win
+  SparseOptions best;
+  uint64_t best_bytes = UINT64_MAX;
+  for (int index_bits = 3; index_bits <= 9; ++index_bits) {
+    SparseOptions o;
+    o.index_bits = index_bits;
+    SparseSizes sizes;
+    encode_sparse(weights, o, &sizes);
+    if (sizes.bytes < best_bytes) {
+      best_bytes = sizes.bytes;
+      best = o;
+    }
+  }
+  if (best_bytes >= dense) return std::nullopt;
+  return quant::EncodedTensor{.shape = weights.shape(),
+                              .dtype = weights.dtype(),
+                              .encoding = {.kind = quant::Encoding::sparse, .bits = 0},
+                              .data = encode_sparse(weights, best)};
 }
 
 }  // namespace sf

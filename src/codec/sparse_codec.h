@@ -1,6 +1,7 @@
 // Sparse weight storage in the style of Deep Compression: the nonzero values in row-major
-// order, their positions as relative gaps of `index_bits` bits, the values either as f32 or
-// as k-means codebook indices, and optionally both streams Huffman-coded.
+// order, their positions as relative gaps of `index_bits` bits, the values either as they are
+// (f32, or i8 for the weights of an eightbit model) or as k-means codebook indices of f32
+// centroids, and optionally both streams Huffman-coded.
 //
 // Gaps: the next nonzero is `gap` positions after the previous one's successor (the first
 // after position 0); the largest gap symbol, 2^index_bits - 1, is an escape that skips that
@@ -12,11 +13,13 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "core/tensor.h"
+#include "codec/weight_codec.h"
 
 namespace sf {
 
@@ -38,11 +41,16 @@ struct SparseSizes {
   uint64_t bytes = 0;        // the whole encoded blob
 };
 
+// `dense` is f32, or i8 with value_bits 0.
 std::vector<uint8_t> encode_sparse(const Tensor& dense, const SparseOptions& options,
                                    SparseSizes* sizes = nullptr);
 
-// Decodes a blob into a dense f32 tensor of `shape`; `what` names it in errors
-// ("m.sfm: tensor 3").
+// Decodes a blob into a dense tensor of `shape` and of the blob's value type (f32 or i8);
+// `what` names it in errors ("m.sfm: tensor 3").
 Tensor decode_sparse(std::span<const uint8_t> blob, const Shape& shape, const std::string& what);
+
+// The sparse encoding of an f32 or i8 tensor with its values as they are, at the index width
+// that makes it smallest, when that is smaller than the dense tensor; nothing otherwise.
+std::optional<quant::EncodedTensor> sparse_if_smaller(const Tensor& weights);
 
 }  // namespace sf

@@ -552,10 +552,19 @@ void validate(const Shape& shape, const WeightEncoding& e, uint64_t bytes) {
   }
 }
 
-Tensor decode(const Shape& shape, const WeightEncoding& e, const uint8_t* data, uint64_t bytes) {
+Tensor decode(const Shape& shape, const WeightEncoding& e, const uint8_t* data, uint64_t bytes,
+              DType dtype) {
   validate(shape, e, bytes);
-  if (e.kind == Encoding::sparse)
-    return decode_sparse(std::span<const uint8_t>(data, static_cast<size_t>(bytes)), shape, "encoded weights");
+  if (e.kind == Encoding::sparse) {
+    Tensor out = decode_sparse(std::span<const uint8_t>(data, static_cast<size_t>(bytes)), shape,
+                               "encoded weights");
+    if (out.dtype() != dtype)
+      fail("sparse data holds {} values, but the tensor is {}", dtype_name(out.dtype()),
+           dtype_name(dtype));
+    return out;
+  }
+  if (dtype != DType::f32)
+    fail("{} data decodes to f32, but the tensor is {}", encoding_name(e.kind), dtype_name(dtype));
   Tensor out(DType::f32, shape);
   float* y = out.data<float>();
   const auto count = static_cast<uint64_t>(out.numel());

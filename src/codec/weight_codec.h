@@ -6,7 +6,7 @@
 //           tensor or per channel of one axis: x ~= scale[c] * (q - zero_point[c]).
 //   kmeans  bits 2..8; a codebook of 2^bits f32 centroids (1-D k-means): x ~= codebook[q].
 //   f16     IEEE half precision, rounded to nearest even.
-//   sparse  pruned weights: nonzeros with relative indices, values f32 or codebook indices,
+//   sparse  pruned weights: nonzeros with relative indices, values f32, i8 or codebook indices,
 //           optionally Huffman-coded; the data is a self-describing blob (codec/sparse_codec.h)
 //           with no parameters in the entry, validated in full when decoded.
 //
@@ -55,7 +55,8 @@ struct WeightEncoding {
 };
 
 struct EncodedTensor {
-  Shape shape;  // of the f32 tensor it decodes to
+  Shape shape;               // of the tensor it decodes to
+  DType dtype = DType::f32;  // of the tensor it decodes to: f32, or i8 for sparse int8 weights
   WeightEncoding encoding;
   std::vector<uint8_t> data;  // packed indices (linear, kmeans) or little-endian halves (f16)
 
@@ -116,11 +117,13 @@ EncodedTensor encode(const Tensor& tensor, Encoding kind, int bits, int axis = k
 // range, finite codebook. Throws sf::Error with a message naming the field (no file prefix).
 void validate(const Shape& shape, const WeightEncoding& encoding, uint64_t bytes);
 
-// Validates, then decodes into a new f32 tensor of `shape`.
+// Validates, then decodes into a new tensor of `shape` and `dtype` (f32; sparse data may also
+// hold i8 values). Data whose values are of another dtype is an error.
 Tensor decode(const Shape& shape, const WeightEncoding& encoding, const uint8_t* data,
-              uint64_t bytes);
+              uint64_t bytes, DType dtype = DType::f32);
 inline Tensor decode(const EncodedTensor& encoded) {
-  return decode(encoded.shape, encoded.encoding, encoded.data.data(), encoded.data.size());
+  return decode(encoded.shape, encoded.encoding, encoded.data.data(), encoded.data.size(),
+                encoded.dtype);
 }
 
 // IEEE 754 binary16 conversions (round to nearest, ties to even; NaN stays NaN).

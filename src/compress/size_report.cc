@@ -112,26 +112,13 @@ void write_compressed_model(const ModelFile& model, const SizeReport& report,
   for (const SizeReportRow& row : report.rows) {
     if (row.final_dense) continue;
     const Tensor& t = g.node(g.id_of(row.node)).attrs.get_tensor("value");
-    out.encoded_weights[row.node] = quant::EncodedTensor{
-        t.shape(), quant::WeightEncoding{.kind = quant::Encoding::sparse, .bits = 0},
-        encode_sparse(t, row.final_options)};
+    out.encoded_weights[row.node] =
+        quant::EncodedTensor{.shape = t.shape(),
+                             .encoding = {.kind = quant::Encoding::sparse, .bits = 0},
+                             .data = encode_sparse(t, row.final_options)};
   }
   out.metadata["compression"] = "sparse + codebook + Huffman (slimflow size-report)";
   save_model(path, out);
-}
-
-std::optional<quant::EncodedTensor> sparse_if_smaller(const Tensor& weights) {
-  if (weights.dtype() != DType::f32) return std::nullopt;
-  const uint64_t dense = static_cast<uint64_t>(weights.numel()) * 4;
-  const float* v = weights.data<float>();
-  uint64_t nonzero = 0;
-  for (int64_t i = 0; i < weights.numel(); ++i) nonzero += v[i] != 0.0f;
-  if (nonzero * 4 + kSparseHeaderBytes >= dense) return std::nullopt;  // cannot win
-  auto [bytes, options] = smallest(weights, SparseOptions{});
-  if (bytes >= dense) return std::nullopt;
-  return quant::EncodedTensor{weights.shape(),
-                              quant::WeightEncoding{.kind = quant::Encoding::sparse, .bits = 0},
-                              encode_sparse(weights, options)};
 }
 
 }  // namespace sf

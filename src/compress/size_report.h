@@ -52,8 +52,4 @@ SizeReport size_report(const ModelFile& model, const SizeReportOptions& options,
 void write_compressed_model(const ModelFile& model, const SizeReport& report,
                             const std::string& path);
 
-// The smallest sparse encoding of `weights` with f32 values (what freeze stores for pruned
-// weights), or nullopt when dense storage is no larger.
-std::optional<quant::EncodedTensor> sparse_if_smaller(const Tensor& weights);
-
 }  // namespace sf

@@ -5,6 +5,8 @@
 #include <sys/auxv.h>
 #endif
 
+#include <utility>
+
 namespace sf {
 
 namespace {
@@ -34,6 +36,29 @@ CpuFeatures detect() {
 }
 
 }  // namespace
+
+std::vector<std::string> feature_names(const CpuFeatures& f) {
+  const std::pair<bool, const char*> flags[] = {
+      {f.avx2, "avx2"},
+      {f.fma, "fma"},
+      {f.avx512f, "avx512f"},
+      {f.avx512bw, "avx512bw"},
+      {f.avx512vl, "avx512vl"},
+      {f.avx512dq, "avx512dq"},
+      {f.avx512_vnni, "avx512_vnni"},
+      {f.avx_vnni, "avx_vnni"},
+      {f.avx512_bf16, "avx512_bf16"},
+      {f.avx512_vpopcntdq, "avx512_vpopcntdq"},
+      {f.amx_bf16, "amx_bf16"},
+      {f.amx_int8, "amx_int8"},
+      {f.neon, "asimd"},
+      {f.dotprod, "asimddp"},
+  };
+  std::vector<std::string> names;
+  for (const auto& [set, name] : flags)
+    if (set) names.emplace_back(name);
+  return names;
+}
 
 const CpuFeatures& cpu_features() {
   static const CpuFeatures features = detect();

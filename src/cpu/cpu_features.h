@@ -7,6 +7,9 @@
 // the wider registers); on other architectures every flag of this one is false.
 #pragma once
 
+#include <string>
+#include <vector>
+
 namespace sf {
 
 struct CpuFeatures {
@@ -29,5 +32,8 @@ struct CpuFeatures {
 };
 
 const CpuFeatures& cpu_features();
+
+// The names of the flags that are set, as /proc/cpuinfo spells them ("avx512f", "amx_bf16").
+std::vector<std::string> feature_names(const CpuFeatures& features);
 
 }  // namespace sf

@@ -307,6 +307,7 @@ class Reader {
     struct Pending {
       size_t index;
       Shape shape;
+      DType dtype;
       quant::WeightEncoding params;
     };
     std::vector<Pending> to_decode;
@@ -325,9 +326,10 @@ class Reader {
       } catch (const Error& e) {
         error("tensor {}: {}", i, e.what());
       }
-      if (!dense && dtype != DType::f32)
-        error("tensor {}{} has encoding '{}' with dtype {}; encoded tensors are f32", i, owner(i),
-              encoding, dtype_name(dtype));
+      if (!dense && dtype != DType::f32 && !(kind == quant::Encoding::sparse && dtype == DType::i8))
+        error("tensor {}{} has encoding '{}' with dtype {}; encoded tensors are f32 (sparse ones "
+              "f32 or i8)",
+              i, owner(i), encoding, dtype_name(dtype));
       Shape shape;
       for (const json& d : array(field(t, "shape", where), where + " 'shape'"))
         shape.push_back(integer(d, where + " dimension"));
@@ -347,7 +349,7 @@ class Reader {
           error("tensor {}{}: {}", i, owner(i), e.what());
         }
         expected = static_cast<uint64_t>(bytes);
-        to_decode.push_back({i, shape, std::move(params)});
+        to_decode.push_back({i, shape, dtype, std::move(params)});
       }
       if (offset < 0 || static_cast<uint64_t>(offset) % kAlign != 0)
         error("tensor {} offset {} is not a non-negative multiple of {}", i, offset, kAlign);
@@ -374,7 +376,7 @@ class Reader {
       const Tensor stored = tensors_[p.index];
       try {
         tensors_[p.index] = quant::decode(
-            p.shape, p.params, static_cast<const uint8_t*>(stored.raw()), stored.bytes());
+            p.shape, p.params, static_cast<const uint8_t*>(stored.raw()), stored.bytes(), p.dtype);
       } catch (const Error& e) {
         error("tensor {}{}: {}", p.index, owner(p.index), e.what());
       }

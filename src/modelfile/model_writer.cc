@@ -79,7 +79,7 @@ class EntryFields : public quant::EncodingFieldWriter {
 // The tensor entry of encoded weights: the packed data goes to the data section, the
 // parameters into the entry (docs/MODEL_FORMAT.md).
 json encoded_entry(const quant::EncodedTensor& encoded, Layout& layout) {
-  json entry = {{"dtype", dtype_name(DType::f32)},
+  json entry = {{"dtype", dtype_name(encoded.dtype)},
                 {"shape", encoded.shape},
                 {"offset", layout.place(encoded.data.data(), encoded.data.size())},
                 {"bytes", encoded.data.size()},
@@ -89,13 +89,16 @@ json encoded_entry(const quant::EncodedTensor& encoded, Layout& layout) {
   return entry;
 }
 
-// The encoded form must stand for the node's own value: same shape, f32, and valid.
+// The encoded form must stand for the node's own value: same dtype and shape, and valid.
 void check_encoded(const std::string& path, const Node& node, const Tensor& value,
                    const quant::EncodedTensor& encoded) {
-  if (value.dtype() != DType::f32 || value.shape() != encoded.shape)
-    fail("{}: cannot save model: encoded weights for node '{}' are f32{}, but its value is {}{}",
-         path, node.name, shape_str(encoded.shape), dtype_name(value.dtype()),
-         shape_str(value.shape()));
+  if (value.dtype() != encoded.dtype || value.shape() != encoded.shape)
+    fail("{}: cannot save model: encoded weights for node '{}' are {}{}, but its value is {}{}",
+         path, node.name, dtype_name(encoded.dtype), shape_str(encoded.shape),
+         dtype_name(value.dtype()), shape_str(value.shape()));
+  if (encoded.dtype != DType::f32 && encoded.encoding.kind != quant::Encoding::sparse)
+    fail("{}: cannot save model: node '{}': only sparse encodings hold {} values", path,
+         node.name, dtype_name(encoded.dtype));
   try {
     quant::validate(encoded.shape, encoded.encoding, encoded.data.size());
   } catch (const Error& e) {

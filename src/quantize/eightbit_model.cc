@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 
+#include "codec/sparse_codec.h"
 #include "core/error.h"
 #include "io/image.h"
 #include "ops/op_names.h"
@@ -108,6 +109,22 @@ EightbitReport compare_fed(const FedGraph& fed, const ModelFile& model, const Ei
 
 }  // namespace
 
+namespace {
+
+// A pruned model's int8 weights (and any float weights left) are stored sparse where that is
+// smaller, as freeze stores pruned f32 weights; the sparse int8 kernels run from the nonzeros.
+void store_pruned_weights_sparse(ModelFile& model) {
+  constexpr int64_t kMinSparseElements = 256;  // smaller weights are not worth a sparse header
+  for (const Node& n : model.graph.nodes()) {
+    if (n.op != op_names::kConst) continue;
+    const Tensor& value = n.attrs.get_tensor("value");
+    if (value.numel() < kMinSparseElements) continue;
+    if (auto sparse = sparse_if_smaller(value)) model.encoded_weights[n.name] = std::move(*sparse);
+  }
+}
+
+}  // namespace
+
 EightbitModel quantize_model_eightbit(const ModelFile& float_model, const std::string& name,
                                       const EightbitModelOptions& options) {
   if (options.report && options.calib_data.empty())
@@ -166,6 +183,7 @@ EightbitModel quantize_model_eightbit(const ModelFile& float_model, const std::s
   result.float_ops = float_ops(q.graph);
   result.fp32_weight_bytes = const_bytes(graph);
   result.weight_bytes = const_bytes(q.graph);
+  store_pruned_weights_sparse(out);
   if (options.report) result.report = compare_fed(*fed, float_model, q, *source, co);
   return result;
 }

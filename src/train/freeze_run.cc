@@ -2,7 +2,7 @@
 
 #include <set>
 
-#include "compress/size_report.h"
+#include "codec/sparse_codec.h"
 #include "graph/op_registry.h"
 #include "ops/op_names.h"
 #include "ops/ops.h"

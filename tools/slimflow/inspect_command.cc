@@ -1,11 +1,13 @@
 // `slimflow inspect`: what a model holds, node by node.
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <fmt/format.h>
 #include <memory>
 
 #include "commands.h"
+#include "kernels/cpu_report.h"
 #include "model_io.h"
 #include "ops/op_names.h"
 
@@ -28,15 +30,45 @@ std::string storage_text(const quant::WeightEncoding& e) {
   return "?";
 }
 
+int print_cpu_report(bool json_output) {
+  const CpuReport r = describe_cpu();
+  if (json_output) {
+    nlohmann::json paths = nlohmann::json::object();
+    for (const KernelPath& p : r.paths) paths[p.work] = p.path;
+    const nlohmann::json out = {{"cpu", r.model},        {"logical_cpus", r.logical_cpus},
+                                {"features", r.features}, {"amx", r.amx},
+                                {"onednn_version", r.onednn_version},
+                                {"onednn_isa", r.onednn_isa}, {"kernel_paths", paths},
+                                {"bf16", r.bf16}};
+    std::printf("%s\n", out.dump().c_str());
+    return 0;
+  }
+  std::printf("cpu: %s, %u logical CPUs\n", r.model.c_str(), r.logical_cpus);
+  std::printf("features: %s\n", fmt::format("{}", fmt::join(r.features, " ")).c_str());
+  std::printf("oneDNN %s, effective ISA %s\n", r.onednn_version.c_str(), r.onednn_isa.c_str());
+  std::printf("bf16: %s\n\n", r.bf16.c_str());
+  size_t width = 0;
+  for (const KernelPath& p : r.paths) width = std::max(width, p.work.size());
+  for (const KernelPath& p : r.paths)
+    std::printf("  %-*s  %s\n", static_cast<int>(width), p.work.c_str(), p.path.c_str());
+  return 0;
+}
+
 }  // namespace
 
 Action add_inspect_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("inspect", "Show a model's nodes, shapes, parameters and bytes");
   auto path = std::make_shared<std::string>();
   auto json_output = std::make_shared<bool>(false);
-  cmd->add_option("model", *path, "Model (.sfm or .onnx)")->required();
+  auto cpu = std::make_shared<bool>(false);
+  auto* model_option = cmd->add_option("model", *path, "Model (.sfm or .onnx)");
   cmd->add_flag("--json", *json_output, "Print one JSON object");
-  return [path, json_output]() {
+  cmd->add_flag("--cpu", *cpu,
+                "Show what this CPU offers and which kernel paths the engine takes on it")
+      ->excludes(model_option);
+  return [path, json_output, cpu]() {
+    if (*cpu) return print_cpu_report(*json_output);
+    if (path->empty()) fail("inspect: give a model file, or --cpu");
     ModelFile model = open_model(*path);
     const Graph& g = model.graph;
     nlohmann::json nodes = nlohmann::json::array();

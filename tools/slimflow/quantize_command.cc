@@ -43,6 +43,7 @@ struct QuantizeArgs {
 };
 
 void print_eightbit(const QuantizeArgs& args, const EightbitModel& q) {
+  const uintmax_t file_bytes = std::filesystem::file_size(args.out);
   if (args.json) {
     nlohmann::json layers = nlohmann::json::array();
     for (const EightbitLayer& l : q.layers)
@@ -61,7 +62,9 @@ void print_eightbit(const QuantizeArgs& args, const EightbitModel& q) {
                         {"layers", layers},
                         {"float_ops", q.float_ops},
                         {"fp32_weight_bytes", q.fp32_weight_bytes},
-                        {"weight_bytes", q.weight_bytes}};
+                        {"weight_bytes", q.weight_bytes},
+                        {"sparse_weights", q.model.encoded_weights.size()},
+                        {"file_bytes", file_bytes}};
     if (args.report) j["report"] = errors;
     std::printf("%s\n", j.dump().c_str());
     return;
@@ -71,9 +74,14 @@ void print_eightbit(const QuantizeArgs& args, const EightbitModel& q) {
   std::string rest;
   for (const auto& [op, n] : q.float_ops) rest += fmt::format(" {} x{}", op, n);
   std::printf("still float:%s\n", rest.empty() ? " nothing" : rest.c_str());
-  std::printf("weights %.1f KB -> %.1f KB; written to %s\n",
+  const std::string sparse =
+      q.model.encoded_weights.empty()
+          ? std::string()
+          : fmt::format(", {} pruned tensors stored sparse", q.model.encoded_weights.size());
+  std::printf("weights %.1f KB -> %.1f KB; written to %s (%.1f KB%s)\n",
               static_cast<double>(q.fp32_weight_bytes) / 1024,
-              static_cast<double>(q.weight_bytes) / 1024, args.out.c_str());
+              static_cast<double>(q.weight_bytes) / 1024, args.out.c_str(),
+              static_cast<double>(file_bytes) / 1024, sparse.c_str());
   if (args.report) {
     std::printf("\nper-layer error on %lld calibration images (worst first)\n",
                 static_cast<long long>(q.calibration_images));
