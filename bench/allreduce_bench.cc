@@ -4,6 +4,7 @@
 // are shaped as a network's parameters (Deep-MNIST by default; --resnet18 for ~11.7 M floats).
 // Prints one JSON object from rank 0. bench/data_parallel.py runs it:
 //   mpirun -np 2 build/release/bench/allreduce_bench [--bucket-mb 4] [--rounds 20] [--resnet18]
+// --floats N reduces one gradient of N floats instead (bench/scaling_model.py's size sweep).
 #include <mpi.h>
 
 #include <chrono>
@@ -42,11 +43,13 @@ int main(int argc, char** argv) {
   double bucket_mb = 4.0;
   int rounds = 20;
   bool resnet = false;
+  int64_t floats = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--bucket-mb" && i + 1 < argc) bucket_mb = std::stod(argv[++i]);
     else if (arg == "--rounds" && i + 1 < argc) rounds = std::stoi(argv[++i]);
     else if (arg == "--resnet18") resnet = true;
+    else if (arg == "--floats" && i + 1 < argc) floats = std::stoll(argv[++i]);
     else {
       std::fprintf(stderr, "allreduce_bench: unknown argument '%s'\n", arg.c_str());
       return 2;
@@ -54,7 +57,9 @@ int main(int argc, char** argv) {
   }
   try {
     sf::Communicator comm;
-    const std::vector<sf::Shape> shapes = resnet ? resnet18_gradients() : deep_mnist_gradients();
+    const std::vector<sf::Shape> shapes = floats > 0 ? std::vector<sf::Shape>{{floats}}
+                                          : resnet  ? resnet18_gradients()
+                                                    : deep_mnist_gradients();
     std::vector<sf::Tensor> grads;
     int64_t total = 0;
     for (const sf::Shape& s : shapes) {
@@ -84,7 +89,7 @@ int main(int argc, char** argv) {
           "{\"network\": \"%s\", \"ranks\": %d, \"bytes\": %.0f, \"bucket_mb\": %g, "
           "\"buckets\": %lld, \"rounds\": %d, \"ours_seconds\": %.6f, \"mpi_seconds\": %.6f, "
           "\"ours_algbw_gbps\": %.3f, \"mpi_algbw_gbps\": %.3f, \"efficiency\": %.3f}\n",
-          resnet ? "resnet18" : "deep-mnist", comm.size(), bytes, bucket_mb,
+          floats > 0 ? "one-buffer" : resnet ? "resnet18" : "deep-mnist", comm.size(), bytes, bucket_mb,
           static_cast<long long>(buckets.buckets()), rounds, ours / rounds, plain / rounds,
           bytes * 8e-9 / (ours / rounds), bytes * 8e-9 / (plain / rounds), plain / ours);
   } catch (const std::exception& e) {
