@@ -10,6 +10,8 @@
 #include <set>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "support/cli.h"
 #include "support/mnist.h"
 #include "train/sharded_batches.h"
@@ -129,7 +131,7 @@ TEST(DataParallel, TwoRanksOfBatch32MatchOneProcessOfBatch64After20Steps) {
                              "--optimizer momentum --lr 0.05 --threads 1 --quiet --json ";
   auto one = testing::run_cli(common + "--batch 64 --out " + dir + "/one");
   ASSERT_EQ(one.exit_code, 0) << one.out;
-  auto two = run_shell(mpirun(2) + common + "--batch 32 --lr-scaling none --bucket-mb 0.05 --out " +
+  auto two = run_shell(mpirun(2) + common + "--batch 32 --lr-scaling none --bucket-mb 0.05 --check-replicas 5 --out " +
                        dir + "/two");
   ASSERT_EQ(two.exit_code, 0) << two.out;
   EXPECT_NE(two.out.find("\"world_size\":2"), std::string::npos) << two.out;
@@ -250,6 +252,46 @@ TEST(DataParallel, ResumeWithAnotherModelIsAnError) {
             std::string::npos)
       << r.out;
   EXPECT_EQ(count_lines_starting(r.out, "slimflow: error:"), 1) << r.out;
+  std::filesystem::remove_all(dir);
+}
+
+TEST(DataParallel, CompressedGradientsWithErrorFeedbackConvergeOnFewerBytes) {
+  if (!testing::mnist_available()) GTEST_SKIP() << "MNIST not installed";
+  const std::string dir = testing::make_temp_dir("dp-compress");
+  const std::string spec = write_deterministic_spec(dir);
+  const std::string common = "train --model " + spec +
+                             " --data mnist --train-limit 1280 --test-limit 500 --epochs 2 "
+                             "--batch 32 --threads 1 --quiet --json --out " + dir + "/";
+  auto json_value = [](const std::string& out, const std::string& key) {
+    const auto lines = testing::non_empty_lines(out);
+    std::string last;
+    for (const std::string& line : lines)
+      if (line.rfind("{", 0) == 0) last = line;
+    return nlohmann::json::parse(last).at(key).get<double>();
+  };
+  auto plain = run_shell(mpirun(2) + common + "none");
+  ASSERT_EQ(plain.exit_code, 0) << plain.out;
+  const double plain_bytes = json_value(plain.out, "comm_bytes");
+  const double plain_accuracy = json_value(plain.out, "test_accuracy");
+  struct Case {
+    std::string scheme;
+    double min_ratio;
+  };
+  for (const Case& c : std::vector<Case>{{"fp16", 1.99}, {"topk:0.01", 45.0}, {"onebit", 30.0}}) {
+    auto r = run_shell(mpirun(2) + common + c.scheme.substr(0, 4) + " --grad-compression " +
+                       c.scheme);
+    ASSERT_EQ(r.exit_code, 0) << c.scheme << "\n" << r.out;
+    EXPECT_GT(plain_bytes / json_value(r.out, "comm_bytes"), c.min_ratio) << c.scheme;
+    // Converges: most of the uncompressed run's accuracy after 40 steps.
+    EXPECT_GT(json_value(r.out, "test_accuracy"), 0.6 * plain_accuracy) << c.scheme << r.out;
+  }
+  auto bad = run_shell(mpirun(2) + common + "bad --grad-compression topk:7");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.out.find("slimflow: error: rank 0: train: --grad-compression must be none, fp16, "
+                         "topk:F (0 < F <= 1) or onebit, got 'topk:7'"),
+            std::string::npos)
+      << bad.out;
+  EXPECT_EQ(count_lines_starting(bad.out, "slimflow: error:"), 1) << bad.out;
   std::filesystem::remove_all(dir);
 }
 

@@ -72,6 +72,9 @@ class Communicator {
   void broadcast(Tensor& t, int root, std::string_view what);
   // Each rank's `value`, by rank.
   std::vector<uint64_t> allgather(uint64_t value, std::string_view what);
+  // Every rank's `mine` (the same byte count on every rank) into `all`, rank after rank;
+  // `all` holds size() times mine's bytes.
+  CommRequest iallgather(const Tensor& mine, Tensor& all, std::string_view what);
   void barrier(std::string_view what);
 
   // Point-to-point, non-blocking, matched by (peer, tag). The receiver passes a tensor of the

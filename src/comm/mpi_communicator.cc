@@ -229,6 +229,21 @@ std::vector<uint64_t> Communicator::allgather(uint64_t value, std::string_view w
   return values;
 }
 
+CommRequest Communicator::iallgather(const Tensor& mine, Tensor& all, std::string_view what) {
+  if (all.bytes() != mine.bytes() * static_cast<size_t>(impl_->size))
+    fail("rank {}: allgather of {}: {} bytes cannot hold {} ranks x {} bytes", impl_->rank, what,
+         all.bytes(), impl_->size, mine.bytes());
+  CommRequest request;
+  request.state_ = std::make_unique<CommRequest::State>();
+  request.state_->what = fmt::format("allgather of {}", what);
+  request.state_->requests.resize(1);
+  impl_->check(MPI_Iallgather(mine.raw(), static_cast<int>(mine.bytes()), MPI_BYTE, all.raw(),
+                              static_cast<int>(mine.bytes()), MPI_BYTE, impl_->comm,
+                              &request.state_->requests[0]),
+               "MPI_Iallgather", what);
+  return request;
+}
+
 void Communicator::barrier(std::string_view what) {
   CommRequest request;
   request.state_ = std::make_unique<CommRequest::State>();

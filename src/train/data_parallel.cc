@@ -22,8 +22,12 @@ double lr_scale_factor(const std::string& scaling, int world) {
   return 1.0;
 }
 
-GradientBuckets::GradientBuckets(Communicator& comm, std::vector<Shape> shapes, double bucket_mb)
-    : comm_(comm), shapes_(std::move(shapes)), bucket_bytes_(bucket_mb * 1024.0 * 1024.0) {
+GradientBuckets::GradientBuckets(Communicator& comm, std::vector<Shape> shapes, double bucket_mb,
+                                 GradCompression compression)
+    : comm_(comm),
+      shapes_(std::move(shapes)),
+      bucket_bytes_(bucket_mb * 1024.0 * 1024.0),
+      compression_(compression) {
   if (!(bucket_mb > 0.0) || !std::isfinite(bucket_mb))
     fail("train: --bucket-mb must be a positive number, got {}", bucket_mb);
   seen_.assign(shapes_.size(), false);
@@ -52,6 +56,14 @@ void GradientBuckets::build(int64_t step) {
     elements += num_elements(shapes_[i]);
   }
   if (current) current->data = Tensor(DType::f32, {elements});
+  if (compression_.kind != GradCompression::Kind::none)
+    for (Bucket& b : buckets_) {
+      b.residual = Tensor(DType::f32, b.data.shape());
+      std::memset(b.residual.raw(), 0, b.residual.bytes());
+      const auto bytes = static_cast<int64_t>(compressed_bytes(compression_, b.data.numel()));
+      b.message = Tensor(DType::u8, {bytes});
+      b.gathered = Tensor(DType::u8, {bytes * comm_.size()});
+    }
   averaged_.resize(shapes_.size());
   for (size_t i = 0; i < shapes_.size(); ++i) {
     const Tensor& data = buckets_[bucket_of_[i]].data;
@@ -75,10 +87,19 @@ void GradientBuckets::pack(size_t index, const Tensor& gradient) {
 void GradientBuckets::launch(Bucket& bucket) {
   if (!in_flight_) first_launch_ = Clock::now();
   in_flight_ = true;
-  bucket.request = comm_.iallreduce(bucket.data, ReduceOp::sum,
-                                    fmt::format("gradients (step {})", step_));
+  const std::string what = fmt::format("gradients (step {})", step_);
+  if (compression_.kind == GradCompression::Kind::none) {
+    bucket.request = comm_.iallreduce(bucket.data, ReduceOp::sum, what);
+    stats_.bytes += static_cast<int64_t>(bucket.data.bytes());
+  } else {
+    float* residual = bucket.residual.data<float>();
+    const float* gradient = bucket.data.data<float>();
+    for (int64_t k = 0; k < bucket.data.numel(); ++k) residual[k] += gradient[k];
+    compress(compression_, residual, bucket.data.numel(), bucket.message.data<uint8_t>());
+    bucket.request = comm_.iallgather(bucket.message, bucket.gathered, what);
+    stats_.bytes += static_cast<int64_t>(bucket.message.bytes());
+  }
   bucket.launched = true;
-  stats_.bytes += static_cast<int64_t>(bucket.data.bytes());
 }
 
 void GradientBuckets::note_done() { last_done_ = Clock::now(); }
@@ -125,6 +146,15 @@ const std::vector<Tensor>& GradientBuckets::finish(const std::vector<Tensor>& gr
     stats_.exposed_seconds +=
         std::chrono::duration<double>(wait_end - std::max(wait_start, first_launch_)).count();
   }
+  if (compression_.kind != GradCompression::Kind::none)
+    for (Bucket& b : buckets_) {
+      // Every rank adds the same messages in the same order: the same sum everywhere.
+      std::memset(b.data.raw(), 0, b.data.bytes());
+      const int64_t message_bytes = b.message.numel();
+      for (int r = 0; r < comm_.size(); ++r)
+        add_decoded(compression_, b.gathered.data<uint8_t>() + r * message_bytes, b.data.numel(),
+                    b.data.data<float>());
+    }
   const float scale = 1.0f / static_cast<float>(comm_.size());
   for (Bucket& b : buckets_) {
     float* p = b.data.data<float>();

@@ -20,6 +20,7 @@
 #include "comm/communicator.h"
 #include "core/tensor.h"
 #include "graph/variable_store.h"
+#include "train/grad_compression.h"
 
 namespace sf {
 
@@ -31,7 +32,7 @@ void check_lr_scaling(const std::string& scaling);
 struct CommStats {
   double comm_seconds = 0.0;     // wall time with at least one reduction in flight
   double exposed_seconds = 0.0;  // of which the training thread waited (not overlapped)
-  int64_t bytes = 0;             // gradient bytes each rank reduced
+  int64_t bytes = 0;             // gradient bytes each rank sent (compressed, if it is)
   double overlap_fraction() const {
     return comm_seconds > 0.0 ? std::max(0.0, 1.0 - exposed_seconds / comm_seconds) : 0.0;
   }
@@ -39,8 +40,10 @@ struct CommStats {
 
 class GradientBuckets {
  public:
-  // One gradient per parameter, f32, of these shapes.
-  GradientBuckets(Communicator& comm, std::vector<Shape> shapes, double bucket_mb);
+  // One gradient per parameter, f32, of these shapes. With compression, each bucket's message
+  // (grad_compression.h) is allgathered instead of the floats being allreduced.
+  GradientBuckets(Communicator& comm, std::vector<Shape> shapes, double bucket_mb,
+                  GradCompression compression = {});
 
   // A step's gradient `index` has been computed (Session's FetchReady).
   void ready(size_t index, const Tensor& gradient);
@@ -58,6 +61,9 @@ class GradientBuckets {
     Tensor data;                  // f32 [elements]
     std::vector<size_t> members;  // gradient indices
     size_t pending = 0;           // members not packed yet this step
+    Tensor residual;  // compression: what earlier messages left out
+    Tensor message;   // compression: this rank's message (u8)
+    Tensor gathered;  // compression: every rank's message, by rank (u8)
     CommRequest request;
     bool launched = false;
     bool done = false;
@@ -71,6 +77,7 @@ class GradientBuckets {
   Communicator& comm_;
   std::vector<Shape> shapes_;
   double bucket_bytes_;
+  GradCompression compression_;
   std::vector<size_t> order_;  // the backward pass's order of the gradients (first step)
   std::vector<bool> seen_;
   std::vector<Bucket> buckets_;

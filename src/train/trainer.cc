@@ -324,6 +324,7 @@ std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks
     fail("train: batch {} is larger than the {} training examples", config.batch, train_data.size());
   if (comm && !(options.bucket_mb > 0.0 && std::isfinite(options.bucket_mb)))
     fail("train: --bucket-mb must be a positive number, got {}", options.bucket_mb);
+  const GradCompression compression = parse_grad_compression(options.grad_compression);
 
   // Graph, session, variables.
   TrainingGraph t = build_training_graph(spec, config.batch);
@@ -445,7 +446,7 @@ std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks
   if (comm) {
     std::vector<Shape> shapes;
     for (const Parameter& p : t.model.parameters) shapes.push_back(t.model.graph.type(p.output).shape);
-    buckets.emplace(*comm, shapes, options.bucket_mb);
+    buckets.emplace(*comm, shapes, options.bucket_mb, compression);
     on_fetch_ready = [&](size_t index, const Tensor& value) {
       if (index >= 2 && index < 2 + num_params) buckets->ready(index - 2, value);
     };

@@ -50,6 +50,7 @@ struct TrainOptions {
   double bucket_mb = 4.0;                 // gradient bucket size for the overlapped allreduce
   std::optional<std::string> lr_scaling;  // linear (default) | sqrt | none, for the world size
   int64_t check_replicas_every = 100;     // steps between replica checksums (0: never)
+  std::string grad_compression = "none";  // none | fp16 | topk:F | onebit (train/grad_compression.h)
 };
 
 struct Progress {

@@ -17,6 +17,10 @@ void add_data_parallel_options(CLI::App& cmd, TrainOptions& options, double& com
   cmd.add_option("--lr-scaling", options.lr_scaling,
                  "Under mpirun: learning rate x ranks (linear, the default), x sqrt(ranks) "
                  "(sqrt) or unchanged (none)");
+  cmd.add_option("--grad-compression", options.grad_compression,
+                 "Under mpirun: none | fp16 | topk:F (the largest F of each bucket's gradients) | "
+                 "onebit; error feedback carries what is not sent to the next step")
+      ->default_val(options.grad_compression);
   cmd.add_option("--comm-timeout", comm_timeout,
                  "Under mpirun: seconds a rank waits for the others before ending the job")
       ->default_val(comm_timeout);
