@@ -5,12 +5,15 @@
    same global batch: images/s ratio, with the 2-rank run's comm_seconds and overlap_fraction.
 2. Against PyTorch 1.13 DistributedDataParallel (gloo), same network, data and global batch,
    2 processes x 1 thread: images/s ratio and peak RSS per process.
+4. With --accuracy-epochs E: test accuracy after E epochs of 1 rank (global batch) vs 2 ranks,
+   and 2 ranks with each --grad-compression, with the bytes each rank sends per step.
 3. Allreduce efficiency: the bucketed gradient averaging's algorithm bandwidth vs OpenMPI's own
    MPI_Allreduce on one contiguous buffer of the same bytes (build/release/bench/allreduce_bench).
 
 Rounds alternate between the engines. Prints the CPU's features next to the figures.
 
-    /usr/bin/python3 bench/data_parallel.py [--limit 6400] [--global-batch 64] [--rounds 2] [--json]
+    /usr/bin/python3 bench/data_parallel.py [--limit 6400] [--global-batch 64] [--rounds 2]
+                                            [--accuracy-epochs 5] [--json]
 """
 import argparse
 import json
@@ -46,6 +49,10 @@ def main():
     parser.add_argument("--bucket-mb", type=float, default=4.0)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--build", default=os.path.join(ROOT, "build/release"))
+    parser.add_argument("--accuracy-epochs", type=int, default=0,
+                        help="also compare test accuracy after this many epochs (0: skip)")
+    parser.add_argument("--accuracy-limit", type=int, default=0,
+                        help="training images for the accuracy runs (0: all 60,000)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     slimflow = os.path.join(args.build, "slimflow")
@@ -95,6 +102,8 @@ def main():
         "allreduce_deep_mnist": allreduce,
         "allreduce_resnet18": allreduce_resnet,
     }
+    if args.accuracy_epochs > 0:
+        result["accuracy"] = accuracy_runs(args, slimflow, env)
     if args.json:
         print(json.dumps(result))
         return
@@ -112,6 +121,30 @@ def main():
         print(f"  allreduce {a['network']} ({a['bytes'] / 1e6:.1f} MB, {a['buckets']} buckets): "
               f"ours {a['ours_algbw_gbps']:.2f} Gb/s vs MPI_Allreduce {a['mpi_algbw_gbps']:.2f} Gb/s"
               f" = {100 * a['efficiency']:.0f}% (goal 90%)")
+    for row in result.get("accuracy", []):
+        print(f"  {row['run']:<22} test accuracy {100 * row['test_accuracy']:.2f}%  "
+              f"bytes sent per step {row['bytes_per_step']:>12.0f}")
+
+
+def accuracy_runs(args, slimflow, env):
+    """Test accuracy after --accuracy-epochs: one process vs 2 ranks, plain and compressed."""
+    common = ["train", "--model", "models/deep-mnist.yaml", "--data", "mnist", "--epochs",
+              str(args.accuracy_epochs), "--threads", "1", "--json", "--quiet"]
+    if args.accuracy_limit:
+        common += ["--train-limit", str(args.accuracy_limit)]
+    half = str(args.global_batch // 2)
+    runs = [("1 rank", [slimflow] + common + ["--batch", str(args.global_batch)])]
+    for scheme in ["none", "fp16", "topk:0.01", "onebit"]:
+        runs.append((f"2 ranks, {scheme}", MPIRUN + ["-np", "2", slimflow] + common + [
+            "--batch", half, "--lr-scaling", "none", "--grad-compression", scheme]))
+    rows = []
+    for i, (name, cmd) in enumerate(runs):
+        epochs = run_json_lines(cmd + ["--out", os.path.join(ROOT, f"runs/bench-dp-acc{i}")], env)
+        last = epochs[-1]
+        steps = last["step"] / max(len(epochs), 1)
+        rows.append({"run": name, "test_accuracy": last["test_accuracy"],
+                     "bytes_per_step": last.get("comm_bytes", 0) / max(steps, 1)})
+    return rows
 
 
 if __name__ == "__main__":

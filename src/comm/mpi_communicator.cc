@@ -31,7 +31,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// The most rank-0 metadata a tensor header carries: dtype, rank, dims.
+// A tensor message's header: dtype, rank, then up to kMaxHeaderDims dims.
 constexpr int kMaxHeaderDims = 8;
 constexpr int kHeaderWords = 2 + kMaxHeaderDims;
 

@@ -34,7 +34,7 @@ GradientBuckets::GradientBuckets(Communicator& comm, std::vector<Shape> shapes, 
   packed_.assign(shapes_.size(), false);
 }
 
-void GradientBuckets::build(int64_t step) {
+void GradientBuckets::build() {
   // Gradients the backward pass never reported (none today) go last, in parameter order.
   for (size_t i = 0; i < shapes_.size(); ++i)
     if (!seen_[i]) order_.push_back(i);
@@ -70,7 +70,6 @@ void GradientBuckets::build(int64_t step) {
     averaged_[i] = Tensor(DType::f32, shapes_[i], data.storage(),
                           static_cast<size_t>(offsets[i]) * sizeof(float));
   }
-  (void)step;
 }
 
 void GradientBuckets::pack(size_t index, const Tensor& gradient) {
@@ -108,7 +107,6 @@ void GradientBuckets::progress() {
   // Buckets complete in launch order on every rank; testing the oldest drives MPI forward.
   while (next_to_finish_ < buckets_.size() && buckets_[next_to_finish_].launched &&
          comm_.test(buckets_[next_to_finish_].request)) {
-    buckets_[next_to_finish_].done = true;
     note_done();
     ++next_to_finish_;
   }
@@ -131,7 +129,7 @@ const std::vector<Tensor>& GradientBuckets::finish(const std::vector<Tensor>& gr
            shapes_.size());
   step_ = step;
   if (buckets_.empty()) {
-    build(step);
+    build();
     for (Bucket& b : buckets_) b.pending = b.members.size();
   }
   for (size_t i : order_) pack(i, gradients[i]);
@@ -163,7 +161,7 @@ const std::vector<Tensor>& GradientBuckets::finish(const std::vector<Tensor>& gr
   // Ready for the next step.
   for (Bucket& b : buckets_) {
     b.pending = b.members.size();
-    b.launched = b.done = false;
+    b.launched = false;
   }
   std::fill(packed_.begin(), packed_.end(), false);
   next_to_finish_ = 0;

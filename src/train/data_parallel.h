@@ -66,9 +66,8 @@ class GradientBuckets {
     Tensor gathered;  // compression: every rank's message, by rank (u8)
     CommRequest request;
     bool launched = false;
-    bool done = false;
   };
-  void build(int64_t step);
+  void build();
   void pack(size_t index, const Tensor& gradient);
   void launch(Bucket& bucket);
   void progress();
