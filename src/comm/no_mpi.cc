@@ -21,8 +21,9 @@ bool CommRequest::active() const { return false; }
 struct Communicator::Impl {};
 
 Communicator::Communicator(CommOptions) {
-  fail("this slimflow was built without MPI (CMake found no libopenmpi-dev), so it cannot join "
-       "a job of {} processes; rebuild with OpenMPI or run it without mpirun",
+  fail("this slimflow was built without MPI (no libopenmpi-dev at configure time, or "
+       "SLIMFLOW_MPI=OFF), so it cannot join a job of {} processes; rebuild with OpenMPI or run "
+       "it without mpirun",
        launched_world_size());
 }
 Communicator::~Communicator() = default;

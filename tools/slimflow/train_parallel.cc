@@ -35,17 +35,26 @@ void run_as_job_member(TrainOptions& options, double comm_timeout,
     train();
     return;
   }
-  if (!(comm_timeout > 0.0))
-    fail("train: --comm-timeout must be a positive number of seconds, got {}", comm_timeout);
-  Communicator comm(CommOptions{.timeout_seconds = comm_timeout});
-  options.comm = &comm;
+  // The same bad flag fails on every rank: rank 0 ends the job first and alone prints it; a
+  // failure of one rank only still gets printed by that rank.
+  auto let_rank_0_speak_first = [] {
+    if (launched_rank() != 0) std::this_thread::sleep_for(std::chrono::seconds(2));
+  };
+  std::unique_ptr<Communicator> comm;
+  try {
+    if (!(comm_timeout > 0.0))
+      fail("train: --comm-timeout must be a positive number of seconds, got {}", comm_timeout);
+    comm = std::make_unique<Communicator>(CommOptions{.timeout_seconds = comm_timeout});
+  } catch (const Error&) {
+    let_rank_0_speak_first();
+    throw;
+  }
+  options.comm = comm.get();
   try {
     train();
   } catch (const std::exception& e) {
-    // The same bad flag fails on every rank: rank 0 ends the job first and alone prints it; a
-    // failure of one rank only still gets printed by that rank.
-    if (comm.rank() != 0) std::this_thread::sleep_for(std::chrono::milliseconds(500));
-    comm.abort(e.what());
+    let_rank_0_speak_first();
+    comm->abort(e.what());
   }
   options.comm = nullptr;
 }
