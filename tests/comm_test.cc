@@ -48,6 +48,17 @@ TEST(Communicator, ReceiveOfAnotherShapeOrDtypeNamesTagPeerAndTypes) {
   EXPECT_NE(larger.out.find("expected f32[3,2], got f32[4,4]"), std::string::npos) << larger.out;
 }
 
+TEST(Communicator, ReplicaChecksumsStopTheJobNamingTheRanksThatDrifted) {
+  auto agree = run_scenario("replicas-agree");
+  EXPECT_EQ(agree.exit_code, 0) << agree.out;
+  auto drift = run_scenario("replicas-drift");
+  EXPECT_NE(drift.exit_code, 0);
+  EXPECT_NE(drift.out.find("slimflow: error: rank 0: step 7: the replicas drifted: the parameters "
+                           "of rank(s) 1 differ from rank 0's"),
+            std::string::npos)
+      << drift.out;
+}
+
 TEST(Communicator, HungPeerEndsTheJobAfterTheTimeoutNamingTheRank) {
   const auto start = std::chrono::steady_clock::now();
   auto r = run_scenario("hung-peer", "2");

@@ -11,6 +11,8 @@
 
 #include "comm/communicator.h"
 #include "core/error.h"
+#include "graph/variable_store.h"
+#include "train/data_parallel.h"
 
 namespace {
 
@@ -118,6 +120,14 @@ int main(int argc, char** argv) {
       mismatch(*comm, DType::i32, {3, 2});
     } else if (scenario == "larger-message") {
       mismatch(*comm, DType::f32, {4, 4});
+    } else if (scenario == "replicas-agree" || scenario == "replicas-drift") {
+      // Identical weights pass; a last rank whose weights differ by one bit stops the job.
+      sf::VariableStore variables;
+      Tensor w = filled(DType::f32, {16, 4}, 3);
+      if (scenario == "replicas-drift" && comm->rank() == comm->size() - 1)
+        static_cast<uint8_t*>(w.raw())[17] ^= 1;
+      variables.set("fc/w", w);
+      sf::check_replicas(*comm, variables, {"fc/w"}, 7);
     } else if (scenario == "hung-peer") {
       // The last rank stops answering; the others must give up after the timeout.
       if (comm->rank() == comm->size() - 1) raise(SIGSTOP);
