@@ -135,7 +135,7 @@ Session::Plan& Session::plan_for(const Feeds& feeds, const std::vector<Output>& 
 }
 
 std::vector<Tensor> Session::run(const Feeds& feeds, const std::vector<Output>& fetches,
-                                 bool training) {
+                                 bool training, const FetchReady& on_fetch_ready) {
   for (const auto& [out, tensor] : feeds) {
     if (out.node < 0 || out.node >= graph_.num_nodes() ||
         graph_.node(out.node).op != op_names::kPlaceholder)
@@ -168,6 +168,14 @@ std::vector<Tensor> Session::run(const Feeds& feeds, const std::vector<Output>& 
     }
   }
 
+  // Fetch indices by the node that computes them (only when someone listens).
+  std::vector<std::vector<size_t>> fetches_of_node;
+  if (on_fetch_ready) {
+    fetches_of_node.resize(static_cast<size_t>(g.num_nodes()));
+    for (size_t i = 0; i < fetches.size(); ++i)
+      fetches_of_node[static_cast<size_t>(fetches[i].node)].push_back(i);
+  }
+
   for (Plan::Step& step : plan.steps) {
     const Node& n = g.node(step.node);
     for (const Output& in : n.inputs)
@@ -185,6 +193,9 @@ std::vector<Tensor> Session::run(const Feeds& feeds, const std::vector<Output>& 
     } else {
       step.kernel->compute(ctx);
     }
+    if (on_fetch_ready)
+      for (size_t i : fetches_of_node[static_cast<size_t>(step.node)])
+        on_fetch_ready(i, values[static_cast<size_t>(step.node)][static_cast<size_t>(fetches[i].index)]);
   }
   last_plan_ = &plan;
 

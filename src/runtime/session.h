@@ -7,6 +7,7 @@
 // A new batch size makes a second plan (shapes are re-inferred by the ops' shape functions).
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <random>
@@ -27,6 +28,11 @@ struct SessionOptions {
 };
 
 using Feeds = std::vector<std::pair<Output, Tensor>>;
+
+// Called during a run as soon as fetch `index` has been computed, with its final value (valid
+// until the next run), while later nodes still wait: data-parallel training starts reducing a
+// gradient while the backward pass goes on.
+using FetchReady = std::function<void(size_t index, const Tensor& value)>;
 
 // Time spent in one node's kernel, accumulated over the runs since profiling was enabled.
 struct NodeProfile {
@@ -49,7 +55,7 @@ class Session {
   // Returns one tensor per fetch. Fetched tensors may live in the session's arena: they stay
   // valid until the next run(); clone() what must outlive it.
   std::vector<Tensor> run(const Feeds& feeds, const std::vector<Output>& fetches,
-                          bool training = false);
+                          bool training = false, const FetchReady& on_fetch_ready = {});
 
   const Graph& graph() const { return graph_; }
   VariableStore& variables() { return *variables_; }

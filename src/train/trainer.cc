@@ -8,12 +8,15 @@
 #include <sstream>
 
 #include "autodiff/gradients.h"
+#include "comm/communicator.h"
 #include "core/error.h"
 #include "ops/ops.h"
 #include "runtime/process_stats.h"
 #include "runtime/session.h"
 #include "train/checkpoint.h"
+#include "train/data_parallel.h"
 #include "train/optimizer.h"
+#include "train/sharded_batches.h"
 #include "train/training_run.h"
 
 namespace sf {
@@ -38,6 +41,7 @@ struct RunConfig {
   std::string data;
   int64_t train_limit = 0;
   int64_t test_limit = 0;
+  std::string lr_scaling = "linear";
 
   json to_json() const {
     return {{"epochs", epochs},       {"batch", batch},
@@ -45,7 +49,7 @@ struct RunConfig {
             {"weight_decay", weight_decay}, {"momentum", momentum},
             {"lr_schedule", lr_schedule}, {"seed", seed},
             {"data", data},           {"train_limit", train_limit},
-            {"test_limit", test_limit}};
+            {"test_limit", test_limit}, {"lr_scaling", lr_scaling}};
   }
 };
 
@@ -122,6 +126,46 @@ EvalResult evaluate(Session& session, const TrainingGraph& t, const Dataset& tes
   return result;
 }
 
+// Rows [begin, end) of `data`, sharing its storage.
+Dataset rows(const Dataset& data, int64_t begin, int64_t end) {
+  Dataset part = data;
+  Shape image_shape = data.images.shape();
+  image_shape[0] = end - begin;
+  const size_t example_bytes = static_cast<size_t>(data.images.numel() / std::max<int64_t>(data.size(), 1)) * sizeof(float);
+  part.images = Tensor(DType::f32, image_shape, data.images.storage(),
+                       static_cast<size_t>(begin) * example_bytes +
+                           (static_cast<char*>(data.images.raw()) -
+                            static_cast<char*>(data.images.storage()->data())));
+  part.labels = Tensor(DType::i32, {end - begin}, data.labels.storage(),
+                       static_cast<size_t>(begin) * sizeof(int32_t) +
+                           (static_cast<char*>(data.labels.raw()) -
+                            static_cast<char*>(data.labels.storage()->data())));
+  return part;
+}
+
+// Every rank evaluates its share of the test set; the counts are summed.
+EvalResult evaluate_sharded(Session& session, const TrainingGraph& t, const Dataset& test,
+                            Communicator& comm) {
+  const int64_t n = test.size(), world = comm.size(), r = comm.rank();
+  EvalResult local;
+  const int64_t begin = n * r / world, end = n * (r + 1) / world;
+  if (end > begin) local = evaluate(session, t, rows(test, begin, end));
+  Tensor counts(DType::i64, {2});
+  counts.data<int64_t>()[0] = std::llround(local.accuracy * static_cast<double>(local.count));
+  counts.data<int64_t>()[1] = local.count;
+  Tensor loss(DType::f32, {1});
+  loss.data<float>()[0] = static_cast<float>(local.loss * static_cast<double>(local.count));
+  comm.allreduce(counts, ReduceOp::sum, "test counts");
+  comm.allreduce(loss, ReduceOp::sum, "test loss");
+  EvalResult result;
+  result.count = counts.data<int64_t>()[1];
+  if (result.count > 0) {
+    result.accuracy = static_cast<double>(counts.data<int64_t>()[0]) / static_cast<double>(result.count);
+    result.loss = static_cast<double>(loss.data<float>()[0]) / static_cast<double>(result.count);
+  }
+  return result;
+}
+
 Dataset limited(const Dataset& data, int64_t limit) {
   return limit > 0 && limit < data.size() ? take(data, limit) : data;
 }
@@ -150,14 +194,25 @@ json report_json(const EpochReport& r) {
           {"epoch_seconds", r.epoch_seconds},
           {"peak_rss_mb", r.peak_rss_mb},
           {"current_rss_mb", r.current_rss_mb},
-          {"lr", r.lr}};
+          {"lr", r.lr},
+          {"world_size", r.world_size},
+          {"global_batch", r.global_batch},
+          {"comm_seconds", r.comm_seconds},
+          {"comm_bytes", r.comm_bytes},
+          {"overlap_fraction", r.overlap_fraction}};
 }
 
 }  // namespace
 
 std::string epoch_report_json(const EpochReport& report) { return report_json(report).dump(); }
 
-std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks& callbacks) {
+std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks& all_callbacks) {
+  Communicator* const comm = options.comm;
+  const int rank = comm ? comm->rank() : 0;
+  const int world = comm ? comm->size() : 1;
+  // Rank 0 speaks for the job; every rank keeps after_step (pruning masks its own replica).
+  TrainCallbacks callbacks = all_callbacks;
+  if (rank != 0) callbacks = TrainCallbacks{all_callbacks.after_step, {}, {}, {}, {}};
   auto message = [&](const std::string& text) {
     if (callbacks.on_message) callbacks.on_message(text);
   };
@@ -187,7 +242,12 @@ std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks
       config.data = o.at("data");
       config.train_limit = o.at("train_limit");
       config.test_limit = o.at("test_limit");
+      config.lr_scaling = o.value("lr_scaling", config.lr_scaling);
     });
+    if (!options.model_path.empty() &&
+        load_model_spec(options.model_path).text != resumed->spec().text)
+      fail("train: --model {} is not the model of {} ({}); leave --model out to resume it",
+           options.model_path, options.resume_dir, resumed->spec().origin);
   } else if (!options.init_from.empty()) {
     if (options.out_dir.empty()) fail("train: --out DIR is required");
     initial.emplace(options.init_from);
@@ -202,6 +262,7 @@ std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks
       config.lr_schedule = o.at("lr_schedule");
       config.seed = o.at("seed");
       config.data = o.at("data");
+      config.lr_scaling = o.value("lr_scaling", config.lr_scaling);
     });
     config.train_limit = options.train_limit;
     config.test_limit = options.test_limit;
@@ -238,6 +299,8 @@ std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks
   if (options.momentum) config.momentum = *options.momentum;
   if (options.lr_schedule) config.lr_schedule = *options.lr_schedule;
   if (options.seed) config.seed = *options.seed;
+  if (options.lr_scaling) config.lr_scaling = *options.lr_scaling;
+  check_lr_scaling(config.lr_scaling);
   if (!resuming && options.epochs) config.epochs = *options.epochs;
   if (resuming && options.train_limit) config.train_limit = options.train_limit;
   if (resuming && options.test_limit) config.test_limit = options.test_limit;
@@ -259,6 +322,9 @@ std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks
          config.data, shape_str(example));
   if (train_data.size() < config.batch)
     fail("train: batch {} is larger than the {} training examples", config.batch, train_data.size());
+  if (comm && !(options.bucket_mb > 0.0 && std::isfinite(options.bucket_mb)))
+    fail("train: --bucket-mb must be a positive number, got {}", options.bucket_mb);
+  const GradCompression compression = parse_grad_compression(options.grad_compression);
 
   // Graph, session, variables.
   TrainingGraph t = build_training_graph(spec, config.batch);
@@ -266,17 +332,15 @@ std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks
   Session session(t.model.graph,
                   SessionOptions{.threads = options.threads,
                                  .kernel_impl = options.kernel_impl,
-                                 .seed = config.seed + 1},
+                                 // Each replica draws its own dropout masks.
+                                 .seed = config.seed + 1 + 1000003ull * static_cast<uint64_t>(rank)},
                   store);
   Optimizer optimizer(OptimizerConfig{.kind = config.optimizer,
                                       .momentum = config.momentum,
                                       .weight_decay = config.weight_decay});
-  BatchIterator batches(train_data, BatchOptions{.batch_size = config.batch,
-                                                 .seed = config.seed,
-                                                 .shuffle = true,
-                                                 .drop_last = true});
-  const int64_t batches_per_epoch = batches.batches_per_epoch();
-  int64_t epoch = 0, start_batch = 0, step = 0;
+  ShardedBatches batches(train_data, config.batch, config.seed, rank, world);
+  const int64_t batches_per_epoch = batches.steps_per_epoch();
+  int64_t epoch = 0, start_batch = 0, start_offset = 0, step = 0;
   double resumed_loss_sum = 0.0, resumed_seconds = 0.0;
   int64_t resumed_correct = 0, resumed_seen = 0;
   std::vector<EpochReport> history;
@@ -287,8 +351,10 @@ std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks
     const json& pos = resumed_meta.at("position");
     epoch = pos.at("epoch");
     start_batch = pos.at("batch");
+    // Examples the job had consumed in the epoch (older runs: whole single-process batches).
+    start_offset = pos.value("images", start_batch * config.batch);
     step = pos.at("step");
-    restore_rng(session.rng(), resumed_meta.at("rng").get<std::string>());
+    if (rank == 0) restore_rng(session.rng(), resumed_meta.at("rng").get<std::string>());
     const json& stats = resumed_meta.at("epoch_stats");
     resumed_loss_sum = stats.at("loss_sum");
     resumed_correct = stats.at("correct");
@@ -299,13 +365,24 @@ std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks
                                     r.at("train_accuracy"), r.at("test_accuracy"),
                                     r.at("test_count"), r.at("images_per_sec"),
                                     r.at("epoch_seconds"), r.at("peak_rss_mb"),
-                                    r.at("current_rss_mb"), r.at("lr")});
+                                    r.at("current_rss_mb"), r.at("lr"),
+                                    r.value("world_size", int64_t{1}),
+                                    r.value("global_batch", config.batch),
+                                    r.value("comm_seconds", 0.0), r.value("comm_bytes", int64_t{0}),
+                                    r.value("overlap_fraction", 0.0)});
     if (options.epochs) config.epochs = epoch + *options.epochs;
-    message(fmt::format("resuming {} at epoch {}, batch {}/{} (step {})", out_dir, epoch + 1,
-                        start_batch, batches_per_epoch, step));
+    const int64_t saved_world = pos.value("world_size", int64_t{1});
+    if (saved_world != world || start_offset % batches.global_batch() != 0)
+      message(fmt::format("resuming {} at epoch {}, image {}/{} (step {}; saved by {} rank(s), "
+                          "now {} x batch {})",
+                          out_dir, epoch + 1, start_offset, train_data.size(), step, saved_world,
+                          world, config.batch));
+    else
+      message(fmt::format("resuming {} at epoch {}, batch {}/{} (step {})", out_dir, epoch + 1,
+                          start_batch, batches_per_epoch, step));
   } else if (initial) {
     initial->restore_variables(*store, t.model, /*initialize_missing_state=*/true);
-    std::filesystem::create_directories(out_dir);
+    if (rank == 0) std::filesystem::create_directories(out_dir);
   } else {
     std::mt19937_64 init_rng(config.seed);
     for (const Parameter& p : t.model.parameters) {
@@ -318,14 +395,17 @@ std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks
       initialize(value, init, 1, 1, init_rng);
       store->set(name, value);
     }
-    std::filesystem::create_directories(out_dir);
+    if (rank == 0) std::filesystem::create_directories(out_dir);
   }
-  LrSchedule schedule{config.lr_schedule, config.lr, config.epochs * batches_per_epoch};
+  if (comm) broadcast_variables(*comm, *store);
+  const double lr_factor = lr_scale_factor(config.lr_scaling, world);
+  LrSchedule schedule{config.lr_schedule, config.lr * lr_factor, config.epochs * batches_per_epoch};
 
   // Checkpointing.
   double epoch_loss_sum = 0.0, epoch_seconds_before = 0.0;
   int64_t epoch_correct = 0, epoch_seen = 0;
-  auto save = [&](int64_t at_epoch, int64_t at_batch) {
+  auto save = [&](int64_t at_epoch, int64_t at_batch, int64_t at_offset) {
+    if (rank != 0) return;
     Checkpoint ckpt;
     for (const auto& [name, value] : store->all()) ckpt.tensors[kVariablePrefix + name] = value;
     for (const auto& [name, value] : optimizer.state()) ckpt.tensors[kOptimizerPrefix + name] = value;
@@ -335,7 +415,12 @@ std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks
                  {"model_origin", spec.origin},
                  {"model_spec", spec.text},
                  {"options", config.to_json()},
-                 {"position", {{"epoch", at_epoch}, {"batch", at_batch}, {"step", step}}},
+                 {"position",
+                  {{"epoch", at_epoch},
+                   {"batch", at_batch},
+                   {"step", step},
+                   {"images", at_offset},
+                   {"world_size", world}}},
                  {"rng", rng_state(session.rng())},
                  {"epoch_stats",
                   {{"loss_sum", epoch_loss_sum},
@@ -350,18 +435,54 @@ std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks
   std::vector<Output> fetches = {t.loss, t.probs};
   for (const Output& g : t.grads) fetches.push_back(g);
   for (const MovingAverage& m : t.model.moving_averages) fetches.push_back(m.batch_value);
+  const size_t num_params = t.model.parameters.size();
+  std::vector<std::string> parameter_names, statistics_names;
+  for (const Parameter& p : t.model.parameters) parameter_names.push_back(p.name);
+  for (const MovingAverage& m : t.model.moving_averages) statistics_names.push_back(m.variable);
+
+  // Data parallelism: gradients are averaged in buckets while the backward pass runs.
+  std::optional<GradientBuckets> buckets;
+  FetchReady on_fetch_ready;
+  if (comm) {
+    std::vector<Shape> shapes;
+    for (const Parameter& p : t.model.parameters) shapes.push_back(t.model.graph.type(p.output).shape);
+    buckets.emplace(*comm, shapes, options.bucket_mb, compression);
+    on_fetch_ready = [&](size_t index, const Tensor& value) {
+      if (index >= 2 && index < 2 + num_params) buckets->ready(index - 2, value);
+    };
+  }
+  std::vector<Tensor> local_grads(num_params);
+  // Sums this epoch's loss, accuracy and image counts over the ranks (every rank calls it at
+  // the same step).
+  auto global_epoch_stats = [&](double& loss_sum, int64_t& correct, int64_t& seen, int64_t& fresh) {
+    if (!comm) return;
+    Tensor counts(DType::i64, {3});
+    counts.data<int64_t>()[0] = correct;
+    counts.data<int64_t>()[1] = seen;
+    counts.data<int64_t>()[2] = fresh;
+    Tensor loss(DType::f32, {1});
+    loss.data<float>()[0] = static_cast<float>(loss_sum);
+    comm->allreduce(counts, ReduceOp::sum, "epoch statistics");
+    comm->allreduce(loss, ReduceOp::sum, "epoch loss");
+    correct = counts.data<int64_t>()[0];
+    seen = counts.data<int64_t>()[1];
+    fresh = counts.data<int64_t>()[2];
+    loss_sum = static_cast<double>(loss.data<float>()[0]);
+  };
   Tensor images, labels;
   using Clock = std::chrono::steady_clock;
 
-  for (; epoch < config.epochs; ++epoch, start_batch = 0) {
-    const bool continuing = resuming && start_batch > 0;
-    epoch_loss_sum = continuing ? resumed_loss_sum : 0.0;
-    epoch_correct = continuing ? resumed_correct : 0;
-    epoch_seen = continuing ? resumed_seen : 0;
+  for (; epoch < config.epochs; ++epoch, start_batch = 0, start_offset = 0) {
+    const bool continuing = resuming && start_offset > 0;
+    // A resumed epoch's statistics so far are the job's (rank 0 saved them): rank 0 carries them.
+    const bool carries = continuing && rank == 0;
+    epoch_loss_sum = carries ? resumed_loss_sum : 0.0;
+    epoch_correct = carries ? resumed_correct : 0;
+    epoch_seen = carries ? resumed_seen : 0;
     epoch_seconds_before = continuing ? resumed_seconds : 0.0;
     resumed_seen = 0;
     const int64_t seen_before = epoch_seen;
-    batches.seek(epoch, start_batch);
+    batches.seek(epoch, start_offset);
     const auto epoch_start = Clock::now();
     auto elapsed = [&] {
       return std::chrono::duration<double>(Clock::now() - epoch_start).count();
@@ -369,21 +490,23 @@ std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks
     double lr = schedule.at(step);
     while (batches.next(images, labels)) {
       lr = schedule.at(step);
-      std::vector<Tensor> out =
-          session.run({{t.model.input, images}, {t.labels, labels}}, fetches, true);
+      std::vector<Tensor> out = session.run({{t.model.input, images}, {t.labels, labels}}, fetches,
+                                            true, on_fetch_ready);
       const float loss = *out[0].data<float>();
       if (!std::isfinite(loss))
         fail("step {}: loss is {} (epoch {}, batch {}); lower --lr (now {:g}) or check the data; "
              "the last checkpoint is {}",
-             step + 1, loss, epoch + 1, batches.batch_index(), lr, checkpoint_path(out_dir));
+             step + 1, loss, epoch + 1, batches.step_in_epoch(), lr, checkpoint_path(out_dir));
+      for (size_t i = 0; i < num_params; ++i) local_grads[i] = out[2 + i];
+      const std::vector<Tensor>& grads = buckets ? buckets->finish(local_grads, step + 1) : local_grads;
       optimizer.begin_step();
-      for (size_t i = 0; i < t.model.parameters.size(); ++i) {
+      for (size_t i = 0; i < num_params; ++i) {
         const Parameter& p = t.model.parameters[i];
-        optimizer.apply(p.name, store->get(p.name), out[2 + i], lr, p.decay);
+        optimizer.apply(p.name, store->get(p.name), grads[i], lr, p.decay);
       }
       for (size_t i = 0; i < t.model.moving_averages.size(); ++i) {
         const MovingAverage& m = t.model.moving_averages[i];
-        const Tensor& observed = out[2 + t.model.parameters.size() + i];
+        const Tensor& observed = out[2 + num_params + i];
         float* avg = store->get(m.variable).data<float>();
         const float* obs = observed.data<float>();
         const float mom = static_cast<float>(m.momentum);
@@ -392,6 +515,8 @@ std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks
           avg[k] = std::isnan(avg[k]) ? obs[k] : mom * avg[k] + (1 - mom) * obs[k];
       }
       ++step;
+      if (comm && options.check_replicas_every > 0 && step % options.check_replicas_every == 0)
+        check_replicas(*comm, *store, parameter_names, step);
       if (callbacks.after_step)
         callbacks.after_step(StepState{step, config.epochs * batches_per_epoch, *store, optimizer});
       if (options.profile && step == 5) session.set_profiling(true);  // after warm-up
@@ -400,25 +525,37 @@ std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks
       epoch_seen += labels.numel();
       if (callbacks.on_progress) {
         double seconds = elapsed();
-        double rate = static_cast<double>(epoch_seen - seen_before) / std::max(seconds, 1e-9);
-        int64_t left = (batches_per_epoch - batches.batch_index()) * config.batch;
-        callbacks.on_progress(Progress{epoch + 1, config.epochs, batches.batch_index(),
+        // Rank 0's own rate, times the ranks that run in step with it.
+        double rate = static_cast<double>(world) * static_cast<double>(epoch_seen - seen_before) /
+                      std::max(seconds, 1e-9);
+        int64_t left = (batches_per_epoch - batches.step_in_epoch()) * batches.global_batch();
+        callbacks.on_progress(Progress{epoch + 1, config.epochs, batches.step_in_epoch(),
                                        batches_per_epoch,
                                        epoch_loss_sum / static_cast<double>(epoch_seen),
                                        static_cast<double>(epoch_correct) / static_cast<double>(epoch_seen),
                                        rate, static_cast<double>(left) / std::max(rate, 1e-9)});
       }
       if (options.checkpoint_every > 0 && step % options.checkpoint_every == 0 &&
-          batches.batch_index() < batches_per_epoch) {
-        double saved = epoch_seconds_before;
+          batches.offset() + batches.global_batch() <= train_data.size()) {
+        double saved_seconds = epoch_seconds_before, saved_loss = epoch_loss_sum;
+        int64_t saved_correct = epoch_correct, saved_seen = epoch_seen, fresh = 0;
         epoch_seconds_before += elapsed();
-        save(epoch, batches.batch_index());
-        epoch_seconds_before = saved;
+        global_epoch_stats(epoch_loss_sum, epoch_correct, epoch_seen, fresh);
+        save(epoch, batches.step_in_epoch(), batches.offset());
+        epoch_seconds_before = saved_seconds;
+        epoch_loss_sum = saved_loss;
+        epoch_correct = saved_correct;
+        epoch_seen = saved_seen;
       }
     }
     const double train_seconds = elapsed();
     if (options.profile && callbacks.on_profile) callbacks.on_profile(session.profile());
-    EvalResult eval = evaluate(session, t, test_data);
+    int64_t fresh_seen = epoch_seen - seen_before;
+    global_epoch_stats(epoch_loss_sum, epoch_correct, epoch_seen, fresh_seen);
+    if (comm) average_variables(*comm, *store, statistics_names);
+    EvalResult eval = comm ? evaluate_sharded(session, t, test_data, *comm)
+                           : evaluate(session, t, test_data);
+    const CommStats comm_stats = buckets ? buckets->take_stats() : CommStats{};
     EpochReport report{epoch + 1,
                        config.epochs,
                        step,
@@ -426,16 +563,21 @@ std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks
                        static_cast<double>(epoch_correct) / static_cast<double>(std::max<int64_t>(epoch_seen, 1)),
                        eval.accuracy,
                        eval.count,
-                       static_cast<double>(epoch_seen - seen_before) / std::max(train_seconds, 1e-9),
+                       static_cast<double>(fresh_seen) / std::max(train_seconds, 1e-9),
                        epoch_seconds_before + train_seconds,
                        peak_rss_mb(),
                        current_rss_mb(),
-                       lr};
+                       lr,
+                       world,
+                       batches.global_batch(),
+                       comm_stats.comm_seconds,
+                       comm_stats.bytes,
+                       comm_stats.overlap_fraction()};
     history.push_back(report);
     epoch_loss_sum = 0.0;
     epoch_correct = epoch_seen = 0;
     epoch_seconds_before = 0.0;
-    save(epoch + 1, 0);
+    save(epoch + 1, 0, 0);
     if (callbacks.on_epoch) callbacks.on_epoch(report);
   }
   return history;

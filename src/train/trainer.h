@@ -17,6 +17,8 @@
 
 namespace sf {
 
+class Communicator;
+
 struct TrainOptions {
   std::string model_path;  // a spec file; empty when resuming
   std::string data = "mnist";
@@ -42,6 +44,13 @@ struct TrainOptions {
   int64_t qat_bits = 0;
   std::string kernel_impl;  // "" best available; "reference" for debugging
   bool profile = false;     // report per-node training-step times at the end
+  // Synchronous data parallelism (train/data_parallel.h) over this job's communicator; null:
+  // one process. Each rank trains `batch` examples per step; rank 0 alone reports and writes.
+  Communicator* comm = nullptr;
+  double bucket_mb = 4.0;                 // gradient bucket size for the overlapped allreduce
+  std::optional<std::string> lr_scaling;  // linear (default) | sqrt | none, for the world size
+  int64_t check_replicas_every = 100;     // steps between replica checksums (0: never)
+  std::string grad_compression = "none";  // none | fp16 | topk:F | onebit (train/grad_compression.h)
 };
 
 struct Progress {
@@ -68,6 +77,12 @@ struct EpochReport {
   double peak_rss_mb;
   double current_rss_mb;
   double lr;
+  // Data parallelism (one process: 1, batch, 0, 0, 0).
+  int64_t world_size = 1;
+  int64_t global_batch = 0;
+  double comm_seconds = 0.0;      // wall time with gradient reductions in flight (rank 0)
+  int64_t comm_bytes = 0;         // gradient bytes each rank allreduced this epoch
+  double overlap_fraction = 0.0;  // share of comm_seconds hidden behind the backward pass
 };
 
 // One epoch as a JSON object on one line (what `train --json` prints and checkpoints keep).

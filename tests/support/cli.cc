@@ -8,9 +8,9 @@
 
 namespace sf::testing {
 
-CliResult run_cli(const std::string& args, bool with_stderr) {
-  const std::string command =
-      std::string(SLIMFLOW_CLI) + " " + args + (with_stderr ? " 2>&1" : " 2>/dev/null");
+namespace {
+
+CliResult run_shell_command(const std::string& command) {
   FILE* pipe = popen(command.c_str(), "r");
   std::string out;
   std::array<char, 4096> buffer{};
@@ -18,6 +18,16 @@ CliResult run_cli(const std::string& args, bool with_stderr) {
   const int status = pclose(pipe);
   return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), out};
 }
+
+}  // namespace
+
+CliResult run_cli(const std::string& args, bool with_stderr) {
+  const std::string command =
+      std::string(SLIMFLOW_CLI) + " " + args + (with_stderr ? " 2>&1" : " 2>/dev/null");
+  return run_shell_command(command);
+}
+
+CliResult run_shell(const std::string& command) { return run_shell_command(command + " 2>&1"); }
 
 std::vector<std::string> non_empty_lines(const std::string& text) {
   std::vector<std::string> lines;

@@ -14,6 +14,9 @@ struct CliResult {
 // Runs `slimflow ARGS` through the shell; a command killed by a signal exits 128 + signal.
 CliResult run_cli(const std::string& args, bool with_stderr = true);
 
+// Runs a shell command, stderr merged into stdout.
+CliResult run_shell(const std::string& command);
+
 std::vector<std::string> non_empty_lines(const std::string& text);
 
 }  // namespace sf::testing

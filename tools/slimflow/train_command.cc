@@ -6,6 +6,7 @@
 #include "commands.h"
 #include "progress.h"
 #include "train/trainer.h"
+#include "train_parallel.h"
 
 namespace sf::cli {
 
@@ -45,6 +46,8 @@ Action add_train_command(CLI::App& app) {
                   "activations to 8 bits with learned ranges (quantize then uses them)")
       ->check(CLI::Range(2, 8));
   cmd->add_option("--kernels", options->kernel_impl, "Force a kernel implementation (reference)");
+  auto comm_timeout = std::make_shared<double>(30.0);
+  add_data_parallel_options(*cmd, *options, *comm_timeout);
   cmd->add_flag("--json", *json_output, "Print one JSON object per epoch on stdout");
   cmd->add_flag("--quiet", *quiet, "No progress line");
   cmd->add_flag("--profile", options->profile, "Print per-node training-step times each epoch");
@@ -52,7 +55,7 @@ Action add_train_command(CLI::App& app) {
     if (options->data.empty()) options->data = "mnist";
   });
 
-  return [options, json_output, quiet]() {
+  return [options, json_output, quiet, comm_timeout]() {
     TrainOptions opts = *options;
     // With --resume the data set comes from the run unless --data is given explicitly.
     auto printer = std::make_shared<ProgressPrinter>();
@@ -90,7 +93,7 @@ Action add_train_command(CLI::App& app) {
         std::fflush(stdout);
       }
     };
-    train(opts, callbacks);
+    run_as_job_member(opts, *comm_timeout, [&] { train(opts, callbacks); });
     return 0;
   };
 }

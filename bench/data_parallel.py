@@ -1,0 +1,151 @@
+#!/usr/bin/env python3
+"""Data-parallel training figures, in one run (docs/SCALING.md explains them):
+
+1. Scaling: `slimflow train` Deep-MNIST, 2 ranks x 1 thread (mpirun) vs 1 rank x 1 thread at the
+   same global batch: images/s ratio, with the 2-rank run's comm_seconds and overlap_fraction.
+2. Against PyTorch 1.13 DistributedDataParallel (gloo), same network, data and global batch,
+   2 processes x 1 thread: images/s ratio and peak RSS per process.
+4. With --accuracy-epochs E: test accuracy after E epochs of 1 rank (global batch) vs 2 ranks,
+   and 2 ranks with each --grad-compression, with the bytes each rank sends per step.
+3. Allreduce efficiency: the bucketed gradient averaging's algorithm bandwidth vs OpenMPI's own
+   MPI_Allreduce on one contiguous buffer of the same bytes (build/release/bench/allreduce_bench).
+
+Rounds alternate between the engines. Prints the CPU's features next to the figures.
+
+    /usr/bin/python3 bench/data_parallel.py [--limit 6400] [--global-batch 64] [--rounds 2]
+                                            [--accuracy-epochs 5] [--json]
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none"]
+
+
+def run_json_lines(cmd, env=None):
+    print("  " + " ".join(cmd), file=sys.stderr)
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True)
+    if proc.returncode != 0:
+        sys.exit(f"benchmark command failed ({proc.returncode}): {' '.join(cmd)}")
+    return [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+
+
+def cpu_flags():
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("flags"):
+                flags = line.split(":", 1)[1].split()
+                return " ".join(f for f in flags if f.startswith(("avx512", "amx", "avx2")))
+    return "unknown"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--limit", type=int, default=6400, help="training images per epoch")
+    parser.add_argument("--global-batch", type=int, default=64)
+    parser.add_argument("--bucket-mb", type=float, default=4.0)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--build", default=os.path.join(ROOT, "build/release"))
+    parser.add_argument("--accuracy-epochs", type=int, default=0,
+                        help="also compare test accuracy after this many epochs (0: skip)")
+    parser.add_argument("--accuracy-limit", type=int, default=0,
+                        help="training images for the accuracy runs (0: all 60,000)")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    slimflow = os.path.join(args.build, "slimflow")
+    half = args.global_batch // 2
+    common = ["train", "--model", "models/deep-mnist.yaml", "--data", "mnist", "--epochs", "1",
+              "--train-limit", str(args.limit), "--test-limit", "1000", "--threads", "1",
+              "--json", "--quiet", "--lr-schedule", "constant"]
+    one_cmd = [slimflow] + common + ["--batch", str(args.global_batch), "--out",
+                                     os.path.join(ROOT, "runs/bench-dp1")]
+    two_cmd = MPIRUN + ["-np", "2", slimflow] + common + [
+        "--batch", str(half), "--lr-scaling", "none", "--bucket-mb", str(args.bucket_mb),
+        "--out", os.path.join(ROOT, "runs/bench-dp2")]
+    ddp_cmd = ["/usr/bin/python3", os.path.join(ROOT, "bench/pytorch_ddp_deep_mnist.py"),
+               "--procs", "2", "--threads", "1", "--global-batch", str(args.global_batch),
+               "--limit", str(args.limit)]
+    env = dict(os.environ, OPENBLAS_CORETYPE="Cooperlake", OPENBLAS_NUM_THREADS="1",
+               OMP_NUM_THREADS="1")
+    one, two, ddp = [], [], []
+    for round_ in range(args.rounds):
+        print(f"round {round_ + 1}/{args.rounds}", file=sys.stderr)
+        one += run_json_lines(one_cmd, env)
+        two += run_json_lines(two_cmd, env)
+        ddp += run_json_lines(ddp_cmd, env)
+    allreduce = run_json_lines(MPIRUN + ["-np", "2", os.path.join(args.build, "bench/allreduce_bench"),
+                                         "--bucket-mb", str(args.bucket_mb)])[0]
+    allreduce_resnet = run_json_lines(MPIRUN + ["-np", "2",
+                                                os.path.join(args.build, "bench/allreduce_bench"),
+                                                "--bucket-mb", str(args.bucket_mb), "--resnet18"])[0]
+
+    def best(rows, key="images_per_sec"):
+        return max(r[key] for r in rows)
+
+    two_best = max(two, key=lambda r: r["images_per_sec"])
+    result = {
+        "cpu": cpu_flags(), "cores": os.cpu_count(), "limit": args.limit,
+        "global_batch": args.global_batch, "bucket_mb": args.bucket_mb, "rounds": args.rounds,
+        "one_rank_images_per_sec": best(one),
+        "two_ranks_images_per_sec": best(two),
+        "scaling": best(two) / best(one),
+        "two_ranks_comm_seconds": two_best["comm_seconds"],
+        "two_ranks_overlap_fraction": two_best["overlap_fraction"],
+        "two_ranks_epoch_seconds": two_best["epoch_seconds"],
+        "two_ranks_peak_rss_mb": two_best["peak_rss_mb"],
+        "pytorch_ddp_images_per_sec": best(ddp),
+        "vs_pytorch_ddp": best(two) / best(ddp),
+        "pytorch_ddp_peak_rss_mb": max(ddp, key=lambda r: r["images_per_sec"])["peak_rss_mb"],
+        "allreduce_deep_mnist": allreduce,
+        "allreduce_resnet18": allreduce_resnet,
+    }
+    if args.accuracy_epochs > 0:
+        result["accuracy"] = accuracy_runs(args, slimflow, env)
+    if args.json:
+        print(json.dumps(result))
+        return
+    print(f"\nDeep-MNIST data parallel, global batch {args.global_batch}, {args.limit} images, "
+          f"best of {args.rounds} rounds; CPU: {result['cores']} cores, {result['cpu']}")
+    print(f"  1 rank x 1 thread:        {result['one_rank_images_per_sec']:8.1f} images/s")
+    print(f"  2 ranks x 1 thread:       {result['two_ranks_images_per_sec']:8.1f} images/s  "
+          f"scaling {result['scaling']:.2f}x (goal 1.85)  comm {result['two_ranks_comm_seconds']:.2f} s"
+          f"  overlap {result['two_ranks_overlap_fraction']:.2f}")
+    print(f"  PyTorch DDP 2 x 1 thread: {result['pytorch_ddp_images_per_sec']:8.1f} images/s  "
+          f"slimflow/PyTorch {result['vs_pytorch_ddp']:.2f}x (goal 2)")
+    print(f"  peak RSS per process: slimflow {result['two_ranks_peak_rss_mb']:.0f} MB (rank 0), "
+          f"PyTorch {result['pytorch_ddp_peak_rss_mb']} MB")
+    for a in (allreduce, allreduce_resnet):
+        print(f"  allreduce {a['network']} ({a['bytes'] / 1e6:.1f} MB, {a['buckets']} buckets): "
+              f"ours {a['ours_algbw_gbps']:.2f} Gb/s vs MPI_Allreduce {a['mpi_algbw_gbps']:.2f} Gb/s"
+              f" = {100 * a['efficiency']:.0f}% (goal 90%)")
+    for row in result.get("accuracy", []):
+        print(f"  {row['run']:<22} test accuracy {100 * row['test_accuracy']:.2f}%  "
+              f"bytes sent per step {row['bytes_per_step']:>12.0f}")
+
+
+def accuracy_runs(args, slimflow, env):
+    """Test accuracy after --accuracy-epochs: one process vs 2 ranks, plain and compressed."""
+    common = ["train", "--model", "models/deep-mnist.yaml", "--data", "mnist", "--epochs",
+              str(args.accuracy_epochs), "--threads", "1", "--json", "--quiet"]
+    if args.accuracy_limit:
+        common += ["--train-limit", str(args.accuracy_limit)]
+    half = str(args.global_batch // 2)
+    runs = [("1 rank", [slimflow] + common + ["--batch", str(args.global_batch)])]
+    for scheme in ["none", "fp16", "topk:0.01", "onebit"]:
+        runs.append((f"2 ranks, {scheme}", MPIRUN + ["-np", "2", slimflow] + common + [
+            "--batch", half, "--lr-scaling", "none", "--grad-compression", scheme]))
+    rows = []
+    for i, (name, cmd) in enumerate(runs):
+        epochs = run_json_lines(cmd + ["--out", os.path.join(ROOT, f"runs/bench-dp-acc{i}")], env)
+        last = epochs[-1]
+        steps = last["step"] / max(len(epochs), 1)
+        rows.append({"run": name, "test_accuracy": last["test_accuracy"],
+                     "bytes_per_step": last.get("comm_bytes", 0) / max(steps, 1)})
+    return rows
+
+
+if __name__ == "__main__":
+    main()

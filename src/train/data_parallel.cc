@@ -1,0 +1,215 @@
+#include "train/data_parallel.h"
+
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "core/error.h"
+
+namespace sf {
+
+void check_lr_scaling(const std::string& scaling) {
+  if (scaling != "linear" && scaling != "sqrt" && scaling != "none")
+    fail("train: --lr-scaling must be linear, sqrt or none, got '{}'", scaling);
+}
+
+double lr_scale_factor(const std::string& scaling, int world) {
+  check_lr_scaling(scaling);
+  if (scaling == "linear") return static_cast<double>(world);
+  if (scaling == "sqrt") return std::sqrt(static_cast<double>(world));
+  return 1.0;
+}
+
+GradientBuckets::GradientBuckets(Communicator& comm, std::vector<Shape> shapes, double bucket_mb,
+                                 GradCompression compression)
+    : comm_(comm),
+      shapes_(std::move(shapes)),
+      bucket_bytes_(bucket_mb * 1024.0 * 1024.0),
+      compression_(compression) {
+  if (!(bucket_mb > 0.0) || !std::isfinite(bucket_mb))
+    fail("train: --bucket-mb must be a positive number, got {}", bucket_mb);
+  seen_.assign(shapes_.size(), false);
+  packed_.assign(shapes_.size(), false);
+}
+
+void GradientBuckets::build() {
+  // Gradients the backward pass never reported (none today) go last, in parameter order.
+  for (size_t i = 0; i < shapes_.size(); ++i)
+    if (!seen_[i]) order_.push_back(i);
+  bucket_of_.assign(shapes_.size(), 0);
+  std::vector<int64_t> offsets(shapes_.size(), 0);
+  Bucket* current = nullptr;
+  int64_t elements = 0;
+  for (size_t i : order_) {
+    if (current == nullptr ||
+        static_cast<double>(elements) * sizeof(float) >= bucket_bytes_) {
+      if (current) current->data = Tensor(DType::f32, {elements});
+      buckets_.emplace_back();
+      current = &buckets_.back();
+      elements = 0;
+    }
+    current->members.push_back(i);
+    bucket_of_[i] = buckets_.size() - 1;
+    offsets[i] = elements;
+    elements += num_elements(shapes_[i]);
+  }
+  if (current) current->data = Tensor(DType::f32, {elements});
+  if (compression_.kind != GradCompression::Kind::none)
+    for (Bucket& b : buckets_) {
+      b.residual = Tensor(DType::f32, b.data.shape());
+      std::memset(b.residual.raw(), 0, b.residual.bytes());
+      const auto bytes = static_cast<int64_t>(compressed_bytes(compression_, b.data.numel()));
+      b.message = Tensor(DType::u8, {bytes});
+      b.gathered = Tensor(DType::u8, {bytes * comm_.size()});
+    }
+  averaged_.resize(shapes_.size());
+  for (size_t i = 0; i < shapes_.size(); ++i) {
+    const Tensor& data = buckets_[bucket_of_[i]].data;
+    averaged_[i] = Tensor(DType::f32, shapes_[i], data.storage(),
+                          static_cast<size_t>(offsets[i]) * sizeof(float));
+  }
+}
+
+void GradientBuckets::pack(size_t index, const Tensor& gradient) {
+  if (gradient.dtype() != DType::f32 || gradient.shape() != shapes_[index])
+    fail("data parallel: gradient {} is {}{}, expected f32{}", index, dtype_name(gradient.dtype()),
+         shape_str(gradient.shape()), shape_str(shapes_[index]));
+  if (packed_[index]) return;
+  packed_[index] = true;
+  std::memcpy(averaged_[index].raw(), gradient.raw(), gradient.bytes());
+  Bucket& bucket = buckets_[bucket_of_[index]];
+  if (--bucket.pending == 0) launch(bucket);
+}
+
+void GradientBuckets::launch(Bucket& bucket) {
+  if (!in_flight_) first_launch_ = Clock::now();
+  in_flight_ = true;
+  const std::string what = fmt::format("gradients (step {})", step_);
+  if (compression_.kind == GradCompression::Kind::none) {
+    bucket.request = comm_.iallreduce(bucket.data, ReduceOp::sum, what);
+    stats_.bytes += static_cast<int64_t>(bucket.data.bytes());
+  } else {
+    float* residual = bucket.residual.data<float>();
+    const float* gradient = bucket.data.data<float>();
+    for (int64_t k = 0; k < bucket.data.numel(); ++k) residual[k] += gradient[k];
+    compress(compression_, residual, bucket.data.numel(), bucket.message.data<uint8_t>());
+    bucket.request = comm_.iallgather(bucket.message, bucket.gathered, what);
+    stats_.bytes += static_cast<int64_t>(bucket.message.bytes());
+  }
+  bucket.launched = true;
+}
+
+void GradientBuckets::note_done() { last_done_ = Clock::now(); }
+
+void GradientBuckets::progress() {
+  // Buckets complete in launch order on every rank; testing the oldest drives MPI forward.
+  while (next_to_finish_ < buckets_.size() && buckets_[next_to_finish_].launched &&
+         comm_.test(buckets_[next_to_finish_].request)) {
+    note_done();
+    ++next_to_finish_;
+  }
+}
+
+void GradientBuckets::ready(size_t index, const Tensor& gradient) {
+  if (index >= shapes_.size()) return;
+  if (buckets_.empty()) {  // the first step: learn the order
+    if (!seen_[index]) order_.push_back(index);
+    seen_[index] = true;
+    return;
+  }
+  pack(index, gradient);
+  progress();
+}
+
+const std::vector<Tensor>& GradientBuckets::finish(const std::vector<Tensor>& gradients,
+                                                   int64_t step) {
+  SF_CHECK(gradients.size() == shapes_.size(), "{} gradients for {} parameters", gradients.size(),
+           shapes_.size());
+  step_ = step;
+  if (buckets_.empty()) {
+    build();
+    for (Bucket& b : buckets_) b.pending = b.members.size();
+  }
+  for (size_t i : order_) pack(i, gradients[i]);
+  const auto wait_start = Clock::now();
+  for (; next_to_finish_ < buckets_.size(); ++next_to_finish_) {
+    comm_.wait(buckets_[next_to_finish_].request);
+    note_done();
+  }
+  const auto wait_end = Clock::now();
+  if (in_flight_) {
+    stats_.comm_seconds += std::chrono::duration<double>(last_done_ - first_launch_).count();
+    stats_.exposed_seconds +=
+        std::chrono::duration<double>(wait_end - std::max(wait_start, first_launch_)).count();
+  }
+  if (compression_.kind != GradCompression::Kind::none)
+    for (Bucket& b : buckets_) {
+      // Every rank adds the same messages in the same order: the same sum everywhere.
+      std::memset(b.data.raw(), 0, b.data.bytes());
+      const int64_t message_bytes = b.message.numel();
+      for (int r = 0; r < comm_.size(); ++r)
+        add_decoded(compression_, b.gathered.data<uint8_t>() + r * message_bytes, b.data.numel(),
+                    b.data.data<float>());
+    }
+  const float scale = 1.0f / static_cast<float>(comm_.size());
+  for (Bucket& b : buckets_) {
+    float* p = b.data.data<float>();
+    for (int64_t k = 0; k < b.data.numel(); ++k) p[k] *= scale;
+  }
+  // Ready for the next step.
+  for (Bucket& b : buckets_) {
+    b.pending = b.members.size();
+    b.launched = false;
+  }
+  std::fill(packed_.begin(), packed_.end(), false);
+  next_to_finish_ = 0;
+  in_flight_ = false;
+  return averaged_;
+}
+
+CommStats GradientBuckets::take_stats() {
+  CommStats s = stats_;
+  stats_ = {};
+  return s;
+}
+
+void broadcast_variables(Communicator& comm, VariableStore& variables) {
+  for (auto& [name, value] : variables.all()) {
+    Tensor t = value;
+    comm.broadcast(t, 0, "variable '" + name + "'");
+  }
+}
+
+void average_variables(Communicator& comm, VariableStore& variables,
+                       const std::vector<std::string>& names) {
+  for (const std::string& name : names) {
+    Tensor& value = variables.get(name);
+    if (value.dtype() != DType::f32) continue;
+    comm.allreduce(value, ReduceOp::sum, "statistics '" + name + "'");
+    const float scale = 1.0f / static_cast<float>(comm.size());
+    float* p = value.data<float>();
+    for (int64_t k = 0; k < value.numel(); ++k) p[k] *= scale;
+  }
+}
+
+void check_replicas(Communicator& comm, const VariableStore& variables,
+                    const std::vector<std::string>& names, int64_t step) {
+  uint64_t hash = 1469598103934665603ull;  // FNV-1a over the parameters' bytes
+  for (const std::string& name : names) {
+    const Tensor& value = variables.get(name);
+    const auto* bytes = static_cast<const unsigned char*>(value.raw());
+    for (size_t i = 0; i < value.bytes(); ++i) hash = (hash ^ bytes[i]) * 1099511628211ull;
+  }
+  const std::vector<uint64_t> hashes = comm.allgather(hash, fmt::format("replica checksums (step {})", step));
+  std::vector<int> drifted;
+  for (size_t r = 1; r < hashes.size(); ++r)
+    if (hashes[r] != hashes[0]) drifted.push_back(static_cast<int>(r));
+  if (!drifted.empty())
+    fail("step {}: the replicas drifted: the parameters of rank(s) {} differ from rank 0's "
+         "(checksum {:016x} vs {:016x}); stopping",
+         step, fmt::join(drifted, ", "), hashes[static_cast<size_t>(drifted[0])], hashes[0]);
+}
+
+}  // namespace sf

@@ -1,0 +1,105 @@
+// Synchronous data parallelism over a Communicator (src/comm): every rank trains a replica on
+// its shard of each step (train/sharded_batches.h), the gradients are averaged by allreduce,
+// and every rank applies the same update, so the replicas stay identical (checked by
+// check_replicas).
+//
+// GradientBuckets overlaps the averaging with the backward pass, as PyTorch DDP and Horovod do:
+// the gradients are packed, in the order the backward pass produces them, into buckets of about
+// --bucket-mb; a bucket's MPI_Iallreduce starts as soon as its last gradient is computed (the
+// session reports each fetch as it is produced) while the backward pass goes on, and MPI is
+// driven forward each time another gradient arrives. The first step learns the order and
+// reduces after the backward pass; every rank learns the same order (same graph, same plan), so
+// the ranks start the same reductions in the same order.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "comm/communicator.h"
+#include "core/tensor.h"
+#include "graph/variable_store.h"
+#include "train/grad_compression.h"
+
+namespace sf {
+
+// The factor --lr-scaling applies to the learning rate for `world` ranks: linear (world),
+// sqrt (sqrt(world)) or none (1). Throws a one-line error for another name.
+double lr_scale_factor(const std::string& scaling, int world);
+void check_lr_scaling(const std::string& scaling);
+
+struct CommStats {
+  double comm_seconds = 0.0;     // wall time with at least one reduction in flight
+  double exposed_seconds = 0.0;  // of which the training thread waited (not overlapped)
+  int64_t bytes = 0;             // gradient bytes each rank sent (compressed, if it is)
+  double overlap_fraction() const {
+    return comm_seconds > 0.0 ? std::max(0.0, 1.0 - exposed_seconds / comm_seconds) : 0.0;
+  }
+};
+
+class GradientBuckets {
+ public:
+  // One gradient per parameter, f32, of these shapes. With compression, each bucket's message
+  // (grad_compression.h) is allgathered instead of the floats being allreduced.
+  GradientBuckets(Communicator& comm, std::vector<Shape> shapes, double bucket_mb,
+                  GradCompression compression = {});
+
+  // A step's gradient `index` has been computed (Session's FetchReady).
+  void ready(size_t index, const Tensor& gradient);
+  // Completes the step: reduces what has not been reduced yet, waits for every bucket and
+  // returns the averaged gradients (views into the buckets, valid until the next step).
+  const std::vector<Tensor>& finish(const std::vector<Tensor>& gradients, int64_t step);
+
+  int64_t buckets() const { return static_cast<int64_t>(buckets_.size()); }
+  // Statistics since the last call.
+  CommStats take_stats();
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  struct Bucket {
+    Tensor data;                  // f32 [elements]
+    std::vector<size_t> members;  // gradient indices
+    size_t pending = 0;           // members not packed yet this step
+    Tensor residual;  // compression: what earlier messages left out
+    Tensor message;   // compression: this rank's message (u8)
+    Tensor gathered;  // compression: every rank's message, by rank (u8)
+    CommRequest request;
+    bool launched = false;
+  };
+  void build();
+  void pack(size_t index, const Tensor& gradient);
+  void launch(Bucket& bucket);
+  void progress();
+  void note_done();
+
+  Communicator& comm_;
+  std::vector<Shape> shapes_;
+  double bucket_bytes_;
+  GradCompression compression_;
+  std::vector<size_t> order_;  // the backward pass's order of the gradients (first step)
+  std::vector<bool> seen_;
+  std::vector<Bucket> buckets_;
+  std::vector<size_t> bucket_of_;
+  std::vector<Tensor> averaged_;
+  std::vector<bool> packed_;
+  size_t next_to_finish_ = 0;
+  int64_t step_ = 0;
+  bool in_flight_ = false;
+  Clock::time_point first_launch_;
+  Clock::time_point last_done_;
+  CommStats stats_;
+};
+
+// Copies rank 0's value of every variable to the other ranks (at start and resume, so the
+// replicas begin identical whatever each rank read or initialized).
+void broadcast_variables(Communicator& comm, VariableStore& variables);
+// Averages these variables over the ranks (BatchNorm statistics at an epoch's end).
+void average_variables(Communicator& comm, VariableStore& variables,
+                       const std::vector<std::string>& names);
+// Stops the job when the replicas' parameters differ: compares a checksum of `names`' bytes
+// across ranks and throws a one-line error naming the step and the ranks that drifted.
+void check_replicas(Communicator& comm, const VariableStore& variables,
+                    const std::vector<std::string>& names, int64_t step);
+
+}  // namespace sf

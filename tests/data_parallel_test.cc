@@ -1,0 +1,314 @@
+// Synchronous data parallelism: shards, and `slimflow train` under `mpirun -np 2` on this
+// machine (each job bounded by `timeout`, which also ends mpirun's processes).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "support/cli.h"
+#include "support/mnist.h"
+#include "train/sharded_batches.h"
+#include "train/training_run.h"
+
+namespace sf {
+namespace {
+
+// Examples whose single pixel holds their own index.
+Dataset indexed_examples(int64_t n) {
+  Dataset d;
+  d.name = "indexed";
+  d.images = Tensor(DType::f32, {n, 1, 1, 1});
+  d.labels = Tensor(DType::i32, {n});
+  for (int64_t i = 0; i < n; ++i) {
+    d.images.data<float>()[i] = static_cast<float>(i);
+    d.labels.data<int32_t>()[i] = static_cast<int32_t>(i % 10);
+  }
+  return d;
+}
+
+// The examples each rank of a `world`-rank job takes in `steps` steps from `offset`.
+std::vector<int64_t> consume(const Dataset& data, int64_t batch, int world, int64_t epoch,
+                             int64_t offset, int64_t steps) {
+  std::vector<int64_t> seen;
+  for (int r = 0; r < world; ++r) {
+    ShardedBatches shard(data, batch, 7, r, world);
+    shard.seek(epoch, offset);
+    Tensor images, labels;
+    for (int64_t s = 0; s < steps && shard.next(images, labels); ++s)
+      for (int64_t k = 0; k < batch; ++k)
+        seen.push_back(static_cast<int64_t>(images.data<float>()[k]));
+  }
+  return seen;
+}
+
+TEST(ShardedBatches, ShardsAreDisjointAndCoverTheEpochOfOneProcess) {
+  const Dataset data = indexed_examples(103);
+  for (int world : {1, 2, 3, 4}) {
+    const int64_t batch = 5;
+    std::vector<int64_t> all = consume(data, batch, world, 2, 0, 1000);
+    const int64_t steps = 103 / (batch * world);
+    ASSERT_EQ(static_cast<int64_t>(all.size()), steps * batch * world) << world;
+    EXPECT_EQ(std::set<int64_t>(all.begin(), all.end()).size(), all.size()) << world;
+    // The union is what one process with the global batch takes: the first examples of the
+    // epoch's order.
+    std::vector<int64_t> single = consume(data, batch * world, 1, 2, 0, 1000);
+    std::sort(all.begin(), all.end());
+    std::sort(single.begin(), single.end());
+    EXPECT_EQ(all, single) << world;
+  }
+}
+
+TEST(ShardedBatches, ResumeWithAnotherWorldSizeNeitherRepeatsNorSkips) {
+  const Dataset data = indexed_examples(240);
+  // Two ranks x 6 for 7 steps, then three ranks x 4 from where they stopped.
+  std::vector<int64_t> first = consume(data, 6, 2, 1, 0, 7);
+  const int64_t offset = 7 * 12;
+  std::vector<int64_t> rest = consume(data, 4, 3, 1, offset, 1000);
+  std::vector<int64_t> all = first;
+  all.insert(all.end(), rest.begin(), rest.end());
+  EXPECT_EQ(std::set<int64_t>(all.begin(), all.end()).size(), all.size());
+  EXPECT_EQ(static_cast<int64_t>(all.size()), 240);  // (240 - 84) is a multiple of 12
+  ShardedBatches probe(data, 4, 7, 0, 3);
+  probe.seek(1, offset);
+  EXPECT_EQ(probe.step_in_epoch(), 7);
+}
+
+TEST(ShardedBatches, TooFewExamplesForOneStepIsAnError) {
+  try {
+    ShardedBatches(indexed_examples(10), 4, 1, 0, 3);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "train: a step of 3 ranks x batch 4 needs 12 examples, the data has 10");
+  }
+}
+
+#ifdef SLIMFLOW_MPIRUN
+
+using testing::run_shell;
+
+std::string mpirun(int ranks) {
+  return std::string("timeout -k 5 120 ") + SLIMFLOW_MPIRUN + " -np " + std::to_string(ranks) +
+         " " + SLIMFLOW_CLI + " ";
+}
+
+int count_lines_starting(const std::string& text, const std::string& prefix) {
+  int n = 0;
+  for (const std::string& line : testing::non_empty_lines(text)) n += line.rfind(prefix, 0) == 0;
+  return n;
+}
+
+// tiny-cnn without dropout, so that replicas and one process draw nothing at random.
+std::string write_deterministic_spec(const std::string& dir) {
+  const std::string path = dir + "/tiny-cnn-nodrop.yaml";
+  std::ofstream(path) << R"(name: tiny-cnn-nodrop
+input: [28, 28, 1]
+classes: 10
+layers:
+  - {name: conv1, type: conv2d, filters: 8, kernel: 5, padding: same, activation: relu}
+  - {name: pool1, type: max_pool, size: 2}
+  - {name: conv2, type: conv2d, filters: 16, kernel: 3, padding: same, activation: relu}
+  - {name: pool2, type: max_pool, size: 2}
+  - {name: flatten, type: flatten}
+  - {name: fc1, type: dense, units: 64, activation: relu}
+  - {name: fc2, type: dense, units: 10}
+)";
+  return path;
+}
+
+TEST(DataParallel, TwoRanksOfBatch32MatchOneProcessOfBatch64After20Steps) {
+  if (!testing::mnist_available()) GTEST_SKIP() << "MNIST not installed";
+  const std::string dir = testing::make_temp_dir("dp-equal");
+  const std::string spec = write_deterministic_spec(dir);
+  const std::string common = "train --model " + spec +
+                             " --data mnist --train-limit 1280 --test-limit 200 --epochs 1 "
+                             "--optimizer momentum --lr 0.05 --threads 1 --quiet --json ";
+  auto one = testing::run_cli(common + "--batch 64 --out " + dir + "/one");
+  ASSERT_EQ(one.exit_code, 0) << one.out;
+  auto two = run_shell(mpirun(2) + common + "--batch 32 --lr-scaling none --bucket-mb 0.05 --check-replicas 5 --out " +
+                       dir + "/two");
+  ASSERT_EQ(two.exit_code, 0) << two.out;
+  EXPECT_NE(two.out.find("\"world_size\":2"), std::string::npos) << two.out;
+  EXPECT_NE(two.out.find("\"global_batch\":64"), std::string::npos) << two.out;
+  EXPECT_NE(two.out.find("\"step\":20"), std::string::npos) << two.out;
+  EXPECT_EQ(count_lines_starting(two.out, "epoch 1/1"), 1) << "rank 0 alone reports\n" << two.out;
+  const auto a = TrainingRun(dir + "/one").variables();
+  const auto b = TrainingRun(dir + "/two").variables();
+  ASSERT_EQ(a.size(), b.size());
+  for (const auto& [name, value] : a) {
+    const Tensor& other = b.at(name);
+    ASSERT_EQ(value.numel(), other.numel()) << name;
+    double worst = 0.0;
+    for (int64_t i = 0; i < value.numel(); ++i)
+      worst = std::max(worst, static_cast<double>(std::fabs(value.data<float>()[i] - other.data<float>()[i])));
+    // Float summation order differs (mean of two means vs one mean): a few ulps per step.
+    EXPECT_LT(worst, 1e-4) << name;
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST(DataParallel, BadArgumentsAreOneLineErrors) {
+  if (!testing::mnist_available()) GTEST_SKIP() << "MNIST not installed";
+  const std::string dir = testing::make_temp_dir("dp-args");
+  const std::string base = "train --model " + testing::source_path("tests/data/tiny-cnn.yaml") +
+                           " --train-limit 256 --test-limit 100 --epochs 1 --threads 1 --quiet ";
+  struct Case {
+    std::string args, message;
+  };
+  const std::vector<Case> cases = {
+      {"--lr-scaling cubic --out " + dir + "/a",
+       "slimflow: error: rank 0: train: --lr-scaling must be linear, sqrt or none, got 'cubic'"},
+      {"--bucket-mb 0 --out " + dir + "/b",
+       "slimflow: error: rank 0: train: --bucket-mb must be a positive number, got 0"},
+      {"--batch 200 --out " + dir + "/c",
+       "slimflow: error: rank 0: train: a step of 2 ranks x batch 200 needs 400 examples, the "
+       "data has 256"},
+      {"--comm-timeout 0 --out " + dir + "/d",
+       "slimflow: error: train: --comm-timeout must be a positive number of seconds, got 0"},
+  };
+  for (const Case& c : cases) {
+    auto r = run_shell(mpirun(2) + base + c.args);
+    EXPECT_NE(r.exit_code, 0) << c.args;
+    EXPECT_NE(r.out.find(c.message), std::string::npos) << c.args << "\n" << r.out;
+    EXPECT_EQ(count_lines_starting(r.out, "slimflow: error:"), 1) << r.out;
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST(DataParallel, KilledRankEndsTheJobNamingItAndResumeWithAnyRanksFinishesTheRun) {
+  if (!testing::mnist_available()) GTEST_SKIP() << "MNIST not installed";
+  const std::string dir = testing::make_temp_dir("dp-kill");
+  const std::string run = dir + "/run";
+  const std::string spec = write_deterministic_spec(dir);
+  // Each rank records its pid; once the first mid-epoch checkpoint exists, rank 1 is killed.
+  const std::string train = "train --model " + spec +
+                            " --data mnist --train-limit 12800 --test-limit 200 --epochs 1 "
+                            "--batch 32 --threads 1 --checkpoint-every 10 --quiet --out " + run;
+  const std::string script =
+      "(" + std::string("timeout -k 5 120 ") + SLIMFLOW_MPIRUN +
+      " -np 2 sh -c 'echo $$ > " + dir + "/rank$OMPI_COMM_WORLD_RANK.pid; exec " + SLIMFLOW_CLI +
+      " " + train + "' > " + dir + "/job.log 2>&1; echo exit=$? >> " + dir + "/job.log) & " +
+      "job=$!; for i in $(seq 600); do [ -s " + run + "/checkpoint.sfck ] && [ -s " + dir +
+      "/rank1.pid ] && break; sleep 0.1; done; kill -9 $(cat " + dir + "/rank1.pid); " +
+      "start=$(date +%s%N); wait $job; echo ended_after_ms=$(( ($(date +%s%N) - start) / 1000000 )); "
+      "cat " + dir + "/job.log";
+  auto killed = run_shell("bash -c '" + [&] {
+    std::string quoted;
+    for (char ch : script) quoted += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+    return quoted;
+  }() + "'");
+  EXPECT_EQ(killed.out.find("exit=0"), std::string::npos) << killed.out;
+  EXPECT_NE(killed.out.find("rank 1"), std::string::npos) << killed.out;
+  EXPECT_NE(killed.out.find("signal 9"), std::string::npos) << killed.out;
+  const auto at = killed.out.find("ended_after_ms=");
+  ASSERT_NE(at, std::string::npos) << killed.out;
+  EXPECT_LT(std::stod(killed.out.substr(at + 15)), 20000.0) << killed.out;  // a bound, not a claim
+
+  // Rank 0's last checkpoint is mid-epoch; one process (batch 32, half the global batch)
+  // continues from the image where the two ranks stopped.
+  int64_t offset = 0, step = 0;
+  TrainingRun(run).read_metadata([&](const nlohmann::json& meta) {
+    offset = meta.at("position").at("images");
+    step = meta.at("position").at("step");
+  });
+  ASSERT_GT(offset, 0);
+  ASSERT_LT(offset, 12800);
+  EXPECT_EQ(offset, step * 64);
+  std::filesystem::copy(run, dir + "/run2", std::filesystem::copy_options::recursive);
+  auto resumed = testing::run_cli("train --resume " + run + " --threads 1 --quiet --json");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.out;
+  EXPECT_NE(resumed.out.find("at epoch 1, image " + std::to_string(offset) +
+                             "/12800 (step " + std::to_string(step) +
+                             "; saved by 2 rank(s), now 1 x batch 32)"),
+            std::string::npos)
+      << resumed.out;
+  // Every remaining image once: (12800 - offset) / 32 more steps.
+  EXPECT_NE(resumed.out.find("\"step\":" + std::to_string(step + (12800 - offset) / 32)),
+            std::string::npos)
+      << resumed.out;
+
+  // Resumed with the same two ranks, the run ends where an uninterrupted one does.
+  auto accuracy = [](const std::string& out) {
+    for (const std::string& line : testing::non_empty_lines(out))
+      if (line.rfind("{", 0) == 0) return nlohmann::json::parse(line).at("test_accuracy").get<double>();
+    return -1.0;
+  };
+  auto resumed2 = run_shell(mpirun(2) + "train --resume " + dir + "/run2 --threads 1 --quiet --json");
+  ASSERT_EQ(resumed2.exit_code, 0) << resumed2.out;
+  auto whole = run_shell(mpirun(2) + train.substr(0, train.rfind("--out")) + "--json --out " + dir +
+                         "/whole");
+  ASSERT_EQ(whole.exit_code, 0) << whole.out;
+  EXPECT_NEAR(accuracy(resumed2.out), accuracy(whole.out), 0.001) << resumed2.out << whole.out;
+  EXPECT_GT(accuracy(whole.out), 0.5) << whole.out;
+  std::filesystem::remove_all(dir);
+}
+
+TEST(DataParallel, ResumeWithAnotherModelIsAnError) {
+  if (!testing::mnist_available()) GTEST_SKIP() << "MNIST not installed";
+  const std::string dir = testing::make_temp_dir("dp-model");
+  auto first = testing::run_cli("train --model " + testing::source_path("tests/data/tiny-cnn.yaml") +
+                                " --train-limit 128 --test-limit 50 --epochs 1 --threads 1 "
+                                "--quiet --out " + dir + "/run");
+  ASSERT_EQ(first.exit_code, 0) << first.out;
+  const std::string other = write_deterministic_spec(dir);
+  auto r = run_shell(mpirun(2) + "train --resume " + dir + "/run --model " + other +
+                     " --threads 1 --quiet");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.out.find("slimflow: error: rank 0: train: --model " + other + " is not the model of " +
+                       dir + "/run"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(count_lines_starting(r.out, "slimflow: error:"), 1) << r.out;
+  std::filesystem::remove_all(dir);
+}
+
+TEST(DataParallel, CompressedGradientsWithErrorFeedbackConvergeOnFewerBytes) {
+  if (!testing::mnist_available()) GTEST_SKIP() << "MNIST not installed";
+  const std::string dir = testing::make_temp_dir("dp-compress");
+  const std::string spec = write_deterministic_spec(dir);
+  const std::string common = "train --model " + spec +
+                             " --data mnist --train-limit 1280 --test-limit 500 --epochs 2 "
+                             "--batch 32 --threads 1 --quiet --json --out " + dir + "/";
+  auto json_value = [](const std::string& out, const std::string& key) {
+    const auto lines = testing::non_empty_lines(out);
+    std::string last;
+    for (const std::string& line : lines)
+      if (line.rfind("{", 0) == 0) last = line;
+    return nlohmann::json::parse(last).at(key).get<double>();
+  };
+  auto plain = run_shell(mpirun(2) + common + "none");
+  ASSERT_EQ(plain.exit_code, 0) << plain.out;
+  const double plain_bytes = json_value(plain.out, "comm_bytes");
+  const double plain_accuracy = json_value(plain.out, "test_accuracy");
+  struct Case {
+    std::string scheme;
+    double min_ratio;
+  };
+  for (const Case& c : std::vector<Case>{{"fp16", 1.99}, {"topk:0.01", 45.0}, {"onebit", 30.0}}) {
+    auto r = run_shell(mpirun(2) + common + c.scheme.substr(0, 4) + " --grad-compression " +
+                       c.scheme);
+    ASSERT_EQ(r.exit_code, 0) << c.scheme << "\n" << r.out;
+    EXPECT_GT(plain_bytes / json_value(r.out, "comm_bytes"), c.min_ratio) << c.scheme;
+    // Converges: most of the uncompressed run's accuracy after 40 steps.
+    EXPECT_GT(json_value(r.out, "test_accuracy"), 0.6 * plain_accuracy) << c.scheme << r.out;
+  }
+  auto bad = run_shell(mpirun(2) + common + "bad --grad-compression topk:7");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.out.find("slimflow: error: rank 0: train: --grad-compression must be none, fp16, "
+                         "topk:F (0 < F <= 1) or onebit, got 'topk:7'"),
+            std::string::npos)
+      << bad.out;
+  EXPECT_EQ(count_lines_starting(bad.out, "slimflow: error:"), 1) << bad.out;
+  std::filesystem::remove_all(dir);
+}
+
+#endif
+
+}  // namespace
+}  // namespace sf

@@ -1,0 +1,151 @@
+// Runs one communicator scenario on every rank of an mpirun job; tests/comm_test.cc starts it
+// and reads what it prints. Prints "rank R ok" when the scenario held on that rank, and
+// "rank R: <error>" (exit 1) when it did not.
+#include <unistd.h>
+
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "comm/communicator.h"
+#include "core/error.h"
+#include "graph/variable_store.h"
+#include "train/data_parallel.h"
+
+namespace {
+
+using sf::Communicator;
+using sf::DType;
+using sf::Tensor;
+
+void expect(bool condition, const std::string& what) {
+  if (!condition) sf::fail("check failed: {}", what);
+}
+
+Tensor filled(DType dtype, sf::Shape shape, int seed) {
+  Tensor t(dtype, shape);
+  auto* bytes = static_cast<unsigned char*>(t.numel() ? t.raw() : nullptr);
+  for (size_t i = 0; i < t.bytes(); ++i) bytes[i] = static_cast<unsigned char>((i * 31 + seed) & 0x7f);
+  return t;
+}
+
+void collectives(Communicator& comm) {
+  const int n = comm.size(), r = comm.rank();
+  Tensor a(DType::f32, {5});
+  for (int i = 0; i < 5; ++i) a.data<float>()[i] = static_cast<float>(r + i);
+  comm.allreduce(a, sf::ReduceOp::sum, "floats");
+  for (int i = 0; i < 5; ++i)
+    expect(a.data<float>()[i] == static_cast<float>(n * i + n * (n - 1) / 2), "allreduce sum");
+  Tensor m(DType::i64, {1});
+  m.data<int64_t>()[0] = 10 * r;
+  comm.allreduce(m, sf::ReduceOp::max, "max");
+  expect(m.data<int64_t>()[0] == 10 * (n - 1), "allreduce max");
+  // Two non-blocking reductions in flight at once, completed out of order.
+  Tensor x(DType::f32, {1 << 16}), y(DType::i32, {3});
+  for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = 1.0f;
+  for (int i = 0; i < 3; ++i) y.data<int32_t>()[i] = r;
+  sf::CommRequest rx = comm.iallreduce(x, sf::ReduceOp::sum, "x");
+  sf::CommRequest ry = comm.iallreduce(y, sf::ReduceOp::min, "y");
+  comm.wait(ry);
+  comm.wait(rx);
+  expect(x.data<float>()[x.numel() - 1] == static_cast<float>(n), "iallreduce sum");
+  expect(y.data<int32_t>()[2] == 0, "iallreduce min");
+  Tensor b = r == 1 ? filled(DType::u8, {7, 3}, 5) : Tensor(DType::u8, {7, 3});
+  comm.broadcast(b, 1, "bytes");
+  expect(std::memcmp(b.raw(), filled(DType::u8, {7, 3}, 5).raw(), b.bytes()) == 0, "broadcast");
+  auto gathered = comm.allgather(static_cast<uint64_t>(100 + r), "ranks");
+  for (int i = 0; i < n; ++i) expect(gathered[static_cast<size_t>(i)] == 100u + i, "allgather");
+  comm.barrier("end");
+}
+
+// Rank 0 sends every dtype, an empty tensor and a large one; rank 1 receives them, posting its
+// receives in the opposite order (matching is by tag).
+void point_to_point(Communicator& comm) {
+  const DType dtypes[] = {DType::f32, DType::i32, DType::i64, DType::u8, DType::i8};
+  std::vector<Tensor> tensors;
+  int seed = 0;
+  for (DType d : dtypes) tensors.push_back(filled(d, {3, 4}, ++seed));
+  tensors.push_back(filled(DType::f32, {0, 4}, ++seed));
+  tensors.push_back(filled(DType::f32, {4 << 20}, ++seed));  // 16 MB
+  std::vector<sf::CommRequest> requests;
+  if (comm.rank() == 0) {
+    for (size_t i = 0; i < tensors.size(); ++i)
+      requests.push_back(comm.isend(tensors[i], 1, static_cast<int>(i)));
+    comm.wait_all(requests);
+  } else if (comm.rank() == 1) {
+    std::vector<Tensor> received;
+    for (const Tensor& t : tensors) received.emplace_back(t.dtype(), t.shape());
+    for (size_t i = tensors.size(); i-- > 0;)
+      requests.push_back(comm.irecv(received[i], 0, static_cast<int>(i)));
+    comm.wait_all(requests);
+    for (size_t i = 0; i < tensors.size(); ++i)
+      expect(tensors[i].bytes() == 0 ||
+                 std::memcmp(tensors[i].raw(), received[i].raw(), tensors[i].bytes()) == 0,
+             "received bytes");
+  }
+  comm.barrier("end");
+}
+
+// Rank 1 expects another shape (or dtype) than rank 0 sends.
+void mismatch(Communicator& comm, DType sent, sf::Shape sent_shape) {
+  if (comm.rank() == 0) {
+    Tensor t = filled(sent, sent_shape, 1);
+    sf::CommRequest request = comm.isend(t, 1, 7);
+    comm.wait(request);
+  } else if (comm.rank() == 1) {
+    Tensor t(DType::f32, {3, 2});
+    sf::CommRequest request = comm.irecv(t, 0, 7);
+    comm.wait(request);
+  }
+  comm.barrier("end");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string scenario = argc > 1 ? argv[1] : "";
+  double timeout = argc > 2 ? std::stod(argv[2]) : 30.0;
+  std::unique_ptr<Communicator> comm;
+  try {
+    comm = std::make_unique<Communicator>(sf::CommOptions{.timeout_seconds = timeout});
+    if (scenario == "collectives") {
+      collectives(*comm);
+    } else if (scenario == "p2p") {
+      point_to_point(*comm);
+    } else if (scenario == "shape-mismatch") {
+      mismatch(*comm, DType::f32, {2, 3});
+    } else if (scenario == "dtype-mismatch") {
+      mismatch(*comm, DType::i32, {3, 2});
+    } else if (scenario == "larger-message") {
+      mismatch(*comm, DType::f32, {4, 4});
+    } else if (scenario == "replicas-agree" || scenario == "replicas-drift") {
+      // Identical weights pass; a last rank whose weights differ by one bit stops the job.
+      sf::VariableStore variables;
+      Tensor w = filled(DType::f32, {16, 4}, 3);
+      if (scenario == "replicas-drift" && comm->rank() == comm->size() - 1)
+        static_cast<uint8_t*>(w.raw())[17] ^= 1;
+      variables.set("fc/w", w);
+      sf::check_replicas(*comm, variables, {"fc/w"}, 7);
+    } else if (scenario == "hung-peer") {
+      // The last rank stops answering; the others must give up after the timeout.
+      if (comm->rank() == comm->size() - 1) raise(SIGSTOP);
+      Tensor t(DType::f32, {4});
+      comm->allreduce(t, sf::ReduceOp::sum, "gradients");
+    } else if (scenario == "dead-peer") {
+      if (comm->rank() == comm->size() - 1) raise(SIGKILL);
+      Tensor t(DType::f32, {4});
+      comm->allreduce(t, sf::ReduceOp::sum, "gradients");
+    } else {
+      sf::fail("unknown scenario '{}'", scenario);
+    }
+  } catch (const sf::Error& e) {
+    if (comm && comm->size() > 1) comm->abort(e.what());
+    std::fprintf(stderr, "slimflow: error: %s\n", e.what());
+    return 1;
+  }
+  std::printf("rank %d ok\n", comm->rank());
+  std::fflush(stdout);
+  return 0;
+}
