@@ -14,6 +14,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "core/limits.h"
 #include "graph/op_registry.h"
 #include "modelfile/format.h"
 #include "modelfile/model_file.h"
@@ -26,9 +27,8 @@ using json = nlohmann::json;
 using modelfile::kAlign;
 using modelfile::kHeaderBytes;
 
-constexpr size_t kMaxRank = 16;
-// No real tensor comes near this; it keeps every later product of dimensions far from overflow.
-constexpr int64_t kMaxElements = int64_t{1} << 40;
+using limits::kMaxElements;
+using limits::kMaxRank;
 
 class Reader {
  public:
@@ -43,10 +43,23 @@ class Reader {
                                           : data_ + meta_offset_;
     const size_t text_size = metadata_deflated_ ? inflated.size() : meta_size_;
     json meta;
+    // The inflate cap bounds the text, not the parsed tree: deep nesting or millions of tiny
+    // values would build gigabytes of JSON nodes, so both are bounded while parsing.
+    int64_t values = 0;
+    bool too_deep = false, too_many = false;
+    const json::parser_callback_t bound = [&](int depth, json::parse_event_t, json&) {
+      if (depth > limits::kMaxJsonDepth) too_deep = true;
+      if (++values > limits::kMaxJsonValues) too_many = true;
+      if (too_deep || too_many) throw std::length_error("metadata bound");
+      return true;
+    };
     try {
-      meta = json::parse(text, text + text_size);
+      meta = json::parse(text, text + text_size, bound);
     } catch (const json::exception& e) {
       error("metadata is not valid JSON: {}", e.what());
+    } catch (const std::length_error&) {
+      if (too_deep) error("metadata nests deeper than {} levels", limits::kMaxJsonDepth);
+      error("metadata has more than {} JSON values", limits::kMaxJsonValues);
     }
     if (!meta.is_object()) error("metadata is not a JSON object");
     if (auto nodes = meta.find("nodes"); nodes != meta.end()) nodes_json_ = &*nodes;
@@ -437,6 +450,11 @@ class Reader {
         error("node '{}': op {} version {} is newer than this build supports ({})", name, op,
               version, def->version);
       const std::string device = string(field(n, "device", where), node_where + " 'device'");
+      // Kernels exist for the CPU only; a node placed elsewhere would load and fail at run time.
+      if (device.rfind("/cpu:", 0) != 0 || device.size() == 5 ||
+          device.find_first_not_of("0123456789", 5) != std::string::npos)
+        error("node '{}' ({}) is placed on device '{}'; this build runs nodes on /cpu:N only",
+              name, op, device);
       std::vector<Output> inputs;
       const json& ins = array(field(n, "inputs", where), node_where + " 'inputs'");
       for (size_t k = 0; k < ins.size(); ++k) {

@@ -4,6 +4,7 @@
 // attribute helpers are shared with the quantized converters (ops_quant.cc, qdq_fusion.cc).
 #include <cmath>
 
+#include "core/limits.h"
 #include "onnx/context.h"
 #include "ops/op_names.h"
 #include "ops/ops.h"
@@ -42,6 +43,14 @@ void set_padding(Context& c, Attrs& a, const Shape& hw, const std::vector<int64_
   } else if (auto_pad == "SAME_UPPER") {
     padding = "SAME";  // TensorFlow's SAME puts the odd unit at the end, as SAME_UPPER does
   } else if (auto_pad == "SAME_LOWER") {
+    for (size_t i = 0; i < 2; ++i)
+      if (strides[i] < 1 || dilations[i] < 1 || k[i] < 1 || hw[i] > limits::kMaxElements ||
+          k[i] - 1 > limits::kMaxWindowExtent / dilations[i]) {
+        // Out of range: SAME carries the values to the shape function, which names them.
+        a.set("padding", std::string("SAME"));
+        a.set("pads", std::vector<int64_t>{0, 0, 0, 0});
+        return;
+      }
     for (size_t i = 0; i < 2; ++i) {
       const int64_t out = (hw[i] + strides[i] - 1) / strides[i];
       const int64_t eff = (k[i] - 1) * dilations[i] + 1;
@@ -127,6 +136,12 @@ Output add_bias(Context& c, Output y) {
 void conv(Context& c) {
   Value& x = image_in(c);
   Value& w = c.in(1);
+  if (const onnx::AttributeProto* k = c.attr("kernel_shape"); k != nullptr && w.shape.size() == 4) {
+    const std::vector<int64_t> declared(k->ints().begin(), k->ints().end());
+    if (declared != std::vector<int64_t>{w.shape[2], w.shape[3]})
+      c.fail("kernel_shape [{}] contradicts the weights {} (OIHW)", fmt::join(declared, ","),
+             shape_str(w.shape));
+  }
   Output f = conv_filter(c, w);
   Output y = c.add(op_names::kConv2D, {c.nhwc(x), f}, conv2d_attrs(c, x.shape, w.shape));
   c.set_out(0, add_bias(c, y), Layout::kNhwc);
@@ -275,6 +290,10 @@ void resize(Context& c) {
     if (scales.size() != 4) c.fail("scales must have 4 entries");
     for (size_t i = 0; i < 4; ++i) {
       const double exact = static_cast<double>(x.shape[i]) * scales[i];
+      if (!std::isfinite(exact) || exact < 0 ||
+          exact > static_cast<double>(limits::kMaxElements))
+        c.fail("scales [{}] on input {} give an output dimension of {:g}, outside [0, {}]",
+               fmt::join(scales, ","), shape_str(x.shape), exact, limits::kMaxElements);
       sizes.push_back(static_cast<int64_t>(std::floor(exact)));
       // The op derives its scale from the sizes, which matches ONNX only for whole sizes.
       if (std::abs(exact - std::round(exact)) > 1e-4 && mode == "linear")

@@ -1,12 +1,15 @@
 #include "runtime/session.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <omp.h>
 
 #include <algorithm>
 #include <chrono>
 #include <limits>
+#include <set>
 
+#include "core/limits.h"
 #include "kernels/kernel.h"
 #include "ops/op_names.h"
 #include "runtime/arena_plan.h"
@@ -44,6 +47,14 @@ Session::Session(const Graph& graph, SessionOptions options,
       options_(std::move(options)),
       variables_(variables ? std::move(variables) : std::make_shared<VariableStore>()),
       rng_(options_.seed) {
+  limits::check_threads(options_.threads, "session");
+  if (!options_.kernel_impl.empty()) {
+    std::set<std::string> impls;
+    for (const KernelDef& def : KernelRegistry::global().all()) impls.insert(def.impl);
+    if (!impls.count(options_.kernel_impl))
+      fail("kernels '{}' is not a kernel implementation (known: {})", options_.kernel_impl,
+           fmt::join(impls, ", "));
+  }
   if (options_.threads > 0) omp_set_num_threads(options_.threads);
 }
 

@@ -1,4 +1,6 @@
 // `slimflow freeze` (training run -> .sfm) and `slimflow import` (.onnx -> .sfm).
+#include <algorithm>
+#include <fmt/ranges.h>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -50,6 +52,10 @@ Action add_import_command(CLI::App& app) {
     std::map<std::string, Shape> input_shapes;
     for (const std::string& s : *shapes) input_shapes.insert(parse_input_shape(s));
     ModelFile model = open_model(*path, input_shapes);
+    for (const auto& [name, shape] : input_shapes)
+      if (std::find(model.inputs.begin(), model.inputs.end(), name) == model.inputs.end())
+        fail("--input-shape {}: {} has no input named '{}' (inputs: {})", name, *path, name,
+             fmt::join(model.inputs, ", "));
     model.metadata["source"] = *path;
     save_model(*out, model);
     print_saved(*out);

@@ -1,6 +1,7 @@
 // `slimflow run`: feed .npy inputs, write one .npy per output (to compare with other runtimes).
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <memory>
 
 #include "commands.h"
@@ -57,10 +58,14 @@ Action add_run_command(CLI::App& app) {
     Session session(model.graph, SessionOptions{.threads = a->threads});
     std::vector<Tensor> outs = session.run(feeds, run.output_ports);
     std::filesystem::create_directories(a->output_dir);
+    std::map<std::string, std::string> written;  // file name -> the output written there
     for (size_t i = 0; i < outs.size(); ++i) {
       std::string name = model.outputs[i];
       for (char& c : name)
         if (c == '/' || c == ':') c = '_';
+      if (auto [it, fresh] = written.emplace(name, model.outputs[i]); !fresh)
+        fail("outputs '{}' and '{}' would both be written to {}.npy", it->second,
+             model.outputs[i], name);
       std::string path = (std::filesystem::path(a->output_dir) / (name + ".npy")).string();
       write_npy(path, outs[i]);
       std::fprintf(stderr, "wrote %s %s%s\n", path.c_str(), dtype_name(outs[i].dtype()),
