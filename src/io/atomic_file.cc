@@ -16,8 +16,6 @@
 
 namespace sf {
 
-namespace {
-
 // A writer killed mid-write (SIGKILL, power loss) leaves its "<target>.tmp-<pid>-<n>" behind;
 // the next writer of the same target removes those whose process is gone.
 void remove_stale_temporaries(const std::string& path) {
@@ -31,9 +29,7 @@ void remove_stale_temporaries(const std::string& path) {
     if (name.rfind(prefix, 0) != 0) continue;
     const std::string rest = name.substr(prefix.size());
     const size_t dash = rest.find('-');
-    if (dash == 0 || dash == std::string::npos ||
-        rest.find_first_not_of("0123456789") != dash ||
-        rest.find_first_not_of("0123456789", dash + 1) != std::string::npos)
+    if (dash == 0 || dash == std::string::npos || rest.find_first_not_of("0123456789") != dash)
       continue;
     const long pid = std::strtol(rest.substr(0, dash).c_str(), nullptr, 10);
     if (pid <= 0 || pid == ::getpid()) continue;
@@ -43,8 +39,6 @@ void remove_stale_temporaries(const std::string& path) {
     }
   }
 }
-
-}  // namespace
 
 AtomicFile::AtomicFile(const std::string& path, const std::string& kind)
     : path_(path), kind_(kind) {

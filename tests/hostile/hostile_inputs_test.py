@@ -504,6 +504,16 @@ class HostileInputs(unittest.TestCase):
         out = self.path("in.sfm")
         self.assert_error(["import", p, "--out", out, "--input-shape", "nope=1,2"], "nope")
         self.assertFalse(os.path.exists(out))
+        # A good import, then a failing one over it: the first file stays, no temporaries.
+        r = run_slimflow(["import", p, "--out", out])
+        self.assertEqual(r.code, 0, r.stderr)
+        with open(out, "rb") as f:
+            good = f.read()
+        garbage = self.write("garbage.onnx", b"\x08\x07garbage" * 10, "wb")
+        self.assert_error(["import", garbage, "--out", out], garbage)
+        with open(out, "rb") as f:
+            self.assertEqual(f.read(), good)
+        self.assertEqual([n for n in os.listdir(self.dir) if n.startswith("in.sfm.tmp-")], [])
 
 
 if __name__ == "__main__":
