@@ -114,6 +114,18 @@ Session::Plan& Session::plan_for(const Feeds& feeds, const std::vector<Output>& 
   }
 
   const ArenaPlan arena = plan_arena(buffers);
+  if (arena.bytes > limits::memory_budget() && !buffers.empty()) {
+    // Name the largest tensor: it is almost always the one a hostile or mistaken shape blew up.
+    size_t largest = 0;
+    for (size_t b = 1; b < buffers.size(); ++b)
+      if (buffers[b].bytes > buffers[largest].bytes) largest = b;
+    const Node& n = g.node(buffer_outputs[largest].node);
+    limits::check_memory(arena.bytes,
+                         fmt::format("running the graph (largest tensor: node '{}' ({}) output {}, "
+                                     "{})",
+                                     n.name, n.op, type_str(g.type(buffer_outputs[largest])),
+                                     limits::byte_size_str(buffers[largest].bytes)));
+  }
   plan->arena = Storage::allocate(arena.bytes);
   plan->values.resize(static_cast<size_t>(g.num_nodes()));
   for (size_t b = 0; b < buffers.size(); ++b) {

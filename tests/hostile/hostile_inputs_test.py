@@ -486,6 +486,16 @@ class HostileInputs(unittest.TestCase):
                           p, "bc", "memory budget")
 
     @unittest.skipIf(onnx is None, "needs the onnx module")
+    def test_onnx_pad_of_2_14_each_side_within_max_memory(self):
+        pads = numpy_helper.from_array(np.array([0, 0, 1 << 14, 1 << 14, 0, 0, 1 << 14, 1 << 14],
+                                                np.int64), "pads")
+        p = self.onnx_case("pad.onnx", [helper.make_node("Pad", ["x", "pads"], ["y"], name="pad")],
+                           [f32_info("x", [1, 1, 2, 2])], [f32_info("y", None)], [pads])
+        self.assertLess(os.path.getsize(p), 1000)
+        self.assert_error(["bench", "--model", p, "--runs", "1", "--max-memory", "128M"],
+                          "memory budget")
+
+    @unittest.skipIf(onnx is None, "needs the onnx module")
     def test_onnx_two_nodes_one_output_and_kernel_shape(self):
         p = self.onnx_case("twice.onnx", [helper.make_node("Relu", ["x"], ["y"], name="r1"),
                                           helper.make_node("Relu", ["x"], ["y"], name="r2")],
