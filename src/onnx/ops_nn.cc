@@ -73,6 +73,15 @@ void round_output_up(Context& c, Attrs& a, const Shape& hw, const std::vector<in
                      const std::vector<int64_t>& strides) {
   if (a.get_string("padding") == "SAME") c.unsupported("ceil_mode=1 with auto_pad SAME");
   std::vector<int64_t> pads = a.get_ints("pads");  // top, bottom, left, right
+  // Values out of range are left to the shape function, which names them; this arithmetic
+  // must neither divide by zero nor overflow on them.
+  if (pads.size() != 4 || k.size() != 2 || strides.size() != 2) return;
+  for (size_t i = 0; i < 2; ++i)
+    if (strides[i] < 1 || strides[i] > limits::kMaxElements || k[i] < 1 ||
+        k[i] > limits::kMaxWindowExtent || hw[i] > limits::kMaxElements ||
+        pads[2 * i] < 0 || pads[2 * i] > limits::kMaxWindowPadding || pads[2 * i + 1] < 0 ||
+        pads[2 * i + 1] > limits::kMaxWindowPadding)
+      return;
   for (size_t i = 0; i < 2; ++i) {
     const int64_t begin = pads[2 * i], span = hw[i] + begin + pads[2 * i + 1];
     if (span < k[i]) return;  // the shape function reports the error
@@ -160,6 +169,19 @@ void conv_transpose(Context& c) {
   const std::string auto_pad = c.attr_string("auto_pad", "NOTSET");
   std::vector<int64_t> out_shape = c.attr_ints("output_shape");
   if (out_shape.size() > 2) out_shape.erase(out_shape.begin(), out_shape.end() - 2);
+  if (!out_shape.empty() && out_shape.size() != 2)
+    c.fail("output_shape must have 2 spatial entries, got [{}]", fmt::join(out_shape, ","));
+  if (!out_shape.empty() || auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+    // The arithmetic below needs sane values; the shape function reports the rest by name.
+    for (size_t i = 0; i < 2; ++i)
+      if (strides[i] < 1 || strides[i] > limits::kMaxWindowPadding || dilations[i] < 1 ||
+          dilations[i] > limits::kMaxWindowPadding || out_pad[i] < 0 ||
+          out_pad[i] > limits::kMaxWindowPadding)
+        c.fail("strides [{}], dilations [{}] and output_padding [{}] must be in [1, {}] ([0, {}] "
+               "for output_padding) to compute output_shape or auto_pad",
+               fmt::join(strides, ","), fmt::join(dilations, ","), fmt::join(out_pad, ","),
+               limits::kMaxWindowPadding, limits::kMaxWindowPadding);
+  }
   if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER")
     out_shape = {x.shape[2] * strides[0], x.shape[3] * strides[1]};
   if (!out_shape.empty()) {
