@@ -301,6 +301,17 @@ class HostileInputs(unittest.TestCase):
         self.assert_error(["train", "--model", spec, "--out", self.path("run-m")], spec,
                           "limit")
 
+    def test_spec_at_the_layer_limit_stays_within_bounds(self):
+        head = "name: l\ninput: [4, 4, 1]\nclasses: 16\nlayers:\n  - {type: flatten}\n"
+        tail = "  - {type: dense, units: 16}\n"
+        spec = self.write("limit.yaml", head + "  - {type: relu}\n" * 1998 + tail)
+        # Parsed and built in full (the data set is what fails), within the time and memory bounds.
+        self.assert_error(["train", "--model", spec, "--data", self.path("none"), "--out",
+                           self.path("run-l")], "dataset")
+        spec = self.write("over.yaml", head + "  - {type: relu}\n" * 1999 + tail)
+        self.assert_error(["train", "--model", spec, "--out", self.path("run-o")], spec,
+                          "2001 layers")
+
     def test_spec_units_2_62_and_kernel_2_31(self):
         for layer in ("{name: fc1, type: dense, units: 4611686018427387904}",
                       "{name: c1, type: conv2d, filters: 2, kernel: 2147483648, padding: same}"):
