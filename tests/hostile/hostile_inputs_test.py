@@ -395,8 +395,9 @@ class HostileInputs(unittest.TestCase):
         relu_model(p, output_names=("a/b", "a_b"))
         x = self.path("x.npy")
         np.save(x, np.ones((1, 4), np.float32))
-        self.assert_error(["run", "--model", p, "--input", f"x={x}", "--output-dir", self.path("ab-out")],
-                          "a_b.npy")
+        self.assert_error(["run", "--model", p, "--input", f"x={x}", "--output-dir",
+                           self.path("ab-out")], "a_b.npy")
+        self.assertFalse(os.path.exists(self.path("ab-out")))
 
     def test_labels_files(self):
         p = self.path("lab.sfm")
