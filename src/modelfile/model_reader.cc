@@ -18,6 +18,7 @@
 #include "graph/op_registry.h"
 #include "modelfile/format.h"
 #include "modelfile/model_file.h"
+#include "modelfile/verify.h"
 #include "ops/op_names.h"
 
 namespace sf {
@@ -37,6 +38,34 @@ class Reader {
       : data_(data), size_(size), keep_alive_(std::move(keep_alive)), name_(name) {}
 
   ModelFile read() {
+    const json meta = parse_metadata();
+    return build(meta);
+  }
+
+  // The weight data's CRC-32 against the one save_model recorded (modelfile/verify.h).
+  WeightsCheck verify() {
+    const json meta = parse_metadata();
+    WeightsCheck check;
+    if (auto it = meta.find("data_crc32"); it != meta.end()) {
+      if (!it->is_number_unsigned() || it->get<uint64_t>() > 0xffffffffu)
+        error("'data_crc32' must be a 32-bit unsigned integer");
+      check.recorded = static_cast<uint32_t>(it->get<uint64_t>());
+    }
+    uLong crc = crc32(0L, Z_NULL, 0);
+    const unsigned char* at = data_ + data_offset_;
+    for (uint64_t left = data_size_; left > 0;) {
+      const auto n = static_cast<uInt>(std::min<uint64_t>(left, uint64_t{1} << 30));
+      crc = crc32(crc, at, n);
+      at += n;
+      left -= n;
+    }
+    check.actual = static_cast<uint32_t>(crc);
+    check.data_bytes = data_size_;
+    return check;
+  }
+
+ private:
+  json parse_metadata() {
     read_header();
     const std::string inflated = metadata_deflated_ ? inflate_metadata() : std::string();
     const auto* text = metadata_deflated_ ? reinterpret_cast<const unsigned char*>(inflated.data())
@@ -62,6 +91,11 @@ class Reader {
       error("metadata has more than {} JSON values", limits::kMaxJsonValues);
     }
     if (!meta.is_object()) error("metadata is not a JSON object");
+    return meta;
+  }
+
+ public:
+  ModelFile build(const json& meta) {
     if (auto nodes = meta.find("nodes"); nodes != meta.end()) nodes_json_ = &*nodes;
     read_tensors(field(meta, "tensors", "metadata"));
     ModelFile model;
@@ -533,7 +567,10 @@ ModelFile load_model_from_memory(const void* data, size_t size, std::shared_ptr<
   }
 }
 
-ModelFile load_model(const std::string& path) {
+namespace {
+
+// The file mapped privately (see load_model), or an error naming it.
+std::pair<std::shared_ptr<void>, size_t> map_model(const std::string& path) {
   Fd file{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
   if (file.fd < 0) fail("{}: cannot open model: {}", path, std::strerror(errno));
   struct stat st {};
@@ -546,7 +583,26 @@ ModelFile load_model(const std::string& path) {
   void* map = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE, file.fd, 0);
   if (map == MAP_FAILED) fail("{}: cannot map model: {}", path, std::strerror(errno));
   std::shared_ptr<void> mapping(map, [size](void* p) { ::munmap(p, size); });
+  return {std::move(mapping), size};
+}
+
+}  // namespace
+
+ModelFile load_model(const std::string& path) {
+  auto [mapping, size] = map_model(path);
+  void* map = mapping.get();
   return load_model_from_memory(map, size, std::move(mapping), path);
+}
+
+WeightsCheck verify_weights(const std::string& path) {
+  auto [mapping, size] = map_model(path);
+  try {
+    return Reader(static_cast<const unsigned char*>(mapping.get()), size, mapping, path).verify();
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    fail("{}: corrupt model: {}", path, e.what());
+  }
 }
 
 }  // namespace sf

@@ -520,6 +520,26 @@ class HostileInputs(unittest.TestCase):
         self.assert_error(["import", p, "--out", self.path("ks.sfm")], p, "kernel_shape")
 
     @unittest.skipIf(onnx is None, "needs the onnx module")
+    def test_inspect_verify_checks_the_weight_checksum(self):
+        w = numpy_helper.from_array(np.arange(18, dtype=np.float32).reshape(2, 1, 3, 3), "W")
+        p = self.onnx_case("v.onnx", [helper.make_node("Conv", ["x", "W"], ["y"], name="c")],
+                           [f32_info("x", [1, 1, 8, 8])], [f32_info("y", None)], [w])
+        good = self.path("v.sfm")
+        self.assertEqual(run_slimflow(["import", p, "--out", good]).code, 0)
+        r = run_slimflow(["inspect", "--verify", good])
+        self.assertEqual(r.code, 0, r.stderr)
+        self.assertIn("weights verified", r.stderr)
+        with open(good, "rb") as f:
+            raw = bytearray(f.read())
+        data_offset = struct.unpack("<Q", raw[32:40])[0]
+        raw[data_offset + 5] ^= 0xFF
+        bad = self.write("v-bad.sfm", bytes(raw), "wb")
+        self.assert_error(["inspect", "--verify", bad], bad, "corrupt")
+        old = self.path("v-old.sfm")
+        relu_model(old)
+        self.assert_error(["inspect", "--verify", old], old, "no weight checksum")
+
+    @unittest.skipIf(onnx is None, "needs the onnx module")
     def test_import_input_shape_for_unknown_input(self):
         p = self.onnx_case("in.onnx", [helper.make_node("Relu", ["x"], ["y"], name="r")],
                            [f32_info("x", [1, 4])], [f32_info("y", None)])

@@ -2,10 +2,12 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
+#include <filesystem>
 #include <fmt/format.h>
 #include <memory>
 
 #include "commands.h"
+#include "modelfile/verify.h"
 #include "model_io.h"
 #include "ops/op_names.h"
 
@@ -28,6 +30,22 @@ std::string storage_text(const quant::WeightEncoding& e) {
   return "?";
 }
 
+// Fails unless the weight data of an .sfm file matches its recorded checksum; reports on stderr.
+void verify_model_weights(const std::string& path) {
+  if (std::filesystem::path(path).extension() == ".onnx")
+    fail("{}: --verify checks .sfm files (ONNX records no weight checksum)", path);
+  const WeightsCheck check = verify_weights(path);
+  if (!check.recorded)
+    fail("{}: records no weight checksum (written before checksums existed); import or freeze it "
+         "again to add one",
+         path);
+  if (!check.ok())
+    fail("{}: weight data is corrupt: its {} bytes have CRC-32 {:08x}, the file records {:08x}",
+         path, check.data_bytes, check.actual, *check.recorded);
+  std::fprintf(stderr, "%s: weights verified (%llu bytes, CRC-32 %08x)\n", path.c_str(),
+               static_cast<unsigned long long>(check.data_bytes), check.actual);
+}
+
 }  // namespace
 
 Action add_inspect_command(CLI::App& app) {
@@ -36,7 +54,11 @@ Action add_inspect_command(CLI::App& app) {
   auto json_output = std::make_shared<bool>(false);
   cmd->add_option("model", *path, "Model (.sfm or .onnx)")->required();
   cmd->add_flag("--json", *json_output, "Print one JSON object");
-  return [path, json_output]() {
+  auto verify = std::make_shared<bool>(false);
+  cmd->add_flag("--verify", *verify,
+                "Check the weight data against the CRC-32 recorded when the model was written");
+  return [path, json_output, verify]() {
+    if (*verify) verify_model_weights(*path);
     ModelFile model = open_model(*path);
     const Graph& g = model.graph;
     nlohmann::json nodes = nlohmann::json::array();
