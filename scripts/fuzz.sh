@@ -1,21 +1,51 @@
 #!/usr/bin/env bash
-# Fuzzes the .sfm model loader with libFuzzer (clang, AddressSanitizer, UBSan).
-# Usage: scripts/fuzz.sh [seconds, default 60]. Exits non-zero when the fuzzer finds a crash;
-# crashing inputs are left in build/fuzz/artifacts/.
+# Fuzzes the loaders with libFuzzer (clang, AddressSanitizer, UBSan): the .sfm model loader
+# ("model") and the ONNX importer ("onnx", seeded with the ONNX backend node-test models of
+# Debian's libonnx-testdata).
+# Usage: scripts/fuzz.sh [seconds per target, default 60] [model|onnx|all, default all].
+# Exits non-zero when a fuzzer finds a crash; crashing inputs are left in build/fuzz/artifacts/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${1:-60}"
+which="${2:-all}"
 build=build/fuzz
 launcher=()
-if command -v ccache >/dev/null; then launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache); fi
+if command -v ccache >/dev/null; then
+  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+fi
+# The ONNX fuzzer links the engine of the release build (GCC); build that library first.
+if [[ "$which" == all || "$which" == onnx ]]; then
+  cmake --preset release "${launcher[@]}" >/dev/null
+  cmake --build --preset release -j "$(nproc)" --target slimflow_engine
+fi
 CC=clang CXX=clang++ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DSLIMFLOW_BUILD_BENCH=OFF "${launcher[@]}" >/dev/null
-cmake --build "$build" -j "$(nproc)" --target model_file_fuzzer model_file_make_seeds
+  -DSLIMFLOW_BUILD_BENCH=OFF -DSLIMFLOW_FUZZ_ENGINE_DIR="$PWD/build/release" \
+  "${launcher[@]}" >/dev/null
+mkdir -p "$build/artifacts"
 
-corpus="$build/corpus"
-mkdir -p "$corpus" "$build/artifacts"
-"$build/tests/model_file_make_seeds" "$corpus"
-# A leak counts as a failure too: a rejected model must free everything it built.
-ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
-  "$build/tests/model_file_fuzzer" "$corpus" -max_total_time="$seconds" -timeout=10 \
-  -rss_limit_mb=4096 -max_len=65536 -artifact_prefix="$build/artifacts/" -print_final_stats=1
+run_fuzzer() {  # name corpus
+  # A leak counts as a failure too: a rejected model must free everything it built.
+  ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+    "$build/tests/$1" "$2" -max_total_time="$seconds" -timeout=10 \
+    -rss_limit_mb=4096 -max_len=65536 -artifact_prefix="$build/artifacts/$1-" -print_final_stats=1
+}
+
+if [[ "$which" == all || "$which" == model ]]; then
+  cmake --build "$build" -j "$(nproc)" --target model_file_fuzzer model_file_make_seeds
+  corpus="$build/corpus"
+  mkdir -p "$corpus"
+  "$build/tests/model_file_make_seeds" "$corpus"
+  run_fuzzer model_file_fuzzer "$corpus"
+fi
+
+if [[ "$which" == all || "$which" == onnx ]]; then
+  cmake --build "$build" -j "$(nproc)" --target onnx_fuzzer
+  corpus="$build/onnx-corpus"
+  mkdir -p "$corpus"
+  for model in /usr/share/libonnx-testdata/data/node/*/model.onnx; do
+    [[ -e "$model" ]] || continue
+    size=$(stat -c %s "$model")
+    if (( size <= 65536 )); then cp "$model" "$corpus/$(basename "$(dirname "$model")").onnx"; fi
+  done
+  run_fuzzer onnx_fuzzer "$corpus"
+fi

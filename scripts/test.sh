@@ -16,8 +16,9 @@ bash scripts/build.sh asan
 # third-party code; ASan's memory-error checks and UBSan stay on.
 ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1 ctest --preset asan
 
-echo "== fuzz the model-file loader (libFuzzer, 30 s)"
-bash scripts/fuzz.sh 30
+echo "== fuzz the model-file loader and the ONNX importer (libFuzzer, 30 s each)"
+bash scripts/fuzz.sh 30 model
+bash scripts/fuzz.sh 30 onnx
 
 echo "== aarch64 cross build and tests under qemu-aarch64"
 # The whole suite: on 2 cores about 12 minutes (arm64 sysroot 25 s the first time, cross build

@@ -235,6 +235,12 @@ TEST_F(CapiTest, NullModelAndIndexChecks) {
 TEST_F(CapiTest, ThreadsAndPerThreadErrors) {
   EXPECT_EQ(sf_set_num_threads(-2), -1);
   EXPECT_NE(last_error().find("-2 threads"), std::string::npos) << last_error();
+  // libgomp crashed on 100000 and printed std::bad_alloc for 2^31-1: refused before it sees them.
+  EXPECT_EQ(sf_set_num_threads(100000), -1);
+  EXPECT_NE(last_error().find("100000 threads requested; expected 0 (all cores) to 1024"),
+            std::string::npos)
+      << last_error();
+  EXPECT_EQ(sf_set_num_threads(2147483647), -1);
   EXPECT_EQ(sf_set_num_threads(1), 0);
   {
     ModelPtr model{sf_model_load(path_.c_str())};

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "core/limits.h"
 #include "runtime/model_to_run.h"
 #include "runtime/session.h"
 #include "slimflow/slimflow.h"
@@ -204,7 +205,7 @@ const char* sf_last_error(void) { return last_error.c_str(); }
 
 int sf_set_num_threads(int n) {
   return guarded(-1, [&] {
-    if (n < 0) sf::fail("sf_set_num_threads: {} threads requested; expected 0 or more", n);
+    sf::limits::check_threads(n, "sf_set_num_threads");
     requested_threads.store(n);
     return 0;
   });

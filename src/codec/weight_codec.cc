@@ -510,6 +510,9 @@ EncodedTensor encode_f16(const Tensor& tensor) {
   return out;
 }
 
+constexpr uint64_t kMaxSparseExpansion = 1024;
+constexpr uint64_t kMinSparseBound = uint64_t{1} << 16;
+
 void validate(const Shape& shape, const WeightEncoding& e, uint64_t bytes) {
   const uint64_t count = checked_numel(shape);
   if (e.kind == Encoding::sparse) {
@@ -517,6 +520,11 @@ void validate(const Shape& shape, const WeightEncoding& e, uint64_t bytes) {
     if (e.bits != 0) fail("sparse bits {} must be 0 (the data describes itself)", e.bits);
     if (bytes < kSparseHeaderBytes)
       fail("{} bytes cannot hold a sparse header ({} bytes)", bytes, kSparseHeaderBytes);
+    // Decoding allocates and zeroes the dense tensor, so a tiny blob must not declare a huge
+    // one: even a layer pruned to 99.9% stays far below this expansion.
+    if (count > kMaxSparseExpansion * bytes && count > kMinSparseBound)
+      fail("{} bytes of sparse data cannot describe {} ({} elements; at most {} per byte)", bytes,
+           shape_str(shape), count, kMaxSparseExpansion);
     return;
   }
   if (e.kind == Encoding::f16) {

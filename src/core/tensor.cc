@@ -1,15 +1,31 @@
 #include "core/tensor.h"
 
+#include "core/limits.h"
+
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 
 namespace sf {
 
+namespace {
+// Bytes held by owned storages: the memory budget (core/limits.h) bounds their sum, so that
+// planning, folding and data loading fail with a message instead of exhausting the machine.
+std::atomic<uint64_t> live_storage_bytes{0};
+}  // namespace
+
 std::shared_ptr<Storage> Storage::allocate(size_t bytes) {
+  if (bytes > (size_t{1} << 60)) fail("a tensor of {} bytes is larger than any budget", bytes);
   size_t rounded = (bytes + kTensorAlignment - 1) / kTensorAlignment * kTensorAlignment;
   if (rounded == 0) rounded = kTensorAlignment;
+  const uint64_t in_use = live_storage_bytes.load();
+  if (in_use + rounded > limits::memory_budget())
+    limits::check_memory(in_use + rounded,
+                         fmt::format("a tensor of {} (with {} already held)",
+                                     limits::byte_size_str(bytes), limits::byte_size_str(in_use)));
   void* data = std::aligned_alloc(kTensorAlignment, rounded);
   if (data == nullptr) fail("out of memory allocating {} bytes", bytes);
+  live_storage_bytes += rounded;
   std::memset(data, 0, rounded);
   return std::shared_ptr<Storage>(new Storage(data, bytes, true, nullptr));
 }
@@ -20,11 +36,15 @@ std::shared_ptr<Storage> Storage::borrow(void* data, size_t bytes,
 }
 
 Storage::~Storage() {
-  if (owned_) std::free(data_);
+  if (owned_) {
+    std::free(data_);
+    const size_t rounded = (bytes_ + kTensorAlignment - 1) / kTensorAlignment * kTensorAlignment;
+    live_storage_bytes -= rounded == 0 ? kTensorAlignment : rounded;
+  }
 }
 
 Tensor::Tensor(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape)) {
-  for (int64_t d : shape_) SF_CHECK(d >= 0, "negative dimension in {}", shape_str(shape_));
+  limits::checked_num_elements(shape_, "tensor");
   storage_ = Storage::allocate(bytes());
 }
 

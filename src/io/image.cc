@@ -78,9 +78,22 @@ Image decode_image(const std::string& path) {
     fail("{}: image is {}x{}x{} ({} bytes decoded); the limit is {} bytes", path, w, h, c, bytes,
          kMaxImageBytes);
 
+  // Binary PNM stores pixels raw: a header that declares more pixels than the file holds is
+  // truncated, and stb would still allocate the whole image and return it padded.
+  unsigned char magic[2] = {0, 0};
+  if (std::fread(magic, 1, 2, file.get()) == 2 && magic[0] == 'P' &&
+      (magic[1] == '5' || magic[1] == '6') && static_cast<int64_t>(st.st_size) < bytes)
+    fail("{}: truncated: the header says {}x{}x{} ({} bytes of pixels) but the file has {} bytes",
+         path, w, h, c, bytes, static_cast<int64_t>(st.st_size));
+  std::rewind(file.get());
+
   int dw = 0, dh = 0, dc = 0;
   std::unique_ptr<unsigned char, StbiFree> data(stbi_load_from_file(file.get(), &dw, &dh, &dc, 0));
-  if (!data) fail("{}: cannot decode image ({})", path, stb_reason());
+  if (!data) {
+    const std::string reason = stb_reason();
+    fail("{}: cannot decode image ({})", path,
+         reason.empty() ? "the decoder gave no reason; the file may be truncated" : reason);
+  }
   // The header was read twice; a mismatch means a decoder bug, not a user error, but never
   // read past the buffer because of it.
   if (dw != w || dh != h || dc != c)

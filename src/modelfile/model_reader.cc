@@ -14,9 +14,11 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "core/limits.h"
 #include "graph/op_registry.h"
 #include "modelfile/format.h"
 #include "modelfile/model_file.h"
+#include "modelfile/verify.h"
 #include "ops/op_names.h"
 
 namespace sf {
@@ -26,9 +28,8 @@ using json = nlohmann::json;
 using modelfile::kAlign;
 using modelfile::kHeaderBytes;
 
-constexpr size_t kMaxRank = 16;
-// No real tensor comes near this; it keeps every later product of dimensions far from overflow.
-constexpr int64_t kMaxElements = int64_t{1} << 40;
+using limits::kMaxElements;
+using limits::kMaxRank;
 
 class Reader {
  public:
@@ -37,18 +38,64 @@ class Reader {
       : data_(data), size_(size), keep_alive_(std::move(keep_alive)), name_(name) {}
 
   ModelFile read() {
+    const json meta = parse_metadata();
+    return build(meta);
+  }
+
+  // The weight data's CRC-32 against the one save_model recorded (modelfile/verify.h).
+  WeightsCheck verify() {
+    const json meta = parse_metadata();
+    WeightsCheck check;
+    if (auto it = meta.find("data_crc32"); it != meta.end()) {
+      if (!it->is_number_unsigned() || it->get<uint64_t>() > 0xffffffffu)
+        error("'data_crc32' must be a 32-bit unsigned integer");
+      check.recorded = static_cast<uint32_t>(it->get<uint64_t>());
+    }
+    uLong crc = crc32(0L, Z_NULL, 0);
+    const unsigned char* at = data_ + data_offset_;
+    for (uint64_t left = data_size_; left > 0;) {
+      const auto n = static_cast<uInt>(std::min<uint64_t>(left, uint64_t{1} << 30));
+      crc = crc32(crc, at, n);
+      at += n;
+      left -= n;
+    }
+    check.actual = static_cast<uint32_t>(crc);
+    check.data_bytes = data_size_;
+    return check;
+  }
+
+ private:
+  json parse_metadata() {
     read_header();
     const std::string inflated = metadata_deflated_ ? inflate_metadata() : std::string();
     const auto* text = metadata_deflated_ ? reinterpret_cast<const unsigned char*>(inflated.data())
                                           : data_ + meta_offset_;
     const size_t text_size = metadata_deflated_ ? inflated.size() : meta_size_;
     json meta;
+    // The inflate cap bounds the text, not the parsed tree: deep nesting or millions of tiny
+    // values would build gigabytes of JSON nodes, so both are bounded while parsing.
+    int64_t values = 0;
+    bool too_deep = false, too_many = false;
+    const json::parser_callback_t bound = [&](int depth, json::parse_event_t, json&) {
+      if (depth > limits::kMaxJsonDepth) too_deep = true;
+      if (++values > limits::kMaxJsonValues) too_many = true;
+      if (too_deep || too_many) throw std::length_error("metadata bound");
+      return true;
+    };
     try {
-      meta = json::parse(text, text + text_size);
+      meta = json::parse(text, text + text_size, bound);
     } catch (const json::exception& e) {
       error("metadata is not valid JSON: {}", e.what());
+    } catch (const std::length_error&) {
+      if (too_deep) error("metadata nests deeper than {} levels", limits::kMaxJsonDepth);
+      error("metadata has more than {} JSON values", limits::kMaxJsonValues);
     }
     if (!meta.is_object()) error("metadata is not a JSON object");
+    return meta;
+  }
+
+ public:
+  ModelFile build(const json& meta) {
     if (auto nodes = meta.find("nodes"); nodes != meta.end()) nodes_json_ = &*nodes;
     read_tensors(field(meta, "tensors", "metadata"));
     ModelFile model;
@@ -439,6 +486,11 @@ class Reader {
         error("node '{}': op {} version {} is newer than this build supports ({})", name, op,
               version, def->version);
       const std::string device = string(field(n, "device", where), node_where + " 'device'");
+      // Kernels exist for the CPU only; a node placed elsewhere would load and fail at run time.
+      if (device.rfind("/cpu:", 0) != 0 || device.size() == 5 ||
+          device.find_first_not_of("0123456789", 5) != std::string::npos)
+        error("node '{}' ({}) is placed on device '{}'; this build runs nodes on /cpu:N only",
+              name, op, device);
       std::vector<Output> inputs;
       const json& ins = array(field(n, "inputs", where), node_where + " 'inputs'");
       for (size_t k = 0; k < ins.size(); ++k) {
@@ -517,7 +569,10 @@ ModelFile load_model_from_memory(const void* data, size_t size, std::shared_ptr<
   }
 }
 
-ModelFile load_model(const std::string& path) {
+namespace {
+
+// The file mapped privately (see load_model), or an error naming it.
+std::pair<std::shared_ptr<void>, size_t> map_model(const std::string& path) {
   Fd file{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
   if (file.fd < 0) fail("{}: cannot open model: {}", path, std::strerror(errno));
   struct stat st {};
@@ -530,7 +585,26 @@ ModelFile load_model(const std::string& path) {
   void* map = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE, file.fd, 0);
   if (map == MAP_FAILED) fail("{}: cannot map model: {}", path, std::strerror(errno));
   std::shared_ptr<void> mapping(map, [size](void* p) { ::munmap(p, size); });
+  return {std::move(mapping), size};
+}
+
+}  // namespace
+
+ModelFile load_model(const std::string& path) {
+  auto [mapping, size] = map_model(path);
+  void* map = mapping.get();
   return load_model_from_memory(map, size, std::move(mapping), path);
+}
+
+WeightsCheck verify_weights(const std::string& path) {
+  auto [mapping, size] = map_model(path);
+  try {
+    return Reader(static_cast<const unsigned char*>(mapping.get()), size, mapping, path).verify();
+  } catch (const Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    fail("{}: corrupt model: {}", path, e.what());
+  }
 }
 
 }  // namespace sf

@@ -54,6 +54,24 @@ struct Layout {
   }
 };
 
+// The CRC-32 of the data section exactly as written below (zero padding included), for
+// `inspect --verify` (modelfile/verify.h).
+uint32_t data_crc32(const Layout& layout) {
+  static const unsigned char zeros[kAlign] = {};
+  uLong crc = crc32(0L, Z_NULL, 0);
+  uint64_t at = 0;
+  for (const Placed& p : layout.placed) {
+    crc = crc32(crc, zeros, static_cast<uInt>(p.offset - at));
+    for (uint64_t done = 0; done < p.size;) {
+      const auto n = static_cast<uInt>(std::min<uint64_t>(p.size - done, uint64_t{1} << 30));
+      crc = crc32(crc, static_cast<const unsigned char*>(p.bytes) + done, n);
+      done += n;
+    }
+    at = p.offset + p.size;
+  }
+  return static_cast<uint32_t>(crc);
+}
+
 json floats_json(const std::vector<float>& values) {
   json out = json::array();
   for (float v : values) out.push_back(float_json(v));
@@ -208,7 +226,8 @@ void save_model(const std::string& path, const ModelFile& model) {
                {"outputs", model.outputs},
                {"metadata", model.metadata},
                {"nodes", std::move(nodes)},
-               {"tensors", std::move(layout.tensors)}};
+               {"tensors", std::move(layout.tensors)},
+               {"data_crc32", data_crc32(layout)}};
   std::string text;
   try {
     text = meta.dump();  // strict UTF-8: a name that is not UTF-8 is an error, not a bad file

@@ -10,12 +10,17 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/limits.h"
 #include "ops/fake_quant_ops.h"
 #include "ops/ops.h"
 
 namespace sf {
 
 namespace {
+
+// A spec is a short hand-written file; these keep a hostile one from costing gigabytes.
+constexpr size_t kMaxSpecBytes = size_t{1} << 20;
+constexpr size_t kMaxSpecLayers = 2000;  // a ResNet-152 spec has about 500
 
 std::string where(const std::string& origin, const YAML::Node& node) {
   const YAML::Mark mark = node.Mark();
@@ -318,6 +323,11 @@ std::vector<std::string> layer_types() {
 ModelSpec load_model_spec(const std::string& path) {
   std::ifstream in(path);
   if (!in) fail("{}: cannot open model spec", path);
+  in.seekg(0, std::ios::end);
+  if (static_cast<uint64_t>(in.tellg()) > kMaxSpecBytes)
+    fail("{}: a model spec of {} bytes is larger than the {}-byte limit", path,
+         static_cast<uint64_t>(in.tellg()), kMaxSpecBytes);
+  in.seekg(0);
   std::stringstream buffer;
   buffer << in.rdbuf();
   return parse_model_spec(buffer.str(), path);
@@ -325,9 +335,47 @@ ModelSpec load_model_spec(const std::string& path) {
 
 namespace {
 
+// The line (1-based) of the first byte that is not valid UTF-8, or 0 when all is valid. The
+// spec's text is stored in run metadata (JSON), which accepts only UTF-8.
+int invalid_utf8_line(const std::string& text) {
+  int line = 1;
+  for (size_t i = 0; i < text.size();) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    size_t extra = c < 0x80 ? 0 : (c >> 5) == 0x6 ? 1 : (c >> 4) == 0xe ? 2 : (c >> 3) == 0x1e ? 3 : 9;
+    if (extra == 9 || (extra > 0 && i + extra >= text.size())) return line;
+    for (size_t k = 1; k <= extra; ++k)
+      if ((static_cast<unsigned char>(text[i + k]) >> 6) != 0x2) return line;
+    if (c == '\n') ++line;
+    i += extra + 1;
+  }
+  return 0;
+}
+
+// yaml-cpp keeps both entries of a duplicated key and answers lookups with the first; a user
+// who wrote the key twice meant one of them, so say so.
+void reject_duplicate_keys(const YAML::Node& node, const std::string& origin, int depth = 0) {
+  if (depth > limits::kMaxJsonDepth) fail("{}: nested deeper than {} levels", origin, limits::kMaxJsonDepth);
+  if (node.IsMap()) {
+    std::set<std::string> seen;
+    for (const auto& kv : node) {
+      if (kv.first.IsScalar() && !seen.insert(kv.first.Scalar()).second)
+        fail("{}: duplicate key '{}'", where(origin, kv.first), kv.first.Scalar());
+      reject_duplicate_keys(kv.second, origin, depth + 1);
+    }
+  } else if (node.IsSequence()) {
+    for (const YAML::Node& item : node) reject_duplicate_keys(item, origin, depth + 1);
+  }
+}
+
 YAML::Node parse_yaml(const std::string& text, const std::string& origin) {
+  if (text.size() > kMaxSpecBytes)
+    fail("{}: a model spec of {} bytes is larger than the {}-byte limit", origin, text.size(),
+         kMaxSpecBytes);
+  if (int line = invalid_utf8_line(text)) fail("{}:{}: not valid UTF-8", origin, line);
   try {
-    return YAML::Load(text);
+    YAML::Node root = YAML::Load(text);
+    reject_duplicate_keys(root, origin);
+    return root;
   } catch (const YAML::Exception& e) {
     fail("{}:{}: invalid YAML: {}", origin, e.mark.line + 1, e.msg);
   }
@@ -335,7 +383,20 @@ YAML::Node parse_yaml(const std::string& text, const std::string& origin) {
 
 }  // namespace
 
+namespace {
+ModelSpec parse_model_spec_unguarded(const std::string& text, const std::string& origin);
+}  // namespace
+
 ModelSpec parse_model_spec(const std::string& text, const std::string& origin) {
+  try {
+    return parse_model_spec_unguarded(text, origin);
+  } catch (const YAML::Exception& e) {
+    fail("{}:{}: {}", origin, e.mark.line + 1, e.msg);
+  }
+}
+
+namespace {
+ModelSpec parse_model_spec_unguarded(const std::string& text, const std::string& origin) {
   YAML::Node root = parse_yaml(text, origin);
   if (!root.IsMap()) fail("{}: a model spec must be a mapping with name, input, classes, layers", origin);
   static const std::set<std::string> kTopKeys = {"name",   "input", "classes",
@@ -363,6 +424,9 @@ ModelSpec parse_model_spec(const std::string& text, const std::string& origin) {
   if (spec.classes < 2) fail("{}: classes must be at least 2", origin);
   if (!root["layers"] || !root["layers"].IsSequence() || root["layers"].size() == 0)
     fail("{}: 'layers' must be a non-empty list", origin);
+  if (root["layers"].size() > kMaxSpecLayers)
+    fail("{}: {} layers, more than the limit of {}", origin, root["layers"].size(),
+         kMaxSpecLayers);
   if (const YAML::Node& train = root["train"]) {
     if (!train.IsMap()) fail("{}: 'train' must be a mapping", where(origin, train));
     for (const auto& kv : train) {
@@ -390,8 +454,24 @@ ModelSpec parse_model_spec(const std::string& text, const std::string& origin) {
   build_model(spec, 1);
   return spec;
 }
+}  // namespace
 
+namespace {
+Model build_model_unguarded(const ModelSpec& spec, int64_t batch);
+}  // namespace
+
+// Conversions outside a layer's own checks (a layer's type or name not a string, say) come
+// out of yaml-cpp without the file; name it and the line here.
 Model build_model(const ModelSpec& spec, int64_t batch) {
+  try {
+    return build_model_unguarded(spec, batch);
+  } catch (const YAML::Exception& e) {
+    fail("{}:{}: {}", spec.origin, e.mark.line + 1, e.msg);
+  }
+}
+
+namespace {
+Model build_model_unguarded(const ModelSpec& spec, int64_t batch) {
   YAML::Node root = parse_yaml(spec.text, spec.origin);
   Model model;
   Graph& g = model.graph;
@@ -407,6 +487,7 @@ Model build_model(const ModelSpec& spec, int64_t batch) {
     std::string type = layer["type"].as<std::string>();
     std::string name = layer["name"] ? layer["name"].as<std::string>()
                                      : g.unique_name(type);
+    if (name.empty()) fail("{}: layer of type '{}' has an empty name", where(spec.origin, layer), type);
     const LayerType* layer_type = nullptr;
     for (const LayerType& t : layer_table())
       if (t.name == type) layer_type = &t;
@@ -465,6 +546,7 @@ Model build_model(const ModelSpec& spec, int64_t batch) {
   model.logits = previous;
   return model;
 }
+}  // namespace
 
 ModelSpec with_qat(const ModelSpec& spec, int64_t bits) {
   if (spec.qat_bits == bits) return spec;

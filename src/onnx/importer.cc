@@ -5,8 +5,10 @@
 
 #include <climits>
 #include <fstream>
+#include <map>
 #include <sstream>
 
+#include "core/limits.h"
 #include "onnx/context.h"
 #include "onnx/qdq_fusion.h"
 #include "ops/ops.h"
@@ -73,7 +75,26 @@ Shape input_shape(const onnx::ValueInfoProto& info, const ImportOptions& options
            info.name(), i, d.dim_param().empty() ? "" : " ('" + d.dim_param() + "')");
     }
   }
+  limits::checked_num_elements(shape, fmt::format("{}: input '{}'", path, info.name()));
   return shape;
+}
+
+// ONNX is in SSA form: a value written twice (by two nodes, or by a node over an input or an
+// initializer) makes every reader ambiguous.
+void reject_rewritten_values(const onnx::GraphProto& graph, const std::string& path) {
+  std::map<std::string, std::string> writer;
+  for (const onnx::TensorProto& init : graph.initializer()) writer[init.name()] = "an initializer";
+  for (const onnx::ValueInfoProto& in : graph.input())
+    writer.emplace(in.name(), "a graph input");
+  for (const onnx::NodeProto& n : graph.node()) {
+    const std::string who = fmt::format("node '{}' ({})", n.name(), n.op_type());
+    for (const std::string& out : n.output()) {
+      if (out.empty()) continue;
+      auto [it, fresh] = writer.emplace(out, who);
+      if (!fresh)
+        fail("{}: {} writes '{}', which {} already writes", path, who, out, it->second);
+    }
+  }
 }
 
 void add_inputs(Context& c, const onnx::GraphProto& graph, const ImportOptions& options,
@@ -177,6 +198,7 @@ ModelFile import_onnx_bytes(const std::string& bytes, const std::string& name,
   ModelFile model;
   Context c(model.graph, name, opset);
   for (const onnx::ValueInfoProto& out : graph.output()) c.reserved_names.insert(out.name());
+  reject_rewritten_values(graph, name);
   add_inputs(c, graph, options, model);
   QdqFusion fusion(c, graph, options.fuse_qdq);
   for (const onnx::NodeProto& n : graph.node()) fusion.convert(n);

@@ -62,6 +62,7 @@ void binary(Context& c, const std::string& op) {
 // Max / Min of one or more inputs with NumPy broadcasting, folded pairwise into the engine's
 // binary Maximum / Minimum.
 void variadic_extremum(Context& c, const std::string& op) {
+  if (c.num_inputs() == 0) c.fail("needs at least one input");
   std::vector<Value*> vs;
   for (int i = 0; i < c.num_inputs(); ++i) {
     Value& v = c.in(i);

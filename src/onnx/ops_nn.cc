@@ -4,6 +4,7 @@
 // attribute helpers are shared with the quantized converters (ops_quant.cc, qdq_fusion.cc).
 #include <cmath>
 
+#include "core/limits.h"
 #include "onnx/context.h"
 #include "ops/op_names.h"
 #include "ops/ops.h"
@@ -42,6 +43,14 @@ void set_padding(Context& c, Attrs& a, const Shape& hw, const std::vector<int64_
   } else if (auto_pad == "SAME_UPPER") {
     padding = "SAME";  // TensorFlow's SAME puts the odd unit at the end, as SAME_UPPER does
   } else if (auto_pad == "SAME_LOWER") {
+    for (size_t i = 0; i < 2; ++i)
+      if (strides[i] < 1 || dilations[i] < 1 || k[i] < 1 || hw[i] > limits::kMaxElements ||
+          k[i] - 1 > limits::kMaxWindowExtent / dilations[i]) {
+        // Out of range: SAME carries the values to the shape function, which names them.
+        a.set("padding", std::string("SAME"));
+        a.set("pads", std::vector<int64_t>{0, 0, 0, 0});
+        return;
+      }
     for (size_t i = 0; i < 2; ++i) {
       const int64_t out = (hw[i] + strides[i] - 1) / strides[i];
       const int64_t eff = (k[i] - 1) * dilations[i] + 1;
@@ -64,6 +73,15 @@ void round_output_up(Context& c, Attrs& a, const Shape& hw, const std::vector<in
                      const std::vector<int64_t>& strides) {
   if (a.get_string("padding") == "SAME") c.unsupported("ceil_mode=1 with auto_pad SAME");
   std::vector<int64_t> pads = a.get_ints("pads");  // top, bottom, left, right
+  // Values out of range are left to the shape function, which names them; this arithmetic
+  // must neither divide by zero nor overflow on them.
+  if (pads.size() != 4 || k.size() != 2 || strides.size() != 2) return;
+  for (size_t i = 0; i < 2; ++i)
+    if (strides[i] < 1 || strides[i] > limits::kMaxElements || k[i] < 1 ||
+        k[i] > limits::kMaxWindowExtent || hw[i] > limits::kMaxElements ||
+        pads[2 * i] < 0 || pads[2 * i] > limits::kMaxWindowPadding || pads[2 * i + 1] < 0 ||
+        pads[2 * i + 1] > limits::kMaxWindowPadding)
+      return;
   for (size_t i = 0; i < 2; ++i) {
     const int64_t begin = pads[2 * i], span = hw[i] + begin + pads[2 * i + 1];
     if (span < k[i]) return;  // the shape function reports the error
@@ -127,6 +145,12 @@ Output add_bias(Context& c, Output y) {
 void conv(Context& c) {
   Value& x = image_in(c);
   Value& w = c.in(1);
+  if (const onnx::AttributeProto* k = c.attr("kernel_shape"); k != nullptr && w.shape.size() == 4) {
+    const std::vector<int64_t> declared(k->ints().begin(), k->ints().end());
+    if (declared != std::vector<int64_t>{w.shape[2], w.shape[3]})
+      c.fail("kernel_shape [{}] contradicts the weights {} (OIHW)", fmt::join(declared, ","),
+             shape_str(w.shape));
+  }
   Output f = conv_filter(c, w);
   Output y = c.add(op_names::kConv2D, {c.nhwc(x), f}, conv2d_attrs(c, x.shape, w.shape));
   c.set_out(0, add_bias(c, y), Layout::kNhwc);
@@ -145,6 +169,19 @@ void conv_transpose(Context& c) {
   const std::string auto_pad = c.attr_string("auto_pad", "NOTSET");
   std::vector<int64_t> out_shape = c.attr_ints("output_shape");
   if (out_shape.size() > 2) out_shape.erase(out_shape.begin(), out_shape.end() - 2);
+  if (!out_shape.empty() && out_shape.size() != 2)
+    c.fail("output_shape must have 2 spatial entries, got [{}]", fmt::join(out_shape, ","));
+  if (!out_shape.empty() || auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+    // The arithmetic below needs sane values; the shape function reports the rest by name.
+    for (size_t i = 0; i < 2; ++i)
+      if (strides[i] < 1 || strides[i] > limits::kMaxWindowPadding || dilations[i] < 1 ||
+          dilations[i] > limits::kMaxWindowPadding || out_pad[i] < 0 ||
+          out_pad[i] > limits::kMaxWindowPadding)
+        c.fail("strides [{}], dilations [{}] and output_padding [{}] must be in [1, {}] ([0, {}] "
+               "for output_padding) to compute output_shape or auto_pad",
+               fmt::join(strides, ","), fmt::join(dilations, ","), fmt::join(out_pad, ","),
+               limits::kMaxWindowPadding, limits::kMaxWindowPadding);
+  }
   if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER")
     out_shape = {x.shape[2] * strides[0], x.shape[3] * strides[1]};
   if (!out_shape.empty()) {
@@ -275,6 +312,10 @@ void resize(Context& c) {
     if (scales.size() != 4) c.fail("scales must have 4 entries");
     for (size_t i = 0; i < 4; ++i) {
       const double exact = static_cast<double>(x.shape[i]) * scales[i];
+      if (!std::isfinite(exact) || exact < 0 ||
+          exact > static_cast<double>(limits::kMaxElements))
+        c.fail("scales [{}] on input {} give an output dimension of {:g}, outside [0, {}]",
+               fmt::join(scales, ","), shape_str(x.shape), exact, limits::kMaxElements);
       sizes.push_back(static_cast<int64_t>(std::floor(exact)));
       // The op derives its scale from the sizes, which matches ONNX only for whole sizes.
       if (std::abs(exact - std::round(exact)) > 1e-4 && mode == "linear")

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/limits.h"
 #include "core/shape.h"
 #include "graph/attr.h"
 
@@ -61,14 +62,23 @@ inline std::string window_1d(int64_t in, int64_t k, int64_t stride, int64_t dila
                              const std::string& padding, int64_t pad_before, int64_t pad_after,
                              const char* axis, Window1D* out) {
   Window1D g{in, k, stride, dilation, 0, 0, 0};
+  // Overflow-safe bounds first: a hostile dilation or window must not wrap the arithmetic below.
+  if (k - 1 > limits::kMaxWindowExtent / dilation)
+    return fmt::format("{} window {} with dilation {} spans more than {}", axis, k, dilation,
+                       limits::kMaxWindowExtent);
+  if (in > limits::kMaxElements)
+    return fmt::format("{} input {} is larger than {}", axis, in, limits::kMaxElements);
   const int64_t eff = g.effective_k();
   if (padding == "SAME") {
-    g.out = (in + stride - 1) / stride;
+    g.out = in == 0 ? 0 : (in - 1) / stride + 1;
     const int64_t total = std::max<int64_t>((g.out - 1) * stride + eff - in, 0);
     g.pad_before = total / 2;
     g.pad_after = total - g.pad_before;
   } else {
     if (padding == "EXPLICIT") {
+      if (pad_before > limits::kMaxWindowPadding || pad_after > limits::kMaxWindowPadding)
+        return fmt::format("{} pads [{},{}] exceed {}", axis, pad_before, pad_after,
+                           limits::kMaxWindowPadding);
       g.pad_before = pad_before;
       g.pad_after = pad_after;
     }
@@ -78,6 +88,12 @@ inline std::string window_1d(int64_t in, int64_t k, int64_t stride, int64_t dila
                          in, g.pad_before + g.pad_after ? " plus padding" : "");
     g.out = (span - eff) / stride + 1;
   }
+  // Padding is what oneDNN materializes and loops over; a huge pad (SAME with a huge dilated
+  // window) hangs its primitive creation or exhausts memory, so bound it here.
+  if (g.pad_before > limits::kMaxWindowPadding || g.pad_after > limits::kMaxWindowPadding)
+    return fmt::format("{} padding [{},{}] (window {}, dilation {}, stride {}, input {}) exceeds {}",
+                       axis, g.pad_before, g.pad_after, k, dilation, stride, in,
+                       limits::kMaxWindowPadding);
   *out = g;
   return "";
 }

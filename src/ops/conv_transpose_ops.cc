@@ -58,6 +58,9 @@ std::vector<TensorType> infer_conv_transpose(const InferContext& ctx) {
     if (extra[i] >= std::max(stride, dilation))
       ctx.fail("output_padding [{}] must be smaller than the stride or dilation on each axis",
                fmt::join(extra, ","));
+    if (x[i + 1] - 1 > limits::kMaxElements / stride)
+      ctx.fail("x {} with stride {} gives an output larger than {}", shape_str(x), stride,
+               limits::kMaxElements);
     y[i + 1] = (x[i + 1] - 1) * stride - a.pads[2 * i] - a.pads[2 * i + 1] + dilation * (w[i] - 1) +
                extra[i] + 1;
     if (y[i + 1] < 1)

@@ -66,6 +66,7 @@ PruneResult structured_prune_run(const PruneOptions& options, const TrainCallbac
 
   TrainOptions train{.data = options.data,
                      .out_dir = options.out_dir,
+                     .overwrite = true,  // prune owns its --out directory
                      .init_from = options.out_dir,
                      .epochs = options.epochs,
                      .lr = lr,
@@ -211,6 +212,7 @@ PruneResult prune_run(const PruneOptions& options, const TrainCallbacks& callbac
 
   TrainOptions train{.data = options.data,
                      .out_dir = options.out_dir,
+                     .overwrite = true,  // prune owns its --out directory
                      .init_from = options.run_dir,
                      .epochs = options.epochs,
                      .lr = lr,

@@ -1,12 +1,15 @@
 #include "runtime/session.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <omp.h>
 
 #include <algorithm>
 #include <chrono>
 #include <limits>
+#include <set>
 
+#include "core/limits.h"
 #include "kernels/kernel.h"
 #include "ops/op_names.h"
 #include "runtime/arena_plan.h"
@@ -44,6 +47,14 @@ Session::Session(const Graph& graph, SessionOptions options,
       options_(std::move(options)),
       variables_(variables ? std::move(variables) : std::make_shared<VariableStore>()),
       rng_(options_.seed) {
+  limits::check_threads(options_.threads, "session");
+  if (!options_.kernel_impl.empty()) {
+    std::set<std::string> impls;
+    for (const KernelDef& def : KernelRegistry::global().all()) impls.insert(def.impl);
+    if (!impls.count(options_.kernel_impl))
+      fail("kernels '{}' is not a kernel implementation (known: {})", options_.kernel_impl,
+           fmt::join(impls, ", "));
+  }
   if (options_.threads > 0) omp_set_num_threads(options_.threads);
 }
 
@@ -103,6 +114,18 @@ Session::Plan& Session::plan_for(const Feeds& feeds, const std::vector<Output>& 
   }
 
   const ArenaPlan arena = plan_arena(buffers);
+  if (arena.bytes > limits::memory_budget() && !buffers.empty()) {
+    // Name the largest tensor: it is almost always the one a hostile or mistaken shape blew up.
+    size_t largest = 0;
+    for (size_t b = 1; b < buffers.size(); ++b)
+      if (buffers[b].bytes > buffers[largest].bytes) largest = b;
+    const Node& n = g.node(buffer_outputs[largest].node);
+    limits::check_memory(arena.bytes,
+                         fmt::format("running the graph (largest tensor: node '{}' ({}) output {}, "
+                                     "{})",
+                                     n.name, n.op, type_str(g.type(buffer_outputs[largest])),
+                                     limits::byte_size_str(buffers[largest].bytes)));
+  }
   plan->arena = Storage::allocate(arena.bytes);
   plan->values.resize(static_cast<size_t>(g.num_nodes()));
   for (size_t b = 0; b < buffers.size(); ++b) {

@@ -206,6 +206,32 @@ json report_json(const EpochReport& r) {
 
 std::string epoch_report_json(const EpochReport& report) { return report_json(report).dump(); }
 
+// --resume continues the run as it was started: a flag that names another model, data set or
+// option would silently mix two runs, so it is refused rather than obeyed or ignored.
+void refuse_contradictions(const TrainOptions& options, const RunConfig& run) {
+  const std::string& dir = options.resume_dir;
+  if (!options.model_path.empty())
+    fail("train: --resume {} trains the run's own model; drop --model {} (or start a new run "
+         "with --out)", dir, options.model_path);
+  if (!options.out_dir.empty() && options.out_dir != dir)
+    fail("train: --resume {} writes to its own directory; drop --out {}", dir, options.out_dir);
+  auto refuse = [&](const char* flag, const auto& given, const auto& stored) {
+    if (given != stored)
+      fail("train: {} {} contradicts the run in {}, which trains with {} {}; drop it to resume",
+           flag, given, dir, flag, stored);
+  };
+  if (!options.data.empty()) refuse("--data", options.data, run.data);
+  if (options.batch) refuse("--batch", *options.batch, run.batch);
+  if (options.lr) refuse("--lr", *options.lr, run.lr);
+  if (options.optimizer) refuse("--optimizer", *options.optimizer, run.optimizer);
+  if (options.weight_decay) refuse("--weight-decay", *options.weight_decay, run.weight_decay);
+  if (options.momentum) refuse("--momentum", *options.momentum, run.momentum);
+  if (options.lr_schedule) refuse("--lr-schedule", *options.lr_schedule, run.lr_schedule);
+  if (options.seed) refuse("--seed", *options.seed, run.seed);
+  if (options.train_limit) refuse("--train-limit", options.train_limit, run.train_limit);
+  if (options.test_limit) refuse("--test-limit", options.test_limit, run.test_limit);
+}
+
 std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks& all_callbacks) {
   Communicator* const comm = options.comm;
   const int rank = comm ? comm->rank() : 0;
@@ -244,10 +270,7 @@ std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks
       config.test_limit = o.at("test_limit");
       config.lr_scaling = o.value("lr_scaling", config.lr_scaling);
     });
-    if (!options.model_path.empty() &&
-        load_model_spec(options.model_path).text != resumed->spec().text)
-      fail("train: --model {} is not the model of {} ({}); leave --model out to resume it",
-           options.model_path, options.resume_dir, resumed->spec().origin);
+    refuse_contradictions(options, config);
   } else if (!options.init_from.empty()) {
     if (options.out_dir.empty()) fail("train: --out DIR is required");
     initial.emplace(options.init_from);
@@ -278,7 +301,7 @@ std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks
     config.momentum = spec_default<double>(spec, "momentum", config.momentum);
     config.lr_schedule = spec_default<std::string>(spec, "lr_schedule", config.lr_schedule);
     config.seed = spec_default<uint64_t>(spec, "seed", config.seed);
-    config.data = options.data;
+    config.data = options.data.empty() ? "mnist" : options.data;
     config.train_limit = options.train_limit;
     config.test_limit = options.test_limit;
   }
@@ -311,6 +334,10 @@ std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks
   if (!(config.lr > 0.0) || !std::isfinite(config.lr))
     fail("train: --lr must be a positive number, got {}", config.lr);
   const std::string out_dir = resuming ? options.resume_dir : options.out_dir;
+  if (!resuming && !options.overwrite && std::filesystem::exists(checkpoint_path(out_dir)))
+    fail("train: {} already holds a run (its checkpoint {}); continue it with --resume {}, or "
+         "replace it with --overwrite",
+         out_dir, checkpoint_path(out_dir), out_dir);
 
   // Data.
   DataSplit split = load_dataset(config.data);
@@ -493,10 +520,14 @@ std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks
       std::vector<Tensor> out = session.run({{t.model.input, images}, {t.labels, labels}}, fetches,
                                             true, on_fetch_ready);
       const float loss = *out[0].data<float>();
-      if (!std::isfinite(loss))
+      if (!std::isfinite(loss)) {
+        const std::string where = std::filesystem::exists(checkpoint_path(out_dir))
+                                      ? "the last checkpoint is " + checkpoint_path(out_dir)
+                                      : "no checkpoint was written yet";
         fail("step {}: loss is {} (epoch {}, batch {}); lower --lr (now {:g}) or check the data; "
-             "the last checkpoint is {}",
-             step + 1, loss, epoch + 1, batches.step_in_epoch(), lr, checkpoint_path(out_dir));
+             "{}",
+             step + 1, loss, epoch + 1, batches.step_in_epoch(), lr, where);
+      }
       for (size_t i = 0; i < num_params; ++i) local_grads[i] = out[2 + i];
       const std::vector<Tensor>& grads = buckets ? buckets->finish(local_grads, step + 1) : local_grads;
       optimizer.begin_step();
@@ -600,8 +631,7 @@ RunEvaluator::RunEvaluator(const std::string& run_dir, const std::string& data, 
   run.restore_variables(*impl_->store, impl_->graph.model);
   impl_->session = std::make_unique<Session>(impl_->graph.model.graph,
                                              SessionOptions{.threads = threads}, impl_->store);
-  DataSplit split = load_dataset(data);
-  impl_->test = limited(split.test, limit);
+  impl_->test = limited(load_test_split(data), limit);
   const Dataset& test = impl_->test;
   const Shape example = {test.images.dim(1), test.images.dim(2), test.images.dim(3)};
   if (example != impl_->spec.input)

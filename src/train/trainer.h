@@ -21,8 +21,9 @@ class Communicator;
 
 struct TrainOptions {
   std::string model_path;  // a spec file; empty when resuming
-  std::string data = "mnist";
+  std::string data;  // empty: mnist for a new run, the run's own data set when resuming
   std::string out_dir;
+  bool overwrite = false;  // a new run may replace the checkpoint already in out_dir
   std::string resume_dir;  // non-empty: continue the run stored there
   // Non-empty: a new run in out_dir that starts from this run's model, variables and training
   // options (fine-tuning, e.g. retraining after pruning); the other options override them.

@@ -1,6 +1,7 @@
 // `slimflow classify`: label_image for slimflow models — decode, resize, normalise, top-k.
 #include <algorithm>
 #include <cstdio>
+#include <cmath>
 #include <fstream>
 #include <memory>
 #include <numeric>
@@ -21,6 +22,11 @@ std::vector<std::string> read_labels(const std::string& path) {
   std::string line;
   while (std::getline(in, line)) {
     if (!line.empty() && line.back() == '\r') line.pop_back();
+    // Labels are printed to the terminal: control bytes mean this is not a label file.
+    for (char ch : line)
+      if ((static_cast<unsigned char>(ch) < 0x20 && ch != '\t') || ch == 0x7f)
+        fail("{}:{}: control byte 0x{:02x}: not a text label file", path, labels.size() + 1,
+             static_cast<unsigned char>(ch));
     labels.push_back(line);
   }
   while (!labels.empty() && labels.back().empty()) labels.pop_back();
@@ -62,7 +68,10 @@ Action add_classify_command(CLI::App& app) {
         a->mean.value_or(static_cast<float>(metadata_number(file, "input_mean", 0.0)));
     const float std =
         a->std.value_or(static_cast<float>(metadata_number(file, "input_std", 255.0)));
-    if (std == 0.0f) fail("--input-std must not be 0");
+    if (!std::isfinite(std) || std == 0.0f) {
+      if (a->std) fail("--input-std {} must be finite and non-zero", std);
+      fail("{}: its metadata input_std {} must be finite and non-zero", a->model, std);
+    }
     Image image = decode_image(a->image);
     if (channels != 1 && channels != 3 && channels != image.channels)
       fail("{}: {}-channel image; {} takes {} channels (gray or RGB images convert to 1 or 3)",
@@ -77,7 +86,7 @@ Action add_classify_command(CLI::App& app) {
     std::vector<std::string> labels;
     if (!a->labels.empty()) {
       labels = read_labels(a->labels);
-      if (static_cast<int64_t>(labels.size()) < classes)
+      if (static_cast<int64_t>(labels.size()) != classes)
         fail("{}: {} labels, but the model has {} classes", a->labels, labels.size(), classes);
     }
     std::vector<int64_t> order(static_cast<size_t>(classes));

@@ -22,8 +22,8 @@ EvalResult evaluate_model_file(const std::string& path, const std::string& data,
   ModelToRun model = open_model_to_run(path);
   const ModelFile& file = model.file;
   if (file.inputs.size() != 1) fail("{}: eval needs a model with one input", path);
-  DataSplit split = load_dataset(data);
-  Dataset test = limit > 0 && limit < split.test.size() ? take(split.test, limit) : split.test;
+  const Dataset all = load_test_split(data);
+  Dataset test = limit > 0 && limit < all.size() ? take(all, limit) : all;
   Shape example = {test.images.dim(1), test.images.dim(2), test.images.dim(3)};
   if (image_input_hwc(file) != example)
     fail("{}: input '{}' is {}, but {} images are {} (HWC)", path, file.inputs[0],

@@ -24,8 +24,7 @@ Action add_export_images_command(CLI::App& app) {
   cmd->add_option("--count", a->count, "How many images")->default_val(5);
   cmd->add_option("--out-dir", a->out_dir, "Folder for <index>-label<k>.png")->required();
   return [a]() {
-    DataSplit split = load_dataset(a->data);
-    const Dataset& test = split.test;
+    const Dataset test = load_test_split(a->data);
     if (test.images.dim(3) != 1) fail("export-images: only single-channel data sets are supported");
     std::filesystem::create_directories(a->out_dir);
     const int64_t h = test.images.dim(1), w = test.images.dim(2);

@@ -1,9 +1,14 @@
 // `slimflow freeze` (training run -> .sfm) and `slimflow import` (.onnx -> .sfm).
+#include <algorithm>
+#include <fmt/ranges.h>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
 
+#include <unistd.h>
+
 #include "commands.h"
+#include "io/atomic_file.h"
 #include "model_io.h"
 #include "modelfile/model_file.h"
 #include "train/freeze_run.h"
@@ -50,8 +55,30 @@ Action add_import_command(CLI::App& app) {
     std::map<std::string, Shape> input_shapes;
     for (const std::string& s : *shapes) input_shapes.insert(parse_input_shape(s));
     ModelFile model = open_model(*path, input_shapes);
+    for (const auto& [name, shape] : input_shapes)
+      if (std::find(model.inputs.begin(), model.inputs.end(), name) == model.inputs.end())
+        fail("--input-shape {}: {} has no input named '{}' (inputs: {})", name, *path, name,
+             fmt::join(model.inputs, ", "));
     model.metadata["source"] = *path;
-    save_model(*out, model);
+    // Written next to the target and loaded back before it replaces anything: an import that
+    // fails at any step leaves no file, or the previous one, at --out.
+    remove_stale_temporaries(*out);
+    const std::string staged = fmt::format("{}.tmp-{}-import", *out, ::getpid());
+    try {
+      save_model(staged, model);
+      (void)load_model(staged);
+    } catch (const Error& e) {
+      std::error_code ignored;
+      std::filesystem::remove(staged, ignored);
+      fail("import {}: the converted model does not load back, nothing written to {}: {}", *path,
+           *out, e.what());
+    }
+    std::error_code ec;
+    std::filesystem::rename(staged, *out, ec);
+    if (ec) {
+      std::filesystem::remove(staged, ec);
+      fail("{}: cannot write model: {}", *out, ec.message());
+    }
     print_saved(*out);
     return 0;
   };

@@ -3,11 +3,13 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <fmt/format.h>
 #include <memory>
 
 #include "commands.h"
 #include "kernels/cpu_report.h"
+#include "modelfile/verify.h"
 #include "model_io.h"
 #include "ops/op_names.h"
 
@@ -54,6 +56,22 @@ int print_cpu_report(bool json_output) {
   return 0;
 }
 
+// Fails unless the weight data of an .sfm file matches its recorded checksum; reports on stderr.
+void verify_model_weights(const std::string& path) {
+  if (std::filesystem::path(path).extension() == ".onnx")
+    fail("{}: --verify checks .sfm files (ONNX records no weight checksum)", path);
+  const WeightsCheck check = verify_weights(path);
+  if (!check.recorded)
+    fail("{}: records no weight checksum (written before checksums existed); import or freeze it "
+         "again to add one",
+         path);
+  if (!check.ok())
+    fail("{}: weight data is corrupt: its {} bytes have CRC-32 {:08x}, the file records {:08x}",
+         path, check.data_bytes, check.actual, *check.recorded);
+  std::fprintf(stderr, "%s: weights verified (%llu bytes, CRC-32 %08x)\n", path.c_str(),
+               static_cast<unsigned long long>(check.data_bytes), check.actual);
+}
+
 }  // namespace
 
 Action add_inspect_command(CLI::App& app) {
@@ -66,9 +84,13 @@ Action add_inspect_command(CLI::App& app) {
   cmd->add_flag("--cpu", *cpu,
                 "Show what this CPU offers and which kernel paths the engine takes on it")
       ->excludes(model_option);
-  return [path, json_output, cpu]() {
+  auto verify = std::make_shared<bool>(false);
+  cmd->add_flag("--verify", *verify,
+                "Check the weight data against the CRC-32 recorded when the model was written");
+  return [path, json_output, cpu, verify]() {
     if (*cpu) return print_cpu_report(*json_output);
     if (path->empty()) fail("inspect: give a model file, or --cpu");
+    if (*verify) verify_model_weights(*path);
     ModelFile model = open_model(*path);
     const Graph& g = model.graph;
     nlohmann::json nodes = nlohmann::json::array();

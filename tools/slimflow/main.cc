@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "cli_hygiene.h"
 #include "commands.h"
 #include "core/error.h"
 
@@ -26,11 +27,8 @@ int main(int argc, char** argv) {
   remember(sf::cli::add_prune_command(app));
   remember(sf::cli::add_size_report_command(app));
   remember(sf::cli::add_export_command(app));
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  }
+  sf::cli::add_common_limits(app);
+  if (int rc = sf::cli::parse_or_report(app, argc, argv); rc >= 0) return rc;
   try {
     for (auto& [sub, action] : commands)
       if (sub->parsed()) return action();

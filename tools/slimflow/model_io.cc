@@ -36,9 +36,13 @@ std::pair<std::string, Shape> parse_input_shape(const std::string& text) {
 namespace {
 
 void reject_run_directory(const std::string& path) {
-  if (std::filesystem::is_directory(path))
-    fail("{}: is a directory; freeze a training run first (slimflow freeze {} --out model.sfm)",
+  if (!std::filesystem::is_directory(path)) return;
+  // Only a training run (its checkpoint) can be frozen; any other folder is just not a model.
+  if (std::filesystem::exists(std::filesystem::path(path) / "checkpoint.sfck"))
+    fail("{}: is a training run, not a model file; freeze it first (slimflow freeze {} --out "
+         "model.sfm)",
          path, path);
+  fail("{}: is a directory, not a model file (.sfm or .onnx)", path);
 }
 
 bool is_onnx(const std::string& path) { return std::filesystem::path(path).extension() == ".onnx"; }
@@ -73,11 +77,16 @@ Shape with_batch(const Shape& shape, int64_t batch) {
 double metadata_number(const ModelFile& model, const std::string& key, double fallback) {
   auto it = model.metadata.find(key);
   if (it == model.metadata.end()) return fallback;
+  size_t used = 0;
+  double value = 0.0;
   try {
-    return std::stod(it->second);
+    value = std::stod(it->second, &used);
   } catch (const std::exception&) {
-    return fallback;
+    used = 0;
   }
+  if (used == 0 || used != it->second.size() || !std::isfinite(value))
+    fail("the model's metadata {} is '{}', not a finite number", key, it->second);
+  return value;
 }
 
 Tensor as_probabilities(const Tensor& output) {

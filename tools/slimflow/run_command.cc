@@ -1,6 +1,7 @@
 // `slimflow run`: feed .npy inputs, write one .npy per output (to compare with other runtimes).
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <memory>
 
 #include "commands.h"
@@ -54,14 +55,23 @@ Action add_run_command(CLI::App& app) {
     }
     if (feeds.size() != model.inputs.size())
       fail("the model has {} inputs, {} given", model.inputs.size(), feeds.size());
+    // One file per output, checked before anything runs or is written: 'a/b' and 'a_b' would
+    // otherwise both become a_b.npy, the second silently replacing the first.
+    std::vector<std::string> files;
+    std::map<std::string, std::string> owner;  // file name -> the output written there
+    for (const std::string& output : model.outputs) {
+      std::string name = output;
+      for (char& c : name)
+        if (c == '/' || c == ':') c = '_';
+      if (auto [it, fresh] = owner.emplace(name, output); !fresh)
+        fail("outputs '{}' and '{}' would both be written to {}.npy", it->second, output, name);
+      files.push_back(name + ".npy");
+    }
     Session session(model.graph, SessionOptions{.threads = a->threads});
     std::vector<Tensor> outs = session.run(feeds, run.output_ports);
     std::filesystem::create_directories(a->output_dir);
     for (size_t i = 0; i < outs.size(); ++i) {
-      std::string name = model.outputs[i];
-      for (char& c : name)
-        if (c == '/' || c == ':') c = '_';
-      std::string path = (std::filesystem::path(a->output_dir) / (name + ".npy")).string();
+      std::string path = (std::filesystem::path(a->output_dir) / files[i]).string();
       write_npy(path, outs[i]);
       std::fprintf(stderr, "wrote %s %s%s\n", path.c_str(), dtype_name(outs[i].dtype()),
                    shape_str(outs[i].shape()).c_str());

@@ -86,7 +86,8 @@ Action add_size_report_command(CLI::App& app) {
       "Model size per layer: fp32 -> pruned -> quantized -> Huffman (Deep Compression)");
   auto a = std::make_shared<SizeReportArgs>();
   cmd->add_option("model", a->model, "Model (.sfm or .onnx)")->required();
-  cmd->add_option("--bits", a->options.bits, "Quantize nonzero weights to 2..8 bits (codebook)");
+  cmd->add_option("--bits", a->options.bits, "Quantize nonzero weights to 2..8 bits (codebook)")
+      ->check(CLI::Range(2, 8));
   cmd->add_option("--scheme", a->options.scheme, "kmeans | linear")->default_str("kmeans");
   cmd->add_option("--write", a->write, "Write the compressed model (.sfm) with these encodings");
   cmd->add_flag("--json", a->json, "Print one JSON object");

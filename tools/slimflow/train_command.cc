@@ -51,13 +51,12 @@ Action add_train_command(CLI::App& app) {
   cmd->add_flag("--json", *json_output, "Print one JSON object per epoch on stdout");
   cmd->add_flag("--quiet", *quiet, "No progress line");
   cmd->add_flag("--profile", options->profile, "Print per-node training-step times each epoch");
-  cmd->callback([options]() {
-    if (options->data.empty()) options->data = "mnist";
-  });
+  cmd->add_flag("--overwrite", options->overwrite,
+                "With --out: replace the run already in that directory");
 
   return [options, json_output, quiet, comm_timeout]() {
     TrainOptions opts = *options;
-    // With --resume the data set comes from the run unless --data is given explicitly.
+    // An empty --data means mnist for a new run and the run's own data set with --resume.
     auto printer = std::make_shared<ProgressPrinter>();
     TrainCallbacks callbacks;
     if (!*quiet) callbacks.on_progress = [printer](const Progress& p) { printer->update(p); };

@@ -1,0 +1,101 @@
+// The shared limits (core/limits.h) and where they bite: element counts without overflow, the
+// memory budget on tensor storage, bounded window geometry, and stale-temporary cleanup.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "core/limits.h"
+#include "core/tensor.h"
+#include "io/atomic_file.h"
+#include "ops/conv_geometry.h"
+#include "support/testing.h"
+
+namespace sf {
+namespace {
+
+TEST(LimitsTest, ElementCountsNeverOverflow) {
+  EXPECT_EQ(limits::checked_num_elements({2, 3, 4}, "t"), 24);
+  EXPECT_EQ(limits::checked_num_elements({}, "t"), 1);
+  // A zero dimension counts as 1 in the bound, so no partial product can overflow either.
+  EXPECT_EQ(limits::checked_num_elements({0, int64_t{1} << 30}, "t"), 0);
+  testing::expect_error([] { limits::checked_num_elements({0, int64_t{1} << 62}, "x"); },
+                        "has more than");
+  testing::expect_error([] { limits::checked_num_elements({int64_t{1} << 62, int64_t{1} << 62}, "x"); },
+                        "x [4611686018427387904,4611686018427387904] has more than");
+  testing::expect_error([] { limits::checked_num_elements({1, int64_t{1} << 31, int64_t{1} << 31, 3}, "x"); },
+                        "has more than 1099511627776 elements");
+  testing::expect_error([] { limits::checked_num_elements(Shape(17, 1), "x"); }, "rank 17");
+  testing::expect_error([] { limits::checked_num_elements({2, -1}, "x"); }, "negative");
+}
+
+TEST(LimitsTest, ParsesByteSizes) {
+  EXPECT_EQ(limits::parse_byte_size("512M", "f"), uint64_t{512} << 20);
+  EXPECT_EQ(limits::parse_byte_size("2G", "f"), uint64_t{2} << 30);
+  EXPECT_EQ(limits::parse_byte_size("1.5GiB", "f"), uint64_t{3} << 29);
+  EXPECT_EQ(limits::parse_byte_size("4096", "f"), 4096u);
+  testing::expect_error([] { limits::parse_byte_size("lots", "--max-memory"); }, "--max-memory 'lots'");
+  testing::expect_error([] { limits::parse_byte_size("5X", "--max-memory"); }, "unknown unit");
+  testing::expect_error([] { limits::parse_byte_size("-1G", "--max-memory"); }, "positive");
+}
+
+TEST(LimitsTest, TensorStorageStaysWithinTheMemoryBudget) {
+  const uint64_t before = limits::memory_budget();
+  limits::set_memory_budget(uint64_t{64} << 20);
+  Tensor small(DType::f32, {1024, 1024});  // 4 MiB: fits
+  testing::expect_error([] { Tensor big(DType::f32, {1 << 14, 1 << 14}); },
+                        "needs 1.0 GiB, more than the memory budget of 64.0 MiB");
+  limits::set_memory_budget(before);
+}
+
+TEST(LimitsTest, WindowPaddingIsBounded) {
+  WindowAttrs a{.window = {3, 3}, .strides = {1, 1}, .dilations = {36, 36}, .padding = "SAME",
+                .pads = {0, 0, 0, 0}};
+  Window2D g;
+  // DeepLab's atrous rate 36 on a 33x33 map: legitimate.
+  EXPECT_EQ(window_2d(33, 33, 3, 3, a, &g), "");
+  EXPECT_EQ(g.h.out, 33);
+  a.dilations = {1 << 20, 1 << 20};
+  EXPECT_NE(window_2d(28, 28, 3, 3, a, &g).find("exceeds 32768"), std::string::npos);
+  a.dilations = {int64_t{1} << 62, 1};
+  EXPECT_NE(window_2d(28, 28, 3, 3, a, &g).find("spans more than"), std::string::npos);
+  a.dilations = {1, 1};
+  a.strides = {int64_t{1} << 62, 1};
+  EXPECT_EQ(window_2d(28, 28, 3, 3, a, &g), "");
+  EXPECT_EQ(g.h.out, 1);
+  a.strides = {1, 1};
+  a.padding = "EXPLICIT";
+  a.pads = {int64_t{1} << 40, 0, 0, 0};
+  EXPECT_NE(window_2d(28, 28, 3, 3, a, &g).find("pads"), std::string::npos);
+}
+
+TEST(LimitsTest, ThreadsAreBounded) {
+  limits::check_threads(0, "t");
+  limits::check_threads(limits::kMaxThreads, "t");
+  testing::expect_error([] { limits::check_threads(100000, "--threads"); },
+                        "--threads: 100000 threads requested");
+  testing::expect_error([] { limits::check_threads(-5, "--threads"); }, "-5 threads");
+}
+
+TEST(AtomicFileTest, RemovesStaleTemporariesOfDeadWriters) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("sf-stale-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string target = (dir / "model.sfm").string();
+  // pid 999999999 does not exist; our own pid does; another target's temporary is not ours.
+  const std::string dead = target + ".tmp-999999999-0";
+  const std::string alive = target + ".tmp-" + std::to_string(::getpid()) + "-77";
+  const std::string other = (dir / "other.sfm.tmp-999999999-0").string();
+  for (const std::string& p : {dead, alive, other}) std::ofstream(p) << "x";
+  AtomicFile file(target, "model");
+  file.write("abc", 3);
+  file.commit();
+  EXPECT_FALSE(std::filesystem::exists(dead));
+  EXPECT_TRUE(std::filesystem::exists(alive));
+  EXPECT_TRUE(std::filesystem::exists(other));
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace sf
