@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -38,6 +39,7 @@ struct RunConfig {
   std::string data;
   int64_t train_limit = 0;
   int64_t test_limit = 0;
+  Augmentation augment;
 
   json to_json() const {
     return {{"epochs", epochs},       {"batch", batch},
@@ -45,7 +47,7 @@ struct RunConfig {
             {"weight_decay", weight_decay}, {"momentum", momentum},
             {"lr_schedule", lr_schedule}, {"seed", seed},
             {"data", data},           {"train_limit", train_limit},
-            {"test_limit", test_limit}};
+            {"test_limit", test_limit}, {"augment", augmentation_str(augment)}};
   }
 };
 
@@ -69,17 +71,31 @@ T spec_default(const ModelSpec& spec, const std::string& key, T fallback) {
 struct TrainingGraph {
   Model model;
   Output labels;
-  Output loss;
+  Output teacher_logits;  // distillation only
+  Output loss;            // what training minimizes
+  Output label_loss;      // cross-entropy against the labels (the test loss)
   Output probs;
   std::vector<Output> grads;
 };
 
-TrainingGraph build_training_graph(const ModelSpec& spec, int64_t batch) {
-  TrainingGraph t{build_model(spec, batch), {}, {}, {}, {}};
+TrainingGraph build_training_graph(const ModelSpec& spec, int64_t batch,
+                                   const Distillation* distillation = nullptr) {
+  TrainingGraph t{build_model(spec, batch), {}, {}, {}, {}, {}, {}};
   Graph& g = t.model.graph;
   t.labels = ops::placeholder(g, DType::i32, {batch}, "labels");
-  t.loss = ops::softmax_cross_entropy(g, t.model.logits, t.labels, "loss");
-  t.probs = Output{t.loss.node, 1};
+  if (distillation) {
+    if (distillation->classes != spec.classes)
+      fail("distill: the teacher has {} classes, the student {} ({}) has {}",
+           distillation->classes, spec.name, spec.origin, spec.classes);
+    t.label_loss = ops::softmax_cross_entropy(g, t.model.logits, t.labels, "label_loss");
+    t.teacher_logits =
+        ops::placeholder(g, DType::f32, {batch, distillation->classes}, "teacher_logits");
+    t.loss = distillation_loss(g, t.model.logits, t.teacher_logits, t.label_loss,
+                               distillation->temperature, distillation->alpha);
+  } else {
+    t.loss = t.label_loss = ops::softmax_cross_entropy(g, t.model.logits, t.labels, "loss");
+  }
+  t.probs = Output{t.label_loss.node, 1};
   std::vector<Output> wrt;
   for (const Parameter& p : t.model.parameters) wrt.push_back(p.output);
   t.grads = gradients(g, t.loss, wrt);
@@ -112,7 +128,15 @@ EvalResult evaluate(Session& session, const TrainingGraph& t, const Dataset& tes
   double loss_sum = 0.0;
   int64_t correct = 0;
   while (it.next(images, labels)) {
-    auto out = session.run({{t.model.input, images}, {t.labels, labels}}, {t.loss, t.probs}, false);
+    Feeds feeds = {{t.model.input, images}, {t.labels, labels}};
+    // Shapes are re-inferred over the whole graph for the evaluation batch, so the teacher's
+    // input (which the test loss does not read) gets a placeholder of that batch.
+    if (t.teacher_logits.valid()) {
+      Tensor unused(DType::f32, {labels.numel(), t.model.graph.type(t.teacher_logits).shape[1]});
+      std::fill(unused.data<float>(), unused.data<float>() + unused.numel(), 0.0f);
+      feeds.emplace_back(t.teacher_logits, unused);
+    }
+    auto out = session.run(feeds, {t.label_loss, t.probs}, false);
     loss_sum += static_cast<double>(*out[0].data<float>()) * static_cast<double>(labels.numel());
     correct += count_correct(out[1], labels);
     result.count += labels.numel();
@@ -174,6 +198,9 @@ std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks
       fail("{}: no checkpoint to resume from (expected {})", options.resume_dir, path);
     resumed.emplace(options.resume_dir);
     spec = resumed->spec();
+    if (resumed->metadata().contains("distill") && !options.distillation)
+      fail("{}: a distillation run; resume it with slimflow distill --resume {}",
+           options.resume_dir, options.resume_dir);
     resumed->read_metadata([&](const json& meta) {
       const json& o = meta.at("options");
       config.epochs = o.at("epochs");
@@ -187,6 +214,7 @@ std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks
       config.data = o.at("data");
       config.train_limit = o.at("train_limit");
       config.test_limit = o.at("test_limit");
+      config.augment = parse_augmentation(o.value("augment", ""));
     });
   } else if (!options.init_from.empty()) {
     if (options.out_dir.empty()) fail("train: --out DIR is required");
@@ -202,6 +230,7 @@ std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks
       config.lr_schedule = o.at("lr_schedule");
       config.seed = o.at("seed");
       config.data = o.at("data");
+      config.augment = parse_augmentation(o.value("augment", ""));
     });
     config.train_limit = options.train_limit;
     config.test_limit = options.test_limit;
@@ -238,6 +267,7 @@ std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks
   if (options.momentum) config.momentum = *options.momentum;
   if (options.lr_schedule) config.lr_schedule = *options.lr_schedule;
   if (options.seed) config.seed = *options.seed;
+  if (!options.augment.empty()) config.augment = parse_augmentation(options.augment);
   if (!resuming && options.epochs) config.epochs = *options.epochs;
   if (resuming && options.train_limit) config.train_limit = options.train_limit;
   if (resuming && options.test_limit) config.test_limit = options.test_limit;
@@ -261,7 +291,12 @@ std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks
     fail("train: batch {} is larger than the {} training examples", config.batch, train_data.size());
 
   // Graph, session, variables.
-  TrainingGraph t = build_training_graph(spec, config.batch);
+  const Distillation* distillation = options.distillation.get();
+  TrainingGraph t = build_training_graph(spec, config.batch, distillation);
+  std::optional<TeacherOutputs> teacher;
+  if (distillation)
+    teacher.emplace(*distillation, train_data, /*cache=*/!config.augment.any(), config.batch,
+                    message);
   auto store = std::make_shared<VariableStore>();
   Session session(t.model.graph,
                   SessionOptions{.threads = options.threads,
@@ -274,7 +309,8 @@ std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks
   BatchIterator batches(train_data, BatchOptions{.batch_size = config.batch,
                                                  .seed = config.seed,
                                                  .shuffle = true,
-                                                 .drop_last = true});
+                                                 .drop_last = true,
+                                                 .augment = config.augment});
   const int64_t batches_per_epoch = batches.batches_per_epoch();
   int64_t epoch = 0, start_batch = 0, step = 0;
   double resumed_loss_sum = 0.0, resumed_seconds = 0.0;
@@ -343,6 +379,7 @@ std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks
                    {"seen", epoch_seen},
                    {"seconds", epoch_seconds_before}}},
                  {"history", history_json}};
+    if (distillation) meta["distill"] = distillation->description;
     ckpt.metadata_json = meta.dump();
     save_checkpoint(checkpoint_path(out_dir), ckpt);
   };
@@ -369,8 +406,13 @@ std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks
     double lr = schedule.at(step);
     while (batches.next(images, labels)) {
       lr = schedule.at(step);
-      std::vector<Tensor> out =
-          session.run({{t.model.input, images}, {t.labels, labels}}, fetches, true);
+      Feeds feeds = {{t.model.input, images}, {t.labels, labels}};
+      if (teacher) {
+        const auto first = batches.order().begin() + (batches.batch_index() - 1) * config.batch;
+        feeds.emplace_back(t.teacher_logits,
+                           teacher->for_batch(images, {first, first + labels.numel()}));
+      }
+      std::vector<Tensor> out = session.run(feeds, fetches, true);
       const float loss = *out[0].data<float>();
       if (!std::isfinite(loss))
         fail("step {}: loss is {} (epoch {}, batch {}); lower --lr (now {:g}) or check the data; "

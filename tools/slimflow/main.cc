@@ -26,6 +26,7 @@ int main(int argc, char** argv) {
   remember(sf::cli::add_prune_command(app));
   remember(sf::cli::add_size_report_command(app));
   remember(sf::cli::add_export_command(app));
+  remember(sf::cli::add_distill_command(app));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
