@@ -31,7 +31,7 @@ Action add_distill_command(CLI::App& app) {
                   "Weight of the teacher's soft targets in [0, 1]; labels get 1 - alpha "
                   "(default 0.9)");
   add_training_flags(cmd, a->options, a->json, a->quiet);
-  return [a]() {
+  return [a, cmd]() {
     TeacherSource source{.path = a->teacher,
                          .logits_node = a->teacher_logits,
                          .temperature = a->temperature.value_or(4.0),
@@ -58,6 +58,8 @@ Action add_distill_command(CLI::App& app) {
         a->options.model_path.empty())
       fail("distill: --student SPEC is required");
     TrainOptions options = a->options;
+    // A resumed run keeps its own data set unless --data names another.
+    if (!options.resume_dir.empty() && cmd->get_option("--data")->count() == 0) options.data.clear();
     options.distillation = open_teacher(source);
     train(options, printing_callbacks(a->json, a->quiet));
     return 0;
