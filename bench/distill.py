@@ -15,7 +15,8 @@ The paper trains for hundreds of epochs; a full run here (30 epochs each) takes 
 shared cores, so the epochs are flags and the table says what ran:
 
     /usr/bin/python3 bench/distill.py [--threads 2] [--epochs 30] [--cnn-epochs 5]
-        [--student-epochs 10] [--temperature 20] [--alpha 0.9] [--train-limit N] [--json]
+        [--student-epochs 10] [--temperature 20] [--cnn-temperature 4] [--alpha 0.9]
+        [--train-limit N] [--skip hinton,cnn,augment,peer] [--json]
 
 Writes runs/bench-distill/ (runs, frozen models, results.json) and prints tables.
 """
@@ -81,7 +82,7 @@ class Bench:
         print(f"   {name}: {time.time() - start:.0f} s", file=sys.stderr)
         return json_lines(text)
 
-    def distill(self, name, teacher, spec, data, epochs, extra=()):
+    def distill(self, name, teacher, spec, data, epochs, extra=(), temperature=None):
         out = self.path(name)
         log = out + ".jsonl"
         if os.path.exists(log) and len(json_lines(open(log).read())) == epochs:
@@ -89,7 +90,7 @@ class Bench:
         subprocess.run(["rm", "-rf", out])
         start = time.time()
         text = run([self.sf, "distill", "--teacher", self.path(teacher), "--student", spec,
-                    "--data", data, "--temperature", str(self.a.temperature), "--alpha",
+                    "--data", data, "--temperature", str(temperature or self.a.temperature), "--alpha",
                     str(self.a.alpha), "--epochs", str(epochs), "--out", out, *extra,
                     *self.common])
         open(log, "w").write(text)
@@ -188,7 +189,8 @@ def main():
     p.add_argument("--cnn-epochs", type=int, default=5, help="Deep-MNIST teacher epochs")
     p.add_argument("--student-epochs", type=int, default=10, help="zoo student epochs")
     p.add_argument("--zoo-student", default="squeezenet-mnist")
-    p.add_argument("--temperature", type=float, default=20.0)
+    p.add_argument("--temperature", type=float, default=20.0, help="Hinton pair (the paper's)")
+    p.add_argument("--cnn-temperature", type=float, default=4.0, help="CNN -> zoo student")
     p.add_argument("--alpha", type=float, default=0.9)
     p.add_argument("--train-limit", type=int, default=0, help="training images (0: all 60,000)")
     p.add_argument("--test-limit", type=int, default=0)
@@ -218,14 +220,16 @@ def main():
         results["hinton"] = hinton
 
     if "cnn" not in skip:
-        cnn = {"teacher": "deep-mnist", "student": a.zoo_student}
+        cnn = {"teacher": "deep-mnist", "student": a.zoo_student, "temperature": a.cnn_temperature,
+               "teacher_epochs": a.cnn_epochs, "student_epochs": a.student_epochs}
         for data in ("mnist", "fashion-mnist"):
             tag = data.replace("-", "")
             b.train(f"deep-mnist-{tag}", "models/deep-mnist.yaml", data, a.cnn_epochs)
             b.train(f"{a.zoo_student}-{tag}-alone", f"models/{a.zoo_student}.yaml", data,
                     a.student_epochs)
             b.distill(f"{a.zoo_student}-{tag}-distilled", f"deep-mnist-{tag}",
-                      f"models/{a.zoo_student}.yaml", data, a.student_epochs)
+                      f"models/{a.zoo_student}.yaml", data, a.student_epochs,
+                      temperature=a.cnn_temperature)
             cnn[data] = {k: b.deployed(f"{n}", data) for k, n in (
                 ("teacher", f"deep-mnist-{tag}"), ("alone", f"{a.zoo_student}-{tag}-alone"),
                 ("distilled", f"{a.zoo_student}-{tag}-distilled"))}
@@ -278,7 +282,8 @@ def main():
     if "cnn" in results:
         c = results["cnn"]
         for data in ("mnist", "fashion-mnist"):
-            print(f"\nDeep-MNIST CNN -> {c['student']} on {data}")
+            print(f"\nDeep-MNIST CNN ({c['teacher_epochs']} epochs) -> {c['student']} "
+                  f"({c['student_epochs']} epochs, T = {c['temperature']}) on {data}")
             print(f"{'model':34}{'accuracy':>10}{'parameters':>12}{'bytes':>11}{'b1 ms':>8}")
             for k, r in c[data].items():
                 print(f"{k:34}{100 * r['accuracy']:9.2f}%{r['parameters']:12d}{r['bytes']:11d}"
