@@ -236,6 +236,93 @@ void view_batch(Tensor& t, DType dtype, const Shape& example, int64_t rows, int6
 
 }  // namespace
 
+Augmentation parse_augmentation(const std::string& text) {
+  Augmentation a;
+  if (text.empty() || text == "none") return a;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t comma = text.find(',', start);
+    const std::string part = text.substr(start, comma == std::string::npos ? comma : comma - start);
+    if (part == "flip") {
+      a.flip = true;
+    } else if (part.rfind("shift:", 0) == 0) {
+      const std::string n = part.substr(6);
+      const bool digits = !n.empty() && n.size() <= 3 &&
+                          std::all_of(n.begin(), n.end(), [](char c) { return c >= '0' && c <= '9'; });
+      if (!digits || std::stoll(n) < 1)
+        fail("--augment '{}': shift:N needs N a whole number of pixels from 1 to 999, got '{}'",
+             text, n);
+      a.shift = std::stoll(n);
+    } else {
+      fail("--augment '{}': unknown augmentation '{}' (expected shift:N or flip)", text, part);
+    }
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return a;
+}
+
+std::string augmentation_str(const Augmentation& a) {
+  std::string out;
+  if (a.shift > 0) out = "shift:" + std::to_string(a.shift);
+  if (a.flip) out += out.empty() ? "flip" : ",flip";
+  return out.empty() ? "none" : out;
+}
+
+namespace {
+
+// Copies one [H,W,C] image moved by (dy, dx) pixels, optionally mirrored, zeros filling in.
+void copy_augmented(const float* src, float* dst, int64_t height, int64_t width, int64_t channels,
+                    int64_t dy, int64_t dx, bool flip) {
+  const int64_t row_floats = width * channels;
+  for (int64_t y = 0; y < height; ++y) {
+    float* out = dst + y * row_floats;
+    const int64_t sy = y - dy;
+    if (sy < 0 || sy >= height) {
+      std::memset(out, 0, static_cast<size_t>(row_floats) * sizeof(float));
+      continue;
+    }
+    const float* in = src + sy * row_floats;
+    if (!flip) {
+      // Columns x of the output read x - dx of the input: one block copy and zero margins.
+      const int64_t lo = std::clamp<int64_t>(dx, 0, width), hi = std::min(width, width + dx);
+      std::memset(out, 0, static_cast<size_t>(lo * channels) * sizeof(float));
+      if (hi > lo)
+        std::memcpy(out + lo * channels, in + (lo - dx) * channels,
+                    static_cast<size_t>((hi - lo) * channels) * sizeof(float));
+      std::memset(out + std::max(hi, lo) * channels, 0,
+                  static_cast<size_t>((width - std::max(hi, lo)) * channels) * sizeof(float));
+      continue;
+    }
+    for (int64_t x = 0; x < width; ++x) {
+      const int64_t sx = width - 1 - (x - dx);
+      for (int64_t c = 0; c < channels; ++c)
+        out[x * channels + c] = sx >= 0 && sx < width ? in[sx * channels + c] : 0.0f;
+    }
+  }
+}
+
+}  // namespace
+
+void copy_example(const Dataset& data, int64_t index, const Augmentation& augment, uint64_t seed,
+                  int64_t epoch, float* dst) {
+  const Shape example(data.images.shape().begin() + 1, data.images.shape().end());
+  const auto example_floats = static_cast<size_t>(num_elements(example));
+  const float* src = data.images.data<float>() + index * static_cast<int64_t>(example_floats);
+  if (!augment.any()) {
+    std::memcpy(dst, src, example_floats * sizeof(float));
+    return;
+  }
+  uint64_t state = seed ^ 0x5851f42d4c957f2dull;
+  state = splitmix64(state) + static_cast<uint64_t>(epoch) * 0xd6e8feb86659fd93ull +
+          static_cast<uint64_t>(index) * 0xa0761d6478bd642full;
+  const auto span = static_cast<uint64_t>(2 * augment.shift + 1);
+  const int64_t dy = static_cast<int64_t>(bounded(state, span)) - augment.shift;
+  const int64_t dx = static_cast<int64_t>(bounded(state, span)) - augment.shift;
+  const bool flip = augment.flip && (splitmix64(state) & 1u);
+  copy_augmented(src, dst, example[0], example[1], example[2], dy, dx, flip);
+}
+
 bool BatchIterator::next(Tensor& images, Tensor& labels) {
   if (batch_ >= batches_per_epoch()) {
     ++epoch_;
@@ -251,14 +338,13 @@ bool BatchIterator::next(Tensor& images, Tensor& labels) {
   view_batch(labels, DType::i32, {}, rows, b, "labels");
 
   size_t example_floats = static_cast<size_t>(num_elements(example));
-  const float* src = data_.images.data<float>();
   float* dst = images.data<float>();
   const int32_t* label_src = data_.labels.data<int32_t>();
   int32_t* label_dst = labels.data<int32_t>();
   for (int64_t r = 0; r < rows; ++r) {
     int64_t i = order_[static_cast<size_t>(start + r)];
-    std::memcpy(dst + r * example_floats, src + i * example_floats, example_floats * sizeof(float));
     label_dst[r] = label_src[i];
+    copy_example(data_, i, options_.augment, options_.seed, epoch_, dst + r * example_floats);
   }
   ++batch_;
   return true;

@@ -39,11 +39,33 @@ Dataset load_test_split(const std::string& spec);
 // The first `count` examples of `data` (all of them when count >= size), copied.
 Dataset take(const Dataset& data, int64_t count);
 
+// Random changes to training images, drawn from (seed, epoch, example index) alone, so that a
+// resumed run sees exactly the images it would have seen.
+struct Augmentation {
+  // Moves each image by up to this many pixels along each axis, zeros filling in (Hinton's
+  // jitter; the same as padding by `shift` and cropping back at a random place).
+  int64_t shift = 0;
+  bool flip = false;  // mirrors left-right with probability 1/2 (clothes, not digits)
+  bool any() const { return shift > 0 || flip; }
+};
+
+// "shift:N", "flip", both joined by ',' ("shift:2,flip"); "" or "none": no augmentation.
+// Throws sf::Error "--augment '<text>': ..." naming what is wrong.
+Augmentation parse_augmentation(const std::string& text);
+// The form parse_augmentation reads ("none" when nothing changes).
+std::string augmentation_str(const Augmentation& augmentation);
+
+// Copies example `index` of `data` into `dst` as epoch `epoch` of a run seeded with `seed` sees
+// it: augmented from (seed, epoch, index) alone, so every reader of the data agrees.
+void copy_example(const Dataset& data, int64_t index, const Augmentation& augment, uint64_t seed,
+                  int64_t epoch, float* dst);
+
 struct BatchOptions {
   int64_t batch_size = 64;
   uint64_t seed = 0;
   bool shuffle = true;     // false: every epoch visits examples in file order
   bool drop_last = false;  // true: skip the last batch when it would be smaller than batch_size
+  Augmentation augment;    // applied to the copies in each batch, never to the data set
 };
 
 // Walks a data set in batches. The order of epoch e is a permutation computed from (seed, e)

@@ -1,15 +1,16 @@
 #include "train/sharded_batches.h"
 
-#include <cstring>
 
 #include "core/error.h"
 
 namespace sf {
 
 ShardedBatches::ShardedBatches(const Dataset& data, int64_t batch, uint64_t seed, int rank,
-                               int world)
+                               int world, const Augmentation& augment)
     : data_(data),
       order_source_(data, BatchOptions{.batch_size = 1, .seed = seed, .shuffle = true}),
+      augment_(augment),
+      seed_(seed),
       batch_(batch),
       rank_(rank),
       world_(world) {
@@ -39,7 +40,7 @@ std::vector<int64_t> ShardedBatches::next_indices() const {
 }
 
 bool ShardedBatches::next(Tensor& images, Tensor& labels) {
-  const std::vector<int64_t> indices = next_indices();
+  std::vector<int64_t> indices = next_indices();
   if (indices.empty()) {
     seek(epoch_ + 1, 0);
     return false;
@@ -49,15 +50,14 @@ bool ShardedBatches::next(Tensor& images, Tensor& labels) {
   if (!images.defined() || images.shape() != image_shape) images = Tensor(DType::f32, image_shape);
   if (!labels.defined() || labels.shape() != Shape{batch_}) labels = Tensor(DType::i32, {batch_});
   const size_t example_floats = static_cast<size_t>(data_.images.numel() / data_.size());
-  const float* src = data_.images.data<float>();
   const int32_t* label_src = data_.labels.data<int32_t>();
   float* dst = images.data<float>();
   int32_t* label_dst = labels.data<int32_t>();
   for (size_t r = 0; r < indices.size(); ++r) {
-    std::memcpy(dst + r * example_floats, src + indices[r] * static_cast<int64_t>(example_floats),
-                example_floats * sizeof(float));
+    copy_example(data_, indices[r], augment_, seed_, epoch_, dst + r * example_floats);
     label_dst[r] = label_src[indices[r]];
   }
+  batch_indices_ = std::move(indices);
   offset_ += global_batch();
   return true;
 }

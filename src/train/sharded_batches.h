@@ -17,7 +17,8 @@ namespace sf {
 
 class ShardedBatches {
  public:
-  ShardedBatches(const Dataset& data, int64_t batch, uint64_t seed, int rank, int world);
+  ShardedBatches(const Dataset& data, int64_t batch, uint64_t seed, int rank, int world,
+                 const Augmentation& augment = {});
 
   int64_t batch() const { return batch_; }
   int64_t global_batch() const { return batch_ * world_; }
@@ -37,15 +38,20 @@ class ShardedBatches {
   int64_t step_in_epoch() const { return offset_ / global_batch(); }
   // The example indices this rank's next batch will hold (empty at the epoch's end).
   std::vector<int64_t> next_indices() const;
+  // The example indices of the batch the last successful next() returned.
+  const std::vector<int64_t>& batch_indices() const { return batch_indices_; }
 
  private:
   Dataset data_;
   BatchIterator order_source_;
+  Augmentation augment_;
+  uint64_t seed_;
   int64_t batch_;
   int rank_;
   int world_;
   int64_t epoch_ = 0;
   int64_t offset_ = 0;
+  std::vector<int64_t> batch_indices_;
 };
 
 }  // namespace sf

@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -42,6 +43,7 @@ struct RunConfig {
   int64_t train_limit = 0;
   int64_t test_limit = 0;
   std::string lr_scaling = "linear";
+  Augmentation augment;
 
   json to_json() const {
     return {{"epochs", epochs},       {"batch", batch},
@@ -49,7 +51,8 @@ struct RunConfig {
             {"weight_decay", weight_decay}, {"momentum", momentum},
             {"lr_schedule", lr_schedule}, {"seed", seed},
             {"data", data},           {"train_limit", train_limit},
-            {"test_limit", test_limit}, {"lr_scaling", lr_scaling}};
+            {"test_limit", test_limit}, {"lr_scaling", lr_scaling},
+            {"augment", augmentation_str(augment)}};
   }
 };
 
@@ -73,17 +76,31 @@ T spec_default(const ModelSpec& spec, const std::string& key, T fallback) {
 struct TrainingGraph {
   Model model;
   Output labels;
-  Output loss;
+  Output teacher_logits;  // distillation only
+  Output loss;            // what training minimizes
+  Output label_loss;      // cross-entropy against the labels (the test loss)
   Output probs;
   std::vector<Output> grads;
 };
 
-TrainingGraph build_training_graph(const ModelSpec& spec, int64_t batch) {
-  TrainingGraph t{build_model(spec, batch), {}, {}, {}, {}};
+TrainingGraph build_training_graph(const ModelSpec& spec, int64_t batch,
+                                   const Distillation* distillation = nullptr) {
+  TrainingGraph t{build_model(spec, batch), {}, {}, {}, {}, {}, {}};
   Graph& g = t.model.graph;
   t.labels = ops::placeholder(g, DType::i32, {batch}, "labels");
-  t.loss = ops::softmax_cross_entropy(g, t.model.logits, t.labels, "loss");
-  t.probs = Output{t.loss.node, 1};
+  if (distillation) {
+    if (distillation->classes != spec.classes)
+      fail("distill: the teacher has {} classes, the student {} ({}) has {}",
+           distillation->classes, spec.name, spec.origin, spec.classes);
+    t.label_loss = ops::softmax_cross_entropy(g, t.model.logits, t.labels, "label_loss");
+    t.teacher_logits =
+        ops::placeholder(g, DType::f32, {batch, distillation->classes}, "teacher_logits");
+    t.loss = distillation_loss(g, t.model.logits, t.teacher_logits, t.label_loss,
+                               distillation->temperature, distillation->alpha);
+  } else {
+    t.loss = t.label_loss = ops::softmax_cross_entropy(g, t.model.logits, t.labels, "loss");
+  }
+  t.probs = Output{t.label_loss.node, 1};
   std::vector<Output> wrt;
   for (const Parameter& p : t.model.parameters) wrt.push_back(p.output);
   t.grads = gradients(g, t.loss, wrt);
@@ -116,7 +133,15 @@ EvalResult evaluate(Session& session, const TrainingGraph& t, const Dataset& tes
   double loss_sum = 0.0;
   int64_t correct = 0;
   while (it.next(images, labels)) {
-    auto out = session.run({{t.model.input, images}, {t.labels, labels}}, {t.loss, t.probs}, false);
+    Feeds feeds = {{t.model.input, images}, {t.labels, labels}};
+    // Shapes are re-inferred over the whole graph for the evaluation batch, so the teacher's
+    // input (which the test loss does not read) gets a placeholder of that batch.
+    if (t.teacher_logits.valid()) {
+      Tensor unused(DType::f32, {labels.numel(), t.model.graph.type(t.teacher_logits).shape[1]});
+      std::fill(unused.data<float>(), unused.data<float>() + unused.numel(), 0.0f);
+      feeds.emplace_back(t.teacher_logits, unused);
+    }
+    auto out = session.run(feeds, {t.label_loss, t.probs}, false);
     loss_sum += static_cast<double>(*out[0].data<float>()) * static_cast<double>(labels.numel());
     correct += count_correct(out[1], labels);
     result.count += labels.numel();
@@ -255,6 +280,9 @@ std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks
       fail("{}: no checkpoint to resume from (expected {})", options.resume_dir, path);
     resumed.emplace(options.resume_dir);
     spec = resumed->spec();
+    if (resumed->metadata().contains("distill") && !options.distillation)
+      fail("{}: a distillation run; resume it with slimflow distill --resume {}",
+           options.resume_dir, options.resume_dir);
     resumed->read_metadata([&](const json& meta) {
       const json& o = meta.at("options");
       config.epochs = o.at("epochs");
@@ -269,6 +297,7 @@ std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks
       config.train_limit = o.at("train_limit");
       config.test_limit = o.at("test_limit");
       config.lr_scaling = o.value("lr_scaling", config.lr_scaling);
+      config.augment = parse_augmentation(o.value("augment", ""));
     });
     refuse_contradictions(options, config);
   } else if (!options.init_from.empty()) {
@@ -286,6 +315,7 @@ std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks
       config.seed = o.at("seed");
       config.data = o.at("data");
       config.lr_scaling = o.value("lr_scaling", config.lr_scaling);
+      config.augment = parse_augmentation(o.value("augment", ""));
     });
     config.train_limit = options.train_limit;
     config.test_limit = options.test_limit;
@@ -324,6 +354,7 @@ std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks
   if (options.seed) config.seed = *options.seed;
   if (options.lr_scaling) config.lr_scaling = *options.lr_scaling;
   check_lr_scaling(config.lr_scaling);
+  if (!options.augment.empty()) config.augment = parse_augmentation(options.augment);
   if (!resuming && options.epochs) config.epochs = *options.epochs;
   if (resuming && options.train_limit) config.train_limit = options.train_limit;
   if (resuming && options.test_limit) config.test_limit = options.test_limit;
@@ -354,7 +385,12 @@ std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks
   const GradCompression compression = parse_grad_compression(options.grad_compression);
 
   // Graph, session, variables.
-  TrainingGraph t = build_training_graph(spec, config.batch);
+  const Distillation* distillation = options.distillation.get();
+  TrainingGraph t = build_training_graph(spec, config.batch, distillation);
+  std::optional<TeacherOutputs> teacher;
+  if (distillation)
+    teacher.emplace(*distillation, train_data, /*cache=*/!config.augment.any(), config.batch,
+                    message);
   auto store = std::make_shared<VariableStore>();
   Session session(t.model.graph,
                   SessionOptions{.threads = options.threads,
@@ -365,7 +401,7 @@ std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks
   Optimizer optimizer(OptimizerConfig{.kind = config.optimizer,
                                       .momentum = config.momentum,
                                       .weight_decay = config.weight_decay});
-  ShardedBatches batches(train_data, config.batch, config.seed, rank, world);
+  ShardedBatches batches(train_data, config.batch, config.seed, rank, world, config.augment);
   const int64_t batches_per_epoch = batches.steps_per_epoch();
   int64_t epoch = 0, start_batch = 0, start_offset = 0, step = 0;
   double resumed_loss_sum = 0.0, resumed_seconds = 0.0;
@@ -455,6 +491,7 @@ std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks
                    {"seen", epoch_seen},
                    {"seconds", epoch_seconds_before}}},
                  {"history", history_json}};
+    if (distillation) meta["distill"] = distillation->description;
     ckpt.metadata_json = meta.dump();
     save_checkpoint(checkpoint_path(out_dir), ckpt);
   };
@@ -517,8 +554,10 @@ std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks
     double lr = schedule.at(step);
     while (batches.next(images, labels)) {
       lr = schedule.at(step);
-      std::vector<Tensor> out = session.run({{t.model.input, images}, {t.labels, labels}}, fetches,
-                                            true, on_fetch_ready);
+      Feeds feeds = {{t.model.input, images}, {t.labels, labels}};
+      if (teacher)
+        feeds.emplace_back(t.teacher_logits, teacher->for_batch(images, batches.batch_indices()));
+      std::vector<Tensor> out = session.run(feeds, fetches, true, on_fetch_ready);
       const float loss = *out[0].data<float>();
       if (!std::isfinite(loss)) {
         const std::string where = std::filesystem::exists(checkpoint_path(out_dir))

