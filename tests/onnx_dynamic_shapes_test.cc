@@ -165,5 +165,37 @@ TEST_F(OnnxDynamicShapesTest, CApiRefusesASymbolicFileWithTheFix) {
   sf_model_free(model);
 }
 
+// A Reshape whose shape is a graph input fed at run time: read at plan time, and a new value
+// makes a new plan (as do the shapes of the data).
+TEST(OnnxShapeArguments, ReshapeShapeFedAtRunTimeReplansWhenItChanges) {
+  onnx::ModelProto m = testing::new_onnx_model(13);
+  testing::add_input(m, "data", {-1, 6});
+  testing::add_input(m, "shape", {2}, onnx::TensorProto::INT64);
+  testing::add_output(m, "y");
+  testing::add_node(m, "Reshape", {"data", "shape"}, {"y"}, "reshape");
+  std::string bytes;
+  ASSERT_TRUE(m.SerializeToString(&bytes));
+  ShapeSpecializer model(bytes, "reshape.onnx");
+  ASSERT_EQ(model.inputs().size(), 2u);
+  EXPECT_FALSE(model.inputs()[0].shape_argument);
+  EXPECT_TRUE(model.inputs()[1].shape_argument);
+  const Tensor data = testing::random_tensor({2, 6}, 7);
+  auto shape = [](std::vector<int64_t> dims) {
+    Tensor t(DType::i64, {static_cast<int64_t>(dims.size())});
+    std::copy(dims.begin(), dims.end(), t.data<int64_t>());
+    return t;
+  };
+  EXPECT_EQ(model.run({data, shape({3, 4})})[0].shape(), (Shape{3, 4}));
+  EXPECT_EQ(model.run({data, shape({-1, 2})})[0].shape(), (Shape{6, 2}));
+  const Tensor y = model.run({data, shape({4, 3})})[0].clone();
+  EXPECT_EQ(y.shape(), (Shape{4, 3}));
+  for (int64_t i = 0; i < 12; ++i) EXPECT_EQ(y.data<float>()[i], data.data<float>()[i]);
+  EXPECT_EQ(model.run({testing::random_tensor({4, 6}, 8), shape({-1, 3})})[0].shape(),
+            (Shape{8, 3}));
+  EXPECT_EQ(model.stats().plans_made, 4u);
+  model.run({data, shape({3, 4})});
+  EXPECT_EQ(model.stats().plans_made, 4u);  // cached
+}
+
 }  // namespace
 }  // namespace sf

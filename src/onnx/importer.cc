@@ -14,7 +14,6 @@
 namespace sf {
 
 namespace onnx_import {
-namespace {
 
 const ConverterMap& converters() {
   static const ConverterMap map = [] {
@@ -27,6 +26,8 @@ const ConverterMap& converters() {
   }();
   return map;
 }
+
+namespace {
 
 bool is_default_domain(const std::string& domain) { return domain.empty() || domain == "ai.onnx"; }
 
@@ -188,6 +189,12 @@ ModelFile import_onnx_bytes(const std::string& bytes, const std::string& name,
   model.metadata["input_layout"] = "NCHW";
   if (!proto.producer_name().empty()) model.metadata["producer"] = proto.producer_name();
   return model;
+}
+
+std::vector<std::string> supported_onnx_ops() {
+  std::vector<std::string> ops;
+  for (const auto& [op, convert] : onnx_import::converters()) ops.push_back(op);
+  return ops;
 }
 
 ModelFile import_onnx(const std::string& path, const ImportOptions& options) {

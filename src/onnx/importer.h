@@ -11,6 +11,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include "core/error.h"
 #include "core/shape.h"
@@ -49,6 +50,9 @@ ModelFile import_onnx(const std::string& path, const ImportOptions& options = {}
 // The same from serialized ModelProto bytes; `name` prefixes error messages.
 ModelFile import_onnx_bytes(const std::string& bytes, const std::string& name,
                             const ImportOptions& options = {});
+
+// The ONNX op types (default domain) the importer has a converter for, sorted.
+std::vector<std::string> supported_onnx_ops();
 
 // Reads a serialized onnx::TensorProto (a backend test's input_0.pb, ...) into a tensor.
 Tensor read_onnx_tensor(const std::string& path);

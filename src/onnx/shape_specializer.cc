@@ -194,9 +194,6 @@ void check_input(const DeclaredInput& in, size_t index, const Tensor& v,
                          shape_str(v.shape()), v.rank(), in.dims.size(), in.dims_str()));
   for (size_t d = 0; d < in.dims.size(); ++d) {
     const int64_t got = v.shape()[d];
-    if (got <= 0)
-      mismatch(fmt::format("shape {}: dimension {} is {}; the model allows sizes >= 1 ({})",
-                           shape_str(v.shape()), d, got, in.dims_str()));
     if (in.dims[d] >= 0 && got != in.dims[d] && d > 0)
       mismatch(fmt::format("shape {}: dimension {} is {}; the model allows only {} ({})",
                            shape_str(v.shape()), d, got, in.dims[d], in.dims_str()));
@@ -235,6 +232,9 @@ ShapeSpecializer::Plan& ShapeSpecializer::plan_for(const std::vector<Tensor>& va
   }
   ModelFile file = import_onnx_bytes(bytes_, name_, options);
   file.graph = optimize_constant_graph(file.graph, file.outputs);
+  // An input that only its shape was read from (Shape, Size) or that the graph ignores (a
+  // Dropout's ratio at inference) has no node left: it is checked but not fed.
+  std::erase_if(file.inputs, [&](const std::string& input) { return file.graph.find(input) < 0; });
   auto plan = std::make_unique<Plan>();
   plan->key = key;
   plan->run = prepare_for_run(std::move(file));
