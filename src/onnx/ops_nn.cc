@@ -247,10 +247,12 @@ void gemm(Context& c) {
 void matmul(Context& c) {
   Value& a = c.in(0);
   Value& b = c.in(1);
-  if (a.shape.size() != 2 || b.shape.size() != 2)
-    c.unsupported("only rank-2 inputs are supported, got {} and {}", shape_str(a.shape),
+  if (a.shape.size() < 2 || b.shape.size() < 2)
+    c.unsupported("rank-1 inputs are not supported, got {} and {}", shape_str(a.shape),
                   shape_str(b.shape));
-  c.set_out(0, c.add(op_names::kMatMul, {c.plain(a), c.plain(b)}), Layout::kPlain);
+  const bool batched = a.shape.size() > 2 || b.shape.size() > 2;
+  c.set_out(0, c.add(batched ? op_names::kBatchMatMul : op_names::kMatMul, {c.plain(a), c.plain(b)}),
+            Layout::kPlain);
 }
 
 void resize(Context& c) {
