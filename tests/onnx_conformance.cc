@@ -166,6 +166,10 @@ Outcome run_test(const fs::path& dir) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "--supported-ops") {
+    std::cout << sf::supported_onnx_ops_markdown() << "\n";  // README's list
+    return 0;
+  }
   const fs::path root = argc > 1 ? argv[1] : "/usr/include/onnx/backend/test/data/node";
   const std::string filter = argc > 2 ? argv[2] : "";
   if (!fs::is_directory(root)) {

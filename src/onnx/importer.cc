@@ -7,6 +7,8 @@
 #include <fstream>
 #include <sstream>
 
+#include <onnx/version_converter/convert.h>
+
 #include "onnx/context.h"
 #include "onnx/qdq_fusion.h"
 #include "ops/ops.h"
@@ -75,6 +77,18 @@ Shape input_shape(const onnx::ValueInfoProto& info, const ImportOptions& options
     }
   }
   return shape;
+}
+
+// Models of opsets 1-8 go through the ONNX library's version converter to opset 9, the oldest
+// the converters read.
+onnx::ModelProto upgraded(const onnx::ModelProto& proto, int opset, const std::string& name) {
+  try {
+    return onnx::version_conversion::ConvertVersion(proto, 9);
+  } catch (const std::exception& e) {
+    throw OnnxUnsupported(fmt::format(
+        "{}: opset {} could not be upgraded to 9 by the ONNX version converter: {}", name, opset,
+        e.what()));
+  }
 }
 
 void add_inputs(Context& c, const onnx::GraphProto& graph, const ImportOptions& options,
@@ -169,11 +183,16 @@ ModelFile import_onnx_bytes(const std::string& bytes, const std::string& name,
   onnx::ModelProto proto;
   if (bytes.size() > INT_MAX || !proto.ParseFromString(bytes) || !proto.has_graph())
     fail("{}: not a valid ONNX model (protobuf parse failed)", name);
+  check_supported(proto.graph(), name);
+  int opset = default_opset(proto, name);
+  if (opset > 17)
+    throw OnnxUnsupported(fmt::format("{}: opset {} is not supported (1 to 17 are)", name, opset));
+  if (opset < 9) {
+    proto = upgraded(proto, opset, name);
+    opset = default_opset(proto, name);
+  }
   const onnx::GraphProto& graph = proto.graph();
   check_supported(graph, name);
-  const int opset = default_opset(proto, name);
-  if (opset < 9 || opset > 17)
-    throw OnnxUnsupported(fmt::format("{}: opset {} is not supported (9 to 17 are)", name, opset));
 
   ModelFile model;
   Context c(model.graph, name, opset);
@@ -195,6 +214,15 @@ std::vector<std::string> supported_onnx_ops() {
   std::vector<std::string> ops;
   for (const auto& [op, convert] : onnx_import::converters()) ops.push_back(op);
   return ops;
+}
+
+std::string supported_onnx_ops_markdown() {
+  std::string text;
+  for (const std::string& op : supported_onnx_ops()) {
+    if (!text.empty()) text += ", ";
+    text += "`" + op + "`";
+  }
+  return text;
 }
 
 ModelFile import_onnx(const std::string& path, const ImportOptions& options) {
