@@ -50,9 +50,13 @@ Value& float_operand(Context& c, int i) {
   return float_in(c, i);
 }
 
+// Integer operands of one dtype stay integer (ONNX's wrap-around arithmetic); anything else
+// computes in float.
 void binary(Context& c, const std::string& op) {
-  Value& a = float_operand(c, 0);
-  Value& b = float_operand(c, 1);
+  const bool integer = op != op_names::kPow && c.in(0).dtype != DType::f32 &&
+                       c.in(0).dtype == c.in(1).dtype;
+  Value& a = integer ? c.in(0) : float_operand(c, 0);
+  Value& b = integer ? c.in(1) : float_operand(c, 1);
   const Layout l = elementwise_layout(c, {&a, &b});
   Output oa = elementwise_operand(c, a, l);
   Output ob = elementwise_operand(c, b, l);
@@ -65,9 +69,7 @@ void variadic_extremum(Context& c, const std::string& op) {
   std::vector<Value*> vs;
   for (int i = 0; i < c.num_inputs(); ++i) {
     Value& v = c.in(i);
-    if (v.dtype != DType::f32 && v.dtype != DType::i32 && v.dtype != DType::i64)
-      c.unsupported("input {} is {}; only float, int32 and int64 tensors are supported", i,
-                    dtype_name(v.dtype));
+
     if (v.dtype != c.in(0).dtype)
       c.fail("input {} is {} but input 0 is {}: all inputs must have the same type", i,
              dtype_name(v.dtype), dtype_name(c.in(0).dtype));
