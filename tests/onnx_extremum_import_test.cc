@@ -78,20 +78,23 @@ TEST(OnnxExtremumImport, MaxOfOneInputIsThatInputAndIntegersWork) {
   EXPECT_EQ(values<int64_t>(out.at(1)), (std::vector<int64_t>{5, -8, 0}));
 }
 
-TEST(OnnxExtremumImport, EightBitMaxIsUnsupportedNamingTheType) {
+// 8-bit integers: Max/Min compare as unsigned (u8) or signed (i8); Add and Mul wrap around.
+TEST(OnnxExtremumImport, EightBitIntegersCompareAndWrap) {
   onnx::ModelProto m = new_model();
   add_input(m, "x", {3}, onnx::TensorProto::UINT8);
-  add_node(m, "Max", {"x", "x"}, {"y"}, "mx");
+  add_input(m, "z", {3}, onnx::TensorProto::UINT8);
+  add_node(m, "Max", {"x", "z"}, {"y"}, "mx");
+  add_node(m, "Add", {"x", "z"}, {"sum"}, "add");
+  add_node(m, "Mul", {"x", "z"}, {"prod"}, "mul");
   add_output(m, "y", onnx::TensorProto::UINT8);
-  try {
-    import(m, "max_u8.onnx");
-    FAIL() << "expected OnnxUnsupported";
-  } catch (const OnnxUnsupported& e) {
-    EXPECT_NE(std::string(e.what()).find("node 'mx' (Max): input 0 is u8; only float, int32 and "
-                                         "int64 tensors are supported"),
-              std::string::npos)
-        << e.what();
-  }
+  add_output(m, "sum", onnx::TensorProto::UINT8);
+  add_output(m, "prod", onnx::TensorProto::UINT8);
+  ModelFile model = import(m, "max_u8.onnx");
+  std::vector<Tensor> out = run(model, {Tensor::from_vector<uint8_t>({3}, {200, 3, 16}),
+                                        Tensor::from_vector<uint8_t>({3}, {100, 250, 17})});
+  EXPECT_EQ(values<uint8_t>(out.at(0)), (std::vector<uint8_t>{200, 250, 17}));
+  EXPECT_EQ(values<uint8_t>(out.at(1)), (std::vector<uint8_t>{44, 253, 33}));
+  EXPECT_EQ(values<uint8_t>(out.at(2)), (std::vector<uint8_t>{32, 238, 16}));
 }
 
 // Before opset 18 axes are an attribute and keepdims defaults to 1.

@@ -105,6 +105,8 @@ void add_shape_converters(ConverterMap& m);
 void add_quant_converters(ConverterMap& m);
 
 // --- importer.cc ---
+// Every converter, by ONNX op type.
+const ConverterMap& converters();
 // Runs `convert` as the conversion of node n (c.node = &n): errors become one line naming the
 // file and the node.
 void convert_as(Context& c, const onnx::NodeProto& n, const std::function<void()>& convert);

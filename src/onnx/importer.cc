@@ -9,6 +9,8 @@
 #include <sstream>
 
 #include "core/limits.h"
+#include <onnx/version_converter/convert.h>
+
 #include "onnx/context.h"
 #include "onnx/qdq_fusion.h"
 #include "ops/ops.h"
@@ -16,7 +18,6 @@
 namespace sf {
 
 namespace onnx_import {
-namespace {
 
 const ConverterMap& converters() {
   static const ConverterMap map = [] {
@@ -29,6 +30,8 @@ const ConverterMap& converters() {
   }();
   return map;
 }
+
+namespace {
 
 bool is_default_domain(const std::string& domain) { return domain.empty() || domain == "ai.onnx"; }
 
@@ -94,6 +97,18 @@ void reject_rewritten_values(const onnx::GraphProto& graph, const std::string& p
       if (!fresh)
         fail("{}: {} writes '{}', which {} already writes", path, who, out, it->second);
     }
+  }
+}
+
+// Models of opsets 1-8 go through the ONNX library's version converter to opset 9, the oldest
+// the converters read.
+onnx::ModelProto upgraded(const onnx::ModelProto& proto, int opset, const std::string& name) {
+  try {
+    return onnx::version_conversion::ConvertVersion(proto, 9);
+  } catch (const std::exception& e) {
+    throw OnnxUnsupported(fmt::format(
+        "{}: opset {} could not be upgraded to 9 by the ONNX version converter: {}", name, opset,
+        e.what()));
   }
 }
 
@@ -189,11 +204,16 @@ ModelFile import_onnx_bytes(const std::string& bytes, const std::string& name,
   onnx::ModelProto proto;
   if (bytes.size() > INT_MAX || !proto.ParseFromString(bytes) || !proto.has_graph())
     fail("{}: not a valid ONNX model (protobuf parse failed)", name);
+  check_supported(proto.graph(), name);
+  int opset = default_opset(proto, name);
+  if (opset > 17)
+    throw OnnxUnsupported(fmt::format("{}: opset {} is not supported (1 to 17 are)", name, opset));
+  if (opset < 9) {
+    proto = upgraded(proto, opset, name);
+    opset = default_opset(proto, name);
+  }
   const onnx::GraphProto& graph = proto.graph();
   check_supported(graph, name);
-  const int opset = default_opset(proto, name);
-  if (opset < 9 || opset > 17)
-    throw OnnxUnsupported(fmt::format("{}: opset {} is not supported (9 to 17 are)", name, opset));
 
   ModelFile model;
   Context c(model.graph, name, opset);
@@ -210,6 +230,21 @@ ModelFile import_onnx_bytes(const std::string& bytes, const std::string& name,
   model.metadata["input_layout"] = "NCHW";
   if (!proto.producer_name().empty()) model.metadata["producer"] = proto.producer_name();
   return model;
+}
+
+std::vector<std::string> supported_onnx_ops() {
+  std::vector<std::string> ops;
+  for (const auto& [op, convert] : onnx_import::converters()) ops.push_back(op);
+  return ops;
+}
+
+std::string supported_onnx_ops_markdown() {
+  std::string text;
+  for (const std::string& op : supported_onnx_ops()) {
+    if (!text.empty()) text += ", ";
+    text += "`" + op + "`";
+  }
+  return text;
 }
 
 ModelFile import_onnx(const std::string& path, const ImportOptions& options) {

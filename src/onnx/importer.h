@@ -1,4 +1,5 @@
-// Imports ONNX models (float, opsets 9-17) into a slimflow inference graph.
+// Imports ONNX models (float, opsets 9-17; older ones upgraded by the ONNX version converter)
+// into a slimflow inference graph.
 //
 // The model keeps its ONNX interface: inputs are fed in ONNX layout (NCHW images) and outputs
 // come back as ONNX defines them. Inside, image ops run NHWC; the importer tracks for every
@@ -11,6 +12,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include "core/error.h"
 #include "core/shape.h"
@@ -49,6 +51,11 @@ ModelFile import_onnx(const std::string& path, const ImportOptions& options = {}
 // The same from serialized ModelProto bytes; `name` prefixes error messages.
 ModelFile import_onnx_bytes(const std::string& bytes, const std::string& name,
                             const ImportOptions& options = {});
+
+// The ONNX op types (default domain) the importer has a converter for, sorted.
+std::vector<std::string> supported_onnx_ops();
+// The same as the README lists them: one backticked, comma-separated paragraph.
+std::string supported_onnx_ops_markdown();
 
 // Reads a serialized onnx::TensorProto (a backend test's input_0.pb, ...) into a tensor.
 Tensor read_onnx_tensor(const std::string& path);

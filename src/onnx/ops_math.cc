@@ -50,9 +50,13 @@ Value& float_operand(Context& c, int i) {
   return float_in(c, i);
 }
 
+// Integer operands of one dtype stay integer (ONNX's wrap-around arithmetic); anything else
+// computes in float.
 void binary(Context& c, const std::string& op) {
-  Value& a = float_operand(c, 0);
-  Value& b = float_operand(c, 1);
+  const bool integer = op != op_names::kPow && c.in(0).dtype != DType::f32 &&
+                       c.in(0).dtype == c.in(1).dtype;
+  Value& a = integer ? c.in(0) : float_operand(c, 0);
+  Value& b = integer ? c.in(1) : float_operand(c, 1);
   const Layout l = elementwise_layout(c, {&a, &b});
   Output oa = elementwise_operand(c, a, l);
   Output ob = elementwise_operand(c, b, l);
@@ -66,9 +70,7 @@ void variadic_extremum(Context& c, const std::string& op) {
   std::vector<Value*> vs;
   for (int i = 0; i < c.num_inputs(); ++i) {
     Value& v = c.in(i);
-    if (v.dtype != DType::f32 && v.dtype != DType::i32 && v.dtype != DType::i64)
-      c.unsupported("input {} is {}; only float, int32 and int64 tensors are supported", i,
-                    dtype_name(v.dtype));
+
     if (v.dtype != c.in(0).dtype)
       c.fail("input {} is {} but input 0 is {}: all inputs must have the same type", i,
              dtype_name(v.dtype), dtype_name(c.in(0).dtype));
@@ -133,13 +135,13 @@ void softmax(Context& c) {
   c.set_out(0, c.add(op_names::kReshape, {s}, {{"shape", x.shape}}), Layout::kPlain);
 }
 
-// ReduceMean, ReduceMax or ReduceMin (`op`, the engine's op of the same name): axes from the
-// attribute, or from opset 18 from a constant input; none means all unless
-// noop_with_empty_axes.
-void reduce(Context& c, const std::string& op) {
+// ReduceMean, ReduceMax, ReduceMin or ReduceSum (`op`, the engine's op of the same name): axes
+// from the attribute, or from opset `axes_input_from` (18; ReduceSum 13) from an input read at
+// plan time; none means all unless noop_with_empty_axes.
+void reduce(Context& c, const std::string& op, int axes_input_from = 18) {
   Value& x = float_in(c, 0);
   const int64_t rank = static_cast<int64_t>(x.shape.size());
-  std::vector<int64_t> axes = axes_arg(c, 1, 18);
+  std::vector<int64_t> axes = axes_arg(c, 1, axes_input_from);
   if (axes.empty() && c.attr_int("noop_with_empty_axes", 0) != 0) return c.set_out(0, x);
   if (axes.empty())
     for (int64_t i = 0; i < rank; ++i) axes.push_back(i);
@@ -159,6 +161,19 @@ void reduce(Context& c, const std::string& op) {
     }
   }
   c.set_out(0, c.add(op, {c.plain(x)}, {{"axes", axes}, {"keep_dims", keep}}), Layout::kPlain);
+}
+
+// Expand: x broadcast with the shape input (read at plan time) in both directions, as NumPy.
+void expand(Context& c) {
+  Value& x = float_in(c, 0);
+  const std::vector<int64_t> dims = to_ints(c.const_in(1, "shape"));
+  const std::optional<Shape> target = broadcast_shapes(x.shape, Shape(dims.begin(), dims.end()));
+  if (!target)
+    c.fail("shape [{}] does not broadcast with input {}", fmt::join(dims, ","), shape_str(x.shape));
+  const Shape padded = pad_rank(x.shape, target->size());
+  Output px = c.plain(x);
+  if (padded != x.shape) px = c.add(op_names::kReshape, {px}, {{"shape", padded}}, "rank");
+  c.set_out(0, c.add(op_names::kBroadcastTo, {px}, {{"shape", *target}}), Layout::kPlain);
 }
 
 void prelu(Context& c) {
@@ -200,6 +215,8 @@ void add_math_converters(ConverterMap& m) {
   m["Clip"] = clip;
   m["Softmax"] = softmax;
   m["ReduceMean"] = [](Context& c) { reduce(c, op_names::kReduceMean); };
+  m["ReduceSum"] = [](Context& c) { reduce(c, op_names::kReduceSum, 13); };
+  m["Expand"] = expand;
   m["ReduceMax"] = [](Context& c) { reduce(c, op_names::kReduceMax); };
   m["ReduceMin"] = [](Context& c) { reduce(c, op_names::kReduceMin); };
 }

@@ -219,6 +219,64 @@ void pool(Context& c, bool max) {
   c.set_out(0, c.add(max ? op_names::kMaxPool : op_names::kAvgPool, {c.nhwc(x)}, a), Layout::kNhwc);
 }
 
+// A 1-D Conv/ConvTranspose/MaxPool/AveragePool ([N, C, L] input) runs as the 2-D op on
+// [N, C, 1, L]: the node is converted as a copy whose window attributes get a unit first
+// spatial dimension (kernel 1, stride 1, no padding), and the result is reshaped back.
+void as_2d(Context& c, Converter convert) {
+  if (c.in(0).shape.size() != 3) return convert(c);
+  if (c.node->output_size() > 1 && !c.node->output(1).empty())
+    c.unsupported("the Indices output is not supported");
+  const onnx::NodeProto& original = *c.node;
+  onnx::NodeProto n = original;
+  const std::string prefix = c.fresh("as_2d");
+  n.clear_input();
+  n.clear_output();
+  const bool has_filter = c.op() == "Conv" || c.op() == "ConvTranspose";
+  for (int i = 0; i < original.input_size(); ++i) {
+    if (original.input(i).empty() || !(i == 0 || (i == 1 && has_filter))) {
+      n.add_input(original.input(i));
+      continue;
+    }
+    Value& v = c.in(i);
+    Shape s = v.shape;
+    if (s.size() != 3) c.fail("input {} has shape {}; a 1-D op takes rank 3", i, shape_str(s));
+    s.insert(s.begin() + 2, 1);
+    Value four;
+    four.shape = s;
+    four.dtype = v.dtype;
+    if (v.is_const())
+      four.constant = v.constant->clone().reshaped(s);
+    else
+      four.plain = c.add(op_names::kReshape, {c.plain(v)}, {{"shape", s}}, "unsqueeze" + std::to_string(i));
+    const std::string name = prefix + "/in" + std::to_string(i);
+    c.values[name] = std::move(four);
+    n.add_input(name);
+  }
+  const std::string out = prefix + "/y";
+  n.add_output(out);
+  for (onnx::AttributeProto& a : *n.mutable_attribute()) {
+    const std::string& key = a.name();
+    std::vector<int64_t> v(a.ints().begin(), a.ints().end());
+    if (key == "kernel_shape" || key == "strides" || key == "dilations")
+      v.insert(v.begin(), 1);
+    else if (key == "output_padding" || key == "output_shape")
+      v.insert(v.begin(), key == "output_shape" ? 1 : 0);
+    else if (key == "pads" && v.size() == 2)
+      v = {0, v[0], 0, v[1]};
+    else
+      continue;
+    a.clear_ints();
+    for (int64_t d : v) a.add_ints(d);
+  }
+  c.node = &n;
+  convert(c);
+  c.node = &original;
+  Value& y = c.values.at(out);
+  Shape s = y.shape;
+  s.erase(s.begin() + 2);
+  c.set_out(0, c.add(op_names::kReshape, {c.plain(y)}, {{"shape", s}}, "squeeze"), Layout::kPlain);
+}
+
 void global_average_pool(Context& c) {
   Value& x = image_in(c);
   Output y = c.add(op_names::kGlobalAvgPool, {c.nhwc(x)});
@@ -284,10 +342,12 @@ void gemm(Context& c) {
 void matmul(Context& c) {
   Value& a = c.in(0);
   Value& b = c.in(1);
-  if (a.shape.size() != 2 || b.shape.size() != 2)
-    c.unsupported("only rank-2 inputs are supported, got {} and {}", shape_str(a.shape),
+  if (a.shape.size() < 2 || b.shape.size() < 2)
+    c.unsupported("rank-1 inputs are not supported, got {} and {}", shape_str(a.shape),
                   shape_str(b.shape));
-  c.set_out(0, c.add(op_names::kMatMul, {c.plain(a), c.plain(b)}), Layout::kPlain);
+  const bool batched = a.shape.size() > 2 || b.shape.size() > 2;
+  c.set_out(0, c.add(batched ? op_names::kBatchMatMul : op_names::kMatMul, {c.plain(a), c.plain(b)}),
+            Layout::kPlain);
 }
 
 void resize(Context& c) {
@@ -334,10 +394,10 @@ void resize(Context& c) {
 }  // namespace
 
 void add_nn_converters(ConverterMap& m) {
-  m["Conv"] = conv;
-  m["ConvTranspose"] = conv_transpose;
-  m["MaxPool"] = [](Context& c) { pool(c, true); };
-  m["AveragePool"] = [](Context& c) { pool(c, false); };
+  m["Conv"] = [](Context& c) { as_2d(c, conv); };
+  m["ConvTranspose"] = [](Context& c) { as_2d(c, conv_transpose); };
+  m["MaxPool"] = [](Context& c) { as_2d(c, [](Context& c2) { pool(c2, true); }); };
+  m["AveragePool"] = [](Context& c) { as_2d(c, [](Context& c2) { pool(c2, false); }); };
   m["GlobalAveragePool"] = global_average_pool;
   m["BatchNormalization"] = batch_norm;
   m["Gemm"] = gemm;

@@ -111,6 +111,40 @@ void gather(Context& c) {
             Layout::kPlain);
 }
 
+// Split: one Slice per output; sizes from the attribute (opset < 13) or the input read at plan
+// time, else equal parts (the last one smaller when the axis does not divide, as opset 18).
+void split(Context& c) {
+  Value& x = c.in(0);
+  const int64_t rank = static_cast<int64_t>(x.shape.size());
+  const int64_t axis = normalize_axis(c, c.attr_int("axis", 0), rank);
+  const int64_t outputs = c.node->output_size();
+  const int64_t total = x.shape[static_cast<size_t>(axis)];
+  std::vector<int64_t> sizes;
+  if (c.opset >= 13 && c.has_input(1))
+    sizes = to_ints(c.const_in(1, "split"));
+  else if (c.opset < 13)
+    sizes = c.attr_ints("split");
+  if (sizes.empty()) {
+    const int64_t part = (total + outputs - 1) / outputs;
+    for (int64_t i = 0; i < outputs; ++i)
+      sizes.push_back(std::max<int64_t>(0, std::min(part, total - part * i)));
+  }
+  int64_t sum = 0;
+  for (int64_t s : sizes) sum += s;
+  if (static_cast<int64_t>(sizes.size()) != outputs || sum != total)
+    c.fail("split [{}] does not divide axis {} of {} into {} outputs", fmt::join(sizes, ","), axis,
+           shape_str(x.shape), outputs);
+  int64_t begin = 0;
+  for (int64_t i = 0; i < outputs; ++i) {
+    const int64_t end = begin + sizes[static_cast<size_t>(i)];
+    c.set_out(static_cast<int>(i),
+              c.add(op_names::kSlice, {c.plain(x)}, {{"axis", axis}, {"begin", begin}, {"end", end}},
+                    "part" + std::to_string(i)),
+              Layout::kPlain);
+    begin = end;
+  }
+}
+
 void slice(Context& c) {
   Value& x = c.in(0);
   c.set_out(0, c.add(op_names::kStridedSlice, {c.plain(x)}, strided_slice_attrs(c)),
@@ -166,6 +200,7 @@ void add_shape_converters(ConverterMap& m) {
   m["Transpose"] = transpose;
   m["Gather"] = gather;
   m["Slice"] = slice;
+  m["Split"] = split;
   m["Pad"] = pad;
   m["Shape"] = need_constant;
   m["Size"] = need_constant;

@@ -223,6 +223,66 @@ std::vector<Output> grad_matmul(GradContext& ctx) {
   return {ops::matmul(g, b, dy, true, true, na), ops::matmul(g, dy, a, true, true, nb)};
 }
 
+// --- BatchMatMul ---
+
+std::vector<TensorType> infer_batch_matmul(const InferContext& ctx) {
+  expect_f32(ctx);
+  const Shape& a = ctx.shape(0);
+  const Shape& b = ctx.shape(1);
+  if (a.size() < 2 || b.size() < 2)
+    ctx.fail("a and b need rank >= 2, got {} and {}", shape_str(a), shape_str(b));
+  const bool ta = ctx.attrs().get_bool("transpose_a");
+  const bool tb = ctx.attrs().get_bool("transpose_b");
+  const size_t ra = a.size(), rb = b.size();
+  const int64_t m = ta ? a[ra - 1] : a[ra - 2], k = ta ? a[ra - 2] : a[ra - 1];
+  const int64_t kb = tb ? b[rb - 1] : b[rb - 2], n = tb ? b[rb - 2] : b[rb - 1];
+  if (k != kb)
+    ctx.fail("inner dimensions differ: a {}{} vs b {}{}", shape_str(a), ta ? " (transposed)" : "",
+             shape_str(b), tb ? " (transposed)" : "");
+  const size_t batch_rank = std::max(ra, rb) - 2;
+  Shape out(batch_rank + 2, 1);
+  for (size_t i = 0; i < batch_rank; ++i) {
+    const int64_t da = i + ra - 2 >= batch_rank ? a[i + ra - 2 - batch_rank] : 1;
+    const int64_t db = i + rb - 2 >= batch_rank ? b[i + rb - 2 - batch_rank] : 1;
+    if (da != db && da != 1 && db != 1)
+      ctx.fail("batch dimensions do not broadcast: a {} vs b {}", shape_str(a), shape_str(b));
+    out[i] = da == 1 ? db : da;
+  }
+  out[batch_rank] = m;
+  out[batch_rank + 1] = n;
+  return f32(out);
+}
+
+double batch_matmul_flops(const Node& node, const std::vector<Shape>& inputs) {
+  const Shape& a = inputs[0];
+  const int64_t k = node.attrs.get_bool("transpose_a") ? a[a.size() - 2] : a.back();
+  return 2.0 * static_cast<double>(num_elements(node.outputs[0].shape)) * static_cast<double>(k);
+}
+
+// As for MatMul, then summed over the batch dimensions an operand was broadcast along.
+std::vector<Output> grad_batch_matmul(GradContext& ctx) {
+  const bool ta = ctx.attrs().get_bool("transpose_a");
+  const bool tb = ctx.attrs().get_bool("transpose_b");
+  Graph& g = ctx.graph;
+  Output a = ctx.input(0), b = ctx.input(1), dy = ctx.grad();
+  const std::string na = ctx.name("a_full"), nb = ctx.name("b_full");
+  Output da, db;
+  if (!ta && !tb) {
+    da = ops::batch_matmul(g, dy, b, false, true, na);
+    db = ops::batch_matmul(g, a, dy, true, false, nb);
+  } else if (ta && !tb) {
+    da = ops::batch_matmul(g, b, dy, false, true, na);
+    db = ops::batch_matmul(g, a, dy, false, false, nb);
+  } else if (!ta && tb) {
+    da = ops::batch_matmul(g, dy, b, false, false, na);
+    db = ops::batch_matmul(g, dy, a, true, false, nb);
+  } else {
+    da = ops::batch_matmul(g, b, dy, true, true, na);
+    db = ops::batch_matmul(g, dy, a, true, true, nb);
+  }
+  return {ops::sum_to_like(g, da, a, ctx.name("a")), ops::sum_to_like(g, db, b, ctx.name("b"))};
+}
+
 // --- BiasAdd ---
 
 std::vector<TensorType> infer_bias_add(const InferContext& ctx) {
@@ -323,6 +383,12 @@ void register_nn_ops(OpRegistry& r) {
               // b [K, N]: output channels last, first when stored transposed.
               .weights = {{.input = 1, .channel_axis = -1, .transposed_by = "transpose_b"}},
               .flops = matmul_flops});
+  r.add(OpDef{.name = op_names::kBatchMatMul,
+              .inputs = {"a", "b"},
+              .attrs = {{"transpose_a", AttrKind::Bool, no}, {"transpose_b", AttrKind::Bool, no}},
+              .infer = infer_batch_matmul,
+              .grad = grad_batch_matmul,
+              .flops = batch_matmul_flops});
   r.add(OpDef{.name = op_names::kBiasAdd,
               .inputs = {"x", "bias"},
               .infer = infer_bias_add,
@@ -411,6 +477,12 @@ Output global_avg_pool(Graph& g, Output x, const std::string& name) {
 Output matmul(Graph& g, Output a, Output b, bool transpose_a, bool transpose_b,
               const std::string& name) {
   return g.add(op_names::kMatMul, {a, b},
+               {{"transpose_a", transpose_a}, {"transpose_b", transpose_b}}, name);
+}
+
+Output batch_matmul(Graph& g, Output a, Output b, bool transpose_a, bool transpose_b,
+                    const std::string& name) {
+  return g.add(op_names::kBatchMatMul, {a, b},
                {{"transpose_a", transpose_a}, {"transpose_b", transpose_b}}, name);
 }
 

@@ -64,6 +64,7 @@ inline constexpr char kConv2D[] = "Conv2D";
 inline constexpr char kConv2DBackpropInput[] = "Conv2DBackpropInput";
 inline constexpr char kConv2DBackpropFilter[] = "Conv2DBackpropFilter";
 inline constexpr char kMatMul[] = "MatMul";
+inline constexpr char kBatchMatMul[] = "BatchMatMul";
 inline constexpr char kBiasAdd[] = "BiasAdd";
 inline constexpr char kBiasAddGrad[] = "BiasAddGrad";
 inline constexpr char kMaxPool[] = "MaxPool";

@@ -119,6 +119,10 @@ Output avg_pool(Graph& g, Output x, const PoolOptions& options = {}, const std::
 Output global_avg_pool(Graph& g, Output x, const std::string& name = "");
 Output matmul(Graph& g, Output a, Output b, bool transpose_a = false, bool transpose_b = false,
               const std::string& name = "");
+// Matrix products over the leading (batch) dimensions: a [..., M, K] x b [..., K, N], rank >= 2
+// each, batch dimensions broadcast as in NumPy (ONNX MatMul on rank >= 3).
+Output batch_matmul(Graph& g, Output a, Output b, bool transpose_a = false,
+                    bool transpose_b = false, const std::string& name = "");
 // Adds b [C] along the last axis of x.
 Output bias_add(Graph& g, Output x, Output b, const std::string& name = "");
 

@@ -13,7 +13,16 @@ const Shape& declared_input_shape(const ModelFile& model, size_t index) {
 
 }  // namespace
 
-ModelToRun load_for_run(const std::string& path) { return prepare_for_run(load_model(path)); }
+ModelToRun load_for_run(const std::string& path) {
+  ModelFile model = load_model(path);
+  auto symbolic = model.metadata.find("onnx_symbolic");
+  if (symbolic != model.metadata.end() && symbolic->second == "1")
+    fail("{}: holds an ONNX model with symbolic dimensions, which only the slimflow command "
+         "plans per input shape; make a fixed-shape file with `slimflow import MODEL.onnx "
+         "--input-shape NAME=D1,D2,...`",
+         path);
+  return prepare_for_run(std::move(model));
+}
 
 ModelToRun prepare_for_run(ModelFile model) {
   ModelToRun run;

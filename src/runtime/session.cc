@@ -149,7 +149,7 @@ Session::Plan& Session::plan_for(const Feeds& feeds, const std::vector<Output>& 
     plan->steps.push_back(Plan::Step{id, def.create(spec), def.impl});
   }
 
-  if (plans_.size() >= 8) {
+  if (plans_.size() >= kMaxPlans) {
     if (last_plan_ == plans_.front().second.get()) last_plan_ = nullptr;
     plans_.erase(plans_.begin());
   }

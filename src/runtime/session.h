@@ -46,6 +46,9 @@ struct NodeProfile {
 
 class Session {
  public:
+  // Plans kept at once (per fetches and input shapes); the oldest goes first.
+  static constexpr size_t kMaxPlans = 8;
+
   explicit Session(const Graph& graph, SessionOptions options = {},
                    std::shared_ptr<VariableStore> variables = nullptr);
   ~Session();
@@ -69,6 +72,7 @@ class Session {
 
   // Bytes in all arenas of all plans (for tests of memory planning).
   size_t arena_bytes() const;
+  size_t plan_count() const { return plans_.size(); }
   // The implementation chosen for each planned node, e.g. {"conv1": "onednn"}.
   std::map<std::string, std::string> kernel_choices() const;
 

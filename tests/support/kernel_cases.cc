@@ -156,6 +156,20 @@ std::vector<KernelCase> float_conv_cases(const std::string& op) {
 }
 
 // MatMul and FusedMatMul (with bias and activation).
+// Batch dimensions equal, broadcast from 1, missing on one side; both transposes.
+std::vector<KernelCase> batch_matmul_cases() {
+  auto bmm = [](const char* name, Shape a, Shape b, bool ta, bool tb) {
+    return KernelCase{name, {f32(std::move(a)), f32(std::move(b))},
+                      {{"transpose_a", ta}, {"transpose_b", tb}}};
+  };
+  return {bmm("rank3", {3, 5, 7}, {3, 7, 4}, false, false),
+          bmm("rank3_by_matrix", {2, 40, 12}, {12, 36}, false, false),
+          bmm("rank4_broadcast", {2, 1, 6, 8}, {1, 3, 8, 5}, false, false),
+          bmm("transpose_b_attention", {2, 4, 9, 16}, {2, 4, 9, 16}, false, true),
+          bmm("transpose_a", {3, 7, 5}, {3, 7, 2}, true, false),
+          bmm("matrix_by_rank3", {6, 5}, {4, 5, 3}, false, false)};
+}
+
 std::vector<KernelCase> float_matmul_cases(bool fused) {
   std::vector<KernelCase> cases;
   for (const MatMulGeometry& c : kMatMulGeometries) {
@@ -390,6 +404,7 @@ std::map<std::string, ShapeSet> build_shape_sets() {
        {"Conv2D", "Conv2DBackpropInput", "Conv2DBackpropFilter", "FusedConv2D", "FusedConv2DAdd"})
     sets[op] = {float_conv_cases(op), close};
   sets["MatMul"] = {float_matmul_cases(false), close};
+  sets["BatchMatMul"] = {batch_matmul_cases(), close};
   sets["FusedMatMul"] = {float_matmul_cases(true), close};
   sets["MaxPool"] = {float_pool_cases("MaxPool"), exact};
   for (const char* op : {"MaxPoolGrad", "AvgPool", "AvgPoolGrad"})

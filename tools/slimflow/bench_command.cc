@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <random>
 
@@ -33,6 +34,7 @@ Action add_bench_command(CLI::App& app) {
     int runs = 100;
     int warmup = 10;
     bool profile = false, json = false;
+    std::vector<std::string> input_shapes;
   };
   auto a = std::make_shared<Args>();
   cmd->add_option("--model", a->model, "Model (.sfm or .onnx)")->required();
@@ -42,41 +44,69 @@ Action add_bench_command(CLI::App& app) {
   cmd->add_option("--warmup", a->warmup, "Untimed runs first")->default_val(10);
   cmd->add_flag("--profile", a->profile, "Add a per-node time table");
   cmd->add_flag("--json", a->json, "Print one JSON object");
+  cmd->add_option("--input-shape", a->input_shapes,
+                  "Shape to time for an input with symbolic dimensions, NAME=D1,D2,... "
+                  "(repeatable; --batch still sets a symbolic dimension 0)");
   return [a]() {
     if (a->batch <= 0 || a->runs <= 0) fail("--batch and --runs must be positive");
-    ModelToRun run = open_model_to_run(a->model);
-    const ModelFile& model = run.file;
-    Feeds feeds;
+    const std::map<std::string, Shape> given = parse_input_shapes(a->input_shapes);
+    ModelRunner runner(a->model, {}, SessionOptions{.threads = a->threads});
+    std::vector<Tensor> values;
+    nlohmann::json timed_shapes = nlohmann::json::object();
     std::mt19937 rng(1);
     std::uniform_real_distribution<float> uniform(0.0f, 1.0f);
-    for (size_t i = 0; i < model.inputs.size(); ++i) {
-      const TensorType& t = run.input_type(i);
-      if (t.dtype != DType::f32) fail("bench: input '{}' is {}, only f32 inputs are generated", model.inputs[i], dtype_name(t.dtype));
-      Tensor value(DType::f32, with_batch(t.shape, a->batch));
+    for (const DeclaredInput& in : runner.inputs()) {
+      if (in.dtype != DType::f32)
+        fail("bench: input '{}' is {}, only f32 inputs are generated", in.name, dtype_name(in.dtype));
+      Shape shape = in.dims;
+      auto it = given.find(in.name);
+      if (it != given.end()) {
+        shape = it->second;
+      } else {
+        if (!shape.empty()) shape[0] = a->batch;  // any batch size re-plans
+        for (size_t d = 0; d < shape.size(); ++d)
+          if (shape[d] < 0)
+            fail("bench: input '{}' {} has symbolic dimension {}; give the shape to time with "
+                 "--input-shape {}=D1,D2,...", in.name, in.dims_str(), d, in.name);
+      }
+      Tensor value(DType::f32, shape);
       for (int64_t k = 0; k < value.numel(); ++k) value.data<float>()[k] = uniform(rng);
-      feeds.emplace_back(run.input_ports[i], value);
+      timed_shapes[in.name] = shape;
+      values.push_back(value);
     }
-    const std::vector<Output>& fetches = run.output_ports;
-    Session session(model.graph, SessionOptions{.threads = a->threads});
-    for (int i = 0; i < a->warmup; ++i) session.run(feeds, fetches);
+    for (const auto& [name, shape] : given)
+      if (runner.input_index(name) == runner.inputs().size())
+        fail("--input-shape {}: the model has no input '{}'", name, name);
+    runner.check_inputs(values);
+    const int64_t batch = values.empty() || values[0].rank() == 0 ? 1 : values[0].dim(0);
+    const ModelToRun& run = runner.model_for(values);
+    Session& session = runner.session_for(values);
+    for (int i = 0; i < a->warmup; ++i) runner.run(values);
     session.set_profiling(a->profile);
     std::vector<double> ms;
     for (int i = 0; i < a->runs; ++i) {
       auto start = std::chrono::steady_clock::now();
-      session.run(feeds, fetches);
+      runner.run(values);
       ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
     }
     const double median = percentile(ms, 0.5);
     nlohmann::json result = {{"model", a->model},
-                             {"batch", a->batch},
+                             {"batch", batch},
+                             {"input_shapes", timed_shapes},
                              {"threads", a->threads},
                              {"runs", a->runs},
                              {"latency_ms_min", *std::min_element(ms.begin(), ms.end())},
                              {"latency_ms_median", median},
                              {"latency_ms_p90", percentile(ms, 0.9)},
-                             {"throughput_per_sec", static_cast<double>(a->batch) * 1000.0 / median},
+                             {"throughput_per_sec", static_cast<double>(batch) * 1000.0 / median},
                              {"peak_rss_mb", peak_rss_mb()},
-                             {"model_bytes", model.file_bytes}};
+                             {"model_bytes", std::filesystem::file_size(a->model)}};
+    const SpecializerStats plans = runner.plan_stats();
+    result["plan_cache"] = {{"plans", plans.plans},
+                            {"max_plans", plans.max_plans},
+                            {"plans_made", plans.plans_made},
+                            {"last_plan_ms", plans.last_plan_ms},
+                            {"bytes", plans.cache_bytes}};
     std::vector<NodeProfile> profile = session.profile();
     std::sort(profile.begin(), profile.end(),
               [](const NodeProfile& x, const NodeProfile& y) { return x.seconds > y.seconds; });
@@ -86,9 +116,11 @@ Action add_bench_command(CLI::App& app) {
       nlohmann::json rows = nlohmann::json::array();
       for (const NodeProfile& p : profile) {
         double per_call_ms = p.calls ? 1000.0 * p.seconds / static_cast<double>(p.calls) : 0.0;
+        // A fixed graph is declared at one batch size; the session re-planned for `batch`.
+        const Shape& declared = run.input_ports.empty() ? Shape{} : run.input_type(0).shape;
         double flops = node_flops(session.graph(), session.graph().id_of(p.name)) *
-                       static_cast<double>(a->batch) /
-                       std::max<double>(1.0, static_cast<double>(run.input_type(0).shape.empty() ? 1 : run.input_type(0).shape[0]));
+                       static_cast<double>(batch) /
+                       std::max<double>(1.0, static_cast<double>(declared.empty() ? 1 : declared[0]));
         rows.push_back({{"node", p.name},
                         {"op", p.op},
                         {"impl", p.impl},
@@ -104,12 +136,14 @@ Action add_bench_command(CLI::App& app) {
       return 0;
     }
     std::printf("%s  batch %lld  threads %d  %d runs\n", a->model.c_str(),
-                static_cast<long long>(a->batch), a->threads, a->runs);
+                static_cast<long long>(batch), a->threads, a->runs);
+    for (const auto& [name, shape] : timed_shapes.items())
+      std::printf("input %s %s\n", name.c_str(), shape_str(shape.get<Shape>()).c_str());
     std::printf("latency ms: min %.3f  median %.3f  p90 %.3f\n", result["latency_ms_min"].get<double>(),
                 median, result["latency_ms_p90"].get<double>());
     std::printf("throughput %.0f/s  peak RSS %.1f MB  model %zu bytes\n",
                 result["throughput_per_sec"].get<double>(), result["peak_rss_mb"].get<double>(),
-                model.file_bytes);
+                result["model_bytes"].get<size_t>());
     if (a->profile) {
       int name_width = 4, impl_width = 4;
       for (const nlohmann::json& r : result["profile"]) {

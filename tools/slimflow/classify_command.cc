@@ -42,6 +42,7 @@ Action add_classify_command(CLI::App& app) {
     int64_t top = 5, width = 0, height = 0;
     std::optional<float> mean, std;
     int threads = 0;
+    std::vector<std::string> input_shapes;
   };
   auto a = std::make_shared<Args>();
   cmd->add_option("--model", a->model, "Model (.sfm or .onnx)")->required();
@@ -53,8 +54,15 @@ Action add_classify_command(CLI::App& app) {
   cmd->add_option("--input-mean", a->mean, "Subtracted from each pixel (0..255) before scaling");
   cmd->add_option("--input-std", a->std, "Pixels are divided by this after the mean");
   cmd->add_option("--threads", a->threads, "Threads (0: all cores)");
+  cmd->add_option("--input-shape", a->input_shapes,
+                  "Specialize a symbolic ONNX input, NAME=D1,D2,... (repeatable; by default "
+                  "--height/--width or the image's own size)");
   return [a]() {
-    ModelToRun model = open_model_to_run(a->model);
+    Image image = decode_image(a->image);
+    ModelToRun model = open_model_to_run(
+        a->model, image_input_shapes(a->model, parse_input_shapes(a->input_shapes),
+                                     a->height ? a->height : image.height,
+                                     a->width ? a->width : image.width, image.channels));
     const ModelFile& file = model.file;
     if (file.inputs.size() != 1) fail("{}: classify needs a model with one input", a->model);
     const Shape hwc = image_input_hwc(file);
@@ -72,7 +80,6 @@ Action add_classify_command(CLI::App& app) {
       if (a->std) fail("--input-std {} must be finite and non-zero", std);
       fail("{}: its metadata input_std {} must be finite and non-zero", a->model, std);
     }
-    Image image = decode_image(a->image);
     if (channels != 1 && channels != 3 && channels != image.channels)
       fail("{}: {}-channel image; {} takes {} channels (gray or RGB images convert to 1 or 3)",
            a->image, image.channels, a->model, channels);

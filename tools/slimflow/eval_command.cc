@@ -18,13 +18,14 @@ namespace {
 
 // Accuracy of a deployed model (.sfm / .onnx) on a data set's test split.
 EvalResult evaluate_model_file(const std::string& path, const std::string& data, int64_t limit,
-                               int threads) {
-  ModelToRun model = open_model_to_run(path);
-  const ModelFile& file = model.file;
-  if (file.inputs.size() != 1) fail("{}: eval needs a model with one input", path);
+                               int threads, const std::map<std::string, Shape>& input_shapes) {
   const Dataset all = load_test_split(data);
   Dataset test = limit > 0 && limit < all.size() ? take(all, limit) : all;
   Shape example = {test.images.dim(1), test.images.dim(2), test.images.dim(3)};
+  ModelToRun model = open_model_to_run(
+      path, image_input_shapes(path, input_shapes, example[0], example[1], example[2]));
+  const ModelFile& file = model.file;
+  if (file.inputs.size() != 1) fail("{}: eval needs a model with one input", path);
   if (image_input_hwc(file) != example)
     fail("{}: input '{}' is {}, but {} images are {} (HWC)", path, file.inputs[0],
          shape_str(model.input_type(0).shape), data, shape_str(example));
@@ -70,6 +71,7 @@ Action add_eval_command(CLI::App& app) {
     int64_t limit = 0;
     int threads = 0;
     bool json = false;
+    std::vector<std::string> input_shapes;
   };
   auto args = std::make_shared<Args>();
   cmd->add_option("--model", args->model,
@@ -80,10 +82,14 @@ Action add_eval_command(CLI::App& app) {
   cmd->add_option("--limit", args->limit, "Evaluate only the first N test examples");
   cmd->add_option("--threads", args->threads, "Threads (0: all cores)");
   cmd->add_flag("--json", args->json, "Print one JSON object on stdout");
+  cmd->add_option("--input-shape", args->input_shapes,
+                  "Specialize a symbolic ONNX input, NAME=D1,D2,... (repeatable; by default "
+                  "the data set's image size)");
   return [args]() {
     EvalResult r = std::filesystem::is_directory(args->model)
                        ? evaluate_run(args->model, args->data, args->limit, args->threads)
-                       : evaluate_model_file(args->model, args->data, args->limit, args->threads);
+                       : evaluate_model_file(args->model, args->data, args->limit, args->threads,
+                                             parse_input_shapes(args->input_shapes));
     if (args->json) {
       nlohmann::json j = {{"accuracy", r.accuracy}, {"count", r.count}, {"loss", r.loss}};
       std::printf("%s\n", j.dump().c_str());

@@ -50,10 +50,19 @@ Action add_import_command(CLI::App& app) {
   cmd->add_option("model", *path, "ONNX model (.onnx)")->required();
   cmd->add_option("--out", *out, "Model file to write (.sfm)")->required();
   cmd->add_option("--input-shape", *shapes,
-                  "Fix a dynamic input shape, NAME=D1,D2,... (repeatable)");
+                  "Specialize to a fixed input shape, NAME=D1,D2,... (repeatable); without it a "
+                  "model with symbolic dimensions stays symbolic and runs at any size");
   return [path, out, shapes]() {
-    std::map<std::string, Shape> input_shapes;
-    for (const std::string& s : *shapes) input_shapes.insert(parse_input_shape(s));
+    const std::map<std::string, Shape> input_shapes = parse_input_shapes(*shapes);
+    if (std::optional<std::string> bytes = onnx_source(*path);
+        bytes && needs_symbolic_form(declared_onnx_inputs(*bytes, *path), input_shapes)) {
+      // Kept as ONNX: it is imported per input shape when run (onnx/shape_specializer.h).
+      save_model(*out, symbolic_model_file(*bytes, *path));
+      std::fprintf(stderr, "%s: symbolic input dimensions kept; planned per input shape at run "
+                   "time (--input-shape specializes)\n", out->c_str());
+      print_saved(*out);
+      return 0;
+    }
     ModelFile model = open_model(*path, input_shapes);
     for (const auto& [name, shape] : input_shapes)
       if (std::find(model.inputs.begin(), model.inputs.end(), name) == model.inputs.end())

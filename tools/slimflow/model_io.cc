@@ -2,6 +2,8 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include "core/error.h"
 #include "onnx/importer.h"
@@ -33,6 +35,16 @@ std::pair<std::string, Shape> parse_input_shape(const std::string& text) {
   return {text.substr(0, eq), shape};
 }
 
+std::map<std::string, Shape> parse_input_shapes(const std::vector<std::string>& texts) {
+  std::map<std::string, Shape> shapes;
+  for (const std::string& text : texts) {
+    auto [name, shape] = parse_input_shape(text);
+    if (!shapes.emplace(name, shape).second)
+      fail("--input-shape '{}': input '{}' is given twice", text, name);
+  }
+  return shapes;
+}
+
 namespace {
 
 void reject_run_directory(const std::string& path) {
@@ -47,10 +59,19 @@ void reject_run_directory(const std::string& path) {
 
 bool is_onnx(const std::string& path) { return std::filesystem::path(path).extension() == ".onnx"; }
 
-ModelFile import_model(const std::string& path, const std::map<std::string, Shape>& input_shapes) {
+std::string read_file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("{}: cannot open", path);
+  std::stringstream bytes;
+  bytes << in.rdbuf();
+  return bytes.str();
+}
+
+ModelFile import_model(const std::string& bytes, const std::string& path,
+                       const std::map<std::string, Shape>& input_shapes) {
   ImportOptions options;
   options.input_shapes = input_shapes;
-  ModelFile model = import_onnx(path, options);
+  ModelFile model = import_onnx_bytes(bytes, path, options);
   model.graph = optimize_constant_graph(model.graph, model.outputs);
   model.file_bytes = std::filesystem::file_size(path);
   return model;
@@ -58,14 +79,111 @@ ModelFile import_model(const std::string& path, const std::map<std::string, Shap
 
 }  // namespace
 
-ModelFile open_model(const std::string& path, const std::map<std::string, Shape>& input_shapes) {
+std::optional<std::string> onnx_source(const std::string& path) {
   reject_run_directory(path);
-  return is_onnx(path) ? import_model(path, input_shapes) : load_model(path);
+  if (is_onnx(path)) return read_file_bytes(path);
+  return symbolic_onnx_bytes(load_model(path));
 }
 
-ModelToRun open_model_to_run(const std::string& path) {
+ModelFile open_model(const std::string& path, const std::map<std::string, Shape>& input_shapes) {
   reject_run_directory(path);
-  return is_onnx(path) ? prepare_for_run(import_model(path, {})) : load_for_run(path);
+  if (is_onnx(path)) return import_model(read_file_bytes(path), path, input_shapes);
+  ModelFile model = load_model(path);
+  if (std::optional<std::string> bytes = symbolic_onnx_bytes(model))
+    return import_model(*bytes, path, input_shapes);
+  return model;
+}
+
+ModelToRun open_model_to_run(const std::string& path,
+                             const std::map<std::string, Shape>& input_shapes) {
+  return prepare_for_run(open_model(path, input_shapes));
+}
+
+std::vector<DeclaredInput> declared_inputs(const std::string& path) {
+  if (std::optional<std::string> bytes = onnx_source(path)) return declared_onnx_inputs(*bytes, path);
+  const ModelFile model = load_model(path);
+  std::vector<DeclaredInput> inputs;
+  for (const std::string& name : model.inputs) {
+    const TensorType& t = model.graph.node(model.graph.id_of(name)).outputs[0];
+    inputs.push_back({.name = name, .dtype = t.dtype, .dims = t.shape,
+                      .dim_names = std::vector<std::string>(t.shape.size())});
+  }
+  return inputs;
+}
+
+std::map<std::string, Shape> image_input_shapes(const std::string& path,
+                                                std::map<std::string, Shape> given, int64_t height,
+                                                int64_t width, int64_t channels) {
+  if (!onnx_source(path)) return given;
+  const std::vector<DeclaredInput> inputs = declared_inputs(path);
+  if (inputs.size() != 1 || given.count(inputs[0].name) || !inputs[0].symbolic()) return given;
+  const DeclaredInput& in = inputs[0];
+  if (in.dims.size() != 4) return given;
+  const bool spatial_symbolic = in.dims[2] < 0 || in.dims[3] < 0;
+  if (!spatial_symbolic) return given;
+  given[in.name] = {1, in.dims[1] >= 0 ? in.dims[1] : channels, in.dims[2] >= 0 ? in.dims[2] : height,
+                    in.dims[3] >= 0 ? in.dims[3] : width};
+  return given;
+}
+
+ModelRunner::ModelRunner(const std::string& path, const std::map<std::string, Shape>& input_shapes,
+                         SessionOptions options)
+    : path_(path) {
+  if (std::optional<std::string> bytes = onnx_source(path)) {
+    ImportOptions base;
+    base.input_shapes = input_shapes;
+    specializer_ = std::make_unique<ShapeSpecializer>(std::move(*bytes), path, base, options);
+    inputs_ = specializer_->inputs();
+    outputs_ = specializer_->outputs();
+    return;
+  }
+  fixed_ = load_for_run(path);
+  session_ = std::make_unique<Session>(fixed_->file.graph, options);
+  inputs_ = declared_inputs(path);
+  for (DeclaredInput& in : inputs_)
+    if (!in.dims.empty()) in.dims[0] = -1;  // the session re-plans for any batch size
+  outputs_ = fixed_->file.outputs;
+}
+
+size_t ModelRunner::input_index(const std::string& name) const {
+  for (size_t i = 0; i < inputs_.size(); ++i)
+    if (inputs_[i].name == name) return i;
+  return inputs_.size();
+}
+
+void ModelRunner::check_inputs(const std::vector<Tensor>& values) const {
+  if (specializer_) return specializer_->check_inputs(values);
+  if (values.size() != inputs_.size())
+    fail("{}: the model has {} inputs, {} given", path_, inputs_.size(), values.size());
+  std::map<std::string, std::pair<int64_t, std::string>> bound;
+  for (size_t i = 0; i < inputs_.size(); ++i) check_input(inputs_[i], i, values[i], bound);
+}
+
+std::vector<Tensor> ModelRunner::run(const std::vector<Tensor>& values) {
+  if (specializer_) return specializer_->run(values);
+  check_inputs(values);
+  Feeds feeds;
+  for (size_t i = 0; i < values.size(); ++i) feeds.emplace_back(fixed_->input_ports[i], values[i]);
+  return session_->run(feeds, fixed_->output_ports);
+}
+
+const ModelToRun& ModelRunner::model_for(const std::vector<Tensor>& values) {
+  if (specializer_) return specializer_->specialization(values);
+  return *fixed_;
+}
+
+Session& ModelRunner::session_for(const std::vector<Tensor>& values) {
+  if (specializer_) return specializer_->session(values);
+  return *session_;
+}
+
+SpecializerStats ModelRunner::plan_stats() const {
+  if (specializer_) return specializer_->stats();
+  SpecializerStats s;
+  s.plans = session_->plan_count();
+  s.max_plans = Session::kMaxPlans;
+  s.cache_bytes = weight_bytes(fixed_->file) + session_->arena_bytes();
+  return s;
 }
 
 Shape with_batch(const Shape& shape, int64_t batch) {

@@ -3,9 +3,13 @@
 #pragma once
 
 #include <map>
+#include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "modelfile/model_file.h"
+#include "onnx/shape_specializer.h"
 #include "runtime/model_to_run.h"
 #include "runtime/session.h"
 
@@ -14,13 +18,61 @@ namespace sf::cli {
 // "name=1,3,224,224" -> {name, shape}; throws sf::Error on bad syntax.
 std::pair<std::string, Shape> parse_input_shape(const std::string& text);
 
+// The --input-shape values (NAME=D1,D2,...) as a map; throws on bad syntax or a repeated name.
+std::map<std::string, Shape> parse_input_shapes(const std::vector<std::string>& texts);
+
 // Loads a .sfm (memory-mapped) or imports a .onnx model, as stored: for commands that read or
-// rewrite a model.
+// rewrite a model. A symbolic model (a .onnx, or a .sfm that `import` kept symbolic) is
+// specialized to `input_shapes`.
 ModelFile open_model(const std::string& path,
                      const std::map<std::string, Shape>& input_shapes = {});
 
 // The same prepared to run (runtime/model_to_run.h): the C API's load_for_run, plus .onnx.
-ModelToRun open_model_to_run(const std::string& path);
+ModelToRun open_model_to_run(const std::string& path,
+                             const std::map<std::string, Shape>& input_shapes = {});
+
+// The ONNX bytes of a .onnx file or of a symbolic .sfm; nullopt for other model files.
+std::optional<std::string> onnx_source(const std::string& path);
+
+// The inputs of a model as declared (-1 for symbolic dimensions), for commands that pick a
+// concrete shape from what they feed (eval's data set, classify's image).
+std::vector<DeclaredInput> declared_inputs(const std::string& path);
+
+// The input shapes to open an image model at: `given` (--input-shape), plus, for a one-input
+// ONNX model whose spatial dimensions are symbolic, the NCHW shape [1, C, height, width] of
+// the images it will be fed (the shape comes from the input, as ONNX Runtime takes it).
+std::map<std::string, Shape> image_input_shapes(const std::string& path,
+                                                std::map<std::string, Shape> given, int64_t height,
+                                                int64_t width, int64_t channels);
+
+// A model to run on given inputs: ONNX models (and symbolic .sfm files) are planned per input
+// shape (onnx/shape_specializer.h); other .sfm files run their one graph, whose session
+// re-plans for a new batch size.
+class ModelRunner {
+ public:
+  ModelRunner(const std::string& path, const std::map<std::string, Shape>& input_shapes,
+              SessionOptions options);
+  const std::vector<DeclaredInput>& inputs() const { return inputs_; }
+  const std::vector<std::string>& outputs() const { return outputs_; }
+  size_t input_index(const std::string& name) const;
+  // Throws one line naming the input and what the model allows when a value does not fit.
+  void check_inputs(const std::vector<Tensor>& values) const;
+  // One value per input, in inputs() order.
+  std::vector<Tensor> run(const std::vector<Tensor>& values);
+  // The graph and session that run `values` (planned if new): for profiles and FLOP counts.
+  const ModelToRun& model_for(const std::vector<Tensor>& values);
+  Session& session_for(const std::vector<Tensor>& values);
+  // Plan cache figures: specializations (ONNX) or the session's plans (.sfm).
+  SpecializerStats plan_stats() const;
+
+ private:
+  std::string path_;
+  std::vector<DeclaredInput> inputs_;
+  std::vector<std::string> outputs_;
+  std::unique_ptr<ShapeSpecializer> specializer_;
+  std::optional<ModelToRun> fixed_;
+  std::unique_ptr<Session> session_;
+};
 
 // The model's input shape with its batch dimension set to `batch`.
 Shape with_batch(const Shape& shape, int64_t batch);

@@ -24,6 +24,7 @@ namespace {
 // The command line as given; empty strings are options not given.
 struct QuantizeArgs {
   std::string model;
+  std::vector<std::string> input_shapes;
   std::string mode;
   std::string bits;
   std::string scheme;
@@ -103,7 +104,7 @@ int run_eightbit_quantization(const QuantizeArgs& args) {
     fail("--report compares layers on calibration data: give --calib-data");
   if (args.calib_count < 1) fail("--calib-count must be at least 1, got {}", args.calib_count);
   if (!(args.input_std > 0.0f)) fail("--input-std must be positive, got {}", args.input_std);
-  const ModelFile model = open_model(args.model);
+  const ModelFile model = open_model(args.model, parse_input_shapes(args.input_shapes));
   EightbitModelOptions options{.per_channel = args.per_channel,
                                .exclude = {args.exclude.begin(), args.exclude.end()},
                                .calib_data = args.calib_data,
@@ -229,7 +230,7 @@ void print_table(const QuantizeArgs& args, const quant::WeightQuantizeOptions& o
 
 int run_weight_quantization(const QuantizeArgs& args) {
   const quant::WeightQuantizeOptions options = weight_options(args);
-  ModelFile model = open_model(args.model);
+  ModelFile model = open_model(args.model, parse_input_shapes(args.input_shapes));
   quant::WeightQuantizeReport report;
   try {
     report = quant::quantize_model_weights(model, options);
@@ -276,6 +277,9 @@ Action add_quantize_command(CLI::App& app) {
                   "eightbit: calibration images are fed as (pixel - mean) / std (0)");
   cmd->add_option("--input-std", args->input_std, "eightbit: see --input-mean (255)");
   cmd->add_option("--threads", args->threads, "Threads (0: all cores)");
+  cmd->add_option("--input-shape", args->input_shapes,
+                  "Specialize a symbolic ONNX input (and calibrate at it), NAME=D1,D2,... "
+                  "(repeatable)");
   return [args]() {
     if (args->model.empty()) fail("quantize needs a MODEL (.sfm or .onnx)");
     if (args->mode == "eightbit") return run_eightbit_quantization(*args);

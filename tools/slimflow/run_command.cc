@@ -14,7 +14,7 @@ Action add_run_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("run", "Run a model on .npy inputs and write .npy outputs");
   struct Args {
     std::string model, output_dir = ".";
-    std::vector<std::string> inputs;
+    std::vector<std::string> inputs, input_shapes;
     int threads = 0;
   };
   auto a = std::make_shared<Args>();
@@ -23,55 +23,55 @@ Action add_run_command(CLI::App& app) {
                                         "single-input model)")->required();
   cmd->add_option("--output-dir", a->output_dir, "Folder for <output>.npy files");
   cmd->add_option("--threads", a->threads, "Threads (0: all cores)");
+  cmd->add_option("--input-shape", a->input_shapes,
+                  "Specialize a symbolic input, NAME=D1,D2,... (repeatable; by default the "
+                  "shape comes from the input given)");
   return [a]() {
-    ModelToRun run = open_model_to_run(a->model);
-    const ModelFile& model = run.file;
-    Feeds feeds;
+    ModelRunner runner(a->model, parse_input_shapes(a->input_shapes),
+                       SessionOptions{.threads = a->threads});
+    const std::vector<DeclaredInput>& inputs = runner.inputs();
+    std::vector<Tensor> values(inputs.size());
+    std::vector<std::string> files(inputs.size());
     for (const std::string& spec : a->inputs) {
       auto eq = spec.find('=');
       std::string name = eq == std::string::npos ? "" : spec.substr(0, eq);
       std::string file = eq == std::string::npos ? spec : spec.substr(eq + 1);
       if (name.empty()) {
-        if (model.inputs.size() != 1)
-          fail("--input {}: the model has {} inputs; name them (NAME=file.npy)", spec, model.inputs.size());
-        name = model.inputs[0];
+        if (inputs.size() != 1)
+          fail("--input {}: the model has {} inputs; name them (NAME=file.npy)", spec, inputs.size());
+        name = inputs[0].name;
       }
-      size_t index = model.inputs.size();
-      for (size_t i = 0; i < model.inputs.size(); ++i)
-        if (model.inputs[i] == name) index = i;
-      if (index == model.inputs.size())
+      const size_t index = runner.input_index(name);
+      if (index == inputs.size())
         fail("--input {}: the model has no input '{}'", spec, name);
-      Tensor value = read_npy(file);
-      const TensorType& want = run.input_type(index);
-      if (value.dtype() != want.dtype)
-        fail("{}: dtype {} does not fit input '{}' ({})", file, dtype_name(value.dtype()), name,
-             type_str(want));
-      bool fits = value.rank() == static_cast<int>(want.shape.size());
-      for (size_t d = 1; fits && d < want.shape.size(); ++d) fits = value.shape()[d] == want.shape[d];
-      if (!fits)
-        fail("{}: shape {} does not fit input '{}' {} (only the batch dimension may differ)", file,
-             shape_str(value.shape()), name, shape_str(want.shape));
-      feeds.emplace_back(run.input_ports[index], value);
+      values[index] = read_npy(file);
+      files[index] = file;
     }
-    if (feeds.size() != model.inputs.size())
-      fail("the model has {} inputs, {} given", model.inputs.size(), feeds.size());
+    for (size_t i = 0; i < inputs.size(); ++i)
+      if (!values[i].defined())
+        fail("the model has {} inputs; input '{}' was not given (--input {}=file.npy)",
+             inputs.size(), inputs[i].name, inputs[i].name);
+    try {
+      runner.check_inputs(values);
+    } catch (const InputMismatch& e) {
+      fail("{}: {}", files[e.input], e.what());
+    }
     // One file per output, checked before anything runs or is written: 'a/b' and 'a_b' would
     // otherwise both become a_b.npy, the second silently replacing the first.
-    std::vector<std::string> files;
+    std::vector<std::string> output_files;
     std::map<std::string, std::string> owner;  // file name -> the output written there
-    for (const std::string& output : model.outputs) {
+    for (const std::string& output : runner.outputs()) {
       std::string name = output;
       for (char& c : name)
         if (c == '/' || c == ':') c = '_';
       if (auto [it, fresh] = owner.emplace(name, output); !fresh)
         fail("outputs '{}' and '{}' would both be written to {}.npy", it->second, output, name);
-      files.push_back(name + ".npy");
+      output_files.push_back(name + ".npy");
     }
-    Session session(model.graph, SessionOptions{.threads = a->threads});
-    std::vector<Tensor> outs = session.run(feeds, run.output_ports);
+    std::vector<Tensor> outs = runner.run(values);
     std::filesystem::create_directories(a->output_dir);
     for (size_t i = 0; i < outs.size(); ++i) {
-      std::string path = (std::filesystem::path(a->output_dir) / files[i]).string();
+      std::string path = (std::filesystem::path(a->output_dir) / output_files[i]).string();
       write_npy(path, outs[i]);
       std::fprintf(stderr, "wrote %s %s%s\n", path.c_str(), dtype_name(outs[i].dtype()),
                    shape_str(outs[i].shape()).c_str());

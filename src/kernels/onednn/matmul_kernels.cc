@@ -16,10 +16,38 @@ dnnl::matmul::primitive_desc make_pd(const KernelSpec& spec) {
                                       user_scratchpad_attr(), engine());
 }
 
+// A batched operand as oneDNN takes it: padded with leading 1s to the output's rank (oneDNN
+// broadcasts size-1 batch dimensions), the last two dimensions swapped by strides when
+// transposed.
+dnnl::memory::desc batched_desc(const Shape& stored, size_t rank, bool t) {
+  Shape s(rank - stored.size(), 1);
+  s.insert(s.end(), stored.begin(), stored.end());
+  dnnl::memory::dims strides(rank, 1);
+  for (size_t i = rank - 1; i-- > 0;) strides[i] = strides[i + 1] * s[i + 1];
+  dnnl::memory::dims dims(s.begin(), s.end());
+  if (t) {
+    std::swap(dims[rank - 1], dims[rank - 2]);
+    std::swap(strides[rank - 1], strides[rank - 2]);
+  }
+  return dnnl::memory::desc(dims, dnnl::memory::data_type::f32, strides);
+}
+
+dnnl::matmul::primitive_desc make_batched_pd(const KernelSpec& spec) {
+  const bool ta = spec.node.attrs.get_bool("transpose_a");
+  const bool tb = spec.node.attrs.get_bool("transpose_b");
+  const Shape& out = spec.node.outputs[0].shape;
+  return dnnl::matmul::primitive_desc(
+      dnnl::matmul::desc(batched_desc(spec.inputs[0].shape, out.size(), ta),
+                         batched_desc(spec.inputs[1].shape, out.size(), tb), plain_desc(out)),
+      user_scratchpad_attr(), engine());
+}
+
 class MatMulKernel : public Kernel {
  public:
-  explicit MatMulKernel(const KernelSpec& spec) {
-    dnnl::matmul::primitive_desc pd = make_pd(spec);
+  explicit MatMulKernel(const KernelSpec& spec)
+      : MatMulKernel(spec.node.op == op_names::kBatchMatMul ? make_batched_pd(spec)
+                                                             : make_pd(spec)) {}
+  explicit MatMulKernel(const dnnl::matmul::primitive_desc& pd) {
     a_ = dnnl::memory(pd.src_desc(), engine(), DNNL_MEMORY_NONE);
     b_ = dnnl::memory(pd.weights_desc(), engine(), DNNL_MEMORY_NONE);
     y_ = dnnl::memory(pd.dst_desc(), engine(), DNNL_MEMORY_NONE);
@@ -43,7 +71,8 @@ bool accepts(const KernelSpec& spec) {
   for (const TensorType& t : spec.inputs)
     if (num_elements(t.shape) == 0) return false;
   try {
-    return !is_reference_impl(make_pd(spec).impl_info_str());
+    const auto pd = spec.node.op == op_names::kBatchMatMul ? make_batched_pd(spec) : make_pd(spec);
+    return !is_reference_impl(pd.impl_info_str());
   } catch (const dnnl::error&) {
     return false;
   }
@@ -60,6 +89,8 @@ void register_matmul_kernels(KernelRegistry& r) {
   def.create = [](const KernelSpec& spec) -> std::unique_ptr<Kernel> {
     return std::make_unique<MatMulKernel>(spec);
   };
+  r.add(def);
+  def.op = op_names::kBatchMatMul;
   r.add(std::move(def));
 }
 

@@ -46,16 +46,28 @@ bool selects_a(T a, T b) {
   return Pick{}(a, b);
 }
 
+// Integers wrap around as in ONNX (two's complement): the arithmetic runs unsigned, where
+// overflow is defined, and converts back.
+template <typename T, typename Op>
+T wrapping(T a, T b, Op op) {
+  if constexpr (std::is_integral_v<T>) {
+    using U = std::make_unsigned_t<std::conditional_t<(sizeof(T) < sizeof(unsigned)), int, T>>;
+    return static_cast<T>(op(static_cast<U>(a), static_cast<U>(b)));
+  } else {
+    return op(a, b);
+  }
+}
+
 template <typename T>
 void add_binary_kernels(KernelRegistry& r, DType dtype) {
   r.add(simple_kernel(op_names::kAdd, dtype, "reference", [](KernelContext& ctx) {
-    binary<T>(ctx, [](T a, T b) { return static_cast<T>(a + b); });
+    binary<T>(ctx, [](T a, T b) { return wrapping(a, b, std::plus<>{}); });
   }));
   r.add(simple_kernel(op_names::kSub, dtype, "reference", [](KernelContext& ctx) {
-    binary<T>(ctx, [](T a, T b) { return static_cast<T>(a - b); });
+    binary<T>(ctx, [](T a, T b) { return wrapping(a, b, std::minus<>{}); });
   }));
   r.add(simple_kernel(op_names::kMul, dtype, "reference", [](KernelContext& ctx) {
-    binary<T>(ctx, [](T a, T b) { return static_cast<T>(a * b); });
+    binary<T>(ctx, [](T a, T b) { return wrapping(a, b, std::multiplies<>{}); });
   }));
   r.add(simple_kernel(op_names::kMaximum, dtype, "reference", [](KernelContext& ctx) {
     binary<T>(ctx, [](T a, T b) { return selects_a<std::greater_equal<>>(a, b) ? a : b; });
@@ -67,7 +79,7 @@ void add_binary_kernels(KernelRegistry& r, DType dtype) {
     const T* x = ctx.inputs[0].data<T>();
     T* y = ctx.outputs[0].data<T>();
     const int64_t n = ctx.outputs[0].numel();
-    for (int64_t i = 0; i < n; ++i) y[i] = static_cast<T>(-x[i]);
+    for (int64_t i = 0; i < n; ++i) y[i] = wrapping(T{0}, x[i], std::minus<>{});
   }));
 }
 
@@ -77,8 +89,8 @@ template <typename T>
 void integer_div(KernelContext& ctx) {
   binary<T>(ctx, [](T a, T b) {
     if (b == 0) return T{0};
-    if (b == -1)
-      return static_cast<T>(std::make_unsigned_t<T>{0} - static_cast<std::make_unsigned_t<T>>(a));
+    if constexpr (std::is_signed_v<T>)
+      if (b == -1) return wrapping(T{0}, a, std::minus<>{});
     return static_cast<T>(a / b);
   });
 }
@@ -178,11 +190,15 @@ void register_reference_math_kernels(KernelRegistry& r) {
   add_binary_kernels<float>(r, DType::f32);
   add_binary_kernels<int32_t>(r, DType::i32);
   add_binary_kernels<int64_t>(r, DType::i64);
+  add_binary_kernels<int8_t>(r, DType::i8);
+  add_binary_kernels<uint8_t>(r, DType::u8);
   r.add(simple_kernel(op_names::kDiv, DType::f32, "reference", [](KernelContext& ctx) {
     binary<float>(ctx, [](float a, float b) { return a / b; });
   }));
   r.add(simple_kernel(op_names::kDiv, DType::i32, "reference", integer_div<int32_t>));
   r.add(simple_kernel(op_names::kDiv, DType::i64, "reference", integer_div<int64_t>));
+  r.add(simple_kernel(op_names::kDiv, DType::i8, "reference", integer_div<int8_t>));
+  r.add(simple_kernel(op_names::kDiv, DType::u8, "reference", integer_div<uint8_t>));
   r.add(simple_kernel(op_names::kAddN, DType::f32, "reference", [](KernelContext& ctx) {
     float* y = ctx.outputs[0].data<float>();
     const int64_t n = ctx.outputs[0].numel();

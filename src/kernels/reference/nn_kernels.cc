@@ -134,6 +134,50 @@ void matmul(KernelContext& ctx) {
     }
 }
 
+// Output batch index -> the operand's batch index, broadcasting size-1 and missing dimensions.
+int64_t broadcast_batch_index(int64_t out_index, const Shape& out_batch, const Shape& operand) {
+  const size_t rank = operand.size() - 2, offset = out_batch.size() - rank;
+  int64_t index = 0, stride = 1;
+  for (size_t i = out_batch.size(); i-- > 0;) {
+    const int64_t coord = out_index % out_batch[i];
+    out_index /= out_batch[i];
+    if (i < offset) continue;
+    const int64_t d = operand[i - offset];
+    index += (d == 1 ? 0 : coord) * stride;
+    stride *= d;
+  }
+  return index;
+}
+
+void batch_matmul(KernelContext& ctx) {
+  const Tensor& a = ctx.inputs[0];
+  const Tensor& b = ctx.inputs[1];
+  Tensor& y = ctx.outputs[0];
+  const bool ta = ctx.node.attrs.get_bool("transpose_a");
+  const bool tb = ctx.node.attrs.get_bool("transpose_b");
+  const Shape& out = y.shape();
+  const Shape batch(out.begin(), out.end() - 2);
+  const int64_t m = out[out.size() - 2], n = out.back();
+  const int64_t k = ta ? a.dim(-2) : a.dim(-1);
+  const int64_t batches = num_elements(batch);
+  const float* ap = a.data<float>();
+  const float* bp = b.data<float>();
+  float* yp = y.data<float>();
+  for (int64_t s = 0; s < batches; ++s) {
+    const float* as = ap + broadcast_batch_index(s, batch, a.shape()) * m * k;
+    const float* bs = bp + broadcast_batch_index(s, batch, b.shape()) * k * n;
+    float* ys = yp + s * m * n;
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double acc = 0.0;
+        for (int64_t p = 0; p < k; ++p)
+          acc += static_cast<double>(as[ta ? p * m + i : i * k + p]) *
+                 bs[tb ? j * k + p : p * n + j];
+        ys[i * n + j] = static_cast<float>(acc);
+      }
+  }
+}
+
 void bias_add(KernelContext& ctx) {
   const Tensor& x = ctx.inputs[0];
   const int64_t c = x.dim(-1);
@@ -280,6 +324,7 @@ void register_reference_nn_kernels(KernelRegistry& r) {
   add(op_names::kConv2DBackpropInput, conv2d_backprop_input);
   add(op_names::kConv2DBackpropFilter, conv2d_backprop_filter);
   add(op_names::kMatMul, matmul);
+  add(op_names::kBatchMatMul, batch_matmul);
   add(op_names::kBiasAdd, bias_add);
   add(op_names::kBiasAddGrad, bias_add_grad);
   add(op_names::kMaxPool, max_pool);
