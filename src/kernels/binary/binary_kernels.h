@@ -1,0 +1,27 @@
+// Kernels for the conv and dense layers of binarized models (`train --binarize`): Conv2D,
+// FusedConv2D, MatMul and FusedMatMul whose frozen weights hold, per output channel, only
+// -scale and +scale (binary) or also 0 (ternary), as `freeze` stores them.
+//
+// A KernelSpec says only that the weights are constant, so the choice is made at run time, as
+// the sparse kernels do: the first compute() (and any that sees another weight buffer) reads
+// the weights; binary or ternary ones are packed into bit-planes (bit_gemm.h), others go to the
+// kernel the registry ranks next. Each call then looks at its inputs: when every value is -1 or
+// +1 (an XNOR layer, fed by BinarizeActivation) the product is XNOR + popcount on packed bits;
+// otherwise float inputs are summed by sign without multiplies (BinaryConnect). One scale per
+// output channel, the bias and the activation follow.
+//
+// Impl "binary" (above the sparse kernels) runs this way; "binary_reference" (asked for by name
+// only) does the same with the bit-by-bit reference product: the oracle of the packed paths.
+#pragma once
+
+#include "kernels/kernel.h"
+
+namespace sf {
+
+namespace binary {
+// Above the sparse kernels (20), which see non-binary weights next.
+inline constexpr int kPriority = 30;
+inline constexpr int kOnlyWhenAskedPriority = -1;
+}  // namespace binary
+
+}  // namespace sf
