@@ -45,7 +45,10 @@ class BinaryLayerKernel : public Kernel {
         activation_(activation_of(spec.node)),
         x_shape_(spec.inputs[0].shape),
         w_shape_(spec.inputs[1].shape) {
-    if (!reference_) dense_ = KernelRegistry::global().select_below(spec, kPriority).create(spec);
+    // Weights that turn out not binary go to the next kernel; under binary_reference, to the
+    // reference kernel, so that forcing it on a whole model runs its float layers too.
+    dense_ = reference_ ? KernelRegistry::global().select(spec, "reference").create(spec)
+                        : KernelRegistry::global().select_below(spec, kPriority).create(spec);
     if (conv_) geometry_ = conv_window(spec.node.attrs, x_shape_, w_shape_);
   }
 
@@ -89,10 +92,7 @@ class BinaryLayerKernel : public Kernel {
     decided_for_ = weights.raw();
     packed_.reset();
     const std::optional<quant::SignedLevels> levels = quant::signed_levels(weights);
-    if (!levels) {
-      if (dense_ == nullptr) fail("binary_reference: the weights are not binary or ternary");
-      return;
-    }
+    if (!levels) return;
     const int64_t n = w_shape_.back();
     packed_ = pack_weights(*levels, weights.numel() / n, n);
     if (conv_) tap_sums(*levels);

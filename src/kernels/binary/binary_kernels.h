@@ -11,7 +11,8 @@
 // output channel, the bias and the activation follow.
 //
 // Impl "binary" (above the sparse kernels) runs this way; "binary_reference" (asked for by name
-// only) does the same with the bit-by-bit reference product: the oracle of the packed paths.
+// only) does the same with the bit-by-bit reference product: the oracle of the packed paths
+// (other weights run on the reference kernel).
 #pragma once
 
 #include "kernels/kernel.h"
