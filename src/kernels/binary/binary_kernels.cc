@@ -77,10 +77,7 @@ class BinaryLayerKernel : public Kernel {
 
   std::string running_impl() const override {
     if (!decided_for_) return "";
-    if (!packed_) {
-      const std::string dense = dense_ ? dense_->running_impl() : "";
-      return dense.empty() ? "dense" : "dense:" + dense;
-    }
+    if (!packed_) return dense_->running_impl();  // not a binary layer: what it ran, as is
     // The profile prefixes the registered impl: "binary:xnor_avx512", "binary:ternary_signed_sum".
     const std::string kind = packed_->ternary ? "ternary_" : "";
     if (!xnor_) return kind + "signed_sum";  // float inputs summed by sign (BinaryConnect)

@@ -10,7 +10,10 @@
 // otherwise float inputs are summed by sign without multiplies (BinaryConnect). One scale per
 // output channel, the bias and the activation follow.
 //
-// Impl "binary" (above the sparse kernels) runs this way; "binary_reference" (asked for by name
+// Impl "binary" runs this way, ranked between oneDNN (10) and the sparse kernels (20): a sparse
+// kernel that finds the weights dense hands them here, and this kernel hands non-binary weights
+// on to oneDNN's, so that a profile reads "sparse:dense:xnor_avx512" for a binary layer and
+// exactly as before for the others; "binary_reference" (asked for by name
 // only) does the same with the bit-by-bit reference product: the oracle of the packed paths
 // (other weights run on the reference kernel).
 #pragma once
@@ -20,8 +23,7 @@
 namespace sf {
 
 namespace binary {
-// Above the sparse kernels (20), which see non-binary weights next.
-inline constexpr int kPriority = 30;
+inline constexpr int kPriority = 15;
 inline constexpr int kOnlyWhenAskedPriority = -1;
 }  // namespace binary
 

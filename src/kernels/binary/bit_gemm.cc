@@ -35,6 +35,16 @@ PackedWeights pack_weights(const quant::SignedLevels& levels, int64_t k, int64_t
       if (l < 0 && w.ternary) w.minus[word] |= bit;
       if (w.ternary) (l > 0 ? w.plus_count : w.minus_count)[static_cast<size_t>(c)] += l != 0;
     }
+  const int64_t blocks = (n + 7) / 8;
+  auto interleave = [&](const std::vector<uint64_t>& plane, std::vector<uint64_t>& out) {
+    out.assign(static_cast<size_t>(blocks * w.words * 8), 0);
+    for (int64_t c = 0; c < n; ++c)
+      for (int64_t i = 0; i < w.words; ++i)
+        out[static_cast<size_t>(((c / 8) * w.words + i) * 8 + c % 8)] =
+            plane[static_cast<size_t>(c * w.words + i)];
+  };
+  interleave(w.plus, w.plus_by8);
+  if (w.ternary) interleave(w.minus, w.minus_by8);
   return w;
 }
 
@@ -88,7 +98,7 @@ void xnor_gemm_portable(const uint64_t* a, int64_t m, const PackedWeights& w, in
 
 void xnor_gemm(const uint64_t* a, int64_t m, const PackedWeights& w, int32_t* dot) {
 #if defined(__x86_64__)
-  if (cpu_features().avx512f && cpu_features().avx512_vpopcntdq) {
+  if (cpu_features().avx512f && cpu_features().avx512vl && cpu_features().avx512_vpopcntdq) {
     xnor_gemm_avx512(a, m, w, dot);
     return;
   }
@@ -98,7 +108,7 @@ void xnor_gemm(const uint64_t* a, int64_t m, const PackedWeights& w, int32_t* do
 
 const char* xnor_gemm_impl() {
 #if defined(__x86_64__)
-  if (cpu_features().avx512f && cpu_features().avx512_vpopcntdq) return "avx512";
+  if (cpu_features().avx512f && cpu_features().avx512vl && cpu_features().avx512_vpopcntdq) return "avx512";
 #endif
   return "portable";
 }

@@ -31,6 +31,10 @@ struct PackedWeights {
   std::vector<int32_t> plus_count;    // [n], ternary only
   std::vector<int32_t> minus_count;   // [n], ternary only
   std::vector<float> scales;          // [n]
+  // The planes again, interleaved by blocks of 8 channels: [n / 8 rounded up][words][8], zero
+  // for the channels past n, so that one 512-bit vector holds word i of 8 channels and the
+  // XNOR kernel counts 8 outputs per instruction without horizontal sums.
+  std::vector<uint64_t> plus_by8, minus_by8;
   std::vector<int8_t> levels;         // [k][n] as given, for the reference and float paths
 };
 

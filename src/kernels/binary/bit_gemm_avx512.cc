@@ -1,5 +1,6 @@
-// XNOR products with VPOPCNTDQ: eight 64-bit words per instruction, four output channels per
-// pass over an activation row so that each loaded activation vector serves four channels.
+// XNOR products with VPOPCNTDQ on the channel-interleaved planes (bit_gemm.h): one vector holds
+// word i of 8 output channels, the activation word is broadcast, and each lane accumulates its
+// own channel's count, so no horizontal sums are needed.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -8,78 +9,62 @@
 
 namespace sf::binary {
 
-// GCC 12's intrinsics start from _mm512_undefined_epi32(), a deliberate self-initialization
-// that -Wmaybe-uninitialized reports once they are inlined here (_mm512_reduce_add_epi64).
+// GCC 12's intrinsics start from _mm256_undefined_si256(), a deliberate self-initialization
+// that -Wmaybe-uninitialized reports once they are inlined here (_mm512_cvtepi64_epi32).
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
 
 namespace {
 
-constexpr int64_t kChannels = 4;
+constexpr int64_t kLanes = 8;
 
-__attribute__((target("avx512f,avx512vpopcntdq"))) inline __m512i load(const uint64_t* p,
-                                                                        __mmask8 mask) {
-  return _mm512_maskz_loadu_epi64(mask, p);
-}
-
-// Mismatch counts (binary) of one row against channels c .. c + count - 1.
-__attribute__((target("avx512f,avx512vpopcntdq"))) void binary_row(const uint64_t* row,
-                                                                   const PackedWeights& w,
-                                                                   int64_t c, int64_t count,
-                                                                   int32_t* dot) {
+// Counts for one activation row against the 8 channels of block b.
+__attribute__((target("avx512f,avx512vl,avx512vpopcntdq"))) void block_counts(const uint64_t* row,
+                                                                     const PackedWeights& w,
+                                                                     int64_t b, int32_t* dot) {
   const int64_t words = w.words;
-  __m512i acc[kChannels];
-  for (int64_t j = 0; j < kChannels; ++j) acc[j] = _mm512_setzero_si512();
-  for (int64_t i = 0; i < words; i += 8) {
-    const __mmask8 mask = words - i >= 8 ? __mmask8{0xff}
-                                         : static_cast<__mmask8>((1u << (words - i)) - 1);
-    const __m512i a = load(row + i, mask);
-    for (int64_t j = 0; j < count; ++j) {
-      const __m512i b = load(w.plus.data() + (c + j) * words + i, mask);
-      acc[j] = _mm512_add_epi64(acc[j], _mm512_popcnt_epi64(_mm512_xor_si512(a, b)));
+  const uint64_t* plus = w.plus_by8.data() + b * words * kLanes;
+  const int64_t c0 = b * kLanes;
+  const auto lanes = static_cast<__mmask8>((1u << std::min<int64_t>(kLanes, w.n - c0)) - 1);
+  if (!w.ternary) {
+    __m512i mismatches = _mm512_setzero_si512();
+    for (int64_t i = 0; i < words; ++i) {
+      const __m512i a = _mm512_set1_epi64(static_cast<long long>(row[i]));
+      const __m512i p = _mm512_loadu_si512(plus + i * kLanes);
+      mismatches = _mm512_add_epi64(mismatches, _mm512_popcnt_epi64(_mm512_xor_si512(a, p)));
     }
+    // dot = K - 2 * mismatches, exact in 32 bits.
+    const __m512i k = _mm512_set1_epi64(w.k);
+    const __m512i d = _mm512_sub_epi64(k, _mm512_add_epi64(mismatches, mismatches));
+    _mm256_mask_storeu_epi32(dot + c0, lanes, _mm512_cvtepi64_epi32(d));
+    return;
   }
-  for (int64_t j = 0; j < count; ++j)
-    dot[j] = static_cast<int32_t>(w.k - 2 * _mm512_reduce_add_epi64(acc[j]));
-}
-
-__attribute__((target("avx512f,avx512vpopcntdq"))) void ternary_row(const uint64_t* row,
-                                                                    const PackedWeights& w,
-                                                                    int64_t c, int32_t* dot) {
-  const int64_t words = w.words;
+  const uint64_t* minus = w.minus_by8.data() + b * words * kLanes;
   __m512i plus_on = _mm512_setzero_si512(), minus_on = _mm512_setzero_si512();
-  for (int64_t i = 0; i < words; i += 8) {
-    const __mmask8 mask = words - i >= 8 ? __mmask8{0xff}
-                                         : static_cast<__mmask8>((1u << (words - i)) - 1);
-    const __m512i a = load(row + i, mask);
-    const __m512i p = load(w.plus.data() + c * words + i, mask);
-    const __m512i n = load(w.minus.data() + c * words + i, mask);
-    plus_on = _mm512_add_epi64(plus_on, _mm512_popcnt_epi64(_mm512_and_si512(a, p)));
-    minus_on = _mm512_add_epi64(minus_on, _mm512_popcnt_epi64(_mm512_and_si512(a, n)));
+  for (int64_t i = 0; i < words; ++i) {
+    const __m512i a = _mm512_set1_epi64(static_cast<long long>(row[i]));
+    plus_on = _mm512_add_epi64(
+        plus_on, _mm512_popcnt_epi64(_mm512_and_si512(a, _mm512_loadu_si512(plus + i * kLanes))));
+    minus_on = _mm512_add_epi64(
+        minus_on, _mm512_popcnt_epi64(_mm512_and_si512(a, _mm512_loadu_si512(minus + i * kLanes))));
   }
-  *dot = static_cast<int32_t>(2 * _mm512_reduce_add_epi64(plus_on) -
-                              w.plus_count[static_cast<size_t>(c)] -
-                              2 * _mm512_reduce_add_epi64(minus_on) +
-                              w.minus_count[static_cast<size_t>(c)]);
+  // dot = 2 * plus_on - |plus| - 2 * minus_on + |minus|, the counts per channel added in 32 bits.
+  const __m256i on = _mm512_cvtepi64_epi32(
+      _mm512_sub_epi64(_mm512_add_epi64(plus_on, plus_on), _mm512_add_epi64(minus_on, minus_on)));
+  const __m256i plus_count = _mm256_maskz_loadu_epi32(lanes, w.plus_count.data() + c0);
+  const __m256i minus_count = _mm256_maskz_loadu_epi32(lanes, w.minus_count.data() + c0);
+  _mm256_mask_storeu_epi32(dot + c0, lanes,
+                           _mm256_add_epi32(_mm256_sub_epi32(on, plus_count), minus_count));
 }
 
 }  // namespace
 
 void xnor_gemm_avx512(const uint64_t* a, int64_t m, const PackedWeights& w, int32_t* dot) {
-  const int64_t blocks = (w.n + kChannels - 1) / kChannels;
+  const int64_t blocks = (w.n + kLanes - 1) / kLanes;
 #pragma omp parallel for collapse(2) schedule(static) if (m * w.n * w.words >= (1 << 15))
   for (int64_t r = 0; r < m; ++r)
-    for (int64_t b = 0; b < blocks; ++b) {
-      const int64_t c = b * kChannels;
-      const uint64_t* row = a + r * w.words;
-      if (w.ternary) {
-        for (int64_t j = c; j < std::min(w.n, c + kChannels); ++j)
-          ternary_row(row, w, j, dot + r * w.n + j);
-      } else {
-        binary_row(row, w, c, std::min(kChannels, w.n - c), dot + r * w.n + c);
-      }
-    }
+    for (int64_t b = 0; b < blocks; ++b) block_counts(a + r * w.words, w, b, dot + r * w.n);
 }
 
 #pragma GCC diagnostic pop

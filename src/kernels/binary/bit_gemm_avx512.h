@@ -1,5 +1,5 @@
 // The AVX-512 VPOPCNTDQ XNOR product (bit_gemm.h); x86-64 builds only, called when
-// cpu_features() reports avx512f and avx512_vpopcntdq.
+// cpu_features() reports avx512f, avx512vl and avx512_vpopcntdq.
 #pragma once
 
 #include "kernels/binary/bit_gemm.h"
