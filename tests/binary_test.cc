@@ -368,6 +368,13 @@ TEST_F(BinaryTrainTest, FineTunesAFloatRunWithBinaryWeights) {
 
 // --- kernels ---
 
+Tensor signs(const Tensor& t) {
+  Tensor out(DType::f32, t.shape());
+  for (int64_t i = 0; i < t.numel(); ++i) out.data<float>()[i] = t.data<float>()[i] > 0 ? 1.0f : -1.0f;
+  return out;
+}
+
+
 binary::PackedWeights random_packed(int64_t k, int64_t n, bool ternary, uint32_t seed) {
   const Tensor w = testing::random_tensor({k, n}, seed);
   return binary::pack_weights(*quant::signed_levels(ternary ? quant::ternarize_weights(w)
@@ -405,6 +412,21 @@ TEST(XnorGemmTest, PackedPathsEqualTheReferenceExactly) {
         }
 }
 
+TEST(XnorGemmTest, PackSignsMatchesPortableAndSpotsNonSigns) {
+  for (int64_t k : {1, 15, 16, 17, 63, 64, 65, 200})
+    for (bool signs_only : {true, false}) {
+      Tensor x = signs(testing::random_tensor({3, k}, static_cast<uint32_t>(k)));
+      if (!signs_only) x.data<float>()[x.numel() - 1] = 0.0f;  // a ReLU's zero: bit 0, not a sign
+      const int64_t words = binary::words_for(k);
+      std::vector<uint64_t> want(static_cast<size_t>(3 * words)), got(want.size());
+      EXPECT_EQ(binary::pack_signs_portable(x.data<float>(), 3, k, words, want.data()), signs_only);
+      EXPECT_EQ(binary::pack_signs(x.data<float>(), 3, k, words, got.data()), signs_only) << k;
+      EXPECT_EQ(got, want) << "k " << k;
+      for (int64_t i = 0; i < k; ++i)
+        ASSERT_EQ((want[static_cast<size_t>(i / 64)] >> (i % 64)) & 1, x.data<float>()[i] > 0 ? 1u : 0u);
+    }
+}
+
 TEST(XnorGemmTest, CopyBitsPlacesFieldsAtAnyOffset) {
   const std::vector<uint64_t> src = {0xfedcba9876543210ull, 0x0123456789abcdefull};
   for (int64_t at : {0, 1, 31, 63, 64, 100})
@@ -427,12 +449,6 @@ struct LayerCase {
   std::string padding;
   std::vector<int64_t> strides;
 };
-
-Tensor signs(const Tensor& t) {
-  Tensor out(DType::f32, t.shape());
-  for (int64_t i = 0; i < t.numel(); ++i) out.data<float>()[i] = t.data<float>()[i] > 0 ? 1.0f : -1.0f;
-  return out;
-}
 
 TEST(BinaryLayerKernelTest, PackedEqualsReferenceExactlyAndFloatReferenceClosely) {
   const std::vector<LayerCase> cases = {

@@ -1,6 +1,7 @@
 #include "kernels/binary/binary_kernels.h"
 
 #include <algorithm>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -19,21 +20,6 @@ namespace {
 
 bool is_conv(const Node& node) {
   return node.op == op_names::kConv2D || node.op == op_names::kFusedConv2D;
-}
-
-// Every value is -1 or +1.
-bool all_signs(const float* x, int64_t n) {
-  bool ok = true;
-  for (int64_t i = 0; i < n; ++i) ok &= (x[i] == 1.0f) | (x[i] == -1.0f);
-  return ok;
-}
-
-// Rows of `k` signs packed into `words` words each (bit set for +1).
-void pack_sign_rows(const float* x, int64_t rows, int64_t k, int64_t words, uint64_t* out) {
-  std::fill(out, out + rows * words, 0);
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t i = 0; i < k; ++i)
-      out[r * words + i / 64] |= static_cast<uint64_t>(x[r * k + i] > 0.0f) << (i % 64);
 }
 
 class BinaryLayerKernel : public Kernel {
@@ -60,16 +46,15 @@ class BinaryLayerKernel : public Kernel {
       return;
     }
     const Tensor& x = ctx.inputs[0];
-    xnor_ = all_signs(x.data<float>(), x.numel());
     const int64_t rows = conv_ ? conv_rows(x) : matmul_rows(x);
-    dot_.resize(static_cast<size_t>(rows * packed_->n));
     if (xnor_) {
+      int_dot_.resize(static_cast<size_t>(rows * packed_->n));
       if (reference_)
         xnor_gemm_reference(bits_.data(), rows, *packed_, int_dot_.data());
       else
         xnor_gemm(bits_.data(), rows, *packed_, int_dot_.data());
-      for (size_t i = 0; i < dot_.size(); ++i) dot_[i] = static_cast<float>(int_dot_[i]);
     } else {
+      dot_.resize(static_cast<size_t>(rows * packed_->n));
       signed_sum_gemm(conv_ ? columns_.data() : x.data<float>(), rows, *packed_, dot_.data());
     }
     finish(ctx, rows);
@@ -92,28 +77,42 @@ class BinaryLayerKernel : public Kernel {
     if (!levels) return;
     const int64_t n = w_shape_.back();
     packed_ = pack_weights(*levels, weights.numel() / n, n);
-    if (conv_) tap_sums(*levels);
+    if (conv_) border_corrections(*levels);
   }
 
-  // Per filter tap and output channel, the sum of the levels over input channels: what a
-  // zero-padded tap's bits (read as -1) took away, added back for rows at the border.
-  void tap_sums(const quant::SignedLevels& levels) {
-    const int64_t taps = w_shape_[0] * w_shape_[1], in = w_shape_[2], n = w_shape_[3];
-    tap_sum_.assign(static_cast<size_t>(taps * n), 0);
-    for (int64_t t = 0; t < taps; ++t)
+  // For each output pixel and channel, what its zero-padded taps took away: their bits are 0,
+  // read as -1, so each contributed minus the sum of its levels over the input channels. The
+  // XNOR path adds this back (padding counts as 0). It depends on the geometry and the weights
+  // only, so it is computed once, for one image.
+  void border_corrections(const quant::SignedLevels& levels) {
+    const int64_t kh = w_shape_[0], kw = w_shape_[1], in = w_shape_[2], n = w_shape_[3];
+    const int64_t h = x_shape_[1], w = x_shape_[2];
+    const int64_t oh = geometry_.h.out, ow = geometry_.w.out;
+    std::vector<int32_t> tap_sum(static_cast<size_t>(kh * kw * n), 0);
+    for (int64_t t = 0; t < kh * kw; ++t)
       for (int64_t c = 0; c < in; ++c)
         for (int64_t o = 0; o < n; ++o)
-          tap_sum_[static_cast<size_t>(t * n + o)] +=
+          tap_sum[static_cast<size_t>(t * n + o)] +=
               levels.levels[static_cast<size_t>((t * in + c) * n + o)];
+    border_.assign(static_cast<size_t>(oh * ow * n), 0);
+    for (int64_t y = 0; y < oh; ++y)
+      for (int64_t xo = 0; xo < ow; ++xo)
+        for (int64_t i = 0; i < kh; ++i)
+          for (int64_t j = 0; j < kw; ++j) {
+            const int64_t iy = y * geometry_.h.stride - geometry_.h.pad_before + i * geometry_.h.dilation;
+            const int64_t ix = xo * geometry_.w.stride - geometry_.w.pad_before + j * geometry_.w.dilation;
+            if (iy >= 0 && iy < h && ix >= 0 && ix < w) continue;
+            for (int64_t o = 0; o < n; ++o)
+              border_[static_cast<size_t>((y * ow + xo) * n + o)] +=
+                  tap_sum[static_cast<size_t>((i * kw + j) * n + o)];
+          }
   }
 
+  // Packs the rows when they are all signs (xnor_), else leaves them to the float path.
   int64_t matmul_rows(const Tensor& x) {
     const int64_t rows = x.dim(0);
-    if (xnor_) {
-      bits_.resize(static_cast<size_t>(rows * packed_->words));
-      pack_sign_rows(x.data<float>(), rows, packed_->k, packed_->words, bits_.data());
-      int_dot_.resize(static_cast<size_t>(rows * packed_->n));
-    }
+    bits_.resize(static_cast<size_t>(rows * packed_->words));
+    xnor_ = pack_signs(x.data<float>(), rows, packed_->k, packed_->words, bits_.data());
     return rows;
   }
 
@@ -121,17 +120,15 @@ class BinaryLayerKernel : public Kernel {
   // packed bits for XNOR, floats otherwise. Returns the number of rows.
   int64_t conv_rows(const Tensor& x) {
     const int64_t batch = x.dim(0), h = x.dim(1), w = x.dim(2), in = x.dim(3);
-    const int64_t kh = w_shape_[0], kw = w_shape_[1], n = w_shape_[3];
+    const int64_t kh = w_shape_[0], kw = w_shape_[1];
     const int64_t oh = geometry_.h.out, ow = geometry_.w.out;
     const int64_t rows = batch * oh * ow, k = kh * kw * in, words = words_for(k);
     const float* xp = x.data<float>();
+    const int64_t pixel_words = words_for(in);
+    pixel_bits_.resize(static_cast<size_t>(batch * h * w * pixel_words));
+    xnor_ = pack_signs(xp, batch * h * w, in, pixel_words, pixel_bits_.data());
     if (xnor_) {
-      const int64_t pixel_words = words_for(in);
-      pixel_bits_.resize(static_cast<size_t>(batch * h * w * pixel_words));
-      pack_sign_rows(xp, batch * h * w, in, pixel_words, pixel_bits_.data());
       bits_.assign(static_cast<size_t>(rows * words), 0);
-      int_dot_.resize(static_cast<size_t>(rows * n));
-      border_.assign(static_cast<size_t>(rows * n), 0);
     } else {
       columns_.assign(static_cast<size_t>(rows * k), 0.0f);
     }
@@ -153,31 +150,43 @@ class BinaryLayerKernel : public Kernel {
                             columns_.data() + row * k + tap * in);
               } else if (inside) {
                 copy_bits(bits_.data() + row * words, tap * in,
-                          pixel_bits_.data() + pixel * words_for(in), in);
-              } else {
-                for (int64_t o = 0; o < n; ++o)
-                  border_[static_cast<size_t>(row * n + o)] += tap_sum_[static_cast<size_t>(tap * n + o)];
+                          pixel_bits_.data() + pixel * pixel_words, in);
               }
             }
         }
     return rows;
   }
 
-  // dot_ (rows x n, scales not applied) -> outputs: scale, border correction, bias, activation.
+  // The products (rows x n, scales not applied) -> outputs: border correction, scale, bias,
+  // activation.
   void finish(KernelContext& ctx, int64_t rows) {
     const int64_t n = packed_->n;
-    const float* bias = has_bias_ ? ctx.inputs[2].data<float>() : nullptr;
+    const float* bias = has_bias_ ? ctx.inputs[2].data<float>() : zeros(n);
+    const float* scale = packed_->scales.data();
     float* y = ctx.outputs[0].data<float>();
-    const bool correct = conv_ && xnor_;
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t o = 0; o < n; ++o) {
-        const auto at = static_cast<size_t>(r * n + o);
-        const float d = correct ? static_cast<float>(int_dot_[at] + border_[at]) : dot_[at];
-        float v = d * packed_->scales[static_cast<size_t>(o)] + (bias ? bias[o] : 0.0f);
-        if (activation_ != Activation::None) v = std::max(v, 0.0f);
-        if (activation_ == Activation::Relu6) v = std::min(v, 6.0f);
-        y[at] = v;
+    const float lo = activation_ == Activation::None ? -std::numeric_limits<float>::infinity() : 0.0f;
+    const float hi = activation_ == Activation::Relu6 ? 6.0f : std::numeric_limits<float>::infinity();
+    const int64_t pixels = conv_ ? geometry_.h.out * geometry_.w.out : 1;
+    for (int64_t r = 0; r < rows; ++r) {
+      float* out = y + r * n;
+      const int32_t* d = int_dot_.data() + r * n;
+      if (!xnor_) {
+        const float* f = dot_.data() + r * n;
+        for (int64_t o = 0; o < n; ++o) out[o] = std::clamp(f[o] * scale[o] + bias[o], lo, hi);
+      } else if (conv_) {
+        const int32_t* border = border_.data() + (r % pixels) * n;
+        for (int64_t o = 0; o < n; ++o)
+          out[o] = std::clamp(static_cast<float>(d[o] + border[o]) * scale[o] + bias[o], lo, hi);
+      } else {
+        for (int64_t o = 0; o < n; ++o)
+          out[o] = std::clamp(static_cast<float>(d[o]) * scale[o] + bias[o], lo, hi);
       }
+    }
+  }
+
+  const float* zeros(int64_t n) {
+    no_bias_.resize(static_cast<size_t>(n), 0.0f);
+    return no_bias_.data();
   }
 
   bool reference_;
@@ -189,11 +198,10 @@ class BinaryLayerKernel : public Kernel {
   std::unique_ptr<Kernel> dense_;
   const void* decided_for_ = nullptr;
   std::optional<PackedWeights> packed_;
-  std::vector<int32_t> tap_sum_;
   bool xnor_ = false;
   std::vector<uint64_t> pixel_bits_, bits_;
   std::vector<int32_t> int_dot_, border_;
-  std::vector<float> columns_, dot_;
+  std::vector<float> columns_, dot_, no_bias_;
 };
 
 bool accepts(const KernelSpec& spec) {

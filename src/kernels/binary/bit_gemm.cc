@@ -106,6 +106,30 @@ void xnor_gemm(const uint64_t* a, int64_t m, const PackedWeights& w, int32_t* do
   xnor_gemm_portable(a, m, w, dot);
 }
 
+bool pack_signs_portable(const float* x, int64_t rows, int64_t k, int64_t words, uint64_t* out) {
+  bool signs = true;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t i = 0; i < words; ++i) {
+      uint64_t word = 0;
+      const float* v = x + r * k + i * 64;
+      const int64_t len = std::min<int64_t>(64, k - i * 64);
+      for (int64_t j = 0; j < len; ++j) {
+        word |= static_cast<uint64_t>(v[j] > 0.0f) << j;
+        signs &= (v[j] == 1.0f) | (v[j] == -1.0f);
+      }
+      out[r * words + i] = word;
+    }
+  return signs;
+}
+
+bool pack_signs(const float* x, int64_t rows, int64_t k, int64_t words, uint64_t* out) {
+#if defined(__x86_64__)
+  if (cpu_features().avx512f && cpu_features().avx512vl && cpu_features().avx512_vpopcntdq)
+    return pack_signs_avx512(x, rows, k, words, out);
+#endif
+  return pack_signs_portable(x, rows, k, words, out);
+}
+
 const char* xnor_gemm_impl() {
 #if defined(__x86_64__)
   if (cpu_features().avx512f && cpu_features().avx512vl && cpu_features().avx512_vpopcntdq) return "avx512";

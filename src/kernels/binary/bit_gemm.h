@@ -55,6 +55,12 @@ void xnor_gemm(const uint64_t* a, int64_t m, const PackedWeights& w, int32_t* do
 // Which of the above xnor_gemm runs here: "avx512" or "portable".
 const char* xnor_gemm_impl();
 
+// Packs `rows` rows of `k` floats into `words` words each, bit set where x > 0 (bits past k are
+// 0), and says whether every value was exactly -1 or +1 (the XNOR path applies). AVX-512 where
+// present, portable elsewhere.
+bool pack_signs(const float* x, int64_t rows, int64_t k, int64_t words, uint64_t* out);
+bool pack_signs_portable(const float* x, int64_t rows, int64_t k, int64_t words, uint64_t* out);
+
 // Float activations times the levels without multiplies (BinaryConnect): for each of m rows of
 // k floats, dot[m][n] = sum of x where l = +1 minus sum of x where l = -1 (scales not applied).
 void signed_sum_gemm(const float* x, int64_t m, const PackedWeights& w, float* dot);

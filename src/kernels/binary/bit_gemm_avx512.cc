@@ -60,6 +60,30 @@ __attribute__((target("avx512f,avx512vl,avx512vpopcntdq"))) void block_counts(co
 
 }  // namespace
 
+__attribute__((target("avx512f,avx512vl,avx512vpopcntdq"))) bool pack_signs_avx512(
+    const float* x, int64_t rows, int64_t k, int64_t words, uint64_t* out) {
+  const __m512 zero = _mm512_setzero_ps(), one = _mm512_set1_ps(1.0f),
+               minus_one = _mm512_set1_ps(-1.0f);
+  bool signs = true;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t i = 0; i < words; ++i) {
+      uint64_t word = 0;
+      const float* v = x + r * k + i * 64;
+      const int64_t len = std::min<int64_t>(64, k - i * 64);
+      for (int64_t j = 0; j < len; j += 16) {
+        const auto lanes = static_cast<__mmask16>(len - j >= 16 ? 0xffff : (1u << (len - j)) - 1);
+        const __m512 a = _mm512_maskz_loadu_ps(lanes, v + j);
+        const __mmask16 positive = _mm512_mask_cmp_ps_mask(lanes, a, zero, _CMP_GT_OQ);
+        const __mmask16 unit = _mm512_mask_cmp_ps_mask(lanes, a, one, _CMP_EQ_OQ) |
+                               _mm512_mask_cmp_ps_mask(lanes, a, minus_one, _CMP_EQ_OQ);
+        signs &= unit == lanes;
+        word |= static_cast<uint64_t>(positive) << j;
+      }
+      out[r * words + i] = word;
+    }
+  return signs;
+}
+
 void xnor_gemm_avx512(const uint64_t* a, int64_t m, const PackedWeights& w, int32_t* dot) {
   const int64_t blocks = (w.n + kLanes - 1) / kLanes;
 #pragma omp parallel for collapse(2) schedule(static) if (m * w.n * w.words >= (1 << 15))
