@@ -21,7 +21,9 @@
 #include "ops/binary_ops.h"
 #include "ops/op_names.h"
 #include "ops/ops.h"
+#include "quantize/eightbit_model.h"
 #include "quantize/eightbit_rewrite.h"
+#include "quantize/weight_quantizer.h"
 #include "runtime/session.h"
 #include "support/mnist.h"
 #include "support/model_bytes.h"
@@ -275,6 +277,16 @@ TEST_F(BinaryTrainTest, XnorTrainsClipsFreezesInOneBitAndRunsTheXnorKernels) {
     binary_layers += ran_xnor;
   }
   EXPECT_EQ(binary_layers, 2);
+
+  // Eightbit and weights-only quantization keep the binarized layers binary, stored in 1 bit.
+  const EightbitModel q = quantize_model_eightbit(loaded, path, {});
+  for (const EightbitLayer& layer : q.layers)
+    EXPECT_TRUE(layer.name != "conv2" && layer.name != "fc1") << layer.name;
+  EXPECT_EQ(q.model.encoded_weights.at("fc1/weights").encoding.kind, quant::Encoding::binary);
+  ModelFile weights_only = load_model(path);
+  quant::quantize_model_weights(weights_only, {});
+  EXPECT_EQ(weights_only.encoded_weights.at("fc1/weights").encoding.kind, quant::Encoding::binary);
+  EXPECT_EQ(weights_only.encoded_weights.at("fc2/weights").encoding.kind, quant::Encoding::linear);
 
   // An older reader rejects the file by its version; a file claiming an older version with
   // binary tensors is rejected naming the tensor.
