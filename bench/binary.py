@@ -60,7 +60,7 @@ def kernel_table(bench_binary, threads, repetitions):
     for b in json.loads(out)["benchmarks"]:
         if b.get("aggregate_name", "median") != "median" or b.get("error_occurred"):
             continue
-        name = b["run_name"] if "run_name" in b else b["name"]
+        name = (b["run_name"] if "run_name" in b else b["name"]).removesuffix("/real_time")
         rows[name] = {"us": b["real_time"] if b["time_unit"] == "us" else b["real_time"] * 1000.0,
                       "bit_macs_per_s": b.get("bit_MACs/s"),
                       "ceiling": b.get("ceiling_bit_MACs/s")}
@@ -130,7 +130,8 @@ def main():
         for mode in MODES:
             out = f"{base}-{mode}"
             if not os.path.exists(os.path.join(ROOT, out, "checkpoint.sfck")):
-                run([sf, "train", "--init-from", fp32_run, "--binarize", mode, "--epochs",
+                # --data explicitly: train's default data set would replace the run's.
+                run([sf, "train", "--init-from", fp32_run, "--data", data, "--binarize", mode, "--epochs",
                      str(args.binary_epochs), "--threads", t, "--out", out, "--quiet", *limit])
             run([sf, "freeze", out, "--out", out + ".sfm"])
             rows[mode] = {"accuracy": accuracy(out + ".sfm", data), "bytes": size(out + ".sfm")}
