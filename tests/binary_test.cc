@@ -506,7 +506,7 @@ TEST(BinaryLayerKernelTest, PackedEqualsReferenceExactlyAndFloatReferenceClosely
           if (xnor) {
             ASSERT_EQ(testing::values<float>(got), testing::values<float>(want));
           } else {
-            testing::expect_close(want, got, {.rtol = 1e-5, .atol = 1e-5}, what);
+            testing::expect_close(want, got, {.rtol = 1e-4, .atol = 1e-4}, what);
           }
         }
       }

@@ -7,8 +7,9 @@
 // the weights; binary or ternary ones are packed into bit-planes (bit_gemm.h), others go to the
 // kernel the registry ranks next. Each call then looks at its inputs: when every value is -1 or
 // +1 (an XNOR layer, fed by BinarizeActivation) the product is XNOR + popcount on packed bits;
-// otherwise float inputs are summed by sign without multiplies (BinaryConnect). One scale per
-// output channel, the bias and the activation follow.
+// otherwise float inputs are summed by sign without multiplies (BinaryConnect) in the reference
+// kernel, while the automatic one hands them to oneDNN's fp32 product, measured far faster.
+// One scale per output channel, the bias and the activation follow.
 //
 // Impl "binary" runs this way, ranked between oneDNN (10) and the sparse kernels (20): a sparse
 // kernel that finds the weights dense hands them here, and this kernel hands non-binary weights
