@@ -2,6 +2,7 @@
 // files, so validate() runs first and decoding itself never trusts a count it has not checked.
 #include "codec/weight_codec.h"
 
+#include "codec/binary_weights.h"
 #include "codec/sparse_codec.h"
 #include "core/error.h"
 
@@ -253,12 +254,21 @@ const char* encoding_name(Encoding encoding) {
       return "f16";
     case Encoding::sparse:
       return "sparse";
+    case Encoding::binary:
+      return "binary";
+    case Encoding::ternary:
+      return "ternary";
   }
   return "?";
 }
 
+uint32_t first_format_version(Encoding encoding) {
+  return encoding == Encoding::binary || encoding == Encoding::ternary ? 3 : 1;
+}
+
 bool parse_encoding(const std::string& name, Encoding* encoding) {
-  for (Encoding e : {Encoding::linear, Encoding::kmeans, Encoding::f16, Encoding::sparse})
+  for (Encoding e : {Encoding::linear, Encoding::kmeans, Encoding::f16, Encoding::sparse,
+                     Encoding::binary, Encoding::ternary})
     if (name == encoding_name(e)) {
       *encoding = e;
       return true;
@@ -274,6 +284,10 @@ EncodedTensor encode(const Tensor& tensor, Encoding kind, int bits, int axis) {
       return encode_kmeans(tensor, bits);
     case Encoding::f16:
       return encode_f16(tensor);
+    case Encoding::binary:
+      return encode_binary(tensor);
+    case Encoding::ternary:
+      return encode_ternary(tensor);
     case Encoding::sparse:
       break;
   }
@@ -287,6 +301,11 @@ void write_fields(const WeightEncoding& e, EncodingFieldWriter& out) {
     out.floats("codebook", e.codebook);
     return;
   }
+  if (e.kind == Encoding::binary || e.kind == Encoding::ternary) {
+    out.integer("axis", e.axis);
+    out.floats("scales", e.scales);
+    return;
+  }
   if (e.axis != kNoAxis) out.integer("axis", e.axis);
   out.floats("scales", e.scales);
   out.integers("zero_points", e.zero_points);
@@ -298,6 +317,11 @@ WeightEncoding read_fields(Encoding kind, const EncodingFieldReader& in) {
   WeightEncoding e{.kind = kind, .bits = in.integer("bits")};
   if (kind == Encoding::kmeans) {
     e.codebook = in.floats("codebook");
+    return e;
+  }
+  if (kind == Encoding::binary || kind == Encoding::ternary) {
+    e.axis = in.integer("axis");
+    e.scales = in.floats("scales");
     return e;
   }
   if (in.has("axis")) {
@@ -326,6 +350,10 @@ std::string WeightEncoding::describe() const {
       return "f16";
     case Encoding::sparse:
       return "sparse";
+    case Encoding::binary:
+      return fmt::format("binary 1-bit per-channel (axis {})", axis);
+    case Encoding::ternary:
+      return fmt::format("ternary 2-bit per-channel (axis {})", axis);
   }
   return "?";
 }
@@ -513,6 +541,60 @@ EncodedTensor encode_f16(const Tensor& tensor) {
 constexpr uint64_t kMaxSparseExpansion = 1024;
 constexpr uint64_t kMinSparseBound = uint64_t{1} << 16;
 
+namespace {
+
+int signed_levels_bits(Encoding kind) { return kind == Encoding::binary ? 1 : 2; }
+
+void validate_signed_levels(const Shape& shape, const WeightEncoding& e, uint64_t bytes,
+                            uint64_t count) {
+  const char* name = encoding_name(e.kind);
+  if (e.bits != signed_levels_bits(e.kind))
+    fail("{} bits {} must be {}", name, e.bits, signed_levels_bits(e.kind));
+  if (shape.empty()) fail("{} needs a tensor of rank 1 or more, got a scalar", name);
+  if (e.axis != static_cast<int>(shape.size()) - 1)
+    fail("{} axis {} must be the last axis ({}) of {}", name, e.axis, shape.size() - 1,
+         shape_str(shape));
+  const uint64_t expected = packed_bytes(count, e.bits);
+  if (bytes != expected)
+    fail("{} bytes, but {} {}-bit {} needs {}", bytes, name, e.bits, shape_str(shape), expected);
+  const auto channels = static_cast<uint64_t>(shape.back());
+  if (e.scales.size() != channels)
+    fail("{} scales, expected {} (one per channel)", e.scales.size(), channels);
+  for (size_t c = 0; c < channels; ++c)
+    if (!std::isfinite(e.scales[c]) || e.scales[c] < 0)
+      fail("scale {} is {}, not a finite non-negative number", c, e.scales[c]);
+}
+
+EncodedTensor encode_levels(const Tensor& tensor, Encoding kind) {
+  const char* name = encoding_name(kind);
+  checked_values(tensor, name);
+  if (tensor.rank() == 0) fail("cannot {}-encode a scalar (channels are the last axis)", name);
+  const std::optional<SignedLevels> levels = signed_levels(tensor);
+  if (!levels || (kind == Encoding::binary && levels->ternary))
+    fail("cannot {}-encode: a channel (last axis) holds values other than {}", name,
+         kind == Encoding::binary ? "-scale and +scale" : "-scale, 0 and +scale");
+  const int bits = signed_levels_bits(kind);
+  std::vector<uint8_t> indices(levels->levels.size());
+  for (size_t i = 0; i < indices.size(); ++i) {
+    const int8_t l = levels->levels[i];
+    indices[i] = kind == Encoding::binary ? (l > 0 ? 1 : 0) : (l > 0 ? 1 : l < 0 ? 2 : 0);
+  }
+  EncodedTensor out;
+  out.shape = tensor.shape();
+  out.encoding = WeightEncoding{.kind = kind, .bits = bits,
+                                .axis = static_cast<int>(tensor.rank()) - 1};
+  out.encoding.scales = levels->scales;
+  out.data = pack(indices, bits);
+  return out;
+}
+
+}  // namespace
+
+EncodedTensor encode_binary(const Tensor& tensor) { return encode_levels(tensor, Encoding::binary); }
+EncodedTensor encode_ternary(const Tensor& tensor) {
+  return encode_levels(tensor, Encoding::ternary);
+}
+
 void validate(const Shape& shape, const WeightEncoding& e, uint64_t bytes) {
   const uint64_t count = checked_numel(shape);
   if (e.kind == Encoding::sparse) {
@@ -525,6 +607,10 @@ void validate(const Shape& shape, const WeightEncoding& e, uint64_t bytes) {
     if (count > kMaxSparseExpansion * bytes && count > kMinSparseBound)
       fail("{} bytes of sparse data cannot describe {} ({} elements; at most {} per byte)", bytes,
            shape_str(shape), count, kMaxSparseExpansion);
+    return;
+  }
+  if (e.kind == Encoding::binary || e.kind == Encoding::ternary) {
+    validate_signed_levels(shape, e, bytes, count);
     return;
   }
   if (e.kind == Encoding::f16) {
@@ -582,6 +668,16 @@ Tensor decode(const Shape& shape, const WeightEncoding& e, const uint8_t* data, 
     return out;
   }
   const std::vector<uint8_t> q = unpack(data, count, e.bits);
+  if (e.kind == Encoding::binary || e.kind == Encoding::ternary) {
+    const auto channels = static_cast<uint64_t>(shape.back());
+    for (uint64_t i = 0; i < count; ++i) {
+      const float scale = e.scales[i % channels];
+      if (q[i] == 3) fail("ternary element {} has code 3 (only 0, 1 and 2 are defined)", i);
+      y[i] = e.kind == Encoding::binary ? (q[i] ? scale : -scale)
+                                        : (q[i] == 0 ? 0.0f : q[i] == 1 ? scale : -scale);
+    }
+    return out;
+  }
   if (e.kind == Encoding::kmeans) {
     for (uint64_t i = 0; i < count; ++i) y[i] = e.codebook[q[i]];
     return out;

@@ -9,6 +9,10 @@
 //   sparse  pruned weights: nonzeros with relative indices, values f32, i8 or codebook indices,
 //           optionally Huffman-coded; the data is a self-describing blob (codec/sparse_codec.h)
 //           with no parameters in the entry, validated in full when decoded.
+//   binary  1 bit per element, per output channel (the last axis) one scale: bit 1 is +scale,
+//           bit 0 is -scale (weights trained with `--binarize weights|xnor`; binary_weights.h).
+//   ternary 2 bits per element, one scale per output channel: code 0 is 0, 1 is +scale, 2 is
+//           -scale; code 3 is malformed (weights trained with `--binarize ternary`).
 //
 // Indices q are bit-packed little-endian with no padding between elements: element k occupies
 // stream bits [k * bits, (k + 1) * bits), and stream bit j is bit (j % 8) of byte j / 8.
@@ -25,7 +29,7 @@
 
 namespace sf::quant {
 
-enum class Encoding { linear, kmeans, f16, sparse };
+enum class Encoding { linear, kmeans, f16, sparse, binary, ternary };
 
 inline constexpr int kMinBits = 2;
 inline constexpr int kMaxBits = 8;
@@ -34,19 +38,27 @@ inline constexpr int kHalfBits = 16;
 inline constexpr int kNoAxis = -1;
 
 const char* encoding_name(Encoding encoding);
-// Parses "linear", "kmeans" or "f16"; false for anything else.
+// Parses an encoding's name; false for anything else.
 bool parse_encoding(const std::string& name, Encoding* encoding);
+// The .sfm format version that introduced the encoding: a file holding it is written with at
+// least that version, so older readers reject it by its version rather than by a name.
+uint32_t first_format_version(Encoding encoding);
 
 // Everything except the packed data: what a file stores in the tensor's JSON entry.
 struct WeightEncoding {
   Encoding kind = Encoding::linear;
   int bits = 8;                      // 16 for f16; 0 for sparse (the blob says)
-  int axis = kNoAxis;                // linear: the per-channel axis, or kNoAxis
-  std::vector<float> scales;         // linear: one per channel (one when axis is kNoAxis)
+  int axis = kNoAxis;                // linear: the per-channel axis, or kNoAxis; binary and
+                                     // ternary: the last axis
+  std::vector<float> scales;         // linear: one per channel (one when axis is kNoAxis);
+                                     // binary, ternary: one per channel, >= 0
   std::vector<int32_t> zero_points;  // linear: in [0, 2^bits - 1], one per scale
   std::vector<float> codebook;       // kmeans: 2^bits centroids
 
-  bool per_channel() const { return kind == Encoding::linear && axis != kNoAxis; }
+  bool per_channel() const {
+    return (kind == Encoding::linear && axis != kNoAxis) || kind == Encoding::binary ||
+           kind == Encoding::ternary;
+  }
   // Bytes the parameters take in binary form (f32 scales, one byte per zero point, f32
   // centroids): what the encoding costs beyond its data.
   size_t parameter_bytes() const;
@@ -108,6 +120,12 @@ void fake_quantize_linear(const Tensor& tensor, int bits, int axis, Tensor& out)
 // values the codebook holds them exactly.
 EncodedTensor encode_kmeans(const Tensor& tensor, int bits);
 EncodedTensor encode_f16(const Tensor& tensor);
+// Tensors whose channels (last axis) hold only -scale, +scale (binary) and 0 (ternary), as
+// binarized training leaves them (binary_weights.h); anything else is rejected, since these
+// encodings are lossless only for such tensors. encode_binary rejects zeros in a channel whose
+// scale is not 0.
+EncodedTensor encode_binary(const Tensor& tensor);
+EncodedTensor encode_ternary(const Tensor& tensor);
 // The encoder of `kind` (`bits` is ignored by f16, `axis` used by linear only). Sparse blobs
 // take options of their own: codec/sparse_codec.h.
 EncodedTensor encode(const Tensor& tensor, Encoding kind, int bits, int axis = kNoAxis);

@@ -11,6 +11,7 @@ void register_reference_kernels(KernelRegistry& registry);
 void register_onednn_kernels(KernelRegistry& registry);
 void register_fused_kernels(KernelRegistry& registry);
 void register_sparse_kernels(KernelRegistry& registry);
+void register_binary_kernels(KernelRegistry& registry);  // binarized models' conv and dense
 void register_int8_kernels(KernelRegistry& registry);  // vectorized element-wise int8 ops
 // AVX-512 NCHW -> NHWC of RGB images; x86-64 builds only.
 void register_image_layout_kernels(KernelRegistry& registry);

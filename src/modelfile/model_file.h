@@ -49,7 +49,7 @@
 namespace sf {
 
 // The newest format version this build reads.
-inline constexpr uint32_t kModelFormatVersion = 2;
+inline constexpr uint32_t kModelFormatVersion = 3;
 // Deflated metadata that inflates to more is rejected (a bound on what a file can make the
 // loader allocate); save_model writes larger metadata as plain JSON.
 inline constexpr size_t kMaxInflatedMetadataBytes = size_t{64} << 20;

@@ -138,6 +138,7 @@ class Reader {
     if (version > kModelFormatVersion)
       error("format version {} is newer than this build reads ({})", version, kModelFormatVersion);
     if (version == 0) error("format version 0 is not valid");
+    version_ = version;
     if (version >= modelfile::kFlagsVersion) {
       const uint32_t flags = modelfile::get_le<uint32_t>(data_ + modelfile::kFlagsAt);
       if ((flags & ~modelfile::kKnownFlags) != 0)
@@ -366,6 +367,9 @@ class Reader {
       const bool dense = encoding == modelfile::kDenseEncoding;
       if (!dense && !quant::parse_encoding(encoding, &kind))
         error("tensor {} has encoding '{}', which this build does not read", i, encoding);
+      if (!dense && quant::first_format_version(kind) > version_)
+        error("tensor {}{} has encoding '{}', which format version {} does not have (from {})", i,
+              owner(i), encoding, version_, quant::first_format_version(kind));
       const std::string dtype_text = string(field(t, "dtype", where), where + " 'dtype'");
       DType dtype;
       try {
@@ -534,6 +538,7 @@ class Reader {
   const std::string& name_;
   uint64_t meta_offset_ = 0, meta_size_ = 0, data_offset_ = 0, data_size_ = 0;
   bool metadata_deflated_ = false;
+  uint32_t version_ = 0;
   std::vector<Tensor> tensors_;
   std::map<const Storage*, StoredWeights> stored_;  // decoded tensor -> how it was stored
   const json* nodes_json_ = nullptr;

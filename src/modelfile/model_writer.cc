@@ -4,6 +4,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cmath>
@@ -241,9 +242,11 @@ void save_model(const std::string& path, const ModelFile& model) {
   const uint64_t data_offset = align_up(kHeaderBytes + meta_bytes.size());
   unsigned char header[kHeaderBytes] = {};
   std::memcpy(header, modelfile::kMagic, sizeof(modelfile::kMagic));
-  modelfile::put_le<uint32_t>(
-      header + modelfile::kVersionAt,
-      deflated_text ? modelfile::kFlagsVersion : modelfile::kPlainMetadataVersion);
+  // The oldest version that describes the file, so that older builds still read what they can.
+  uint32_t version = deflated_text ? modelfile::kFlagsVersion : modelfile::kPlainMetadataVersion;
+  for (const auto& entry : model.encoded_weights)
+    version = std::max(version, quant::first_format_version(entry.second.encoding.kind));
+  modelfile::put_le<uint32_t>(header + modelfile::kVersionAt, version);
   modelfile::put_le<uint32_t>(header + modelfile::kFlagsAt,
                               deflated_text ? modelfile::kDeflatedMetadataFlag : 0);
   modelfile::put_le<uint64_t>(header + modelfile::kMetaOffsetAt, kHeaderBytes);

@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "core/limits.h"
+#include "ops/binary_ops.h"
 #include "ops/fake_quant_ops.h"
 #include "ops/ops.h"
 
@@ -38,6 +39,7 @@ struct LayerContext {
   std::vector<Output> inputs;
   Model& model;
   int64_t qat_bits = 0;  // quantization-aware training: weights go through FakeQuantWeights
+  std::string binary;    // binarized training: "", "weights", "xnor" or "ternary"
 
   template <typename... Args>
   [[noreturn]] void error(fmt::format_string<Args...> format, Args&&... args) const {
@@ -81,15 +83,24 @@ struct LayerContext {
   }
   const Shape& input_shape() const { return graph().type(input()).shape; }
   Output parameter(const std::string& suffix, Shape shape, const Initializer& init, int64_t fan_in,
-                   int64_t fan_out, bool decay) const {
+                   int64_t fan_out, bool decay, bool clip_to_unit = false) const {
     std::string var_name = name + "/" + suffix;
     Output v = ops::variable(graph(), DType::f32, std::move(shape), var_name);
-    model.parameters.push_back(Parameter{var_name, v, init, fan_in, fan_out, decay});
+    model.parameters.push_back(Parameter{var_name, v, init, fan_in, fan_out, decay, clip_to_unit});
     return v;
   }
-  // The layer's weights as its op reads them: fake-quantized under quantization-aware training.
+  // What the layer's conv or matmul reads: binary (+1/-1) in an xnor layer.
+  Output layer_input() const {
+    if (binary != "xnor") return input();
+    return ops::binarize_activation(graph(), input(), name + "/binarize_input");
+  }
+  // The layer's weights as its op reads them: binarized or ternarized under binarized training,
+  // fake-quantized under quantization-aware training.
   Output weights(Shape shape, const Initializer& init, int64_t fan_in, int64_t fan_out) const {
-    Output w = parameter("weights", std::move(shape), init, fan_in, fan_out, true);
+    const bool binarized = !binary.empty();
+    Output w = parameter("weights", std::move(shape), init, fan_in, fan_out, !binarized, binarized);
+    if (binarized)
+      return ops::binarize_weights(graph(), w, binary == "ternary", name + "/weights_binarized");
     if (qat_bits == 0) return w;
     return ops::fake_quant_weights(graph(), w, qat_bits, name + "/weights_fake_quant");
   }
@@ -172,7 +183,7 @@ ops::Conv2DOptions conv_options(const LayerContext& ctx) {
 }
 
 Output build_conv(LayerContext& ctx, bool depthwise) {
-  Output x = ctx.input();
+  Output x = ctx.layer_input();
   const Shape& in = ctx.input_shape();
   if (in.size() != 4) ctx.error("input is {}, expected an image batch [N,H,W,C]", shape_str(in));
   const int64_t in_channels = in[3];
@@ -215,7 +226,7 @@ Output build_dense(LayerContext& ctx) {
   if (units <= 0) ctx.error("units must be positive, got {}", units);
   std::string activation = ctx.get<std::string>("activation", "none");
   Output w = ctx.weights({in[1], units}, weight_init(ctx, activation), in[1], units);
-  Output y = ops::matmul(ctx.graph(), ctx.input(), w, false, false, ctx.name);
+  Output y = ops::matmul(ctx.graph(), ctx.layer_input(), w, false, false, ctx.name);
   if (ctx.get<bool>("use_bias", true)) {
     Output b = ctx.parameter("bias", {units}, bias_init(ctx), 1, 1, false);
     y = ops::bias_add(ctx.graph(), y, b, ctx.name + "/bias_add");
@@ -268,13 +279,13 @@ const std::vector<LayerType>& layer_table() {
   static const std::vector<LayerType> table = {
       {"conv2d",
        {"filters", "kernel", "strides", "padding", "dilation", "groups", "activation", "use_bias",
-        "init", "bias_init"},
+        "init", "bias_init", "binary"},
        [](LayerContext& c) { return build_conv(c, false); }},
       {"depthwise_conv2d",
        {"multiplier", "kernel", "strides", "padding", "dilation", "activation", "use_bias", "init",
         "bias_init"},
        [](LayerContext& c) { return build_conv(c, true); }},
-      {"dense", {"units", "activation", "use_bias", "init", "bias_init"}, build_dense},
+      {"dense", {"units", "activation", "use_bias", "init", "bias_init", "binary"}, build_dense},
       {"max_pool", {"size", "strides", "padding"}, [](LayerContext& c) { return build_pool(c, true); }},
       {"avg_pool", {"size", "strides", "padding"}, [](LayerContext& c) { return build_pool(c, false); }},
       {"global_avg_pool", {},
@@ -399,12 +410,12 @@ namespace {
 ModelSpec parse_model_spec_unguarded(const std::string& text, const std::string& origin) {
   YAML::Node root = parse_yaml(text, origin);
   if (!root.IsMap()) fail("{}: a model spec must be a mapping with name, input, classes, layers", origin);
-  static const std::set<std::string> kTopKeys = {"name",   "input", "classes",
-                                                  "layers", "train", "qat"};
+  static const std::set<std::string> kTopKeys = {"name",  "input", "classes", "layers",
+                                                  "train", "qat",   "binarize"};
   for (const auto& kv : root) {
     std::string key = kv.first.as<std::string>();
     if (!kTopKeys.count(key))
-      fail("{}: unknown key '{}' (known: name, input, classes, layers, train, qat)",
+      fail("{}: unknown key '{}' (known: name, input, classes, layers, train, qat, binarize)",
            where(origin, kv.first), key);
   }
   ModelSpec spec;
@@ -450,6 +461,26 @@ ModelSpec parse_model_spec_unguarded(const std::string& text, const std::string&
     if (spec.qat_bits < 2 || spec.qat_bits > 8)
       fail("{}: qat bits {} is outside 2..8", where(origin, qat["bits"]), spec.qat_bits);
   }
+  if (const YAML::Node& binarize = root["binarize"]) {
+    const char* expected =
+        "'binarize' must be a mapping with 'mode' (weights, xnor, ternary) and optionally 'all' "
+        "(true: the first conv and the last dense too), e.g. binarize: {mode: xnor}";
+    if (!binarize.IsMap() || !binarize["mode"]) fail("{}: {}", where(origin, binarize), expected);
+    for (const auto& kv : binarize) {
+      const std::string key = kv.first.as<std::string>();
+      if (key != "mode" && key != "all")
+        fail("{}: unknown binarize key '{}'; {}", where(origin, kv.first), key, expected);
+    }
+    try {
+      spec.binarize = binarize["mode"].as<std::string>();
+      spec.binarize_all = binarize["all"] ? binarize["all"].as<bool>() : false;
+    } catch (const YAML::Exception&) {
+      fail("{}: {}", where(origin, binarize), expected);
+    }
+    if (!is_binarize_mode(spec.binarize))
+      fail("{}: binarize mode '{}' must be weights, xnor or ternary", where(origin, binarize),
+           spec.binarize);
+  }
   // Building once validates layer types, keys and shapes now rather than at training time.
   build_model(spec, 1);
   return spec;
@@ -481,6 +512,14 @@ Model build_model_unguarded(const ModelSpec& spec, int64_t batch) {
   const Output input = spec.qat_bits > 0 ? fake_quant_activation(model, model.input, "input")
                                          : model.input;
   Output previous = input;
+  // Under `binarize:`, the papers' practice: the first conv and the last dense stay float.
+  std::string first_conv, last_dense;
+  for (const YAML::Node& layer : root["layers"]) {
+    if (!layer.IsMap() || !layer["type"] || !layer["name"]) continue;
+    const std::string type = layer["type"].as<std::string>();
+    if (type == "conv2d" && first_conv.empty()) first_conv = layer["name"].as<std::string>();
+    if (type == "dense") last_dense = layer["name"].as<std::string>();
+  }
   for (const YAML::Node& layer : root["layers"]) {
     if (!layer.IsMap()) fail("{}: each layer must be a mapping", where(spec.origin, layer));
     if (!layer["type"]) fail("{}: layer without 'type'", where(spec.origin, layer));
@@ -497,7 +536,15 @@ Model build_model_unguarded(const ModelSpec& spec, int64_t batch) {
       fail("{}: layer '{}': unknown type '{}' (known: {})", where(spec.origin, layer), name, type,
            known);
     }
-    LayerContext ctx{spec.origin, layer, name, type, {}, model, spec.qat_bits};
+    LayerContext ctx{spec.origin, layer, name, type, {}, model, spec.qat_bits, ""};
+    if (layer["binary"]) {
+      ctx.binary = ctx.get<std::string>("binary", "");
+      if (!is_binarize_mode(ctx.binary))
+        ctx.error("binary '{}' must be weights, xnor or ternary", ctx.binary);
+    } else if (!spec.binarize.empty() && (type == "conv2d" || type == "dense") &&
+               (spec.binarize_all || (name != first_conv && name != last_dense))) {
+      ctx.binary = spec.binarize;
+    }
     for (const auto& kv : layer) {
       std::string key = kv.first.as<std::string>();
       if (key == "name" || key == "type" || key == "inputs") continue;
@@ -534,7 +581,7 @@ Model build_model_unguarded(const ModelSpec& spec, int64_t batch) {
       if (message.rfind(spec.origin, 0) == 0) throw;  // already names the file
       fail("{}: {}", where(spec.origin, layer), message);
     }
-    if (spec.qat_bits > 0 && kFakeQuantizedLayers.count(type))
+    if (spec.qat_bits > 0 && kFakeQuantizedLayers.count(type) && ctx.binary.empty())
       out = fake_quant_activation(model, out, name);
     layer_outputs[name] = out;
     previous = out;
@@ -555,6 +602,23 @@ ModelSpec with_qat(const ModelSpec& spec, int64_t bits) {
          spec.qat_bits, bits);
   return parse_model_spec(spec.text + fmt::format("\n# added by slimflow train --qat\nqat: {{bits: {}}}\n", bits),
                           spec.origin);
+}
+
+bool is_binarize_mode(const std::string& mode) {
+  return mode == "weights" || mode == "xnor" || mode == "ternary";
+}
+
+ModelSpec with_binarize(const ModelSpec& spec, const std::string& mode, bool all) {
+  if (!is_binarize_mode(mode))
+    fail("--binarize '{}' must be weights, xnor or ternary", mode);
+  if (spec.binarize == mode && spec.binarize_all == all) return spec;
+  if (!spec.binarize.empty())
+    fail("{}: the spec already binarizes with mode {}{}; cannot change it to {}{}", spec.origin,
+         spec.binarize, spec.binarize_all ? " (all layers)" : "", mode, all ? " (all layers)" : "");
+  return parse_model_spec(
+      spec.text + fmt::format("\n# added by slimflow train --binarize\nbinarize: {{mode: {}, all: {}}}\n",
+                              mode, all ? "true" : "false"),
+      spec.origin);
 }
 
 }  // namespace sf

@@ -31,12 +31,23 @@ struct ModelSpec {
   // Quantization-aware training (`qat: {bits: B}`): weights fake-quantized to B bits per
   // channel, the input and conv/dense/add/concat results to u8 with learned ranges. 0: off.
   int64_t qat_bits = 0;
+  // Binarized training (`binarize: {mode: M, all: false}`, `train --binarize M`): the conv2d and
+  // dense layers train with binary (weights, xnor) or ternary weights, xnor layers with binary
+  // inputs too; the first conv and the last dense stay float unless `all`. Empty: off. A layer's
+  // own `binary:` key overrides this either way.
+  std::string binarize;
+  bool binarize_all = false;
 };
 
 ModelSpec load_model_spec(const std::string& path);
 ModelSpec parse_model_spec(const std::string& text, const std::string& origin);
 // The spec with `qat: {bits: B}` added (`train --qat B`); an error when it already has other bits.
 ModelSpec with_qat(const ModelSpec& spec, int64_t bits);
+// The spec with `binarize: {mode: M, all: A}` added (`train --binarize M [--binarize-all]`); an
+// error when it already binarizes otherwise.
+ModelSpec with_binarize(const ModelSpec& spec, const std::string& mode, bool all);
+// The binarization modes of specs and `train --binarize`: weights, xnor, ternary.
+bool is_binarize_mode(const std::string& mode);
 
 // A trainable variable of a built model.
 struct Parameter {
@@ -46,6 +57,9 @@ struct Parameter {
   int64_t fan_in = 1;
   int64_t fan_out = 1;
   bool decay = true;  // weight decay applies (weights yes, biases and norm scales no)
+  // Binarized weights: clipped to [-1, 1] after each step, where the straight-through gradient
+  // stops, so that a weight can always change sign again (BinaryConnect).
+  bool clip_to_unit = false;
 };
 
 // A moving average the trainer updates after each step (batch-norm statistics).

@@ -7,6 +7,7 @@
 #include "io/atomic_file.h"
 #include "onnx/context.h"
 #include "onnx/export_context.h"
+#include "ops/op_names.h"
 #include "transforms/graph_uses.h"
 
 namespace sf {
@@ -256,6 +257,11 @@ void check_supported(const Graph& g, const std::vector<bool>& needed, const std:
     if (is_run_time_range_op(n.op))
       fail("{}: node '{}' ({}): quantization ranges measured at run time have no ONNX form; "
            "calibrate them: slimflow quantize MODEL --mode eightbit --calib-data DATA --out M.sfm",
+           name, n.name, n.op);
+    if (n.op == op_names::kBinarizeActivation)
+      fail("{}: node '{}' ({}): XNOR layers' binary activations (+1 where x > 0, else -1) have "
+           "no ONNX operator this exporter writes; models trained with --binarize weights or "
+           "ternary export as their float equivalent",
            name, n.name, n.op);
     if (!is_source(n.op) && !writers().count(n.op)) bad.push_back(fmt::format("'{}' ({})", n.name, n.op));
   }

@@ -136,4 +136,9 @@ inline constexpr char kFakeQuantWeights[] = "FakeQuantWeights";
 inline constexpr char kFakeQuantActivation[] = "FakeQuantActivation";
 inline constexpr char kFakeQuantActivationGrad[] = "FakeQuantActivationGrad";
 
+// binary_ops.cc
+inline constexpr char kBinarizeWeights[] = "BinarizeWeights";
+inline constexpr char kBinarizeActivation[] = "BinarizeActivation";
+inline constexpr char kStraightThroughGrad[] = "StraightThroughGrad";
+
 }  // namespace sf::op_names

@@ -116,7 +116,7 @@ namespace {
 void store_pruned_weights_sparse(ModelFile& model) {
   constexpr int64_t kMinSparseElements = 256;  // smaller weights are not worth a sparse header
   for (const Node& n : model.graph.nodes()) {
-    if (n.op != op_names::kConst) continue;
+    if (n.op != op_names::kConst || model.encoded_weights.count(n.name)) continue;
     const Tensor& value = n.attrs.get_tensor("value");
     if (value.numel() < kMinSparseElements) continue;
     if (auto sparse = sparse_if_smaller(value)) model.encoded_weights[n.name] = std::move(*sparse);
@@ -175,6 +175,14 @@ EightbitModel quantize_model_eightbit(const ModelFile& float_model, const std::s
   out.outputs = q.outputs;
   out.metadata = float_model.metadata;
   out.metadata["quantization"] = fmt::format("eightbit, {}", result.ranges);
+  // Binarized layers stay float (their binary kernels beat int8) and stay stored in 1-2 bits.
+  for (const auto& [name, stored] : float_model.stored_weights) {
+    const quant::Encoding kind = stored.encoding.kind;
+    const int id = out.graph.find(name);
+    if ((kind == quant::Encoding::binary || kind == quant::Encoding::ternary) && id >= 0 &&
+        out.graph.node(id).op == op_names::kConst)
+      out.encoded_weights[name] = quant::encode(out.graph.node(id).attrs.get_tensor("value"), kind, 0);
+  }
   if (result.calibrated)
     out.metadata["calibration"] =
         fmt::format("{} images from {}, {}", result.calibration_images, options.calib_data,

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <map>
 
+#include "codec/binary_weights.h"
 #include "codec/quant_params.h"
 #include "core/error.h"
 #include "graph/op_registry.h"
@@ -251,6 +252,9 @@ class EightbitRewriter {
     if (!w || w->dtype() != DType::f32 || !is_f32_rank(node.inputs[0], conv ? 4 : 2)) return false;
     if (w->rank() != (conv ? 4 : 2)) return false;
     if (fused && !is_f32(node.inputs[2])) return false;
+    // A binarized layer (1-2-bit weights, `train --binarize`) keeps its binary kernels, which
+    // beat the int8 ones; a one-row matrix has that form trivially and is quantized as usual.
+    if (w->numel() > w->dim(-1) && quant::signed_levels(*w)) return false;
     Tensor weights = *w;
     if (!conv) {
       if (node.attrs.get_bool("transpose_a")) return false;

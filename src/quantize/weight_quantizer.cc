@@ -90,8 +90,20 @@ WeightQuantizeReport quantize_model_weights(ModelFile& model,
                   .description = "dense",
                   .fp32_bytes = w.bytes(),
                   .stored_bytes = w.bytes()};
+    const auto stored = model.stored_weights.find(node.name);
+    const bool binarized = stored != model.stored_weights.end() &&
+                           (stored->second.encoding.kind == Encoding::binary ||
+                            stored->second.encoding.kind == Encoding::ternary);
     if (is_excluded(g, c, options.exclude)) {
       row.kept_reason = "excluded";
+    } else if (binarized) {
+      // Already 1-2 bits (`train --binarize`): kept as stored, never widened to `bits`.
+      EncodedTensor encoded = encode(w, stored->second.encoding.kind, 0);
+      row.kept_reason = encoded.encoding.describe();
+      row.stored_bytes = encoded.stored_bytes();
+      report.quantized_bytes -= row.fp32_bytes;
+      report.quantized_bytes += row.stored_bytes;
+      model.encoded_weights[node.name] = std::move(encoded);
     } else if (w.numel() < options.min_elements) {
       row.kept_reason = fmt::format("fewer than {} elements", options.min_elements);
     } else {

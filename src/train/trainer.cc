@@ -26,6 +26,11 @@ using json = nlohmann::json;
 
 namespace {
 
+void clip_to_unit(Tensor& weights) {
+  float* w = weights.data<float>();
+  for (int64_t i = 0; i < weights.numel(); ++i) w[i] = std::clamp(w[i], -1.0f, 1.0f);
+}
+
 constexpr int64_t kEvalBatch = 200;
 
 // The options a run trains with once the command line, a resumed run, the spec's `train:`
@@ -342,6 +347,14 @@ std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks
            options.resume_dir, spec.qat_bits);
     spec = with_qat(spec, options.qat_bits);
   }
+  if (options.binarize_all && options.binarize.empty())
+    fail("train: --binarize-all needs --binarize weights|xnor|ternary");
+  if (!options.binarize.empty()) {
+    if (resuming && (spec.binarize != options.binarize || spec.binarize_all != options.binarize_all))
+      fail("train: --binarize cannot change when resuming ({} trains with binarize '{}'{})",
+           options.resume_dir, spec.binarize, spec.binarize_all ? " on all layers" : "");
+    spec = with_binarize(spec, options.binarize, options.binarize_all);
+  }
   if (!resuming || !options.data.empty()) {
     if (!options.data.empty()) config.data = options.data;
   }
@@ -573,6 +586,7 @@ std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks
       for (size_t i = 0; i < num_params; ++i) {
         const Parameter& p = t.model.parameters[i];
         optimizer.apply(p.name, store->get(p.name), grads[i], lr, p.decay);
+        if (p.clip_to_unit) clip_to_unit(store->get(p.name));
       }
       for (size_t i = 0; i < t.model.moving_averages.size(); ++i) {
         const MovingAverage& m = t.model.moving_averages[i];

@@ -47,6 +47,10 @@ struct TrainOptions {
   // Quantization-aware training with weights in this many bits (2..8) and u8 activations; a
   // new run or --init-from (fine-tuning a float run). 0: as the spec says.
   int64_t qat_bits = 0;
+  // Binarized training (weights, xnor, ternary; models/spec.h's `binarize:`), with the first
+  // conv and the last dense binarized too when binarize_all. Empty: as the spec says.
+  std::string binarize;
+  bool binarize_all = false;
   std::string kernel_impl;  // "" best available; "reference" for debugging
   bool profile = false;     // report per-node training-step times at the end
   // Synchronous data parallelism (train/data_parallel.h) over this job's communicator; null:

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <map>
 
+#include "codec/binary_weights.h"
 #include "codec/weight_codec.h"
 #include "core/error.h"
 #include "ops/op_names.h"
@@ -29,11 +30,22 @@ Graph freeze_variables(const Graph& graph, const VariableStore& variables,
         rw.set({fake_quant->id, 0}, c);
         return true;
       }
+      // Binarized weights likewise: sign * scale per channel, which freeze stores in 1-2 bits.
+      if (fake_quant != nullptr && fake_quant->op == op_names::kBinarizeWeights) {
+        const Tensor& w = variables.get(node.name);
+        Output c = ops::constant(rw.target(),
+                                 fake_quant->attrs.get_string("mode") == "ternary"
+                                     ? quant::ternarize_weights(w)
+                                     : quant::binarize_weights(w),
+                                 node.name);
+        rw.set({fake_quant->id, 0}, c);
+        return true;
+      }
       Output c = ops::constant(rw.target(), variables.get(node.name).clone(), node.name);
       rw.set({node.id, 0}, c);
       return true;
     }
-    if (node.op == op_names::kFakeQuantWeights &&
+    if ((node.op == op_names::kFakeQuantWeights || node.op == op_names::kBinarizeWeights) &&
         graph.node(node.inputs[0].node).op == op_names::kVariable &&
         uses.sole_consumer(node.inputs[0].node) == &node)
       return true;  // folded into its variable's constant above

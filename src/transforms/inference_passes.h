@@ -3,7 +3,8 @@
 //
 //   freeze_variables   variables become constants (values from the store); only what the
 //                      outputs need is kept; Dropout and Identity disappear; weights
-//                      trained quantization-aware are stored as FakeQuantWeights rounds them
+//                      trained quantization-aware are stored as FakeQuantWeights rounds them,
+//                      binarized ones as BinarizeWeights leaves them (sign * scale)
 //   fold_batch_norm    an inference BatchNorm after Conv2D/MatMul (+ BiasAdd) folds into the
 //                      filter and bias
 //   fuse_bias_activation  Conv2D/MatMul + BiasAdd (+ Relu/Relu6) become FusedConv2D/FusedMatMul

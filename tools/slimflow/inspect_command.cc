@@ -28,6 +28,10 @@ std::string storage_text(const quant::WeightEncoding& e) {
       return "f16";
     case quant::Encoding::sparse:
       return "sparse";
+    case quant::Encoding::binary:
+      return "binary1/ch";
+    case quant::Encoding::ternary:
+      return "ternary2/ch";
   }
   return "?";
 }
@@ -130,6 +134,8 @@ Action add_inspect_command(CLI::App& app) {
           j["per_channel"] = e.per_channel();
           if (e.per_channel()) j["axis"] = e.axis;
           if (e.kind == quant::Encoding::kmeans) j["codebook_size"] = e.codebook.size();
+          if (e.kind == quant::Encoding::binary || e.kind == quant::Encoding::ternary)
+            j["scales"] = e.scales;
           j["stored_bytes"] = stored->second.stored_bytes();
           j["storage"] = storage_text(e);
           stored_bytes += stored->second.stored_bytes();
@@ -171,6 +177,14 @@ Action add_inspect_command(CLI::App& app) {
       std::printf("%-28s %-16s %-20s %12s %9s %12s %-14s %12s\n", j["name"].get<std::string>().c_str(),
                   j["op"].get<std::string>().c_str(), shape.c_str(), params.c_str(),
                   sparsity.c_str(), b.c_str(), storage.c_str(), stored.c_str());
+    }
+    for (const nlohmann::json& j : nodes) {
+      if (!j.contains("scales")) continue;
+      const std::vector<float> scales = j["scales"].get<std::vector<float>>();
+      const auto [lo, hi] = std::minmax_element(scales.begin(), scales.end());
+      std::printf("%s %s: %zu channel scales in [%.4g, %.4g]\n", j["encoding"].get<std::string>().c_str(),
+                  j["name"].get<std::string>().c_str(), scales.size(), scales.empty() ? 0.0 : *lo,
+                  scales.empty() ? 0.0 : *hi);
     }
     std::printf("\n%lld parameters, %.3f MB of weights (%.3f MB stored), %zu bytes on disk\n",
                 static_cast<long long>(parameters), static_cast<double>(bytes) / 1e6,

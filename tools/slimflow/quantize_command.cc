@@ -45,6 +45,9 @@ struct QuantizeArgs {
 
 void print_eightbit(const QuantizeArgs& args, const EightbitModel& q) {
   const uintmax_t file_bytes = std::filesystem::file_size(args.out);
+  size_t sparse_tensors = 0;
+  for (const auto& [name, encoded] : q.model.encoded_weights)
+    sparse_tensors += encoded.encoding.kind == quant::Encoding::sparse;
   if (args.json) {
     nlohmann::json layers = nlohmann::json::array();
     for (const EightbitLayer& l : q.layers)
@@ -64,7 +67,7 @@ void print_eightbit(const QuantizeArgs& args, const EightbitModel& q) {
                         {"float_ops", q.float_ops},
                         {"fp32_weight_bytes", q.fp32_weight_bytes},
                         {"weight_bytes", q.weight_bytes},
-                        {"sparse_weights", q.model.encoded_weights.size()},
+                        {"sparse_weights", sparse_tensors},
                         {"file_bytes", file_bytes}};
     if (args.report) j["report"] = errors;
     std::printf("%s\n", j.dump().c_str());
@@ -76,9 +79,8 @@ void print_eightbit(const QuantizeArgs& args, const EightbitModel& q) {
   for (const auto& [op, n] : q.float_ops) rest += fmt::format(" {} x{}", op, n);
   std::printf("still float:%s\n", rest.empty() ? " nothing" : rest.c_str());
   const std::string sparse =
-      q.model.encoded_weights.empty()
-          ? std::string()
-          : fmt::format(", {} pruned tensors stored sparse", q.model.encoded_weights.size());
+      sparse_tensors == 0 ? std::string()
+                          : fmt::format(", {} pruned tensors stored sparse", sparse_tensors);
   std::printf("weights %.1f KB -> %.1f KB; written to %s (%.1f KB%s)\n",
               static_cast<double>(q.fp32_weight_bytes) / 1024,
               static_cast<double>(q.weight_bytes) / 1024, args.out.c_str(),

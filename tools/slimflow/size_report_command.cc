@@ -20,6 +20,14 @@ struct SizeReportArgs {
 
 double kb(uint64_t bytes) { return static_cast<double>(bytes) / 1024.0; }
 
+// How the file stores a weight tensor now: its encoding (binary, ternary, sparse, ...; "dense")
+// and bytes (data and parameters).
+std::pair<std::string, uint64_t> stored_as(const ModelFile& model, const SizeReportRow& row) {
+  auto it = model.stored_weights.find(row.node);
+  if (it == model.stored_weights.end()) return {"dense", row.fp32_bytes};
+  return {quant::encoding_name(it->second.encoding.kind), it->second.stored_bytes()};
+}
+
 int run_size_report(const SizeReportArgs& a) {
   const ModelFile model = open_model(a.model);
   const SizeReport r = size_report(model, a.options, a.model);
@@ -29,6 +37,8 @@ int run_size_report(const SizeReportArgs& a) {
     nlohmann::json rows = nlohmann::json::array();
     for (const SizeReportRow& row : r.rows)
       rows.push_back({{"layer", row.layer},
+                      {"stored_encoding", stored_as(model, row).first},
+                      {"stored_bytes", stored_as(model, row).second},
                       {"node", row.node},
                       {"total_weights", row.total_weights},
                       {"nonzero_weights", row.nonzero_weights},
@@ -74,6 +84,11 @@ int run_size_report(const SizeReportArgs& a) {
                   static_cast<double>(std::max<int64_t>(r.total_weights(), 1)),
               kb(r.fp32_bytes()), kb(r.pruned_bytes()), kb(r.quantized_bytes()),
               kb(r.final_bytes()), ratio);
+  for (const SizeReportRow& row : r.rows)
+    if (const auto [encoding, bytes] = stored_as(model, row); encoding != "dense")
+      std::printf("%s: stored %s, %.1f KB (%.1fx smaller than fp32)\n", row.layer.c_str(),
+                  encoding.c_str(), kb(bytes),
+                  static_cast<double>(row.fp32_bytes) / static_cast<double>(std::max<uint64_t>(bytes, 1)));
   if (!a.write.empty()) std::printf("compressed model written to %s\n", a.write.c_str());
   return 0;
 }

@@ -44,6 +44,12 @@ void add_training_flags(CLI::App* cmd, TrainOptions& options, bool& json_output,
                   "Quantization-aware training: weights fake-quantized to BITS (2..8) per channel, "
                   "activations to 8 bits with learned ranges (quantize then uses them)")
       ->check(CLI::Range(2, 8));
+  cmd->add_option("--binarize", options.binarize,
+                  "Binarized training: weights (BinaryConnect), xnor (XNOR-Net: weights and "
+                  "inputs), ternary (TWN); the first conv and last dense stay float")
+      ->check(CLI::IsMember({"weights", "xnor", "ternary"}));
+  cmd->add_flag("--binarize-all", options.binarize_all,
+                "With --binarize: binarize the first conv and the last dense layer too");
   cmd->add_option("--kernels", options.kernel_impl, "Force a kernel implementation (reference)");
   cmd->add_flag("--json", json_output, "Print one JSON object per epoch on stdout");
   cmd->add_flag("--quiet", quiet, "No progress line");

@@ -20,5 +20,6 @@ void register_reference_conv_transpose_kernels(KernelRegistry& registry);
 void register_reference_quantized_kernels(KernelRegistry& registry);
 void register_reference_onnx_quant_kernels(KernelRegistry& registry);
 void register_reference_fake_quant_kernels(KernelRegistry& registry);
+void register_reference_binary_kernels(KernelRegistry& registry);
 
 }  // namespace sf

@@ -17,6 +17,7 @@ void register_reference_kernels(KernelRegistry& registry) {
   register_reference_quantized_kernels(registry);
   register_reference_onnx_quant_kernels(registry);
   register_reference_fake_quant_kernels(registry);
+  register_reference_binary_kernels(registry);
 }
 
 }  // namespace sf
