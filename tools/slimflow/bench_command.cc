@@ -9,6 +9,7 @@
 #include <random>
 
 #include "commands.h"
+#include "core/limits.h"
 #include "graph/op_registry.h"
 #include "model_io.h"
 #include "runtime/process_stats.h"
@@ -69,6 +70,7 @@ Action add_bench_command(CLI::App& app) {
             fail("bench: input '{}' {} has symbolic dimension {}; give the shape to time with "
                  "--input-shape {}=D1,D2,...", in.name, in.dims_str(), d, in.name);
       }
+      limits::checked_num_elements(shape, fmt::format("{}: input '{}'", a->model, in.name));
       Tensor value(DType::f32, shape);
       for (int64_t k = 0; k < value.numel(); ++k) value.data<float>()[k] = uniform(rng);
       timed_shapes[in.name] = shape;
