@@ -520,6 +520,13 @@ class HostileInputs(unittest.TestCase):
         self.assert_error(["import", p, "--out", self.path("ks.sfm")], p, "kernel_shape")
 
     @unittest.skipIf(onnx is None, "needs the onnx module")
+    def test_import_into_a_missing_folder_blames_the_folder(self):
+        p = self.onnx_case("ok.onnx", [helper.make_node("Relu", ["x"], ["y"], name="r")],
+                           [f32_info("x", [1, 4])], [f32_info("y", None)])
+        out = os.path.join(self.path("no-such-folder"), "ok.sfm")
+        self.assert_error(["import", p, "--out", out], out, "does not exist")
+
+    @unittest.skipIf(onnx is None, "needs the onnx module")
     def test_inspect_verify_checks_the_weight_checksum(self):
         w = numpy_helper.from_array(np.arange(18, dtype=np.float32).reshape(2, 1, 3, 3), "W")
         p = self.onnx_case("v.onnx", [helper.make_node("Conv", ["x", "W"], ["y"], name="c")],

@@ -73,8 +73,17 @@ Action add_import_command(CLI::App& app) {
     // fails at any step leaves no file, or the previous one, at --out.
     remove_stale_temporaries(*out);
     const std::string staged = fmt::format("{}.tmp-{}-import", *out, ::getpid());
+    const std::filesystem::path folder = std::filesystem::path(*out).parent_path();
+    if (!folder.empty() && !std::filesystem::is_directory(folder))
+      fail("{}: cannot write model: folder {} does not exist", *out, folder.string());
     try {
       save_model(staged, model);
+    } catch (const Error& e) {
+      std::error_code ignored;
+      std::filesystem::remove(staged, ignored);
+      fail("{}: cannot write model: {}", *out, e.what());
+    }
+    try {
       (void)load_model(staged);
     } catch (const Error& e) {
       std::error_code ignored;
