@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "core/limits.h"
+#include <onnx/checker.h>
 #include <onnx/version_converter/convert.h>
 
 #include "onnx/context.h"
@@ -100,9 +101,20 @@ void reject_rewritten_values(const onnx::GraphProto& graph, const std::string& p
   }
 }
 
+// ONNX's checker messages run over several lines (the failing node follows); one is enough.
+std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
+
 // Models of opsets 1-8 go through the ONNX library's version converter to opset 9, the oldest
-// the converters read.
+// the converters read. The converter trusts its input (a value without a type crashes it), so
+// the ONNX checker sees the model first.
 onnx::ModelProto upgraded(const onnx::ModelProto& proto, int opset, const std::string& name) {
+  try {
+    onnx::checker::check_model(proto);
+  } catch (const std::exception& e) {
+    throw OnnxUnsupported(fmt::format("{}: opset {} model is not valid ONNX, so it cannot be "
+                                      "upgraded to opset 9: {}",
+                                      name, opset, first_line(e.what())));
+  }
   try {
     return onnx::version_conversion::ConvertVersion(proto, 9);
   } catch (const std::exception& e) {

@@ -526,6 +526,17 @@ class HostileInputs(unittest.TestCase):
         self.assert_error(["import", p, "--out", self.path("ks.sfm")], p, "kernel_shape")
 
     @unittest.skipIf(onnx is None, "needs the onnx module")
+    def test_old_opset_model_with_an_untyped_value(self):
+        # Found by the ONNX fuzzer: the version converter that upgrades opset < 9 crashed on it.
+        p = self.path("untyped.onnx")
+        untyped = onnx.ValueInfoProto()
+        untyped.name = "y"
+        save_onnx(p, [helper.make_node("HardSigmoid", ["x"], ["y"], name="h")],
+                  [f32_info("x", [3, 4, 5])], [untyped], opset=6)
+        self.assert_error(["import", p, "--out", self.path("untyped.sfm")], p, "opset 6",
+                          "not valid ONNX")
+
+    @unittest.skipIf(onnx is None, "needs the onnx module")
     def test_import_into_a_missing_folder_blames_the_folder(self):
         p = self.onnx_case("ok.onnx", [helper.make_node("Relu", ["x"], ["y"], name="r")],
                            [f32_info("x", [1, 4])], [f32_info("y", None)])
