@@ -157,6 +157,13 @@ void add_inputs(Context& c, const onnx::GraphProto& graph, const ImportOptions& 
 }  // namespace
 
 void convert_as(Context& c, const onnx::NodeProto& n, const std::function<void()>& convert) {
+  // A converter may convert nodes of its own (a decomposition, a fused group) whose NodeProtos
+  // live on its stack: c.node names n again when they are done, or when their errors pass by.
+  struct RestoreNode {
+    Context& c;
+    const onnx::NodeProto* outer;
+    ~RestoreNode() { c.node = outer; }
+  } restore{c, c.node};
   c.node = &n;
   try {
     convert();

@@ -268,6 +268,12 @@ void as_2d(Context& c, Converter convert) {
     a.clear_ints();
     for (int64_t d : v) a.add_ints(d);
   }
+  // The 2-D converter reads the lifted node; errors must name the original, and `n` dies here.
+  struct RestoreNode {
+    Context& c;
+    const onnx::NodeProto* original;
+    ~RestoreNode() { c.node = original; }
+  } restore{c, &original};
   c.node = &n;
   convert(c);
   c.node = &original;

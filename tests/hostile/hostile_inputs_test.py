@@ -537,6 +537,15 @@ class HostileInputs(unittest.TestCase):
                           "not valid ONNX")
 
     @unittest.skipIf(onnx is None, "needs the onnx module")
+    def test_one_d_conv_transpose_with_wrong_channels(self):
+        # Found by the ONNX fuzzer: the 1-D lift's error named a node that no longer existed.
+        w = numpy_helper.from_array(np.ones((1, 3, 2), np.float32), "W")
+        p = self.onnx_case("ct1d.onnx", [helper.make_node("ConvTranspose", ["x", "W"], ["y"],
+                                                          name="Y")],
+                           [f32_info("x", [1, 5, 3])], [f32_info("y", None)], [w])
+        self.assert_error(["import", p, "--out", self.path("ct1d.sfm")], p, "'Y'", "channels")
+
+    @unittest.skipIf(onnx is None, "needs the onnx module")
     def test_import_into_a_missing_folder_blames_the_folder(self):
         p = self.onnx_case("ok.onnx", [helper.make_node("Relu", ["x"], ["y"], name="r")],
                            [f32_info("x", [1, 4])], [f32_info("y", None)])
