@@ -59,7 +59,10 @@ TEST(CpuReport, SaysWhatTheCpuHasAndWhichPathsRunOnIt) {
   EXPECT_NE(path("int8 matmul"), "missing");
   EXPECT_EQ(path("sparse int8 products"),
             cpu_features().avx512_vnni && cpu_features().avx512bw ? "avx512_vnni" : "portable");
-  EXPECT_NE(r.bf16.find(r.amx ? "AMX tiles" : "no AMX"), std::string::npos) << r.bf16;
+  const char* bf16 = r.amx                          ? "AMX tiles"
+                     : cpu_features().avx512_bf16 ? "no AMX"
+                                                  : "no bf16 instructions";
+  EXPECT_NE(r.bf16.find(bf16), std::string::npos) << r.bf16;
 }
 
 TEST(CpuReport, InspectCpuPrintsItAsJsonAndAsText) {

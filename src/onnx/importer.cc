@@ -6,6 +6,7 @@
 #include <climits>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "core/limits.h"
@@ -108,13 +109,34 @@ std::string first_line(const std::string& text) { return text.substr(0, text.fin
 // the converters read. The converter trusts its input (a value without a type crashes it), so
 // the ONNX checker sees the model first.
 onnx::ModelProto upgraded(const onnx::ModelProto& proto, int opset, const std::string& name) {
+  const auto invalid = [&](const std::string& why) {
+    return OnnxUnsupported(fmt::format(
+        "{}: opset {} model is not valid ONNX, so it cannot be upgraded to opset 9: {}", name,
+        opset, why));
+  };
   try {
     onnx::checker::check_model(proto);
   } catch (const std::exception& e) {
-    throw OnnxUnsupported(fmt::format("{}: opset {} model is not valid ONNX, so it cannot be "
-                                      "upgraded to opset 9: {}",
-                                      name, opset, first_line(e.what())));
+    throw invalid(first_line(e.what()));
   }
+  // The checker leaves these to the converter, which dereferences what it cannot find.
+  const onnx::GraphProto& graph = proto.graph();
+  std::set<std::string> defined;
+  for (const onnx::ValueInfoProto& in : graph.input()) defined.insert(in.name());
+  for (const onnx::TensorProto& init : graph.initializer()) defined.insert(init.name());
+  for (const onnx::NodeProto& n : graph.node()) {
+    for (const onnx::AttributeProto& a : n.attribute())
+      if (a.has_g() || a.graphs_size() > 0)
+        throw invalid(fmt::format("node '{}' ({}) holds a subgraph", n.name(), n.op_type()));
+    for (const std::string& in : n.input())
+      if (!in.empty() && !defined.count(in))
+        throw invalid(fmt::format("node '{}' ({}) reads '{}' before anything writes it",
+                                  n.name(), n.op_type(), in));
+    for (const std::string& out : n.output()) defined.insert(out);
+  }
+  for (const onnx::ValueInfoProto& out : graph.output())
+    if (!defined.count(out.name()))
+      throw invalid(fmt::format("output '{}' is never computed", out.name()));
   try {
     return onnx::version_conversion::ConvertVersion(proto, 9);
   } catch (const std::exception& e) {
