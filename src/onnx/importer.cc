@@ -204,10 +204,10 @@ void convert_as(Context& c, const onnx::NodeProto& n, const std::function<void()
 void convert_node(Context& c, const onnx::NodeProto& n) {
   convert_as(c, n, [&] {
     if (!try_fold(c)) converters().at(n.op_type())(c);
+    for (const std::string& out : n.output())
+      if (!out.empty() && !c.values.count(out))
+        c.unsupported("output '{}' is not produced by this importer", out);
   });
-  for (const std::string& out : n.output())
-    if (!out.empty() && !c.values.count(out))
-      c.unsupported("output '{}' is not produced by this importer", out);
 }
 
 namespace {
