@@ -123,7 +123,7 @@ def main():
         base = os.path.join(OUT, data + suffix)
         fp32_run = base + "-fp32"
         if not os.path.exists(os.path.join(ROOT, fp32_run, "checkpoint.sfck")):
-            run([sf, "train", "--model", "models/deep-mnist.yaml", "--data", data, "--epochs",
+            run([sf, "train", "--overwrite", "--model", "models/deep-mnist.yaml", "--data", data, "--epochs",
                  str(args.epochs), "--threads", t, "--out", fp32_run, "--quiet", *limit])
         run([sf, "freeze", fp32_run, "--out", fp32_run + ".sfm"])
         rows = {"fp32": {"accuracy": accuracy(fp32_run + ".sfm", data), "bytes": size(fp32_run + ".sfm")}}
@@ -131,7 +131,7 @@ def main():
             out = f"{base}-{mode}"
             if not os.path.exists(os.path.join(ROOT, out, "checkpoint.sfck")):
                 # --data explicitly: train's default data set would replace the run's.
-                run([sf, "train", "--init-from", fp32_run, "--data", data, "--binarize", mode, "--epochs",
+                run([sf, "train", "--overwrite", "--init-from", fp32_run, "--data", data, "--binarize", mode, "--epochs",
                      str(args.binary_epochs), "--threads", t, "--out", out, "--quiet", *limit])
             run([sf, "freeze", out, "--out", out + ".sfm"])
             rows[mode] = {"accuracy": accuracy(out + ".sfm", data), "bytes": size(out + ".sfm")}

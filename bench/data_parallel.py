@@ -57,7 +57,7 @@ def main():
     args = parser.parse_args()
     slimflow = os.path.join(args.build, "slimflow")
     half = args.global_batch // 2
-    common = ["train", "--model", "models/deep-mnist.yaml", "--data", "mnist", "--epochs", "1",
+    common = ["train", "--overwrite", "--model", "models/deep-mnist.yaml", "--data", "mnist", "--epochs", "1",
               "--train-limit", str(args.limit), "--test-limit", "1000", "--threads", "1",
               "--json", "--quiet", "--lr-schedule", "constant"]
     one_cmd = [slimflow] + common + ["--batch", str(args.global_batch), "--out",
@@ -128,7 +128,7 @@ def main():
 
 def accuracy_runs(args, slimflow, env):
     """Test accuracy after --accuracy-epochs: one process vs 2 ranks, plain and compressed."""
-    common = ["train", "--model", "models/deep-mnist.yaml", "--data", "mnist", "--epochs",
+    common = ["train", "--overwrite", "--model", "models/deep-mnist.yaml", "--data", "mnist", "--epochs",
               str(args.accuracy_epochs), "--threads", "1", "--json", "--quiet"]
     if args.accuracy_limit:
         common += ["--train-limit", str(args.accuracy_limit)]

@@ -76,7 +76,7 @@ class Bench:
             return json_lines(open(log).read())
         subprocess.run(["rm", "-rf", out])
         start = time.time()
-        text = run([self.sf, "train", "--model", spec, "--data", data, "--epochs", str(epochs),
+        text = run([self.sf, "train", "--overwrite", "--model", spec, "--data", data, "--epochs", str(epochs),
                     "--out", out, *extra, *self.common])
         open(log, "w").write(text)
         print(f"   {name}: {time.time() - start:.0f} s", file=sys.stderr)
@@ -89,7 +89,7 @@ class Bench:
             return json_lines(open(log).read())
         subprocess.run(["rm", "-rf", out])
         start = time.time()
-        text = run([self.sf, "distill", "--teacher", self.path(teacher), "--student", spec,
+        text = run([self.sf, "distill", "--overwrite", "--teacher", self.path(teacher), "--student", spec,
                     "--data", data, "--temperature", str(temperature or self.a.temperature), "--alpha",
                     str(self.a.alpha), "--epochs", str(epochs), "--out", out, *extra,
                     *self.common])
@@ -240,7 +240,7 @@ def main():
         for round_ in range(3):
             for aug in ("none", "shift:2"):
                 extra = [] if aug == "none" else ["--augment", aug]
-                text = run([b.sf, "train", "--model", "models/mlp-800.yaml", "--epochs", "1",
+                text = run([b.sf, "train", "--overwrite", "--model", "models/mlp-800.yaml", "--epochs", "1",
                             "--train-limit", "12000", "--test-limit", "100", "--threads",
                             str(a.threads), "--quiet", "--json", "--out",
                             b.path(f"augment-{round_}"), *extra])

@@ -62,7 +62,7 @@ def main():
         row = {"model": model}
         for data in a.data.split(","):
             base = os.path.join(OUT, f"{model}-{data}")
-            cmd = [sf, "train", "--model", f"models/{model}.yaml", "--data", data, "--threads", t,
+            cmd = [sf, "train", "--overwrite", "--model", f"models/{model}.yaml", "--data", data, "--threads", t,
                    "--quiet", "--json", "--out", base]
             if a.epochs:
                 cmd += ["--epochs", str(a.epochs)]

@@ -135,7 +135,7 @@ def main():
                      else ["--target", str(target)])
         bits = model_bits or args.bits
         if not os.path.exists(os.path.join(ROOT, dense_run, "checkpoint.sfck")):
-            run([sf, "train", "--model", spec, "--data", "mnist", "--epochs", str(dense_epochs),
+            run([sf, "train", "--overwrite", "--model", spec, "--data", "mnist", "--epochs", str(dense_epochs),
                  "--threads", t, "--out", dense_run, "--quiet"])
         dense_sfm = os.path.join("runs", "bench-prune", name + ".sfm")
         run([sf, "freeze", dense_run, "--out", dense_sfm])

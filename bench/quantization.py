@@ -144,7 +144,7 @@ def qat_sweep(sf, t, epochs):
     quantization-aware fine-tuning of the fp32 run (`train --init-from runs/mnist --qat B`)."""
     fp32_run = DATA["mnist"]
     if not os.path.exists(os.path.join(ROOT, fp32_run, "checkpoint.sfck")):
-        run([sf, "train", "--model", "models/deep-mnist.yaml", "--data", "mnist", "--epochs", "5",
+        run([sf, "train", "--overwrite", "--model", "models/deep-mnist.yaml", "--data", "mnist", "--epochs", "5",
              "--threads", t, "--out", fp32_run, "--quiet"])
     fp32 = os.path.join(OUT, "mnist-fp32.sfm")
     if not os.path.exists(os.path.join(ROOT, fp32)):
@@ -162,7 +162,7 @@ def qat_sweep(sf, t, epochs):
         out[f"channel{b}"] = accuracy(path)
         qat_run = os.path.join(OUT, f"qat{b}")
         if not os.path.exists(os.path.join(ROOT, qat_run, "checkpoint.sfck")):
-            run([sf, "train", "--init-from", fp32_run, "--qat", str(b), "--epochs", str(epochs),
+            run([sf, "train", "--overwrite", "--init-from", fp32_run, "--qat", str(b), "--epochs", str(epochs),
                  "--lr", "0.0001", "--threads", t, "--out", qat_run, "--quiet"])
         run([sf, "freeze", qat_run, "--out", qat_run + ".sfm"])
         path = os.path.join(OUT, f"mnist-qat{b}.sfm")
@@ -223,7 +223,7 @@ def main():
     table = {}
     for data, run_dir in DATA.items():
         if not os.path.exists(os.path.join(ROOT, run_dir, "checkpoint.sfck")):
-            run([sf, "train", "--model", "models/deep-mnist.yaml", "--data", data, "--epochs", "5",
+            run([sf, "train", "--overwrite", "--model", "models/deep-mnist.yaml", "--data", data, "--epochs", "5",
                  "--threads", t, "--out", run_dir, "--quiet"])
         base = os.path.join(OUT, data)
         variants = {

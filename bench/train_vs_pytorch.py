@@ -37,7 +37,7 @@ def main():
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args()
 
-    ours_cmd = [args.slimflow, "train", "--model", "models/deep-mnist.yaml", "--data", "mnist",
+    ours_cmd = [args.slimflow, "train", "--overwrite", "--model", "models/deep-mnist.yaml", "--data", "mnist",
                 "--epochs", str(args.epochs), "--batch", str(args.batch),
                 "--threads", str(args.threads), "--out", args.out, "--json", "--quiet"]
     theirs_cmd = ["/usr/bin/python3", os.path.join(ROOT, "bench/pytorch_deep_mnist.py"),
