@@ -275,6 +275,21 @@ Tensor decode_sparse(std::span<const uint8_t> blob, const Shape& shape, const st
   return out;
 }
 
+std::pair<uint64_t, SparseOptions> smallest_sparse(const Tensor& w, SparseOptions o) {
+  uint64_t best = UINT64_MAX;
+  SparseOptions best_options = o;
+  for (int index_bits = 3; index_bits <= 9; ++index_bits) {
+    o.index_bits = index_bits;
+    SparseSizes sizes;
+    encode_sparse(w, o, &sizes);
+    if (sizes.bytes < best) {
+      best = sizes.bytes;
+      best_options = o;
+    }
+  }
+  return {best, best_options};
+}
+
 std::optional<quant::EncodedTensor> sparse_if_smaller(const Tensor& weights) {
   if (weights.dtype() != DType::f32 && weights.dtype() != DType::i8) return std::nullopt;
   const uint64_t value_size = dtype_size(weights.dtype());
@@ -289,18 +304,7 @@ std::optional<quant::EncodedTensor> sparse_if_smaller(const Tensor& weights) {
     nonzero += !zero;
   }
   if (nonzero * value_size + kSparseHeaderBytes >= dense) return std::nullopt;  // cannot win
-  SparseOptions best;
-  uint64_t best_bytes = UINT64_MAX;
-  for (int index_bits = 3; index_bits <= 9; ++index_bits) {
-    SparseOptions o;
-    o.index_bits = index_bits;
-    SparseSizes sizes;
-    encode_sparse(weights, o, &sizes);
-    if (sizes.bytes < best_bytes) {
-      best_bytes = sizes.bytes;
-      best = o;
-    }
-  }
+  const auto [best_bytes, best] = smallest_sparse(weights, SparseOptions{});
   if (best_bytes >= dense) return std::nullopt;
   return quant::EncodedTensor{.shape = weights.shape(),
                               .dtype = weights.dtype(),

@@ -16,6 +16,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/tensor.h"
@@ -48,6 +49,10 @@ std::vector<uint8_t> encode_sparse(const Tensor& dense, const SparseOptions& opt
 // Decodes a blob into a dense tensor of `shape` and of the blob's value type (f32 or i8);
 // `what` names it in errors ("m.sfm: tensor 3").
 Tensor decode_sparse(std::span<const uint8_t> blob, const Shape& shape, const std::string& what);
+
+// The encoded size and the options of the smallest encoding of `w` with `base`'s value bits and
+// Huffman choice, over the index widths worth trying.
+std::pair<uint64_t, SparseOptions> smallest_sparse(const Tensor& w, SparseOptions base);
 
 // The sparse encoding of an f32 or i8 tensor with its values as they are, at the index width
 // that makes it smallest, when that is smaller than the dense tensor; nothing otherwise.

@@ -8,26 +8,6 @@
 
 namespace sf {
 
-namespace {
-
-// The smallest encoding over the index widths worth trying.
-std::pair<uint64_t, SparseOptions> smallest(const Tensor& w, SparseOptions o) {
-  uint64_t best = UINT64_MAX;
-  SparseOptions best_options = o;
-  for (int index_bits = 3; index_bits <= 9; ++index_bits) {
-    o.index_bits = index_bits;
-    SparseSizes sizes;
-    encode_sparse(w, o, &sizes);
-    if (sizes.bytes < best) {
-      best = sizes.bytes;
-      best_options = o;
-    }
-  }
-  return {best, best_options};
-}
-
-}  // namespace
-
 uint64_t SizeReport::fp32_bytes() const {
   uint64_t n = other_bytes;
   for (const auto& r : rows) n += r.fp32_bytes;
@@ -84,14 +64,14 @@ SizeReport size_report(const ModelFile& model, const SizeReportOptions& options,
     SizeReportRow row{n.name, reader->second, t.numel(), 0, bytes};
     const float* v = t.data<float>();
     for (int64_t i = 0; i < t.numel(); ++i) row.nonzero_weights += v[i] != 0.0f;
-    const auto [pruned_bytes, pruned_options] = smallest(t, SparseOptions{});
+    const auto [pruned_bytes, pruned_options] = smallest_sparse(t, SparseOptions{});
     row.pruned_bytes = std::min(bytes, pruned_bytes);
     SparseOptions q{.value_bits = options.bits, .linear = options.scheme == "linear"};
     const auto [quantized_bytes, quantized_options] =
-        options.bits ? smallest(t, q) : std::pair{pruned_bytes, pruned_options};
+        options.bits ? smallest_sparse(t, q) : std::pair{pruned_bytes, pruned_options};
     row.quantized_bytes = options.bits ? quantized_bytes : row.pruned_bytes;
     q.huffman = true;
-    const auto [coded_bytes, coded_options] = smallest(t, q);
+    const auto [coded_bytes, coded_options] = smallest_sparse(t, q);
     // Huffman tables can outweigh what they save on a tiny tensor; dense can beat sparse.
     row.final_bytes = std::min(coded_bytes, quantized_bytes);
     row.final_options = coded_bytes <= quantized_bytes ? coded_options : quantized_options;
