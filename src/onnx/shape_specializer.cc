@@ -174,10 +174,14 @@ bool ShapeSpecializer::dynamic() const {
   return false;
 }
 
+size_t input_index(const std::vector<DeclaredInput>& inputs, const std::string& name) {
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (inputs[i].name == name) return i;
+  return inputs.size();
+}
+
 size_t ShapeSpecializer::input_index(const std::string& name) const {
-  for (size_t i = 0; i < inputs_.size(); ++i)
-    if (inputs_[i].name == name) return i;
-  return inputs_.size();
+  return sf::input_index(inputs_, name);
 }
 
 void check_input(const DeclaredInput& in, size_t index, const Tensor& v,
@@ -207,11 +211,16 @@ void check_input(const DeclaredInput& in, size_t index, const Tensor& v,
   }
 }
 
-void ShapeSpecializer::check_inputs(const std::vector<Tensor>& values) const {
-  if (values.size() != inputs_.size())
-    fail("{}: the model has {} inputs, {} given", name_, inputs_.size(), values.size());
+void check_inputs(const std::vector<DeclaredInput>& inputs, const std::vector<Tensor>& values,
+                  const std::string& model) {
+  if (values.size() != inputs.size())
+    fail("{}: the model has {} inputs, {} given", model, inputs.size(), values.size());
   std::map<std::string, std::pair<int64_t, std::string>> bound;
-  for (size_t i = 0; i < inputs_.size(); ++i) check_input(inputs_[i], i, values[i], bound);
+  for (size_t i = 0; i < inputs.size(); ++i) check_input(inputs[i], i, values[i], bound);
+}
+
+void ShapeSpecializer::check_inputs(const std::vector<Tensor>& values) const {
+  sf::check_inputs(inputs_, values, name_);
 }
 
 ShapeSpecializer::Plan& ShapeSpecializer::plan_for(const std::vector<Tensor>& values) {

@@ -58,6 +58,11 @@ class InputMismatch : public Error {
 // inputs (dim_param -> size, input name).
 void check_input(const DeclaredInput& in, size_t index, const Tensor& value,
                  std::map<std::string, std::pair<int64_t, std::string>>& bound);
+// check_input for one value per input, in order; `model` names the model when the count is off.
+void check_inputs(const std::vector<DeclaredInput>& inputs, const std::vector<Tensor>& values,
+                  const std::string& model);
+// Index of input `name` in `inputs`, or inputs.size().
+size_t input_index(const std::vector<DeclaredInput>& inputs, const std::string& name);
 
 struct SpecializerStats {
   size_t plans = 0;          // specializations in the cache

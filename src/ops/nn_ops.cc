@@ -4,6 +4,9 @@
 //
 // The backprop ops carry the forward input's shape as an attribute (input_shape), but take the
 // batch size from dy, so a graph re-inferred for another batch size stays valid.
+#include <string>
+#include <utility>
+
 #include "graph/op_registry.h"
 #include "ops/conv_geometry.h"
 #include "ops/op_names.h"
@@ -208,19 +211,27 @@ double matmul_flops(const Node& node, const std::vector<Shape>& inputs) {
   return 2.0 * static_cast<double>(num_elements(node.outputs[0].shape)) * static_cast<double>(k);
 }
 
+// The gradients of y = op(a)·op(b) with op a transpose where asked, as two products made by
+// `product(x, y, transpose_x, transpose_y, name)`: MatMul and BatchMatMul share this table.
+template <typename Product>
+std::pair<Output, Output> product_grads(bool ta, bool tb, Output a, Output b, Output dy,
+                                        const std::string& na, const std::string& nb,
+                                        Product product) {
+  if (!ta && !tb) return {product(dy, b, false, true, na), product(a, dy, true, false, nb)};
+  if (ta && !tb) return {product(b, dy, false, true, na), product(a, dy, false, false, nb)};
+  if (!ta && tb) return {product(dy, b, false, false, na), product(dy, a, true, false, nb)};
+  return {product(b, dy, true, true, na), product(dy, a, true, true, nb)};
+}
+
 std::vector<Output> grad_matmul(GradContext& ctx) {
-  const bool ta = ctx.attrs().get_bool("transpose_a");
-  const bool tb = ctx.attrs().get_bool("transpose_b");
   Graph& g = ctx.graph;
-  Output a = ctx.input(0), b = ctx.input(1), dy = ctx.grad();
-  const std::string na = ctx.name("a"), nb = ctx.name("b");
-  if (!ta && !tb)
-    return {ops::matmul(g, dy, b, false, true, na), ops::matmul(g, a, dy, true, false, nb)};
-  if (ta && !tb)
-    return {ops::matmul(g, b, dy, false, true, na), ops::matmul(g, a, dy, false, false, nb)};
-  if (!ta && tb)
-    return {ops::matmul(g, dy, b, false, false, na), ops::matmul(g, dy, a, true, false, nb)};
-  return {ops::matmul(g, b, dy, true, true, na), ops::matmul(g, dy, a, true, true, nb)};
+  auto [da, db] = product_grads(
+      ctx.attrs().get_bool("transpose_a"), ctx.attrs().get_bool("transpose_b"), ctx.input(0),
+      ctx.input(1), ctx.grad(), ctx.name("a"), ctx.name("b"),
+      [&](Output x, Output y, bool tx, bool ty, const std::string& name) {
+        return ops::matmul(g, x, y, tx, ty, name);
+      });
+  return {da, db};
 }
 
 // --- BatchMatMul ---
@@ -261,25 +272,14 @@ double batch_matmul_flops(const Node& node, const std::vector<Shape>& inputs) {
 
 // As for MatMul, then summed over the batch dimensions an operand was broadcast along.
 std::vector<Output> grad_batch_matmul(GradContext& ctx) {
-  const bool ta = ctx.attrs().get_bool("transpose_a");
-  const bool tb = ctx.attrs().get_bool("transpose_b");
   Graph& g = ctx.graph;
-  Output a = ctx.input(0), b = ctx.input(1), dy = ctx.grad();
-  const std::string na = ctx.name("a_full"), nb = ctx.name("b_full");
-  Output da, db;
-  if (!ta && !tb) {
-    da = ops::batch_matmul(g, dy, b, false, true, na);
-    db = ops::batch_matmul(g, a, dy, true, false, nb);
-  } else if (ta && !tb) {
-    da = ops::batch_matmul(g, b, dy, false, true, na);
-    db = ops::batch_matmul(g, a, dy, false, false, nb);
-  } else if (!ta && tb) {
-    da = ops::batch_matmul(g, dy, b, false, false, na);
-    db = ops::batch_matmul(g, dy, a, true, false, nb);
-  } else {
-    da = ops::batch_matmul(g, b, dy, true, true, na);
-    db = ops::batch_matmul(g, dy, a, true, true, nb);
-  }
+  Output a = ctx.input(0), b = ctx.input(1);
+  auto [da, db] = product_grads(
+      ctx.attrs().get_bool("transpose_a"), ctx.attrs().get_bool("transpose_b"), a, b, ctx.grad(),
+      ctx.name("a_full"), ctx.name("b_full"),
+      [&](Output x, Output y, bool tx, bool ty, const std::string& name) {
+        return ops::batch_matmul(g, x, y, tx, ty, name);
+      });
   return {ops::sum_to_like(g, da, a, ctx.name("a")), ops::sum_to_like(g, db, b, ctx.name("b"))};
 }
 

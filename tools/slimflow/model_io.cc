@@ -146,17 +146,12 @@ ModelRunner::ModelRunner(const std::string& path, const std::map<std::string, Sh
 }
 
 size_t ModelRunner::input_index(const std::string& name) const {
-  for (size_t i = 0; i < inputs_.size(); ++i)
-    if (inputs_[i].name == name) return i;
-  return inputs_.size();
+  return sf::input_index(inputs_, name);
 }
 
 void ModelRunner::check_inputs(const std::vector<Tensor>& values) const {
   if (specializer_) return specializer_->check_inputs(values);
-  if (values.size() != inputs_.size())
-    fail("{}: the model has {} inputs, {} given", path_, inputs_.size(), values.size());
-  std::map<std::string, std::pair<int64_t, std::string>> bound;
-  for (size_t i = 0; i < inputs_.size(); ++i) check_input(inputs_[i], i, values[i], bound);
+  sf::check_inputs(inputs_, values, path_);
 }
 
 std::vector<Tensor> ModelRunner::run(const std::vector<Tensor>& values) {
