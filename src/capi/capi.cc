@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/limits.h"
+#include "cpu/thread_count.h"
 #include "runtime/model_to_run.h"
 #include "runtime/session.h"
 #include "slimflow/slimflow.h"
@@ -174,7 +175,7 @@ int sf_model_run(sf_model* model) {
     // OpenMP's thread count is a per-thread setting, so it is applied on the running thread.
     static const int default_threads = omp_get_max_threads();
     const int threads = requested_threads.load();
-    if (threads >= 0) omp_set_num_threads(threads > 0 ? threads : default_threads);
+    if (threads >= 0) sf::use_threads(threads > 0 ? threads : default_threads);
     std::vector<sf::Tensor> fetched = model->session->run(feeds, model->run.output_ports);
     std::vector<sf::Tensor> outputs;
     outputs.reserve(fetched.size());

@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <omp.h>
 
 #include <algorithm>
 #include <chrono>
@@ -10,6 +9,7 @@
 #include <set>
 
 #include "core/limits.h"
+#include "cpu/thread_count.h"
 #include "kernels/kernel.h"
 #include "ops/op_names.h"
 #include "runtime/arena_plan.h"
@@ -55,7 +55,7 @@ Session::Session(const Graph& graph, SessionOptions options,
       fail("kernels '{}' is not a kernel implementation (known: {})", options_.kernel_impl,
            fmt::join(impls, ", "));
   }
-  if (options_.threads > 0) omp_set_num_threads(options_.threads);
+  use_threads(options_.threads);
 }
 
 Session::~Session() = default;

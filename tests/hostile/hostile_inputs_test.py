@@ -47,11 +47,11 @@ class Result:
         self.cpu_seconds, self.rss_mb, self.wall = cpu_seconds, rss_mb, wall
 
 
-def run_slimflow(args, cwd=None):
+def run_slimflow(args, cwd=None, address_space=ADDRESS_SPACE_LIMIT):
     def limit():
         # AddressSanitizer reserves terabytes of shadow address space up front.
         if not SANITIZED:
-            resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE_LIMIT, ADDRESS_SPACE_LIMIT))
+            resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
 
     env = dict(os.environ, OMP_NUM_THREADS="2")
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
@@ -209,10 +209,11 @@ class HostileInputs(unittest.TestCase):
             f.write(text)
         return p
 
-    def assert_error(self, args, *expected, code=None, cwd=None):
+    def assert_error(self, args, *expected, code=None, cwd=None,
+                     address_space=ADDRESS_SPACE_LIMIT):
         """Exit code (non-zero, or `code`), one error line holding each `expected` string,
         and the bounds on CPU time and peak memory."""
-        r = run_slimflow(args, cwd=cwd)
+        r = run_slimflow(args, cwd=cwd, address_space=address_space)
         what = f"slimflow {' '.join(map(str, args))}\nstderr: {r.stderr[-2000:]}"
         self.assertIsNone(r.signal, f"killed by signal {r.signal}: {what}")
         self.assertNotEqual(r.code, 0, f"exit 0: {what}")
@@ -354,6 +355,17 @@ class HostileInputs(unittest.TestCase):
             for cmd in (["bench", "--model", p], ["run", "--model", p, "--output-dir", self.path("o")],
                         ["eval", "--model", p], ["classify", "--model", p, "--image", p]):
                 self.assert_error(cmd + ["--threads", value], "--threads", code=2)
+
+    def test_threads_the_process_cannot_start(self):
+        # libgomp exits the process with its own message when a thread fails to start; 1024
+        # threads' default 8 MiB stacks cannot fit in 2 GiB of address space.
+        if SANITIZED:
+            self.skipTest("the address-space cap that makes thread creation fail cannot hold "
+                          "ASan's shadow memory")
+        p = self.path("threads.sfm")
+        relu_model(p)
+        self.assert_error(["bench", "--model", p, "--threads", "1024"], "cannot start 1024 threads",
+                          address_space=2 << 30)
 
     def test_out_of_range_options(self):
         p = self.path("o.sfm")

@@ -1,0 +1,17 @@
+// The thread count of the parallel kernels (OpenMP, which oneDNN uses too), set only after the
+// process has shown it can start that many threads. When libgomp cannot create a thread it
+// prints its own message and exits the process, so a memory or thread limit (ulimit -v, -u, a
+// container's pids limit) would end a run without our error; a probe that starts the same
+// number of threads first turns that into an sf::Error.
+#pragma once
+
+namespace sf {
+
+// Sets the count for parallel regions started by the calling thread: `threads` > 0, or 0 for
+// OpenMP's default (all cores, or OMP_NUM_THREADS). Throws sf::Error, saying how many threads
+// could be started, when the process cannot start that many or the count exceeds
+// limits::kMaxThreads. Probes once per count: a count no larger than one already shown to
+// start costs nothing.
+void use_threads(int threads);
+
+}  // namespace sf
