@@ -439,12 +439,21 @@ TEST(XnorGemmTest, PackSignsMatchesPortableAndSpotsNonSigns) {
     }
 }
 
-TEST(XnorGemmTest, CopyBitsPlacesFieldsAtAnyOffset) {
+TEST(XnorGemmTest, BitAppenderPlacesFieldsAtAnyOffset) {
   const std::vector<uint64_t> src = {0xfedcba9876543210ull, 0x0123456789abcdefull};
+  auto field = [&](int64_t bits) {  // src's first `bits` bits, the rest of the last word 0
+    std::vector<uint64_t> f(src.begin(), src.begin() + binary::words_for(bits));
+    if (bits % 64) f.back() &= (uint64_t{1} << (bits % 64)) - 1;
+    return f;
+  };
   for (int64_t at : {0, 1, 31, 63, 64, 100})
     for (int64_t bits : {1, 32, 64, 100}) {
-      std::vector<uint64_t> dst(5, 0);
-      binary::copy_bits(dst.data(), at, src.data(), bits);
+      std::vector<uint64_t> dst(5, ~uint64_t{0});  // every word is written, none read
+      binary::BitAppender out(dst.data());
+      out.append_zeros(at);
+      out.append_words(field(bits).data(), bits);
+      out.append_zeros(320 - at - bits);
+      out.finish();
       for (int64_t i = 0; i < 320; ++i) {
         const bool want = i >= at && i < at + bits && ((src[(i - at) / 64] >> ((i - at) % 64)) & 1);
         ASSERT_EQ(((dst[i / 64] >> (i % 64)) & 1) != 0, want) << "at " << at << " bits " << bits << " bit " << i;

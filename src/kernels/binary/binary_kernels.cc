@@ -127,18 +127,70 @@ class BinaryLayerKernel : public Kernel {
   // packed bits for XNOR, floats otherwise. Returns the number of rows.
   int64_t conv_rows(const Tensor& x) {
     const int64_t batch = x.dim(0), h = x.dim(1), w = x.dim(2), in = x.dim(3);
+    const int64_t rows = batch * geometry_.h.out * geometry_.w.out;
+    // An NHWC image row is one run of w * in floats, packed as one bit stream.
+    const int64_t row_bits = w * in, row_words = words_for(row_bits);
+    image_rows_.resize(static_cast<size_t>(batch * h * row_words));
+    xnor_ = pack_signs(x.data<float>(), batch * h, row_bits, row_words, image_rows_.data());
+    if (xnor_)
+      pack_columns(batch, h, w, in);
+    else
+      float_columns(x);
+    return rows;
+  }
+
+  void pack_columns(int64_t batch, int64_t h, int64_t w, int64_t in) {
+    const int64_t kh = w_shape_[0], kw = w_shape_[1];
+    const Window1D& gh = geometry_.h;
+    const Window1D& gw = geometry_.w;
+    const int64_t words = packed_->words;
+    // Each image row again with its left and right padding as zero bits, and one word more, so
+    // that a window's taps in a row are one range of bits (kw * in of them when not dilated).
+    const int64_t pad_left = gw.pad_before;
+    const int64_t pad_right =
+        std::max<int64_t>(0, (gw.out - 1) * gw.stride + (kw - 1) * gw.dilation - pad_left - (w - 1));
+    const int64_t row_bits = w * in, row_words = words_for(row_bits);
+    const int64_t stream_words = words_for((pad_left + w + pad_right) * in) + 1;
+    streams_.resize(static_cast<size_t>(batch * h * stream_words));
+    for (int64_t r = 0; r < batch * h; ++r) {
+      BitAppender stream(streams_.data() + r * stream_words);
+      stream.append_zeros(pad_left * in);
+      stream.append_range(image_rows_.data() + r * row_words, 0, row_bits);
+      stream.append_zeros(stream_words * 64 - (pad_left * in + row_bits));
+      stream.finish();
+    }
+    bits_.resize(static_cast<size_t>(batch * gh.out * gw.out * words));
+#pragma omp parallel for collapse(2) schedule(static) if (batch * gh.out * gw.out * words >= (1 << 12))
+    for (int64_t b = 0; b < batch; ++b)
+      for (int64_t y = 0; y < gh.out; ++y)
+        for (int64_t xo = 0; xo < gw.out; ++xo) {
+          BitAppender packed_row(bits_.data() + ((b * gh.out + y) * gw.out + xo) * words);
+          for (int64_t i = 0; i < kh; ++i) {
+            const int64_t iy = y * gh.stride - gh.pad_before + i * gh.dilation;
+            if (iy < 0 || iy >= h) {
+              packed_row.append_zeros(kw * in);
+              continue;
+            }
+            const uint64_t* stream = streams_.data() + (b * h + iy) * stream_words;
+            const int64_t left = xo * gw.stride;  // in the padded row
+            if (gw.dilation == 1) {
+              packed_row.append_range(stream, left * in, kw * in);
+            } else {
+              for (int64_t j = 0; j < kw; ++j)
+                packed_row.append_range(stream, (left + j * gw.dilation) * in, in);
+            }
+          }
+          packed_row.finish();
+        }
+  }
+
+  void float_columns(const Tensor& x) {
+    const int64_t batch = x.dim(0), h = x.dim(1), w = x.dim(2), in = x.dim(3);
     const int64_t kh = w_shape_[0], kw = w_shape_[1];
     const int64_t oh = geometry_.h.out, ow = geometry_.w.out;
-    const int64_t rows = batch * oh * ow, k = kh * kw * in, words = words_for(k);
+    const int64_t rows = batch * oh * ow, k = kh * kw * in;
     const float* xp = x.data<float>();
-    const int64_t pixel_words = words_for(in);
-    pixel_bits_.resize(static_cast<size_t>(batch * h * w * pixel_words));
-    xnor_ = pack_signs(xp, batch * h * w, in, pixel_words, pixel_bits_.data());
-    if (xnor_) {
-      bits_.assign(static_cast<size_t>(rows * words), 0);
-    } else {
-      columns_.assign(static_cast<size_t>(rows * k), 0.0f);
-    }
+    columns_.assign(static_cast<size_t>(rows * k), 0.0f);
 #pragma omp parallel for collapse(2) schedule(static) if (rows * k >= (1 << 15))
     for (int64_t b = 0; b < batch; ++b)
       for (int64_t y = 0; y < oh; ++y)
@@ -146,22 +198,13 @@ class BinaryLayerKernel : public Kernel {
           const int64_t row = (b * oh + y) * ow + xo;
           for (int64_t i = 0; i < kh; ++i)
             for (int64_t j = 0; j < kw; ++j) {
-              const int64_t tap = i * kw + j;
               const int64_t iy = y * geometry_.h.stride - geometry_.h.pad_before + i * geometry_.h.dilation;
               const int64_t ix = xo * geometry_.w.stride - geometry_.w.pad_before + j * geometry_.w.dilation;
-              const bool inside = iy >= 0 && iy < h && ix >= 0 && ix < w;
+              if (iy < 0 || iy >= h || ix < 0 || ix >= w) continue;
               const int64_t pixel = (b * h + iy) * w + ix;
-              if (!xnor_) {
-                if (inside)
-                  std::copy(xp + pixel * in, xp + (pixel + 1) * in,
-                            columns_.data() + row * k + tap * in);
-              } else if (inside) {
-                copy_bits(bits_.data() + row * words, tap * in,
-                          pixel_bits_.data() + pixel * pixel_words, in);
-              }
+              std::copy(xp + pixel * in, xp + (pixel + 1) * in, columns_.data() + row * k + (i * kw + j) * in);
             }
         }
-    return rows;
   }
 
   // The products (rows x n, scales not applied) -> outputs: border correction, scale, bias,
@@ -206,7 +249,7 @@ class BinaryLayerKernel : public Kernel {
   const void* decided_for_ = nullptr;
   std::optional<PackedWeights> packed_;
   bool xnor_ = false;
-  std::vector<uint64_t> pixel_bits_, bits_;
+  std::vector<uint64_t> image_rows_, streams_, bits_;
   std::vector<int32_t> int_dot_, border_;
   std::vector<float> columns_, dot_, no_bias_;
 };

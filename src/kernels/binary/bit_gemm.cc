@@ -48,18 +48,6 @@ PackedWeights pack_weights(const quant::SignedLevels& levels, int64_t k, int64_t
   return w;
 }
 
-void copy_bits(uint64_t* dst, int64_t at, const uint64_t* src, int64_t bits) {
-  for (int64_t done = 0; done < bits; done += 64) {
-    const int64_t take = std::min<int64_t>(64, bits - done);
-    uint64_t chunk = src[done / 64];
-    if (take < 64) chunk &= (uint64_t{1} << take) - 1;
-    const int64_t pos = at + done;
-    const int shift = static_cast<int>(pos % 64);
-    dst[pos / 64] |= chunk << shift;
-    if (shift != 0 && shift + take > 64) dst[pos / 64 + 1] |= chunk >> (64 - shift);
-  }
-}
-
 void xnor_gemm_reference(const uint64_t* a, int64_t m, const PackedWeights& w, int32_t* dot) {
   for (int64_t r = 0; r < m; ++r)
     for (int64_t c = 0; c < w.n; ++c) {

@@ -41,9 +41,53 @@ struct PackedWeights {
 // Levels of a [K, N] matrix (a HWIO filter is [kh * kw * in, out]) packed per output channel.
 PackedWeights pack_weights(const quant::SignedLevels& levels, int64_t k, int64_t n);
 
-// Sets `bits` bits of `dst` from bit offset `at` to bits [0, bits) of `src` (bits past them in
-// `src` are ignored); the destination bits must be 0.
-void copy_bits(uint64_t* dst, int64_t at, const uint64_t* src, int64_t bits);
+// Writes a packed row field after field, each word once: the im2col of a binary conv appends
+// each tap's input-channel bits (or zeros for a padded tap) without reading back what it wrote.
+class BitAppender {
+ public:
+  explicit BitAppender(uint64_t* out) : out_(out) {}
+  // Appends bits [0, n) of `field`, n <= 64; the bits of `field` from n up must be 0.
+  void append(uint64_t field, int n) {
+    acc_ |= field << fill_;
+    fill_ += n;
+    if (fill_ < 64) return;
+    *out_++ = acc_;
+    fill_ -= 64;
+    acc_ = fill_ == 0 ? 0 : field >> (n - fill_);
+  }
+  // Appends `bits` bits of `src` (whole words, the last one's bits past `bits` 0).
+  void append_words(const uint64_t* src, int64_t bits) {
+    for (; bits >= 64; bits -= 64) append(*src++, 64);
+    if (bits > 0) append(*src, static_cast<int>(bits));
+  }
+  // Appends `bits` bits of the bit stream `src` from bit `from` on; `src` must be readable one
+  // word past the last bit taken.
+  void append_range(const uint64_t* src, int64_t from, int64_t bits) {
+    src += from / 64;
+    const int shift = static_cast<int>(from % 64);
+    for (; bits > 0; bits -= 64, ++src) {
+      uint64_t field = shift == 0 ? src[0] : (src[0] >> shift) | (src[1] << (64 - shift));
+      const int n = bits >= 64 ? 64 : static_cast<int>(bits);
+      if (n < 64) field &= (uint64_t{1} << n) - 1;
+      append(field, n);
+    }
+  }
+  void append_zeros(int64_t bits) {
+    for (; bits >= 64; bits -= 64) append(0, 64);
+    if (bits > 0) append(0, static_cast<int>(bits));
+  }
+  // Writes the last, partly filled word (its bits past the fields 0).
+  void finish() {
+    if (fill_ > 0) *out_++ = acc_;
+    acc_ = 0;
+    fill_ = 0;
+  }
+
+ private:
+  uint64_t* out_;
+  uint64_t acc_ = 0;
+  int fill_ = 0;  // bits of acc_ in use, < 64 between calls
+};
 
 // XNOR products of m activation rows (`words` words each) with every channel: dot[m][n].
 // The reference works bit by bit from the levels: the oracle of the word-wise paths.

@@ -58,6 +58,32 @@ __attribute__((target("avx512f,avx512vl,avx512vpopcntdq"))) void block_counts(co
                            _mm256_add_epi32(_mm256_sub_epi32(on, plus_count), minus_count));
 }
 
+// Binary counts for kRows activation rows against block b: each weight vector loaded once
+// serves kRows rows, so the loop is bound by popcounts rather than loads.
+constexpr int64_t kRows = 4;
+
+__attribute__((target("avx512f,avx512vl,avx512vpopcntdq"))) void binary_block_counts_rows(
+    const uint64_t* rows, const PackedWeights& w, int64_t b, int32_t* dot) {
+  const int64_t words = w.words;
+  const uint64_t* plus = w.plus_by8.data() + b * words * kLanes;
+  const int64_t c0 = b * kLanes;
+  const auto lanes = static_cast<__mmask8>((1u << std::min<int64_t>(kLanes, w.n - c0)) - 1);
+  __m512i mismatches[kRows];
+  for (__m512i& m : mismatches) m = _mm512_setzero_si512();
+  for (int64_t i = 0; i < words; ++i) {
+    const __m512i p = _mm512_loadu_si512(plus + i * kLanes);
+    for (int64_t r = 0; r < kRows; ++r) {
+      const __m512i a = _mm512_set1_epi64(static_cast<long long>(rows[r * words + i]));
+      mismatches[r] = _mm512_add_epi64(mismatches[r], _mm512_popcnt_epi64(_mm512_xor_si512(a, p)));
+    }
+  }
+  const __m512i k = _mm512_set1_epi64(w.k);
+  for (int64_t r = 0; r < kRows; ++r) {
+    const __m512i d = _mm512_sub_epi64(k, _mm512_add_epi64(mismatches[r], mismatches[r]));
+    _mm256_mask_storeu_epi32(dot + r * w.n + c0, lanes, _mm512_cvtepi64_epi32(d));
+  }
+}
+
 }  // namespace
 
 __attribute__((target("avx512f,avx512vl,avx512vpopcntdq"))) bool pack_signs_avx512(
@@ -86,9 +112,19 @@ __attribute__((target("avx512f,avx512vl,avx512vpopcntdq"))) bool pack_signs_avx5
 
 void xnor_gemm_avx512(const uint64_t* a, int64_t m, const PackedWeights& w, int32_t* dot) {
   const int64_t blocks = (w.n + kLanes - 1) / kLanes;
-#pragma omp parallel for collapse(2) schedule(static) if (m * w.n * w.words >= (1 << 15))
-  for (int64_t r = 0; r < m; ++r)
-    for (int64_t b = 0; b < blocks; ++b) block_counts(a + r * w.words, w, b, dot + r * w.n);
+  // Binary layers take rows kRows at a time; ternary ones, and the rows left over, one by one.
+  const int64_t groups = w.ternary ? 0 : m / kRows;
+  const int64_t grouped = groups * kRows;
+#pragma omp parallel if (m * w.n * w.words >= (1 << 15))
+  {
+#pragma omp for collapse(2) schedule(static) nowait
+    for (int64_t g = 0; g < groups; ++g)
+      for (int64_t b = 0; b < blocks; ++b)
+        binary_block_counts_rows(a + g * kRows * w.words, w, b, dot + g * kRows * w.n);
+#pragma omp for collapse(2) schedule(static)
+    for (int64_t r = grouped; r < m; ++r)
+      for (int64_t b = 0; b < blocks; ++b) block_counts(a + r * w.words, w, b, dot + r * w.n);
+  }
 }
 
 #pragma GCC diagnostic pop
