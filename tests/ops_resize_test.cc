@@ -141,6 +141,29 @@ TEST(OpsResizeTest, KeepsBatchAndChannels) {
   EXPECT_FLOAT_EQ(p[(1 * 9 + 8) * 2 + 1], 1040.0f);
 }
 
+// Cubic weights sum to 1, with edge taps clamped or (exclude_outside) dropped and the rest
+// renormalized: a constant image stays constant, up and down, at any scale.
+TEST(OpsResizeTest, CubicKeepsAConstantImage) {
+  Tensor x(DType::f32, {1, 5, 4, 2});
+  std::fill(x.data<float>(), x.data<float>() + x.numel(), 3.25f);
+  for (bool exclude : {false, true})
+    for (std::vector<int64_t> sizes : {std::vector<int64_t>{9, 7}, std::vector<int64_t>{2, 3}}) {
+      Tensor y = resize(x, sizes, {.mode = "cubic", .exclude_outside = exclude});
+      for (int64_t i = 0; i < y.numel(); ++i)
+        ASSERT_NEAR(y.data<float>()[i], 3.25f, 1e-5) << "exclude " << exclude << " at " << i;
+    }
+}
+
+// With the model's scales (not out / in) the coordinates follow the fractional scale: 4 pixels
+// scaled by 0.6 give 2 (floor 2.4), whose half-pixel centres map back to 0.333 and 2.0.
+TEST(OpsResizeTest, GivenScalesPlaceTheSamples) {
+  Tensor x(DType::f32, {1, 1, 4, 1});
+  for (int i = 0; i < 4; ++i) x.data<float>()[i] = static_cast<float>(i * 10);
+  Tensor y = resize(x, {1, 2}, {.mode = "linear", .scales = {1.0, 0.6}});
+  EXPECT_NEAR(y.data<float>()[0], 10.0f * (0.5 / 0.6 - 0.5), 1e-4);
+  EXPECT_NEAR(y.data<float>()[1], 10.0f * (1.5 / 0.6 - 0.5), 1e-4);
+}
+
 TEST(OpsResizeTest, AttributeErrorsNameTheNode) {
   auto resize_error = [](Shape x, std::vector<int64_t> sizes, ops::ResizeOptions o) {
     return error_of(
@@ -152,11 +175,14 @@ TEST(OpsResizeTest, AttributeErrorsNameTheNode) {
             "node 'rs' (Resize): sizes must be 2 positive ints [out_h, out_w], got [4,0]");
   EXPECT_EQ(resize_error({2, 2, 1}, {4, 4}, {}),
             "node 'rs' (Resize): input 'x' must have rank 4, got [2,2,1]");
-  EXPECT_EQ(resize_error({1, 2, 2, 1}, {4, 4}, {.mode = "cubic"}),
-            "node 'rs' (Resize): mode must be nearest or linear, got 'cubic'");
+  EXPECT_EQ(resize_error({1, 2, 2, 1}, {4, 4}, {.mode = "lanczos"}),
+            "node 'rs' (Resize): mode must be nearest, linear or cubic, got 'lanczos'");
   EXPECT_EQ(resize_error({1, 2, 2, 1}, {4, 4}, {.coordinate_transformation_mode = "tf_crop"}),
             "node 'rs' (Resize): coordinate_transformation_mode must be half_pixel, asymmetric, "
-            "align_corners or pytorch_half_pixel, got 'tf_crop'");
+            "align_corners, pytorch_half_pixel or tf_half_pixel_for_nn, got 'tf_crop'");
+  EXPECT_EQ(resize_error({1, 2, 2, 1}, {4, 4}, {.scales = {2.0, -1.0}}),
+            "node 'rs' (Resize): scales must be empty or 2 positive numbers [scale_h, scale_w], "
+            "got [2,-1]");
   EXPECT_EQ(resize_error({1, 2, 2, 1}, {4, 4}, {.nearest_mode = "round"}),
             "node 'rs' (Resize): nearest_mode must be round_prefer_floor, round_prefer_ceil, floor "
             "or ceil, got 'round'");

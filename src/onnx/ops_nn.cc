@@ -359,17 +359,19 @@ void matmul(Context& c) {
 void resize(Context& c) {
   Value& x = image_in(c);
   const std::string mode = c.attr_string("mode", "nearest");
-  if (mode != "nearest" && mode != "linear") c.unsupported("mode '{}' is not supported", mode);
+  if (mode != "nearest" && mode != "linear" && mode != "cubic")
+    c.unsupported("mode '{}' is not supported", mode);
   // Opset 10 Resize is asymmetric with floor rounding; inputs are (X, scales).
   const bool v10 = c.opset < 11;
   std::string ctm =
       v10 ? "asymmetric" : c.attr_string("coordinate_transformation_mode", "half_pixel");
   std::string nearest = v10 ? "floor" : c.attr_string("nearest_mode", "round_prefer_floor");
   if (ctm != "half_pixel" && ctm != "asymmetric" && ctm != "align_corners" &&
-      ctm != "pytorch_half_pixel")
+      ctm != "pytorch_half_pixel" && ctm != "tf_half_pixel_for_nn")
     c.unsupported("coordinate_transformation_mode '{}' is not supported", ctm);
   const int scales_at = v10 ? 1 : 2, sizes_at = 3;
   std::vector<int64_t> sizes;
+  std::vector<double> spatial_scales;  // the model's, which the coordinates use (ONNX)
   if (!v10 && c.has_input(sizes_at)) {
     sizes = to_ints(c.const_in(sizes_at, "sizes"));
     if (sizes.size() != 4) c.fail("sizes must have 4 entries");
@@ -383,17 +385,18 @@ void resize(Context& c) {
         c.fail("scales [{}] on input {} give an output dimension of {:g}, outside [0, {}]",
                fmt::join(scales, ","), shape_str(x.shape), exact, limits::kMaxElements);
       sizes.push_back(static_cast<int64_t>(std::floor(exact)));
-      // The op derives its scale from the sizes, which matches ONNX only for whole sizes.
-      if (std::abs(exact - std::round(exact)) > 1e-4 && mode == "linear")
-        c.unsupported("scales giving a fractional output size are not supported");
     }
+    spatial_scales = {scales[2], scales[3]};
   }
   if (sizes[0] != x.shape[0] || sizes[1] != x.shape[1])
     c.unsupported("resizing the batch or channel axis is not supported");
   Attrs a{{"sizes", std::vector<int64_t>{sizes[2], sizes[3]}},
           {"mode", mode},
           {"coordinate_transformation_mode", ctm},
-          {"nearest_mode", nearest}};
+          {"nearest_mode", nearest},
+          {"scales", spatial_scales},
+          {"cubic_coeff_a", static_cast<double>(c.attr_float("cubic_coeff_a", -0.75f))},
+          {"exclude_outside", c.attr_int("exclude_outside", 0) != 0}};
   c.set_out(0, c.add(op_names::kResize, {c.nhwc(x)}, a), Layout::kNhwc);
 }
 

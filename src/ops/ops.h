@@ -166,11 +166,17 @@ Output hard_swish(Graph& g, Output x, const std::string& name = "");
 // --- resize (resize_ops.cc) ---
 // ONNX Resize of x [N,H,W,C] to [N, sizes[0], sizes[1], C]. Not differentiable.
 struct ResizeOptions {
-  std::string mode = "nearest";  // "nearest" or "linear" (bilinear over H and W)
-  // "half_pixel", "asymmetric", "align_corners" or "pytorch_half_pixel"
+  // "nearest", "linear" (bilinear over H and W) or "cubic" (bicubic)
+  std::string mode = "nearest";
+  // "half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel" or "tf_half_pixel_for_nn"
   std::string coordinate_transformation_mode = "half_pixel";
   // "round_prefer_floor", "round_prefer_ceil", "floor" or "ceil" (nearest mode only)
   std::string nearest_mode = "round_prefer_floor";
+  // [scale_h, scale_w] as a model gave them (the output size is floor(in * scale)); empty:
+  // out / in.
+  std::vector<double> scales;
+  double cubic_coeff_a = -0.75;  // the cubic kernel's A
+  bool exclude_outside = false;  // cubic taps outside the image get weight 0 (renormalized)
 };
 Output resize(Graph& g, Output x, std::vector<int64_t> sizes, const ResizeOptions& options = {},
               const std::string& name = "");

@@ -1,6 +1,9 @@
-// Resize of NHWC images to a given [out_h, out_w], with ONNX Resize semantics (nearest or
-// bilinear; the coordinate transformation and nearest rounding modes of the ONNX spec). The
+// Resize of NHWC images to a given [out_h, out_w], with ONNX Resize semantics (nearest,
+// bilinear or bicubic; the coordinate transformation and nearest rounding modes of the ONNX
+// spec; the scales the model gave, when it gave scales rather than sizes). The
 // coordinate math lives in the reference kernel; the shape function validates the attributes.
+#include <cmath>
+
 #include "graph/op_registry.h"
 #include "ops/op_names.h"
 #include "ops/ops.h"
@@ -25,14 +28,21 @@ std::vector<TensorType> infer_resize(const InferContext& ctx) {
   if (sizes.size() != 2 || sizes[0] < 1 || sizes[1] < 1)
     ctx.fail("sizes must be 2 positive ints [out_h, out_w], got [{}]", fmt::join(sizes, ","));
   if (x[1] < 1 || x[2] < 1) ctx.fail("x {} has an empty spatial axis", shape_str(x));
+  const std::vector<double>& scales = a.get_floats("scales");
+  if (!scales.empty() &&
+      (scales.size() != 2 || !(scales[0] > 0 && scales[1] > 0) || !std::isfinite(scales[0]) ||
+       !std::isfinite(scales[1])))
+    ctx.fail("scales must be empty or 2 positive numbers [scale_h, scale_w], got [{}]",
+             fmt::join(scales, ","));
   const std::string& mode = a.get_string("mode");
-  if (!one_of(mode, {"nearest", "linear"}))
-    ctx.fail("mode must be nearest or linear, got '{}'", mode);
+  if (!one_of(mode, {"nearest", "linear", "cubic"}))
+    ctx.fail("mode must be nearest, linear or cubic, got '{}'", mode);
   const std::string& ctm = a.get_string("coordinate_transformation_mode");
-  if (!one_of(ctm, {"half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel"}))
+  if (!one_of(ctm, {"half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel",
+                    "tf_half_pixel_for_nn"}))
     ctx.fail(
-        "coordinate_transformation_mode must be half_pixel, asymmetric, align_corners or "
-        "pytorch_half_pixel, got '{}'",
+        "coordinate_transformation_mode must be half_pixel, asymmetric, align_corners, "
+        "pytorch_half_pixel or tf_half_pixel_for_nn, got '{}'",
         ctm);
   const std::string& nearest = a.get_string("nearest_mode");
   if (!one_of(nearest, {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"}))
@@ -51,7 +61,11 @@ void register_resize_ops(OpRegistry& r) {
                 {"mode", AttrKind::String, AttrValue{std::string("nearest")}},
                 {"coordinate_transformation_mode", AttrKind::String,
                  AttrValue{std::string("half_pixel")}},
-                {"nearest_mode", AttrKind::String, AttrValue{std::string("round_prefer_floor")}}},
+                {"nearest_mode", AttrKind::String, AttrValue{std::string("round_prefer_floor")}},
+                // Empty: the scale of each axis is out / in.
+                {"scales", AttrKind::Floats, AttrValue{std::vector<double>{}}},
+                {"cubic_coeff_a", AttrKind::Float, AttrValue{-0.75}},
+                {"exclude_outside", AttrKind::Bool, AttrValue{false}}},
       .infer = infer_resize});
 }
 
@@ -63,7 +77,10 @@ Output resize(Graph& g, Output x, std::vector<int64_t> sizes, const ResizeOption
                {{"sizes", std::move(sizes)},
                 {"mode", o.mode},
                 {"coordinate_transformation_mode", o.coordinate_transformation_mode},
-                {"nearest_mode", o.nearest_mode}},
+                {"nearest_mode", o.nearest_mode},
+                {"scales", o.scales},
+                {"cubic_coeff_a", o.cubic_coeff_a},
+                {"exclude_outside", o.exclude_outside}},
                name);
 }
 
