@@ -101,6 +101,37 @@ TEST(OpsPointwiseTest, PowBroadcasts) {
   expect_near(y, {1, std::sqrt(2.0f), 1 / 3.0f, 16, 3, 2});
 }
 
+// ONNX Pow on an integer base: integer exponents exactly with wrap-around, float exponents
+// truncated toward zero and saturated; the result keeps the base's type.
+TEST(OpsPointwiseTest, IntegerPow) {
+  auto pow_of = [](const Tensor& a, const Tensor& b) {
+    return run_once([](Graph& g, const std::vector<Output>& in) { return ops::pow(g, in[0], in[1]); },
+                    {a, b});
+  };
+  Tensor base = Tensor::from_vector<int64_t>({6}, {2, -3, 1, -1, 5, 3});
+  Tensor y = pow_of(base, Tensor::from_vector<int64_t>({6}, {10, 3, -4, -3, -1, 40}));
+  ASSERT_EQ(y.dtype(), DType::i64);
+  const int64_t wrapped = static_cast<int64_t>(12157665459056928801ull);  // 3^40 mod 2^64
+  EXPECT_EQ(std::vector<int64_t>(y.data<int64_t>(), y.data<int64_t>() + 6),
+            (std::vector<int64_t>{1024, -27, 1, -1, 0, wrapped}));
+  Tensor z = pow_of(Tensor::from_vector<int32_t>({4}, {2, 9, -8, 2}),
+                    Tensor::from_vector<float>({4}, {0.5f, 0.5f, 1 / 3.0f, 40.0f}));
+  ASSERT_EQ(z.dtype(), DType::i32);
+  // sqrt(2) truncates to 1; (-8)^(1/3) is NaN in real arithmetic, which saturates to 0.
+  EXPECT_EQ(std::vector<int32_t>(z.data<int32_t>(), z.data<int32_t>() + 4),
+            (std::vector<int32_t>{1, 3, 0, 2147483647}));
+}
+
+TEST(OpsPointwiseTest, IntegerClipRoundsBoundsInward) {
+  Tensor x = Tensor::from_vector<int8_t>({5}, {-128, -3, 0, 3, 127});
+  Tensor y = run_once(
+      [](Graph& g, const std::vector<Output>& in) { return ops::clip(g, in[0], -2.5f, 2.5f); },
+      {x});
+  ASSERT_EQ(y.dtype(), DType::i8);
+  EXPECT_EQ(std::vector<int8_t>(y.data<int8_t>(), y.data<int8_t>() + 5),
+            (std::vector<int8_t>{-2, -2, 0, 2, 2}));
+}
+
 TEST(OpsPointwiseTest, PReluBroadcastsSlope) {
   Tensor x = Tensor::from_vector<float>({2, 3}, {-1, 2, -3, 4, -5, 0});
   Tensor slope = Tensor::from_vector<float>({3}, {0.5f, 0.25f, 2});

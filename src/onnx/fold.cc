@@ -5,9 +5,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <limits>
-#include <type_traits>
 
+#include "core/saturating_cast.h"
 #include "onnx/context.h"
 #include "onnx/shape_args.h"
 #include "ops/op_names.h"
@@ -18,25 +17,13 @@ namespace sf::onnx_import {
 
 namespace {
 
-// Float to integer conversions saturate (NaN gives 0): a cast of a value out of range is
-// undefined in C++, and folding must not depend on what the compiler made of it.
-template <typename T>
-T from_float(float v) {
-  if constexpr (std::is_integral_v<T>) {
-    if (std::isnan(v)) return 0;
-    if (v <= static_cast<float>(std::numeric_limits<T>::min())) return std::numeric_limits<T>::min();
-    if (v >= static_cast<float>(std::numeric_limits<T>::max())) return std::numeric_limits<T>::max();
-  }
-  return static_cast<T>(v);
-}
-
 template <typename T>
 std::vector<T> elements(const Tensor& t) {
   std::vector<T> out(static_cast<size_t>(t.numel()));
   for (size_t i = 0; i < out.size(); ++i) {
     switch (t.dtype()) {
       case DType::f32:
-        out[i] = from_float<T>(static_cast<const float*>(t.raw())[i]);
+        out[i] = saturating_cast<T>(static_cast<const float*>(t.raw())[i]);
         break;
       case DType::i32:
         out[i] = static_cast<T>(static_cast<const int32_t*>(t.raw())[i]);

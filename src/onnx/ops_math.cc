@@ -53,8 +53,11 @@ Value& float_operand(Context& c, int i) {
 // Integer operands of one dtype stay integer (ONNX's wrap-around arithmetic); anything else
 // computes in float.
 void binary(Context& c, const std::string& op) {
-  const bool integer = op != op_names::kPow && c.in(0).dtype != DType::f32 &&
-                       c.in(0).dtype == c.in(1).dtype;
+  // Pow keeps an i32/i64 base integer whatever its exponent's type (the result is the base's).
+  const bool integer =
+      op == op_names::kPow
+          ? c.in(0).dtype == DType::i32 || c.in(0).dtype == DType::i64
+          : c.in(0).dtype != DType::f32 && c.in(0).dtype == c.in(1).dtype;
   Value& a = integer ? c.in(0) : float_operand(c, 0);
   Value& b = integer ? c.in(1) : float_operand(c, 1);
   const Layout l = elementwise_layout(c, {&a, &b});
@@ -96,6 +99,13 @@ float clip_bound(Context& c, const char* name, int index, float def) {
 void clip(Context& c) {
   const float lo = clip_bound(c, "min", 1, -std::numeric_limits<float>::infinity());
   const float hi = clip_bound(c, "max", 2, std::numeric_limits<float>::infinity());
+  if (c.in(0).dtype != DType::f32) {  // an integer tensor stays integer
+    Value& x = c.in(0);
+    if (std::isinf(lo) && std::isinf(hi)) return c.set_out(0, x);
+    const Layout l = layout_of(x);
+    const double min = std::isinf(lo) ? -3.4e38 : lo, max = std::isinf(hi) ? 3.4e38 : hi;
+    return c.set_out(0, c.add(op_names::kClip, {c.get(x, l)}, {{"min", min}, {"max", max}}), l);
+  }
   Value& x = float_in(c, 0);
   if (std::isinf(lo) && std::isinf(hi)) return c.set_out(0, x);
   if (lo == 0.0f && hi == 6.0f) return unary(c, op_names::kRelu6);

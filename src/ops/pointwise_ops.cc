@@ -28,12 +28,12 @@ std::vector<TensorType> infer_grad(const InferContext& ctx) {
 
 // Declares `name`(x) and `grad_op`(dy, x) with the same attributes; the grad op copies them.
 void add_piecewise(OpRegistry& r, const std::string& name, const std::string& grad_op,
-                   std::vector<AttrSpec> attrs) {
+                   std::vector<AttrSpec> attrs, InferFn infer = infer_unary) {
   r.add(OpDef{
       .name = name,
       .inputs = {"x"},
       .attrs = attrs,
-      .infer = infer_unary,
+      .infer = std::move(infer),
       .grad = [grad_op](GradContext& ctx) -> std::vector<Output> {
         return {ctx.graph.add(grad_op, {ctx.grad(), ctx.input(0)}, ctx.attrs(), ctx.name("dx"))};
       }});
@@ -46,14 +46,22 @@ Output unbroadcast(GradContext& ctx, Output grad, int i, const std::string& suff
   return ops::sum_to_like(ctx.graph, grad, ctx.input(i), ctx.name(suffix));
 }
 
+// A float base takes a float exponent; an i32/i64 base (ONNX) takes an f32, i32 or i64 one, and
+// the result has the base's type.
 std::vector<TensorType> infer_pow(const InferContext& ctx) {
-  ctx.expect_dtype(0, DType::f32, "a");
-  ctx.expect_dtype(1, DType::f32, "b");
+  const DType base = ctx.dtype(0), exponent = ctx.dtype(1);
+  const auto number = [](DType d) { return d == DType::f32 || d == DType::i32 || d == DType::i64; };
+  if (base == DType::f32)
+    ctx.expect_dtype(1, DType::f32, "b");
+  else if (!number(base) || !number(exponent))
+    ctx.fail("a is {} and b is {}; expected an f32 base with an f32 exponent, or an i32/i64 base "
+             "with an f32, i32 or i64 exponent",
+             dtype_name(base), dtype_name(exponent));
   std::optional<Shape> shape = broadcast_shapes(ctx.shape(0), ctx.shape(1));
   if (!shape)
     ctx.fail("shapes do not broadcast: a {} vs b {}", shape_str(ctx.shape(0)),
              shape_str(ctx.shape(1)));
-  return {TensorType{DType::f32, *shape}};
+  return {TensorType{base, *shape}};
 }
 
 // d(a^b)/da = b * a^(b-1); d(a^b)/db = a^b * log(a), defined where a > 0.
@@ -124,9 +132,11 @@ void register_pointwise_ops(OpRegistry& r) {
               .grad = [](GradContext& ctx) -> std::vector<Output> {
                 return {ops::div(ctx.graph, ctx.grad(), ctx.input(0), ctx.name("dx"))};
               }});
+  // Clip also bounds integer tensors (ONNX), its bounds rounded inward to the tensor's type.
   add_piecewise(r, op_names::kClip, op_names::kClipGrad,
                 {{"min", AttrKind::Float, AttrValue{-kFloatMax}},
-                 {"max", AttrKind::Float, AttrValue{kFloatMax}}});
+                 {"max", AttrKind::Float, AttrValue{kFloatMax}}},
+                [](const InferContext& ctx) { return std::vector<TensorType>{ctx.input(0)}; });
   add_piecewise(r, op_names::kLeakyRelu, op_names::kLeakyReluGrad,
                 {{"alpha", AttrKind::Float, AttrValue{0.01}}});
   add_piecewise(

@@ -1,6 +1,7 @@
 // Reference kernels for the array ops. Copies are byte-wise, so one kernel serves every dtype.
 #include <cstring>
 
+#include "core/saturating_cast.h"
 #include "kernels/kernel.h"
 #include "kernels/reference/reference.h"
 #include "ops/op_names.h"
@@ -70,7 +71,7 @@ template <typename From, typename To>
 void cast_as(const Tensor& x, Tensor& y) {
   const From* in = x.data<From>();
   To* out = y.data<To>();
-  for (int64_t i = 0; i < x.numel(); ++i) out[i] = static_cast<To>(in[i]);
+  for (int64_t i = 0; i < x.numel(); ++i) out[i] = saturating_cast<To>(in[i]);
 }
 
 template <typename From>

@@ -2,7 +2,9 @@
 // computed in double and rounded once, so they are the oracle for faster float versions.
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
+#include "core/saturating_cast.h"
 #include "kernels/kernel.h"
 #include "kernels/reference/reference.h"
 #include "ops/broadcast.h"
@@ -53,6 +55,52 @@ void pow(KernelContext& ctx) {
       });
 }
 
+// b^e for an integer exponent, exactly, wrapping around as integer arithmetic does in ONNX
+// (numpy's integer power); a negative exponent leaves only 1 and -1 nonzero.
+template <typename T>
+T integer_power(T base, int64_t e) {
+  if (e < 0) return base == 1 ? T{1} : base == -1 ? static_cast<T>(e % 2 ? -1 : 1) : T{0};
+  using U = std::make_unsigned_t<T>;
+  U result = 1, b = static_cast<U>(base);
+  for (; e > 0; e >>= 1, b = static_cast<U>(b * b))
+    if (e & 1) result = static_cast<U>(result * b);
+  return static_cast<T>(result);
+}
+
+// Pow with an integer base: an integer exponent raises exactly; a float one computes in double
+// and truncates toward zero (saturating), as ONNX's reference casts numpy's float result.
+template <typename T>
+void integer_pow(KernelContext& ctx) {
+  const T* a = ctx.inputs[0].data<T>();
+  const Tensor& e = ctx.inputs[1];
+  T* y = ctx.outputs[0].data<T>();
+  auto each = [&](auto exponent_at) {
+    for_each_broadcast(ctx.outputs[0].shape(), ctx.inputs[0].shape(), e.shape(),
+                       [&](int64_t o, int64_t ia, int64_t ie) { y[o] = exponent_at(a[ia], ie); });
+  };
+  switch (e.dtype()) {
+    case DType::i32:
+      return each([p = e.data<int32_t>()](T b, int64_t i) { return integer_power(b, p[i]); });
+    case DType::i64:
+      return each([p = e.data<int64_t>()](T b, int64_t i) { return integer_power(b, p[i]); });
+    default:
+      return each([p = e.data<float>()](T b, int64_t i) {
+        return saturating_cast<T>(
+            std::trunc(std::pow(static_cast<double>(b), static_cast<double>(p[i]))));
+      });
+  }
+}
+
+// Clip of an integer tensor: the bounds rounded inward to T (saturating), compared exactly in T.
+template <typename T>
+void integer_clip(KernelContext& ctx) {
+  const T lo = saturating_cast<T>(std::ceil(ctx.node.attrs.get_float("min")));
+  const T hi = saturating_cast<T>(std::floor(ctx.node.attrs.get_float("max")));
+  const T* x = ctx.inputs[0].data<T>();
+  T* y = ctx.outputs[0].data<T>();
+  for (int64_t i = 0; i < ctx.outputs[0].numel(); ++i) y[i] = std::min(std::max(x[i], lo), hi);
+}
+
 // y = x >= 0 ? x : slope * x, slope broadcast to x.
 void prelu(KernelContext& ctx) {
   const float* x = ctx.inputs[0].data<float>();
@@ -88,6 +136,12 @@ double hard_sigmoid(double x, double alpha, double beta) {
 void register_reference_pointwise_kernels(KernelRegistry& r) {
   using A = const Attrs&;
   r.add(simple_kernel(op_names::kPow, DType::f32, "reference", pow));
+  r.add(simple_kernel(op_names::kPow, DType::i32, "reference", integer_pow<int32_t>));
+  r.add(simple_kernel(op_names::kPow, DType::i64, "reference", integer_pow<int64_t>));
+  r.add(simple_kernel(op_names::kClip, DType::i8, "reference", integer_clip<int8_t>));
+  r.add(simple_kernel(op_names::kClip, DType::u8, "reference", integer_clip<uint8_t>));
+  r.add(simple_kernel(op_names::kClip, DType::i32, "reference", integer_clip<int32_t>));
+  r.add(simple_kernel(op_names::kClip, DType::i64, "reference", integer_clip<int64_t>));
   r.add(unary(op_names::kSqrt, [](A) { return [](double x) { return std::sqrt(x); }; }));
   r.add(unary(op_names::kExp, [](A) { return [](double x) { return std::exp(x); }; }));
   r.add(unary(op_names::kLog, [](A) { return [](double x) { return std::log(x); }; }));
