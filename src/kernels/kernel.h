@@ -23,6 +23,9 @@ struct KernelSpec {
   // (e.g. reorder frozen weights into a blocked layout on the first run only).
   std::vector<bool> constant_inputs = {};
   bool input_is_constant(size_t i) const { return i < constant_inputs.size() && constant_inputs[i]; }
+  // Products may round their float inputs and weights to bf16 (accumulating in fp32) where a
+  // kernel can; the others ignore it.
+  bool bf16 = false;
 };
 
 struct KernelContext {

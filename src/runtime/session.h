@@ -18,6 +18,7 @@
 #include "core/tensor.h"
 #include "graph/graph.h"
 #include "graph/variable_store.h"
+#include "runtime/precision.h"
 
 namespace sf {
 
@@ -25,6 +26,7 @@ struct SessionOptions {
   int threads = 0;          // 0: leave the OpenMP default (all cores)
   std::string kernel_impl;  // "" picks the best kernel; "reference" forces reference kernels
   uint64_t seed = 0;        // for dropout masks
+  Precision precision = Precision::fp32;
 };
 
 using Feeds = std::vector<std::pair<Output, Tensor>>;

@@ -36,6 +36,7 @@ Action add_bench_command(CLI::App& app) {
     int warmup = 10;
     bool profile = false, json = false;
     std::vector<std::string> input_shapes;
+    std::string precision;
   };
   auto a = std::make_shared<Args>();
   cmd->add_option("--model", a->model, "Model (.sfm or .onnx)")->required();
@@ -44,6 +45,7 @@ Action add_bench_command(CLI::App& app) {
   cmd->add_option("--runs", a->runs, "Timed runs")->default_val(100);
   cmd->add_option("--warmup", a->warmup, "Untimed runs first")->default_val(10);
   cmd->add_flag("--profile", a->profile, "Add a per-node time table");
+  add_precision_option(cmd, a->precision);
   cmd->add_flag("--json", a->json, "Print one JSON object");
   cmd->add_option("--input-shape", a->input_shapes,
                   "Shape to time for an input with symbolic dimensions, NAME=D1,D2,... "
@@ -51,7 +53,9 @@ Action add_bench_command(CLI::App& app) {
   return [a]() {
     if (a->batch <= 0 || a->runs <= 0) fail("--batch and --runs must be positive");
     const std::map<std::string, Shape> given = parse_input_shapes(a->input_shapes);
-    ModelRunner runner(a->model, {}, SessionOptions{.threads = a->threads});
+    const PrecisionChoice precision = choose_precision(a->precision, "--precision");
+    ModelRunner runner(a->model, {},
+                       SessionOptions{.threads = a->threads, .precision = precision.precision});
     std::vector<Tensor> values;
     nlohmann::json timed_shapes = nlohmann::json::object();
     std::mt19937 rng(1);
@@ -96,6 +100,8 @@ Action add_bench_command(CLI::App& app) {
                              {"batch", batch},
                              {"input_shapes", timed_shapes},
                              {"threads", a->threads},
+                             {"precision", precision_name(precision.precision)},
+                             {"precision_reason", precision.reason},
                              {"runs", a->runs},
                              {"latency_ms_min", *std::min_element(ms.begin(), ms.end())},
                              {"latency_ms_median", median},
@@ -137,8 +143,9 @@ Action add_bench_command(CLI::App& app) {
       std::printf("%s\n", result.dump().c_str());
       return 0;
     }
-    std::printf("%s  batch %lld  threads %d  %d runs\n", a->model.c_str(),
-                static_cast<long long>(batch), a->threads, a->runs);
+    std::printf("%s  batch %lld  threads %d  %d runs  precision %s (%s)\n", a->model.c_str(),
+                static_cast<long long>(batch), a->threads, a->runs,
+                precision_name(precision.precision), precision.reason.c_str());
     for (const auto& [name, shape] : timed_shapes.items())
       std::printf("input %s %s\n", name.c_str(), shape_str(shape.get<Shape>()).c_str());
     std::printf("latency ms: min %.3f  median %.3f  p90 %.3f\n", result["latency_ms_min"].get<double>(),

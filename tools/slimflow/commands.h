@@ -4,6 +4,7 @@
 #include <CLI/CLI.hpp>
 
 #include <functional>
+#include <string>
 
 namespace sf::cli {
 
@@ -24,5 +25,15 @@ Action add_prune_command(CLI::App& app);
 Action add_size_report_command(CLI::App& app);
 Action add_export_command(CLI::App& app);
 Action add_distill_command(CLI::App& app);
+
+// --precision on the commands that run a model (runtime/precision.h).
+inline void add_precision_option(CLI::App* cmd, std::string& precision) {
+  cmd->add_option("--precision", precision,
+                  "fp32, bf16 (convolutions and matrix products round their inputs and weights "
+                  "to bf16, accumulate and output fp32; layers without a bf16 kernel stay fp32) "
+                  "or auto (bf16 where the CPU has AMX)")
+      ->default_val("fp32")
+      ->check(CLI::IsMember({"fp32", "bf16", "auto"}));
+}
 
 }  // namespace sf::cli

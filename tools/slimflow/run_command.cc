@@ -16,6 +16,7 @@ Action add_run_command(CLI::App& app) {
     std::string model, output_dir = ".";
     std::vector<std::string> inputs, input_shapes;
     int threads = 0;
+    std::string precision;
   };
   auto a = std::make_shared<Args>();
   cmd->add_option("--model", a->model, "Model (.sfm or .onnx)")->required();
@@ -23,12 +24,15 @@ Action add_run_command(CLI::App& app) {
                                         "single-input model)")->required();
   cmd->add_option("--output-dir", a->output_dir, "Folder for <output>.npy files");
   cmd->add_option("--threads", a->threads, "Threads (0: all cores)");
+  add_precision_option(cmd, a->precision);
   cmd->add_option("--input-shape", a->input_shapes,
                   "Specialize a symbolic input, NAME=D1,D2,... (repeatable; by default the "
                   "shape comes from the input given)");
   return [a]() {
     ModelRunner runner(a->model, parse_input_shapes(a->input_shapes),
-                       SessionOptions{.threads = a->threads});
+                       SessionOptions{.threads = a->threads,
+                                      .precision = choose_precision(a->precision, "--precision")
+                                                       .precision});
     const std::vector<DeclaredInput>& inputs = runner.inputs();
     std::vector<Tensor> values(inputs.size());
     std::vector<std::string> files(inputs.size());

@@ -33,7 +33,17 @@ enum class Layout { Nhwc, Blocked, Winograd };
 // One way to run the node: the primitive and the staging of its arguments.
 class Candidate {
  public:
+  // Under spec.bf16, a bf16 product (input and weights rounded to bf16, output fp32) where
+  // oneDNN has one for the layout; fp32 otherwise.
   static std::optional<Candidate> make(const KernelSpec& spec, Layout layout) {
+    if (spec.bf16 && layout != Layout::Winograd)
+      if (std::optional<Candidate> c = make_typed(spec, layout, dnnl::memory::data_type::bf16))
+        return c;
+    return make_typed(spec, layout, dnnl::memory::data_type::f32);
+  }
+
+  static std::optional<Candidate> make_typed(const KernelSpec& spec, Layout layout,
+                                             dnnl::memory::data_type product) {
     const Shape& xs = spec.inputs[0].shape;
     const Shape& ws = spec.inputs[1].shape;
     const Shape& ys = spec.node.outputs[0].shape;
@@ -42,12 +52,12 @@ class Candidate {
     const int64_t groups = spec.node.attrs.get_int("groups");
     const Window2D g = conv_window(spec.node.attrs, xs, ws);
     const auto f32 = dnnl::memory::data_type::f32;
-    auto act = [&](const Shape& nhwc) {
+    auto act = [&](const Shape& nhwc, dnnl::memory::data_type type) {
       return layout == Layout::Nhwc
-                 ? nhwc_desc(nhwc)
-                 : dnnl::memory::desc({nhwc[0], nhwc[3], nhwc[1], nhwc[2]}, f32, tag::any);
+                 ? with_data_type(nhwc_desc(nhwc), type)
+                 : dnnl::memory::desc({nhwc[0], nhwc[3], nhwc[1], nhwc[2]}, type, tag::any);
     };
-    const dnnl::memory::desc w_any(hwio_desc(ws, groups).dims(), f32, tag::any);
+    const dnnl::memory::desc w_any(hwio_desc(ws, groups).dims(), product, tag::any);
     const dnnl::memory::desc bias({ys[3]}, f32, tag::a);
     dnnl::primitive_attr attr = user_scratchpad_attr();
     const bool has_addend = spec.inputs.size() == 4;
@@ -61,7 +71,7 @@ class Candidate {
               dnnl::prop_kind::forward_inference,
               layout == Layout::Winograd ? dnnl::algorithm::convolution_winograd
                                          : dnnl::algorithm::convolution_direct,
-              act(xs), w_any, bias, act(ys), {g.h.stride, g.w.stride},
+              act(xs, product), w_any, bias, act(ys, f32), {g.h.stride, g.w.stride},
               {g.h.dilation - 1, g.w.dilation - 1}, {g.h.pad_before, g.w.pad_before},
               {g.h.pad_after, g.w.pad_after}),
           attr, engine());
@@ -127,6 +137,7 @@ class Candidate {
   void forget_scratch() { w_.forget_constant(); }
 
   const std::string& impl() const { return runner_.impl(); }
+  bool bf16() const { return bf16_; }
   bool activations_staged() const { return x_.staged() || y_.staged(); }
 
  private:
@@ -137,7 +148,8 @@ class Candidate {
         x_(x, pd.src_desc(), StagedArg::Direction::In),
         w_(w, pd.weights_desc(), StagedArg::Direction::In),
         y_(y, pd.dst_desc(), StagedArg::Direction::Out),
-        bias_(pd.bias_desc(), engine(), DNNL_MEMORY_NONE) {
+        bias_(pd.bias_desc(), engine(), DNNL_MEMORY_NONE),
+        bf16_(pd.src_desc().data_type() == dnnl::memory::data_type::bf16) {
     if (has_addend) addend_ = dnnl::memory(y, engine(), DNNL_MEMORY_NONE);
     runner_.init<dnnl::convolution_forward::primitive_desc, dnnl::convolution_forward>(pd);
   }
@@ -146,6 +158,7 @@ class Candidate {
   StagedArg x_, w_, y_;
   dnnl::memory bias_;
   std::optional<dnnl::memory> addend_;
+  bool bf16_;
   Runner runner_;
 };
 
@@ -160,7 +173,8 @@ class FusedConvKernel : public Kernel {
   }
   // oneDNN's implementation, without the ISA ("brgconv", "jit_fp32_wino_2x3", ...).
   std::string running_impl() const override {
-    return candidate_.impl().substr(0, candidate_.impl().find(':'));
+    return candidate_.impl().substr(0, candidate_.impl().find(':')) +
+           (candidate_.bf16() ? ":bf16" : "");
   }
 
  private:
@@ -179,7 +193,7 @@ constexpr int kMeasureRounds = 5;
 // What makes two nodes the same problem for choose().
 std::string problem_key(const KernelSpec& spec, const std::vector<Layout>& layouts) {
   std::string key = spec.node.op + "/" + std::to_string(layouts.size()) + "/" +
-                    std::to_string(omp_get_max_threads());
+                    std::to_string(omp_get_max_threads()) + (spec.bf16 ? "/bf16" : "");
   for (const TensorType& t : spec.inputs) key += shape_str(t.shape);
   key += shape_str(spec.node.outputs[0].shape);
   for (const char* attr : {"strides", "dilations", "pads"})

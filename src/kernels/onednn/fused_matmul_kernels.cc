@@ -8,27 +8,43 @@ namespace sf::onednn {
 
 namespace {
 
-dnnl::matmul::primitive_desc make_pd(const KernelSpec& spec) {
+dnnl::matmul::primitive_desc make_typed_pd(const KernelSpec& spec,
+                                           dnnl::memory::data_type product) {
   const bool ta = spec.node.attrs.get_bool("transpose_a");
   const bool tb = spec.node.attrs.get_bool("transpose_b");
   const Shape& y = spec.node.outputs[0].shape;
-  dnnl::memory::desc b = matrix_desc(spec.inputs[1].shape, tb);
-  if (spec.input_is_constant(1))
-    b = dnnl::memory::desc(b.dims(), dnnl::memory::data_type::f32, tag::any);
+  dnnl::memory::desc b = with_data_type(matrix_desc(spec.inputs[1].shape, tb), product);
+  if (spec.input_is_constant(1)) b = dnnl::memory::desc(b.dims(), product, tag::any);
   dnnl::primitive_attr attr = user_scratchpad_attr();
   attr.set_post_ops(activation_post_ops(activation_of(spec.node)));
   return dnnl::matmul::primitive_desc(
-      dnnl::matmul::desc(matrix_desc(spec.inputs[0].shape, ta), b,
+      dnnl::matmul::desc(with_data_type(matrix_desc(spec.inputs[0].shape, ta), product), b,
                          dnnl::memory::desc({1, y[1]}, dnnl::memory::data_type::f32, tag::ab),
                          plain_desc(y)),
       attr, engine());
+}
+
+// Under spec.bf16, a bf16 product (inputs rounded to bf16, output fp32) where oneDNN has a
+// kernel for it; fp32 otherwise.
+dnnl::matmul::primitive_desc make_pd(const KernelSpec& spec) {
+  if (spec.bf16) {
+    try {
+      dnnl::matmul::primitive_desc pd = make_typed_pd(spec, dnnl::memory::data_type::bf16);
+      if (!is_reference_impl(pd.impl_info_str())) return pd;
+    } catch (const dnnl::error&) {
+    }
+  }
+  return make_typed_pd(spec, dnnl::memory::data_type::f32);
 }
 
 class FusedMatMulKernel : public Kernel {
  public:
   explicit FusedMatMulKernel(const KernelSpec& spec) : constant_b_(spec.input_is_constant(1)) {
     dnnl::matmul::primitive_desc pd = make_pd(spec);
-    a_ = dnnl::memory(pd.src_desc(), engine(), DNNL_MEMORY_NONE);
+    bf16_ = pd.src_desc().data_type() == dnnl::memory::data_type::bf16;
+    // Our f32 input in the primitive's layout: staged (rounded to bf16) only for a bf16 product.
+    a_.emplace(with_data_type(pd.src_desc(), dnnl::memory::data_type::f32), pd.src_desc(),
+               StagedArg::Direction::In);
     b_.emplace(matrix_desc(spec.inputs[1].shape, spec.node.attrs.get_bool("transpose_b")),
                pd.weights_desc(), StagedArg::Direction::In);
     bias_ = dnnl::memory(pd.bias_desc(), engine(), DNNL_MEMORY_NONE);
@@ -37,20 +53,23 @@ class FusedMatMulKernel : public Kernel {
   }
 
   void compute(KernelContext& ctx) override {
-    a_.set_data_handle(ctx.inputs[0].raw());
+    const dnnl::memory& a = a_->bind(ctx.inputs[0].raw());
     const dnnl::memory& b =
         constant_b_ ? b_->bind_constant(ctx.inputs[1].raw()) : b_->bind(ctx.inputs[1].raw());
     bias_.set_data_handle(ctx.inputs[2].raw());
     y_.set_data_handle(ctx.outputs[0].raw());
-    runner_.run({{DNNL_ARG_SRC, a_}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_BIAS, bias_},
+    runner_.run({{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_BIAS, bias_},
                  {DNNL_ARG_DST, y_}});
     stream().wait();
   }
+  // Profiles tell a bf16 product from the fp32 one.
+  std::string running_impl() const override { return bf16_ ? "onednn:bf16" : ""; }
 
  private:
   bool constant_b_;
-  dnnl::memory a_, bias_, y_;
-  std::optional<StagedArg> b_;
+  bool bf16_ = false;
+  dnnl::memory bias_, y_;
+  std::optional<StagedArg> a_, b_;
   Runner runner_;
 };
 

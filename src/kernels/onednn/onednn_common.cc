@@ -33,6 +33,12 @@ dnnl::memory::desc nhwc_desc(const Shape& s) {
   return dnnl::memory::desc({s[0], s[3], s[1], s[2]}, dnnl::memory::data_type::f32, tag::nhwc);
 }
 
+dnnl::memory::desc with_data_type(dnnl::memory::desc desc, dnnl::memory::data_type type) {
+  // Strides count elements, so the layout holds for any element size.
+  desc.data.data_type = static_cast<dnnl_data_type_t>(type);
+  return desc;
+}
+
 dnnl::memory::desc hwio_desc(const Shape& s, int64_t groups) {
   const int64_t kh = s[0], kw = s[1], ig = s[2], o = s[3];
   const auto f32 = dnnl::memory::data_type::f32;

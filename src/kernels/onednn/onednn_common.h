@@ -30,6 +30,8 @@ dnnl::memory::desc nhwc_desc(const Shape& nhwc);
 // An HWIO filter [kh, kw, in/groups, out] as oneDNN's logical OIHW (GOIHW when groups > 1).
 dnnl::memory::desc hwio_desc(const Shape& hwio, int64_t groups);
 
+// `desc` with its elements of `type` (same dims and layout).
+dnnl::memory::desc with_data_type(dnnl::memory::desc desc, dnnl::memory::data_type type);
 // A [rows, cols] view of a row-major buffer that holds the matrix transposed when `t`.
 dnnl::memory::desc matrix_desc(const Shape& stored, bool t);
 // The eltwise post-op of a fused node's activation.

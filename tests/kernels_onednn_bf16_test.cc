@@ -1,0 +1,123 @@
+// bf16 products (SessionOptions::precision = bf16): oneDNN rounds the float inputs and weights to
+// bf16 and accumulates in fp32, so its result equals the fp32 reference kernel run on inputs
+// rounded to bf16 the same way (round to nearest even), to fp32 summation tolerance. Against
+// the unrounded reference the error is bf16's: about 2^-8 of the products' magnitudes.
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "cpu/cpu_features.h"
+#include "ops/ops.h"
+#include "runtime/session.h"
+#include "support/testing.h"
+
+namespace sf {
+namespace {
+
+using testing::random_tensor;
+
+Tensor rounded_to_bf16(const Tensor& t) {
+  Tensor r = t.clone();
+  float* p = r.data<float>();
+  for (int64_t i = 0; i < r.numel(); ++i) {
+    uint32_t bits = std::bit_cast<uint32_t>(p[i]);
+    bits += 0x7fffu + ((bits >> 16) & 1u);
+    p[i] = std::bit_cast<float>(bits & 0xffff0000u);
+  }
+  return r;
+}
+
+struct Case {
+  std::string op;  // FusedConv2D or FusedMatMul
+  Shape x, w;
+  Attrs attrs;
+};
+
+// Runs the case's one node on x, w (a frozen Const) and bias; returns the output and what ran.
+std::pair<Tensor, std::string> run_node(const Case& c, const Tensor& x, const Tensor& w,
+                                        const Tensor& bias, SessionOptions options) {
+  Graph g;
+  Output in = ops::placeholder(g, DType::f32, c.x);
+  Output y = g.add(c.op, {in, ops::constant(g, w), ops::constant(g, bias)}, c.attrs);
+  Session session(g, options);
+  session.set_profiling(true);
+  Tensor out = session.run({{in, x}}, {y})[0].clone();
+  std::string impl;
+  for (const NodeProfile& p : session.profile())
+    if (p.op == c.op) impl = p.impl;
+  return {out, impl};
+}
+
+std::vector<Case> cases() {
+  auto conv = [](Shape x, Shape w, std::string padding, int64_t groups, std::string act) {
+    return Case{"FusedConv2D", x, w,
+                Attrs{{"strides", std::vector<int64_t>{1, 1}},
+                      {"padding", padding},
+                      {"pads", std::vector<int64_t>{0, 0, 0, 0}},
+                      {"dilations", std::vector<int64_t>{1, 1}},
+                      {"groups", groups},
+                      {"activation", act}}};
+  };
+  auto matmul = [](int64_t m, int64_t k, int64_t n, std::string act) {
+    return Case{"FusedMatMul", {m, k}, {k, n},
+                Attrs{{"transpose_a", false}, {"transpose_b", false}, {"activation", act}}};
+  };
+  return {conv({1, 28, 28, 1}, {5, 5, 1, 32}, "SAME", 1, "relu"),
+          conv({2, 14, 14, 32}, {5, 5, 32, 64}, "SAME", 1, "relu"),
+          conv({1, 9, 9, 16}, {3, 3, 1, 16}, "SAME", 16, "relu6"),
+          conv({3, 7, 7, 17}, {1, 1, 17, 33}, "VALID", 1, "none"),
+          matmul(1, 3136, 1024, "relu"),
+          matmul(64, 1024, 10, "none"),
+          matmul(5, 33, 17, "relu6")};
+}
+
+TEST(OneDnnBf16, EqualsTheReferenceOnBf16RoundedInputs) {
+  const bool native = cpu_features().avx512_bf16 || cpu_features().amx_bf16;
+  for (const Case& c : cases()) {
+    SCOPED_TRACE(c.op + " x " + shape_str(c.x) + " w " + shape_str(c.w));
+    const Tensor x = random_tensor(c.x, 1), w = random_tensor(c.w, 2),
+                 bias = random_tensor({c.w.back()}, 3);
+    const auto [got, impl] = run_node(c, x, w, bias, SessionOptions{.precision = Precision::bf16});
+    if (impl.find("bf16") == std::string::npos) {
+      // Per-layer fallback: no bf16 kernel here, the fp32 one ran.
+      EXPECT_FALSE(native) << "a CPU with bf16 instructions ran " << impl;
+      continue;
+    }
+    const Tensor want = run_node(c, rounded_to_bf16(x), rounded_to_bf16(w), bias,
+                                 SessionOptions{.kernel_impl = "reference"})
+                            .first;
+    testing::expect_close(want, got, {.rtol = 1e-4, .atol = 1e-3}, "bf16 vs rounded reference");
+    const Tensor exact =
+        run_node(c, x, w, bias, SessionOptions{.kernel_impl = "reference"}).first;
+    // Random inputs in [-1, 1): each product off by at most 2^-8 relative.
+    const double k = static_cast<double>(num_elements(c.w) / c.w.back());
+    testing::expect_close(exact, got, {.rtol = 1e-2, .atol = k / 256.0}, "bf16 vs fp32 reference");
+  }
+}
+
+TEST(OneDnnBf16, Fp32SessionsKeepFp32Products) {
+  const Case c = cases()[1];
+  const auto [y, impl] = run_node(c, random_tensor(c.x, 1), random_tensor(c.w, 2),
+                                  random_tensor({c.w.back()}, 3), SessionOptions{});
+  EXPECT_EQ(impl.find("bf16"), std::string::npos) << impl;
+}
+
+TEST(Precision, AutoFollowsAmxAndBadNamesAreErrors) {
+  EXPECT_EQ(choose_precision("fp32", "--precision").precision, Precision::fp32);
+  EXPECT_EQ(choose_precision("bf16", "--precision").precision, Precision::bf16);
+  const PrecisionChoice automatic = choose_precision("auto", "--precision");
+  EXPECT_EQ(automatic.precision, cpu_features().amx_bf16 ? Precision::bf16 : Precision::fp32);
+  EXPECT_NE(automatic.reason.find("AMX"), std::string::npos) << automatic.reason;
+  try {
+    choose_precision("fp8", "--precision");
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "--precision 'fp8': expected fp32, bf16 or auto");
+  }
+}
+
+}  // namespace
+}  // namespace sf
