@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
-"""fp32 inference, slimflow vs ONNX Runtime 1.30 on the same ONNX files, same run.
+"""Inference, slimflow vs ONNX Runtime 1.30 (fp32) on the same ONNX files, same run.
 
 For each model exported by bench/export_onnx_models.py: checks that our outputs match ONNX
-Runtime's (max |ours - ort| / max |ort| <= 1e-4), then compares batch-1 latency (and batch-64
-throughput for the Deep-MNIST CNN) with 2 threads, and peak memory.
+Runtime's (max |ours - ort| / max |ort| <= 1e-4 in fp32; in bf16 the error is reported with
+whether the top class agrees), then compares batch-1 latency (and batch-64 throughput for the
+models in --batch64) with 2 threads, and peak memory. `--precision bf16` runs ours with bf16
+products (`slimflow bench --precision bf16`) against ONNX Runtime's fp32.
 
 The machine's speed drifts by tens of percent over seconds (a shared virtual machine), so one
 measurement of each engine taken a minute apart can put either ahead. The two engines instead
@@ -11,7 +13,7 @@ take turns for --rounds rounds of --runs runs each; every round gives a ratio fr
 measurements seconds apart, and the table shows the median of those ratios and their range.
 
     /usr/bin/python3 bench/inference_vs_ort.py [--runs 50] [--rounds 3] [--threads 2]
-                                               [--models a,b] [--json]
+        [--models a,b] [--precision fp32|bf16] [--batch64 deep-mnist,resnet18] [--json]
 """
 import statistics
 import argparse
@@ -47,41 +49,54 @@ def measure(name, args):
     ort_out = os.path.join(args.dir, f"{name}-ort.npy")
     ours_dir = os.path.join(args.dir, f"{name}-slimflow")
     t = str(args.threads)
+    precision = ["--precision", args.precision]
     run([args.slimflow, "run", "--model", onnx_path, "--input", x, "--output-dir", ours_dir,
-         "--threads", t])
+         "--threads", t] + precision)
     ours_rounds, ort_rounds = [], []
     for _ in range(args.rounds):
         ort_rounds.append(last_json(run(["node", "bench/ort_runner.js", onnx_path, x, ort_out,
                                          "--runs", str(args.runs), "--threads", t])))
         ours_rounds.append(last_json(run([args.slimflow, "bench", "--model", onnx_path,
                                           "--batch", "1", "--threads", t,
-                                          "--runs", str(args.runs), "--json"])))
+                                          "--runs", str(args.runs), "--json"] + precision)))
     ours_out = np.load(os.path.join(ROOT, ours_dir, "output.npy"))
     theirs = np.load(os.path.join(ROOT, ort_out))
     rel_err = float(np.abs(ours_out - theirs).max() / max(np.abs(theirs).max(), 1e-30))
     ratios = [o["latency_ms_median"] / s["latency_ms_median"]
               for s, o in zip(ours_rounds, ort_rounds)]
-    row = {"model": name, "max_rel_err": rel_err, "outputs_match": rel_err <= 1e-4,
+    row = {"model": name, "precision": args.precision, "max_rel_err": rel_err,
+           "outputs_match": rel_err <= 1e-4,
+           "top1_agrees": bool((ours_out.reshape(ours_out.shape[0], -1).argmax(1) ==
+                                theirs.reshape(theirs.shape[0], -1).argmax(1)).all()),
            "slimflow_latency_ms": statistics.median(r["latency_ms_median"] for r in ours_rounds),
            "ort_latency_ms": statistics.median(r["latency_ms_median"] for r in ort_rounds),
            "latency_ratio": statistics.median(ratios),
            "latency_ratio_rounds": ratios,
            "slimflow_peak_rss_mb": max(r["peak_rss_mb"] for r in ours_rounds),
            "ort_peak_rss_mb": max(r["peak_rss_mb"] for r in ort_rounds)}
-    if name == "deep-mnist":
+    if name in args.batch64.split(","):
         ours64, ort64 = [], []
         for _ in range(args.rounds):
             ort64.append(last_json(run(["node", "bench/ort_runner.js", onnx_path, x, "", "--runs",
                                         str(args.runs), "--threads", t, "--batch", "64"])))
             ours64.append(last_json(run([args.slimflow, "bench", "--model", onnx_path, "--batch",
                                          "64", "--threads", t, "--runs", str(args.runs),
-                                         "--json"])))
+                                         "--json"] + precision)))
         row.update({"slimflow_b64_per_sec":
                     statistics.median(r["throughput_per_sec"] for r in ours64),
                     "ort_b64_per_sec": statistics.median(r["throughput_per_sec"] for r in ort64),
                     "b64_ratio": statistics.median(s["throughput_per_sec"] / o["throughput_per_sec"]
                                                    for s, o in zip(ours64, ort64))})
     return row
+
+
+def cpu_flags():
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("flags"):
+                return " ".join(sorted(f for f in line.split(":", 1)[1].split()
+                                       if f.startswith(("avx512_bf16", "avx512_vnni", "amx"))))
+    return "unknown"
 
 
 def main():
@@ -91,6 +106,10 @@ def main():
                         help="turns each engine takes, alternating (default 3)")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--models", default=",".join(MODELS))
+    parser.add_argument("--precision", default="fp32", choices=["fp32", "bf16"],
+                        help="our products' precision (ONNX Runtime runs fp32)")
+    parser.add_argument("--batch64", default="deep-mnist",
+                        help="models also timed at batch 64 (comma-separated)")
     parser.add_argument("--dir", default="runs/onnx")
     parser.add_argument("--slimflow", default="build/release/slimflow")
     parser.add_argument("--json", action="store_true")
@@ -107,19 +126,21 @@ def main():
             failures.append(f"{name}: {e}")
 
     if args.json:
-        print(json.dumps({"rows": rows, "failures": failures}))
+        print(json.dumps({"rows": rows, "failures": failures, "cpu_flags": cpu_flags()}))
         return
-    print(f"\nfp32 inference, {args.threads} threads; {args.rounds} alternating rounds of "
-          f"{args.runs} runs, medians (ratio > 1: slimflow faster)")
-    print(f"{'model':16}{'max rel err':>12}{'slimflow ms':>13}{'ORT ms':>9}{'ratio':>7}"
+    print(f"\n{args.precision} inference (ONNX Runtime fp32), {args.threads} threads; "
+          f"{args.rounds} alternating rounds of {args.runs} runs, medians (ratio > 1: slimflow "
+          f"faster); CPU: {cpu_flags()}")
+    print(f"{'model':16}{'max rel err':>12}{'top-1':>6}{'slimflow ms':>13}{'ORT ms':>9}{'ratio':>7}"
           f"{'rounds':>13}{'RSS MB':>8}{'ORT RSS':>9}")
     for r in rows:
         spread = f"{min(r['latency_ratio_rounds']):.2f}-{max(r['latency_ratio_rounds']):.2f}"
-        print(f"{r['model']:16}{r['max_rel_err']:12.1e}{r['slimflow_latency_ms']:13.3f}"
+        print(f"{r['model']:16}{r['max_rel_err']:12.1e}{'same' if r['top1_agrees'] else 'DIFF':>6}"
+              f"{r['slimflow_latency_ms']:13.3f}"
               f"{r['ort_latency_ms']:9.3f}{r['latency_ratio']:6.2f}x{spread:>13}"
               f"{r['slimflow_peak_rss_mb']:8.0f}{r['ort_peak_rss_mb']:9.0f}")
         if "b64_ratio" in r:
-            print(f"{'  batch 64 img/s':16}{'':12}{r['slimflow_b64_per_sec']:13.0f}"
+            print(f"{'  batch 64 img/s':16}{'':18}{r['slimflow_b64_per_sec']:13.0f}"
                   f"{r['ort_b64_per_sec']:9.0f}{r['b64_ratio']:6.2f}x")
     for f in failures:
         print(f"FAILED {f}")
