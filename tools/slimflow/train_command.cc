@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "commands.h"
+#include "placement_flags.h"
 #include "progress.h"
 #include "train/trainer.h"
 #include "train_flags.h"
@@ -105,12 +106,22 @@ Action add_train_command(CLI::App& app) {
   add_training_flags(cmd, *options, *json_output, *quiet);
   auto comm_timeout = std::make_shared<double>(30.0);
   add_data_parallel_options(*cmd, *options, *comm_timeout);
+  auto placement = std::make_shared<PlacementFlags>();
+  add_placement_flags(cmd, *placement);
 
-  return [options, json_output, quiet, comm_timeout]() {
+  return [options, json_output, quiet, comm_timeout, placement]() {
     // An empty --data means mnist for a new run and the run's own data set with --resume.
     TrainOptions opts = *options;
-    run_as_job_member(opts, *comm_timeout,
-                      [&] { train(opts, printing_callbacks(*json_output, *quiet)); });
+    opts.device = placement->device;
+    opts.cpu_devices = placement->cpu_devices;
+    opts.device_threads = placement->device_threads;
+    opts.strict_placement = placement->strict;
+    TrainCallbacks callbacks = printing_callbacks(*json_output, *quiet);
+    callbacks.on_placement = [placement, json = *json_output](const Graph& graph,
+                                                              const PlacementReport& report) {
+      write_placement_log(*placement, graph, report, json);
+    };
+    run_as_job_member(opts, *comm_timeout, [&] { train(opts, callbacks); });
     return 0;
   };
 }
