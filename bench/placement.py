@@ -31,8 +31,8 @@ def run(cmd):
 
 def edge_overhead(build):
     out = run([os.path.join(build, "bench/placement_bench"), "--benchmark_format=json",
-               "--benchmark_min_time=0.5s"])
-    times = {b["name"].split("/")[0]: b["real_time"] * {"ns": 1e-3, "us": 1.0, "ms": 1e3}[b["time_unit"]]
+               "--benchmark_min_time=0.5"])
+    times = {"/".join(b["name"].split("/")[:2]): b["real_time"] * {"ns": 1e-3, "us": 1.0, "ms": 1e3}[b["time_unit"]]
              for b in json.loads(out)["benchmarks"]}
     one, two = times["chain/one_device"], times["chain/two_devices"]
     return {"one_device_us_per_step": one, "two_devices_us_per_step": two,
