@@ -1,6 +1,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <fmt/format.h>
+#include <map>
 #include <memory>
 
 #include "commands.h"
@@ -80,6 +81,18 @@ TrainCallbacks printing_callbacks(bool json_output, bool quiet) {
                    n.impl.c_str(), 1000.0 * n.seconds / static_cast<double>(n.calls),
                    100.0 * n.seconds / total);
     }
+    // A graph split over devices: each device's kernel time, and how much of it is Recv (waiting
+    // for another device).
+    std::map<std::string, std::pair<double, double>> devices;
+    for (const NodeProfile& n : nodes) {
+      if (n.device.empty() || n.calls == 0) continue;
+      const double ms = 1000.0 * n.seconds / static_cast<double>(n.calls);
+      devices[n.device].first += ms;
+      if (n.op == "Recv") devices[n.device].second += ms;
+    }
+    for (const auto& [device, ms] : devices)
+      std::fprintf(stderr, "device %-24s %9.3f ms/step, %9.3f of them in Recv\n", device.c_str(),
+                   ms.first, ms.second);
   };
   callbacks.on_epoch = [printer, json_output](const EpochReport& r) {
     printer->end_line();
