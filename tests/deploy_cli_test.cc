@@ -83,6 +83,23 @@ class DeployCli : public ::testing::Test {
   std::string dir_, model_;
 };
 
+TEST_F(DeployCli, BenchPlacesTheModelOnTheDeviceAndLogsIt) {
+  const std::string log = dir_ + "/placement.json", sfm = dir_ + "/classifier.sfm";
+  ASSERT_EQ(run_cli("import " + model_ + " --out " + sfm).exit_code, 0);
+  const testing::CliResult r =
+      run_cli("bench --model " + sfm + " --threads 1 --runs 2 --warmup 1 --json --cpu-devices 2 "
+              "--device /cpu:1 --log-placement=" + log);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const nlohmann::json j = nlohmann::json::parse(testing::run_shell("cat " + log).out);
+  ASSERT_EQ(j["devices"].size(), 1u);
+  EXPECT_EQ(j["devices"][0]["device"], "/cpu:1");
+  EXPECT_TRUE(j["transfers"].empty());
+  expect_one_line_error("bench --model " + sfm + " --cpu-devices 2 --device /cpu:2",
+                        {"--device: unknown device '/cpu:2'"});
+  expect_one_line_error("bench --model " + model_ + " --device /cpu:1",
+                        {"is an ONNX model, which runs on /cpu:0 only"});
+}
+
 TEST_F(DeployCli, BenchJsonHasTheFiguresAndAProfile) {
   const testing::CliResult r = run_cli(
       "bench --model " + model_ + " --batch 2 --threads 1 --runs 5 --warmup 1 --json --profile",

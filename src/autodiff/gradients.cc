@@ -24,14 +24,24 @@ std::vector<Output> gradients(Graph& graph, Output loss, const std::vector<Outpu
       if (from_wrt[static_cast<size_t>(in.node)]) from_wrt[static_cast<size_t>(id)] = true;
 
   // Gradient contributions per output, summed lazily.
+  // Gradient nodes are colocated with the forward node they differentiate, so placement keeps
+  // each layer's backward pass on the layer's device.
+  auto colocate_new_nodes = [&](int first_new, int forward) {
+    for (int k = first_new; k < graph.num_nodes(); ++k)
+      if (graph.node(k).colocate_with.empty())
+        graph.mutable_node(k).colocate_with = graph.node(forward).name;
+  };
   std::map<Output, std::vector<Output>> pending;
   pending[loss].push_back(ops::scalar(graph, 1.0f, graph.unique_name("gradients/seed")));
+  colocate_new_nodes(graph.num_nodes() - 1, loss.node);
   auto total = [&](Output out) -> Output {
     auto it = pending.find(out);
     if (it == pending.end() || it->second.empty()) return Output{};
     if (it->second.size() > 1) {
+      const int first_new = graph.num_nodes();
       Output sum = ops::add_n(graph, it->second,
                               graph.unique_name(graph.node(out.node).name + "/grad/sum"));
+      colocate_new_nodes(first_new, out.node);
       it->second = {sum};
     }
     return it->second[0];
@@ -54,7 +64,9 @@ std::vector<Output> gradients(Graph& graph, Output loss, const std::vector<Outpu
     const OpDef& def = OpRegistry::global().get(node.op, "gradients");
     if (!def.grad) fail("node '{}' ({}): op has no gradient", node.name, node.op);
     GradContext ctx{graph, node, output_grads};
+    const int first_new = graph.num_nodes();
     std::vector<Output> input_grads = def.grad(ctx);
+    colocate_new_nodes(first_new, id);
     SF_CHECK(input_grads.size() == node.inputs.size(), "gradient of {} returned {} entries",
              node.op, input_grads.size());
     for (size_t i = 0; i < input_grads.size(); ++i) {

@@ -40,7 +40,13 @@ struct Node {
   std::vector<Output> inputs;
   Attrs attrs;
   std::vector<TensorType> outputs;
-  std::string device = "/cpu:0";
+  std::string device = "/cpu:0";  // where it runs: set by placement (placement/placer.h)
+  // What the model asked for; empty: no request (placement decides). A device name, parsed
+  // and checked by placement.
+  std::string requested_device;
+  // A node that must share this node's device (a gradient its forward op; a user's
+  // `colocate_with`); empty: none.
+  std::string colocate_with;
 };
 
 // The "activation" attribute of a fused or integer node; None when the node has none. Throws

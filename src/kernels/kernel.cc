@@ -47,6 +47,13 @@ std::string device_type(const std::string& device_name) {
   return device_name.substr(start, device_name.find(':', start) - start);
 }
 
+bool KernelRegistry::has_kernel(const std::string& op, const std::string& device_type,
+                                DType dtype) const {
+  for (const KernelDef& d : defs_)
+    if (d.op == op && d.device == device_type && d.dtype == dtype) return true;
+  return false;
+}
+
 const KernelDef& KernelRegistry::select(const KernelSpec& spec, const std::string& impl) const {
   return choose(spec, impl, std::numeric_limits<int>::max());
 }

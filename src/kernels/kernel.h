@@ -28,12 +28,24 @@ struct KernelSpec {
   bool bf16 = false;
 };
 
+// Where a partitioned graph's Recv nodes get their tensors: the other side of each cross-device
+// edge (runtime/partitioned_run.h). The tensor is handed over, not copied; receive() blocks
+// until it has arrived (the Recv kernel checks its dtype and shape, naming the edge).
+class Transfers {
+ public:
+  virtual ~Transfers() = default;
+  virtual Tensor receive(const Node& recv) = 0;
+};
+
 struct KernelContext {
   const Node& node;
   std::vector<Tensor> inputs;
   std::vector<Tensor> outputs;  // allocated by the planner, contents undefined on entry
   bool training = false;        // dropout and batch-norm behave differently when training
   std::mt19937_64* rng = nullptr;
+  // Set in a partitioned graph's device sessions: a Recv kernel puts what arrives in
+  // outputs[0] (the planner allocates nothing for it).
+  Transfers* transfers = nullptr;
 };
 
 class Kernel {
@@ -83,6 +95,9 @@ class KernelRegistry {
   // The best accepting kernel ranked below `priority`: what runs a node that a kernel of that
   // priority hands back (a sparse kernel whose weights turn out dense).
   const KernelDef& select_below(const KernelSpec& spec, int priority) const;
+  // Whether some kernel runs `op` on inputs of `dtype` on devices of this type ("cpu"), as
+  // placement asks before putting a node on a device.
+  bool has_kernel(const std::string& op, const std::string& device_type, DType dtype) const;
 
  private:
   const KernelDef& choose(const KernelSpec& spec, const std::string& impl, int below) const;

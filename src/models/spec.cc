@@ -14,6 +14,7 @@
 #include "ops/binary_ops.h"
 #include "ops/fake_quant_ops.h"
 #include "ops/ops.h"
+#include "placement/device_name.h"
 
 namespace sf {
 
@@ -547,7 +548,9 @@ Model build_model_unguarded(const ModelSpec& spec, int64_t batch) {
     }
     for (const auto& kv : layer) {
       std::string key = kv.first.as<std::string>();
-      if (key == "name" || key == "type" || key == "inputs") continue;
+      if (key == "name" || key == "type" || key == "inputs" || key == "device" ||
+          key == "colocate_with")
+        continue;
       bool known = false;
       for (const std::string& k : layer_type->keys) known = known || k == key;
       if (!known) {
@@ -571,6 +574,17 @@ Model build_model_unguarded(const ModelSpec& spec, int64_t batch) {
     } else {
       ctx.inputs.push_back(previous);
     }
+    // Placement: every node of the layer asks for its device, or shares an earlier layer's.
+    const std::string device = layer["device"] ? ctx.get<std::string>("device", "") : "";
+    if (!device.empty()) DeviceName::parse(device, fmt::format("{}: layer '{}'", spec.origin, name));
+    std::string colocate_with;
+    if (layer["colocate_with"]) {
+      const std::string with = ctx.get<std::string>("colocate_with", "");
+      auto it = layer_outputs.find(with);
+      if (it == layer_outputs.end()) ctx.error("colocate_with '{}' is not an earlier layer", with);
+      colocate_with = g.node(it->second.node).name;
+    }
+    const int first_node = g.num_nodes();
     Output out;
     try {
       out = layer_type->build(ctx);
@@ -583,6 +597,10 @@ Model build_model_unguarded(const ModelSpec& spec, int64_t batch) {
     }
     if (spec.qat_bits > 0 && kFakeQuantizedLayers.count(type) && ctx.binary.empty())
       out = fake_quant_activation(model, out, name);
+    for (int id = first_node; id < g.num_nodes(); ++id) {
+      g.mutable_node(id).requested_device = device;
+      g.mutable_node(id).colocate_with = colocate_with;
+    }
     layer_outputs[name] = out;
     previous = out;
   }

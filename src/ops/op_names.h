@@ -8,6 +8,8 @@ namespace sf::op_names {
 inline constexpr char kPlaceholder[] = "Placeholder";
 inline constexpr char kVariable[] = "Variable";
 inline constexpr char kConst[] = "Const";
+// The consumer's side of a cross-device edge in a partitioned graph (placement/partition.h).
+inline constexpr char kRecv[] = "Recv";
 
 // array_ops.cc
 inline constexpr char kIdentity[] = "Identity";

@@ -33,6 +33,13 @@ void register_source_ops(OpRegistry& r) {
                 const Tensor& v = ctx.attrs().get_tensor("value");
                 return {TensorType{v.dtype(), v.shape()}};
               }});
+  // A tensor from another device: `edge` names the cross-device edge (its rendezvous key),
+  // dtype and shape are the producer's, checked again when the tensor arrives.
+  r.add(OpDef{.name = op_names::kRecv,
+              .attrs = {{"edge", AttrKind::String, std::nullopt},
+                        {"dtype", AttrKind::String, AttrValue{std::string("f32")}},
+                        {"shape", AttrKind::Ints, std::nullopt}},
+              .infer = declared_type});
 }
 
 namespace ops {

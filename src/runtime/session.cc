@@ -13,6 +13,7 @@
 #include "kernels/kernel.h"
 #include "ops/op_names.h"
 #include "runtime/arena_plan.h"
+#include "runtime/partitioned_run.h"
 
 namespace sf {
 
@@ -32,6 +33,7 @@ struct Session::Plan {
     int node;
     std::unique_ptr<Kernel> kernel;
     std::string impl;
+    bool hands_over = false;  // a Recv: its kernel sets its output instead of filling one
     double seconds = 0.0;
     int64_t calls = 0;
   };
@@ -46,7 +48,8 @@ Session::Session(const Graph& graph, SessionOptions options,
     : graph_(graph),
       options_(std::move(options)),
       variables_(variables ? std::move(variables) : std::make_shared<VariableStore>()),
-      rng_(options_.seed) {
+      rng_(options_.seed),
+      draws_(options_.rng ? options_.rng : &rng_) {
   limits::check_threads(options_.threads, "session");
   if (!options_.kernel_impl.empty()) {
     std::set<std::string> impls;
@@ -56,6 +59,12 @@ Session::Session(const Graph& graph, SessionOptions options,
            fmt::join(impls, ", "));
   }
   use_threads(options_.threads);
+  limits::check_threads(options_.device_threads, "--device-threads");
+  for (const Node& n : graph_.nodes())
+    if (n.device != graph_.node(0).device) {
+      partitioned_ = std::make_unique<PartitionedRun>(graph_, options_, variables_, rng_);
+      break;
+    }
 }
 
 Session::~Session() = default;
@@ -95,6 +104,10 @@ Session::Plan& Session::plan_for(const Feeds& feeds, const std::vector<Output>& 
     const Node& n = g.node(id);
     if (is_source(n.op)) continue;
     step_of[static_cast<size_t>(id)] = step_index;
+    if (n.op == op_names::kRecv) {  // its output arrives from another device
+      ++step_index;
+      continue;
+    }
     for (const Output& in : n.inputs) {
       auto it = buffer_of.find(in);
       if (it != buffer_of.end()) buffers[it->second].last = step_index;
@@ -147,7 +160,7 @@ Session::Plan& Session::plan_for(const Feeds& feeds, const std::vector<Output>& 
       spec.constant_inputs.push_back(g.node(in.node).op == op_names::kConst);
     }
     const KernelDef& def = KernelRegistry::global().select(spec, options_.kernel_impl);
-    plan->steps.push_back(Plan::Step{id, def.create(spec), def.impl});
+    plan->steps.push_back(Plan::Step{id, def.create(spec), def.impl, n.op == op_names::kRecv});
   }
 
   if (plans_.size() >= kMaxPlans) {
@@ -172,6 +185,8 @@ std::vector<Tensor> Session::run(const Feeds& feeds, const std::vector<Output>& 
   for (const Output& f : fetches)
     if (f.node < 0 || f.node >= graph_.num_nodes())
       fail("fetch: node {} does not exist", f.node);
+
+  if (partitioned_) return partitioned_->run(feeds, fetches, training, on_fetch_ready);
 
   Plan& plan = plan_for(feeds, fetches);
   const Graph& g = plan.graph;
@@ -205,7 +220,8 @@ std::vector<Tensor> Session::run(const Feeds& feeds, const std::vector<Output>& 
     for (const Output& in : n.inputs)
       if (values[static_cast<size_t>(in.node)].empty())
         fail("node '{}' ({}): input '{}' was not fed", n.name, n.op, g.node(in.node).name);
-    KernelContext ctx{n, {}, values[static_cast<size_t>(step.node)], training, &rng_};
+    KernelContext ctx{n, {}, values[static_cast<size_t>(step.node)], training, draws_,
+                      options_.transfers};
     ctx.inputs.reserve(n.inputs.size());
     for (const Output& in : n.inputs)
       ctx.inputs.push_back(values[static_cast<size_t>(in.node)][static_cast<size_t>(in.index)]);
@@ -217,6 +233,7 @@ std::vector<Tensor> Session::run(const Feeds& feeds, const std::vector<Output>& 
     } else {
       step.kernel->compute(ctx);
     }
+    if (step.hands_over) values[static_cast<size_t>(step.node)] = std::move(ctx.outputs);
     if (on_fetch_ready)
       for (size_t i : fetches_of_node[static_cast<size_t>(step.node)])
         on_fetch_ready(i, values[static_cast<size_t>(step.node)][static_cast<size_t>(fetches[i].index)]);
@@ -235,11 +252,13 @@ std::vector<Tensor> Session::run(const Feeds& feeds, const std::vector<Output>& 
 
 void Session::set_profiling(bool enabled) {
   profiling_ = enabled;
+  if (partitioned_) partitioned_->set_profiling(enabled);
   for (auto& [key, plan] : plans_)
     for (Plan::Step& s : plan->steps) s.seconds = 0.0, s.calls = 0;
 }
 
 std::vector<NodeProfile> Session::profile() const {
+  if (partitioned_) return partitioned_->profile();
   std::vector<NodeProfile> out;
   if (last_plan_ == nullptr) return out;
   for (const Plan::Step& s : last_plan_->steps) {
@@ -252,13 +271,19 @@ std::vector<NodeProfile> Session::profile() const {
   return out;
 }
 
+size_t Session::plan_count() const {
+  return partitioned_ ? partitioned_->plan_count() : plans_.size();
+}
+
 size_t Session::arena_bytes() const {
+  if (partitioned_) return partitioned_->arena_bytes();
   size_t total = 0;
   for (const auto& [key, plan] : plans_) total += plan->arena->bytes();
   return total;
 }
 
 std::map<std::string, std::string> Session::kernel_choices() const {
+  if (partitioned_) return partitioned_->kernel_choices();
   std::map<std::string, std::string> out;
   for (const auto& [key, plan] : plans_)
     for (const Plan::Step& s : plan->steps) out[plan->graph.node(s.node).name] = s.impl;

@@ -22,11 +22,19 @@
 
 namespace sf {
 
+class PartitionedRun;
+class Transfers;
+
 struct SessionOptions {
   int threads = 0;          // 0: leave the OpenMP default (all cores)
   std::string kernel_impl;  // "" picks the best kernel; "reference" forces reference kernels
   uint64_t seed = 0;        // for dropout masks
   Precision precision = Precision::fp32;
+  // A graph placed on several devices (placement/placer.h) runs each device's part on its
+  // own thread with this many OpenMP threads (runtime/partitioned_run.h).
+  int device_threads = 1;
+  Transfers* transfers = nullptr;  // set by PartitionedRun for its devices' sessions
+  std::mt19937_64* rng = nullptr;  // set: dropout draws from this generator, not the session's
 };
 
 using Feeds = std::vector<std::pair<Output, Tensor>>;
@@ -44,6 +52,7 @@ struct NodeProfile {
   Shape output_shape;
   double seconds = 0.0;
   int64_t calls = 0;
+  std::string device;  // set when the graph ran on several devices
 };
 
 class Session {
@@ -74,7 +83,9 @@ class Session {
 
   // Bytes in all arenas of all plans (for tests of memory planning).
   size_t arena_bytes() const;
-  size_t plan_count() const { return plans_.size(); }
+  size_t plan_count() const;
+  // Whether the graph runs partitioned over several devices.
+  bool partitioned() const { return partitioned_ != nullptr; }
   // The implementation chosen for each planned node, e.g. {"conv1": "onednn"}.
   std::map<std::string, std::string> kernel_choices() const;
 
@@ -86,9 +97,13 @@ class Session {
   SessionOptions options_;
   std::shared_ptr<VariableStore> variables_;
   std::mt19937_64 rng_;
+  std::mt19937_64* draws_;  // options_.rng or rng_
   std::vector<std::pair<std::string, std::unique_ptr<Plan>>> plans_;
   Plan* last_plan_ = nullptr;
   bool profiling_ = false;
+  // Set when the graph's nodes are on more than one device; a graph on one device never
+  // pays for partitioning.
+  std::unique_ptr<PartitionedRun> partitioned_;
 };
 
 }  // namespace sf

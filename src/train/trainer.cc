@@ -404,12 +404,25 @@ std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks
   if (distillation)
     teacher.emplace(*distillation, train_data, /*cache=*/!config.augment.any(), config.batch,
                     message);
+  {
+    const DeviceSet devices(options.cpu_devices > 0 ? options.cpu_devices : default_cpu_devices());
+    PlacementOptions placement{.default_device = options.device,
+                               .soft = !options.strict_placement,
+                               .colocate = {}};
+    // Each variable stays with its gradient (and so with the optimizer's update of it).
+    for (size_t i = 0; i < t.model.parameters.size(); ++i)
+      placement.colocate.emplace_back(t.model.graph.node(t.grads[i].node).name,
+                                      t.model.parameters[i].name);
+    const PlacementReport report = place(t.model.graph, devices, placement);
+    if (callbacks.on_placement && rank == 0) callbacks.on_placement(t.model.graph, report);
+  }
   auto store = std::make_shared<VariableStore>();
   Session session(t.model.graph,
                   SessionOptions{.threads = options.threads,
                                  .kernel_impl = options.kernel_impl,
                                  // Each replica draws its own dropout masks.
-                                 .seed = config.seed + 1 + 1000003ull * static_cast<uint64_t>(rank)},
+                                 .seed = config.seed + 1 + 1000003ull * static_cast<uint64_t>(rank),
+                                 .device_threads = options.device_threads},
                   store);
   Optimizer optimizer(OptimizerConfig{.kind = config.optimizer,
                                       .momentum = config.momentum,

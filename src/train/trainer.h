@@ -12,6 +12,7 @@
 
 #include "io/dataset.h"
 #include "models/spec.h"
+#include "placement/placer.h"
 #include "runtime/session.h"
 #include "train/distillation.h"
 #include "train/training_run.h"
@@ -51,6 +52,13 @@ struct TrainOptions {
   // conv and the last dense binarized too when binarize_all. Empty: as the spec says.
   std::string binarize;
   bool binarize_all = false;
+  // Placement (placement/placer.h): the device of nodes the spec places nowhere, the CPU
+  // devices of this process (0: one per core), OpenMP threads per device when the graph spans
+  // several, and whether a device without a kernel is an error instead of a fallback.
+  std::string device = "/cpu:0";
+  int cpu_devices = 0;
+  int device_threads = 1;
+  bool strict_placement = false;
   std::string kernel_impl;  // "" best available; "reference" for debugging
   bool profile = false;     // report per-node training-step times at the end
   // Synchronous data parallelism (train/data_parallel.h) over this job's communicator; null:
@@ -117,6 +125,8 @@ struct TrainCallbacks {
   std::function<void(const EpochReport&)> on_epoch;
   std::function<void(const std::string&)> on_message;
   std::function<void(const std::vector<NodeProfile>&)> on_profile;
+  // The training graph's placement, once before the first step (rank 0 of a job).
+  std::function<void(const Graph&, const PlacementReport&)> on_placement;
 };
 
 // Runs the whole training. Throws sf::Error for bad options, data or specs, and for a

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <random>
 
@@ -39,6 +40,7 @@ Action add_bench_command(CLI::App& app) {
     std::string precision;
   };
   auto a = std::make_shared<Args>();
+  auto placement = std::make_shared<PlacementFlags>();
   cmd->add_option("--model", a->model, "Model (.sfm or .onnx)")->required();
   cmd->add_option("--batch", a->batch, "Batch size")->default_val(1);
   cmd->add_option("--threads", a->threads, "Threads (0: all cores)");
@@ -50,12 +52,14 @@ Action add_bench_command(CLI::App& app) {
   cmd->add_option("--input-shape", a->input_shapes,
                   "Shape to time for an input with symbolic dimensions, NAME=D1,D2,... "
                   "(repeatable; --batch still sets a symbolic dimension 0)");
-  return [a]() {
+  add_placement_flags(cmd, *placement);
+  return [a, placement]() {
     if (a->batch <= 0 || a->runs <= 0) fail("--batch and --runs must be positive");
     const std::map<std::string, Shape> given = parse_input_shapes(a->input_shapes);
     const PrecisionChoice precision = choose_precision(a->precision, "--precision");
     ModelRunner runner(a->model, {},
-                       SessionOptions{.threads = a->threads, .precision = precision.precision});
+                       SessionOptions{.threads = a->threads, .precision = precision.precision},
+                       placement.get(), a->json);
     std::vector<Tensor> values;
     nlohmann::json timed_shapes = nlohmann::json::object();
     std::mt19937 rng(1);
@@ -126,7 +130,9 @@ Action add_bench_command(CLI::App& app) {
         double per_call_ms = p.calls ? 1000.0 * p.seconds / static_cast<double>(p.calls) : 0.0;
         // A fixed graph is declared at one batch size; the session re-planned for `batch`.
         const Shape& declared = run.input_ports.empty() ? Shape{} : run.input_type(0).shape;
-        double flops = node_flops(session.graph(), session.graph().id_of(p.name)) *
+        // A Recv (a partitioned graph's wait for another device) is no node of the model.
+        const int id = session.graph().find(p.name);
+        double flops = (id < 0 ? 0.0 : node_flops(session.graph(), id)) *
                        static_cast<double>(batch) /
                        std::max<double>(1.0, static_cast<double>(declared.empty() ? 1 : declared[0]));
         rows.push_back({{"node", p.name},
@@ -135,9 +141,23 @@ Action add_bench_command(CLI::App& app) {
                         {"output_shape", p.output_shape},
                         {"ms", per_call_ms},
                         {"share", total > 0 ? p.seconds / total : 0.0},
-                        {"gflops", per_call_ms > 0 ? flops / (per_call_ms * 1e6) : 0.0}});
+                        {"gflops", per_call_ms > 0 ? flops / (per_call_ms * 1e6) : 0.0},
+                        {"device", p.device}});
       }
       result["profile"] = rows;
+      if (session.partitioned()) {
+        // Per device: kernel time per run, and the part of it spent waiting in Recv nodes.
+        std::map<std::string, std::pair<double, double>> devices;
+        for (const NodeProfile& p : profile) {
+          const double ms = p.calls ? 1000.0 * p.seconds / static_cast<double>(p.calls) : 0.0;
+          devices[p.device].first += ms;
+          if (p.op == "Recv") devices[p.device].second += ms;
+        }
+        nlohmann::json per_device = nlohmann::json::array();
+        for (const auto& [device, ms] : devices)
+          per_device.push_back({{"device", device}, {"ms", ms.first}, {"recv_ms", ms.second}});
+        result["devices"] = per_device;
+      }
     }
     if (a->json) {
       std::printf("%s\n", result.dump().c_str());
@@ -167,6 +187,12 @@ Action add_bench_command(CLI::App& app) {
                     impl_width, r["impl"].get<std::string>().c_str(),
                     shape_str(r["output_shape"].get<Shape>()).c_str(), r["ms"].get<double>(),
                     100.0 * r["share"].get<double>(), r["gflops"].get<double>());
+      if (result.contains("devices")) {
+        std::printf("\n%-24s %9s %9s\n", "device", "ms", "recv ms");
+        for (const nlohmann::json& d : result["devices"])
+          std::printf("%-24s %9.4f %9.4f\n", d["device"].get<std::string>().c_str(),
+                      d["ms"].get<double>(), d["recv_ms"].get<double>());
+      }
     }
     return 0;
   };

@@ -127,9 +127,14 @@ std::map<std::string, Shape> image_input_shapes(const std::string& path,
 }
 
 ModelRunner::ModelRunner(const std::string& path, const std::map<std::string, Shape>& input_shapes,
-                         SessionOptions options)
+                         SessionOptions options, const PlacementFlags* placement, bool json)
     : path_(path) {
+  if (placement) options.device_threads = placement->device_threads;
   if (std::optional<std::string> bytes = onnx_source(path)) {
+    if (placement && placement->device != "/cpu:0")
+      fail("--device {}: {} is an ONNX model, which runs on /cpu:0 only (import it to .sfm to "
+           "place it)",
+           placement->device, path);
     ImportOptions base;
     base.input_shapes = input_shapes;
     specializer_ = std::make_unique<ShapeSpecializer>(std::move(*bytes), path, base, options);
@@ -138,6 +143,11 @@ ModelRunner::ModelRunner(const std::string& path, const std::map<std::string, Sh
     return;
   }
   fixed_ = load_for_run(path);
+  if (placement) {
+    const PlacementReport report =
+        place(fixed_->file.graph, device_set(*placement), placement_options(*placement));
+    write_placement_log(*placement, fixed_->file.graph, report, json);
+  }
   session_ = std::make_unique<Session>(fixed_->file.graph, options);
   inputs_ = declared_inputs(path);
   for (DeclaredInput& in : inputs_)

@@ -10,6 +10,7 @@
 
 #include "modelfile/model_file.h"
 #include "onnx/shape_specializer.h"
+#include "placement_flags.h"
 #include "runtime/model_to_run.h"
 #include "runtime/session.h"
 
@@ -50,8 +51,11 @@ std::map<std::string, Shape> image_input_shapes(const std::string& path,
 // re-plans for a new batch size.
 class ModelRunner {
  public:
+  // With `placement`, a .sfm graph is placed (and its log written) before its session is made;
+  // ONNX models run on the default CPU device only.
   ModelRunner(const std::string& path, const std::map<std::string, Shape>& input_shapes,
-              SessionOptions options);
+              SessionOptions options, const PlacementFlags* placement = nullptr,
+              bool json = false);
   const std::vector<DeclaredInput>& inputs() const { return inputs_; }
   const std::vector<std::string>& outputs() const { return outputs_; }
   size_t input_index(const std::string& name) const;

@@ -28,11 +28,14 @@ Action add_run_command(CLI::App& app) {
   cmd->add_option("--input-shape", a->input_shapes,
                   "Specialize a symbolic input, NAME=D1,D2,... (repeatable; by default the "
                   "shape comes from the input given)");
-  return [a]() {
+  auto placement = std::make_shared<PlacementFlags>();
+  add_placement_flags(cmd, *placement);
+  return [a, placement]() {
     ModelRunner runner(a->model, parse_input_shapes(a->input_shapes),
                        SessionOptions{.threads = a->threads,
                                       .precision = choose_precision(a->precision, "--precision")
-                                                       .precision});
+                                                       .precision},
+                       placement.get());
     const std::vector<DeclaredInput>& inputs = runner.inputs();
     std::vector<Tensor> values(inputs.size());
     std::vector<std::string> files(inputs.size());

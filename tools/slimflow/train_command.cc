@@ -1,9 +1,11 @@
 #include <algorithm>
 #include <cstdio>
 #include <fmt/format.h>
+#include <map>
 #include <memory>
 
 #include "commands.h"
+#include "placement_flags.h"
 #include "progress.h"
 #include "train/trainer.h"
 #include "train_flags.h"
@@ -79,6 +81,18 @@ TrainCallbacks printing_callbacks(bool json_output, bool quiet) {
                    n.impl.c_str(), 1000.0 * n.seconds / static_cast<double>(n.calls),
                    100.0 * n.seconds / total);
     }
+    // A graph split over devices: each device's kernel time, and how much of it is Recv (waiting
+    // for another device).
+    std::map<std::string, std::pair<double, double>> devices;
+    for (const NodeProfile& n : nodes) {
+      if (n.device.empty() || n.calls == 0) continue;
+      const double ms = 1000.0 * n.seconds / static_cast<double>(n.calls);
+      devices[n.device].first += ms;
+      if (n.op == "Recv") devices[n.device].second += ms;
+    }
+    for (const auto& [device, ms] : devices)
+      std::fprintf(stderr, "device %-24s %9.3f ms/step, %9.3f of them in Recv\n", device.c_str(),
+                   ms.first, ms.second);
   };
   callbacks.on_epoch = [printer, json_output](const EpochReport& r) {
     printer->end_line();
@@ -105,12 +119,22 @@ Action add_train_command(CLI::App& app) {
   add_training_flags(cmd, *options, *json_output, *quiet);
   auto comm_timeout = std::make_shared<double>(30.0);
   add_data_parallel_options(*cmd, *options, *comm_timeout);
+  auto placement = std::make_shared<PlacementFlags>();
+  add_placement_flags(cmd, *placement);
 
-  return [options, json_output, quiet, comm_timeout]() {
+  return [options, json_output, quiet, comm_timeout, placement]() {
     // An empty --data means mnist for a new run and the run's own data set with --resume.
     TrainOptions opts = *options;
-    run_as_job_member(opts, *comm_timeout,
-                      [&] { train(opts, printing_callbacks(*json_output, *quiet)); });
+    opts.device = placement->device;
+    opts.cpu_devices = placement->cpu_devices;
+    opts.device_threads = placement->device_threads;
+    opts.strict_placement = placement->strict;
+    TrainCallbacks callbacks = printing_callbacks(*json_output, *quiet);
+    callbacks.on_placement = [placement, json = *json_output](const Graph& graph,
+                                                              const PlacementReport& report) {
+      write_placement_log(*placement, graph, report, json);
+    };
+    run_as_job_member(opts, *comm_timeout, [&] { train(opts, callbacks); });
     return 0;
   };
 }

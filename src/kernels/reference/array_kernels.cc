@@ -107,10 +107,24 @@ void cast(KernelContext& ctx) {
   }
 }
 
+// The tensor comes from the other device as it is: no copy.
+void recv(KernelContext& ctx) {
+  SF_CHECK(ctx.transfers != nullptr, "node '{}': a Recv outside a partitioned graph",
+           ctx.node.name);
+  Tensor value = ctx.transfers->receive(ctx.node);
+  const TensorType& want = ctx.node.outputs[0];
+  if (value.dtype() != want.dtype || value.shape() != want.shape)
+    fail("edge '{}': Recv '{}' on {} expects {}, got {}{}", ctx.node.attrs.get_string("edge"),
+         ctx.node.name, ctx.node.device, type_str(want), dtype_name(value.dtype()),
+         shape_str(value.shape()));
+  ctx.outputs.assign(1, std::move(value));
+}
+
 }  // namespace
 
 void register_reference_array_kernels(KernelRegistry& r) {
   for (DType dtype : kAllDTypes) {
+    r.add(simple_kernel(op_names::kRecv, dtype, "reference", recv));
     r.add(simple_kernel(op_names::kIdentity, dtype, "reference", copy));
     r.add(simple_kernel(op_names::kReshape, dtype, "reference", copy));
     r.add(simple_kernel(op_names::kFlatten, dtype, "reference", copy));

@@ -1,0 +1,79 @@
+#!/usr/bin/env python3
+"""Devices and placement figures, one run.
+
+1. A cross-device edge in one process: build/release/bench/placement_bench times a chain of 64
+   Relu nodes on a 16-float tensor on one device and alternating between /cpu:0 and /cpu:1
+   (every edge crosses devices); the difference per edge is the Send/Recv overhead.
+2. The Deep-MNIST CNN trained unsplit on one core (--threads 1) and on two threads, and split
+   over /cpu:0 (convolutions) and /cpu:1 (dense layers), one thread each
+   (models/deep-mnist-2dev.yaml): training images/s over the same images.
+
+    /usr/bin/python3 bench/placement.py [--train-limit 1280] [--json]
+
+Not measured yet (not built): MPI processes as devices and --micro-batches pipelining.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def run(cmd):
+    print("$ " + " ".join(cmd), file=sys.stderr, flush=True)
+    proc = subprocess.run(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    if proc.returncode != 0:
+        sys.exit(f"failed ({proc.returncode}): {' '.join(cmd)}")
+    return proc.stdout
+
+
+def edge_overhead(build):
+    out = run([os.path.join(build, "bench/placement_bench"), "--benchmark_format=json",
+               "--benchmark_min_time=0.5"])
+    times = {"/".join(b["name"].split("/")[:2]): b["real_time"] * {"ns": 1e-3, "us": 1.0, "ms": 1e3}[b["time_unit"]]
+             for b in json.loads(out)["benchmarks"]}
+    one, two = times["chain/one_device"], times["chain/two_devices"]
+    return {"one_device_us_per_step": one, "two_devices_us_per_step": two,
+            "overhead_us_per_edge": (two - one) / 64}
+
+
+def images_per_sec(build, model, flags, train_limit):
+    out_dir = os.path.join(ROOT, "runs", "bench-placement", os.path.basename(model) + "-".join(flags))
+    out = run([os.path.join(build, "slimflow"), "train", "--model", model, "--epochs", "1",
+               "--train-limit", str(train_limit), "--test-limit", "64", "--quiet", "--json",
+               "--overwrite", "--out", out_dir] + flags)
+    return json.loads(out.strip().splitlines()[-1])["images_per_sec"]
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--build", default=os.path.join(ROOT, "build/release"))
+    parser.add_argument("--train-limit", type=int, default=1280)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    result = {"edge": edge_overhead(args.build)}
+    runs = {
+        "unsplit, 1 thread": ("models/deep-mnist.yaml", ["--threads", "1"]),
+        "unsplit, 2 threads": ("models/deep-mnist.yaml", ["--threads", "2"]),
+        "split /cpu:0 + /cpu:1, 1 thread each": ("models/deep-mnist-2dev.yaml",
+                                                 ["--cpu-devices", "2", "--device-threads", "1"]),
+    }
+    result["deep_mnist_images_per_sec"] = {
+        name: images_per_sec(args.build, model, flags, args.train_limit)
+        for name, (model, flags) in runs.items()}
+    if args.json:
+        print(json.dumps(result))
+        return
+    e = result["edge"]
+    print(f"in-process edge: {e['overhead_us_per_edge']:.2f} us per edge "
+          f"({e['one_device_us_per_step']:.1f} us one device, {e['two_devices_us_per_step']:.1f} us split, 64 edges)")
+    base = result["deep_mnist_images_per_sec"]["unsplit, 1 thread"]
+    print("Deep-MNIST training, images/s:")
+    for name, ips in result["deep_mnist_images_per_sec"].items():
+        print(f"  {name:40s} {ips:8.0f}  {ips / base:.2f}x")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,356 @@
+#include "runtime/partitioned_run.h"
+
+#include <fmt/format.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+#include "kernels/kernel.h"
+#include "ops/op_names.h"
+#include "placement/partition.h"
+
+namespace sf {
+
+// Tensors in flight between the devices of this process, one slot per edge.
+class PartitionedRun::Rendezvous {
+ public:
+  void send(const std::string& key, int64_t step, const Tensor& value) {
+    {
+      std::lock_guard lock(mutex_);
+      Slot& slot = slots_[key];
+      slot.step = step;
+      slot.value = value;
+    }
+    arrived_.notify_all();
+  }
+
+  Tensor receive(const std::string& key, int64_t step) {
+    std::unique_lock lock(mutex_);
+    Slot& slot = slots_[key];
+    arrived_.wait(lock, [&] { return slot.step == step || !aborted_.empty(); });
+    if (slot.step != step) throw Error(aborted_);
+    return slot.value;
+  }
+
+  // Wakes every receiver: `why` is what they throw. True for the first abort of a step (the
+  // failing device's; the others fail because of it).
+  bool abort(const std::string& why) {
+    bool first = false;
+    {
+      std::lock_guard lock(mutex_);
+      if (aborted_.empty()) aborted_ = why, first = true;
+    }
+    arrived_.notify_all();
+    return first;
+  }
+  void reset() {
+    std::lock_guard lock(mutex_);
+    aborted_.clear();
+  }
+
+ private:
+  struct Slot {
+    int64_t step = -1;
+    Tensor value;
+  };
+  std::mutex mutex_;
+  std::condition_variable arrived_;
+  std::map<std::string, Slot> slots_;
+  std::string aborted_;
+};
+
+// A device's thread: it keeps its OpenMP team between steps.
+class PartitionedRun::Worker {
+ public:
+  explicit Worker(int threads) : thread_([this, threads] { loop(threads); }) {}
+  ~Worker() {
+    {
+      std::lock_guard lock(mutex_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    thread_.join();
+  }
+  void start(std::function<void()> job) {
+    {
+      std::lock_guard lock(mutex_);
+      job_ = std::move(job);
+      done_ = false;
+    }
+    wake_.notify_all();
+  }
+  void wait() {
+    std::unique_lock lock(mutex_);
+    finished_.wait(lock, [&] { return done_; });
+  }
+
+ private:
+  void loop(int threads) {
+    if (threads > 0) omp_set_num_threads(threads);
+    std::unique_lock lock(mutex_);
+    for (;;) {
+      wake_.wait(lock, [&] { return stop_ || static_cast<bool>(job_); });
+      if (stop_) return;
+      std::function<void()> job = std::move(job_);
+      job_ = nullptr;
+      lock.unlock();
+      job();  // catches its own errors
+      lock.lock();
+      done_ = true;
+      finished_.notify_all();
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable wake_, finished_;
+  std::function<void()> job_;
+  bool done_ = true;
+  bool stop_ = false;
+  std::thread thread_;  // last: it starts running loop() at once
+};
+
+namespace {
+
+// What a device's Recv nodes read: this step's slot of their edge.
+class DeviceTransfers : public Transfers {
+ public:
+  explicit DeviceTransfers(std::function<Tensor(const std::string&)> take)
+      : take_(std::move(take)) {}
+  Tensor receive(const Node& recv) override { return take_(recv.attrs.get_string("edge")); }
+
+ private:
+  std::function<Tensor(const std::string&)> take_;
+};
+
+bool has_random_ops(const Graph& graph) {
+  for (const Node& n : graph.nodes())
+    if (n.op == op_names::kDropout) return true;
+  return false;
+}
+
+}  // namespace
+
+struct PartitionedRun::Plan {
+  struct Part {
+    std::string device;
+    bool reseed = false;  // draws its own dropout masks, seeded from the caller's generator
+    std::unique_ptr<DeviceTransfers> transfers;
+    std::unique_ptr<Session> session;
+    std::vector<std::pair<size_t, Output>> feeds;  // (index in the caller's feeds, local node)
+    std::vector<Output> fetches;                   // local
+    // By local fetch: the caller's fetch indices it answers and the edges it sends on.
+    std::vector<std::vector<size_t>> answers;
+    std::vector<std::vector<std::string>> sends;
+    // Sources (placeholders, variables, constants) read on another device: sent before the
+    // part runs, since no kernel computes them.
+    std::vector<std::pair<int, std::vector<std::string>>> source_sends;  // (local node, keys)
+  };
+  Graph graph;
+  std::vector<Part> parts;
+};
+
+PartitionedRun::PartitionedRun(const Graph& graph, const SessionOptions& options,
+                               std::shared_ptr<VariableStore> variables, std::mt19937_64& rng)
+    : graph_(graph),
+      rng_(rng),
+      options_(options),
+      variables_(std::move(variables)),
+      rendezvous_(std::make_unique<Rendezvous>()) {}
+
+PartitionedRun::~PartitionedRun() = default;
+
+PartitionedRun::Worker& PartitionedRun::worker(const std::string& device) {
+  auto& w = workers_[device];
+  if (!w) w = std::make_unique<Worker>(options_.device_threads);
+  return *w;
+}
+
+PartitionedRun::Plan& PartitionedRun::plan_for(const Feeds& feeds,
+                                               const std::vector<Output>& fetches) {
+  std::string key;
+  std::map<int, Shape> changed;
+  for (const Output& f : fetches) key += fmt::format("{}:{},", f.node, f.index);
+  key += "|";
+  for (const auto& [out, tensor] : feeds) {
+    key += fmt::format("{}{};", out.node, shape_str(tensor.shape()));
+    if (graph_.node(out.node).outputs[0].shape != tensor.shape())
+      changed[out.node] = tensor.shape();
+  }
+  for (auto& [k, plan] : plans_)
+    if (k == key) return *plan;
+
+  auto plan = std::make_unique<Plan>();
+  plan->graph = graph_;
+  if (!changed.empty()) plan->graph.reinfer(changed);
+  const Graph& g = plan->graph;
+  const Partition partition = partition_graph(g, needed_nodes(g, fetches));
+
+  int random_parts = 0;
+  for (const DevicePart& dp : partition.parts) random_parts += has_random_ops(dp.graph);
+  std::map<std::string, size_t> part_index;
+  for (const DevicePart& dp : partition.parts) {
+    part_index[dp.device] = plan->parts.size();
+    Plan::Part& part = plan->parts.emplace_back();
+    part.device = dp.device;
+    Rendezvous* rendezvous = rendezvous_.get();
+    const int64_t* step = &step_;
+    part.transfers = std::make_unique<DeviceTransfers>(
+        [rendezvous, step](const std::string& edge) { return rendezvous->receive(edge, *step); });
+    SessionOptions options = options_;
+    options.threads = 0;  // set on the device's own thread
+    options.transfers = part.transfers.get();
+    // Dropout masks: when one device alone draws them, it draws from the caller's generator,
+    // in the same order as one device would (so a split model trains exactly as the whole).
+    if (random_parts == 1 && has_random_ops(dp.graph)) options.rng = &rng_;
+    part.reseed = random_parts > 1 && has_random_ops(dp.graph);
+    part.session = std::make_unique<Session>(dp.graph, options, variables_);
+    for (size_t i = 0; i < feeds.size(); ++i) {
+      const int local = dp.local_of[static_cast<size_t>(feeds[i].first.node)];
+      if (local >= 0) part.feeds.emplace_back(i, Output{local, 0});
+    }
+  }
+  auto local_fetch = [&](Plan::Part& part, Output local) -> size_t {
+    for (size_t i = 0; i < part.fetches.size(); ++i)
+      if (part.fetches[i] == local) return i;
+    part.fetches.push_back(local);
+    part.answers.emplace_back();
+    part.sends.emplace_back();
+    return part.fetches.size() - 1;
+  };
+  for (size_t i = 0; i < fetches.size(); ++i) {
+    const DevicePart& dp = partition.parts[part_index.at(g.node(fetches[i].node).device)];
+    Plan::Part& part = plan->parts[part_index.at(dp.device)];
+    const size_t f = local_fetch(
+        part, Output{dp.local_of[static_cast<size_t>(fetches[i].node)], fetches[i].index});
+    part.answers[f].push_back(i);
+  }
+  for (size_t t = 0; t < partition.transfers.size(); ++t) {
+    const TransferEdge& edge = partition.transfers[t];
+    const size_t p = part_index.at(edge.from_device);
+    const DevicePart& dp = partition.parts[p];
+    Plan::Part& part = plan->parts[p];
+    const Output local{dp.local_of[static_cast<size_t>(edge.from.node)], edge.from.index};
+    const std::string& op = dp.graph.node(local.node).op;
+    if (op == op_names::kPlaceholder || op == op_names::kVariable || op == op_names::kConst) {
+      auto it = std::find_if(part.source_sends.begin(), part.source_sends.end(),
+                             [&](const auto& s) { return s.first == local.node; });
+      if (it == part.source_sends.end())
+        it = part.source_sends.insert(part.source_sends.end(), {local.node, {}});
+      it->second.push_back(partition.keys[t]);
+    } else {
+      part.sends[local_fetch(part, local)].push_back(partition.keys[t]);
+    }
+  }
+  for (Plan::Part& part : plan->parts) part.session->set_profiling(profiling_);
+
+  if (plans_.size() >= Session::kMaxPlans) {
+    if (last_plan_ == plans_.front().second.get()) last_plan_ = nullptr;
+    plans_.erase(plans_.begin());
+  }
+  plans_.emplace_back(key, std::move(plan));
+  return *plans_.back().second;
+}
+
+std::vector<Tensor> PartitionedRun::run(const Feeds& feeds, const std::vector<Output>& fetches,
+                                        bool training, const FetchReady& on_fetch_ready) {
+  Plan& plan = plan_for(feeds, fetches);
+  ++step_;
+  rendezvous_->reset();
+  std::vector<Tensor> results(fetches.size());
+  std::mutex callback_mutex;
+  std::vector<std::exception_ptr> errors(plan.parts.size());
+  std::atomic<size_t> first_error = plan.parts.size();
+
+  for (size_t p = 0; p < plan.parts.size(); ++p) {
+    Plan::Part& part = plan.parts[p];
+    if (part.reseed) part.session->reseed(rng_());
+    worker(part.device).start([&, p] {
+      Plan::Part& part = plan.parts[p];
+      try {
+        Feeds local_feeds;
+        for (const auto& [index, local] : part.feeds)
+          local_feeds.emplace_back(local, feeds[index].second);
+        const Graph& pg = part.session->graph();
+        for (const auto& [local, keys] : part.source_sends) {
+          const Node& n = pg.node(local);
+          Tensor value;
+          if (n.op == op_names::kVariable) {
+            value = variables_->get(n.name);
+          } else if (n.op == op_names::kConst) {
+            value = n.attrs.get_tensor("value");
+          } else {
+            bool fed = false;
+            for (const auto& [out, tensor] : local_feeds)
+              if (out.node == local) value = tensor, fed = true;
+            if (!fed) fail("placeholder '{}' was not fed", n.name);
+          }
+          for (const std::string& key : keys) rendezvous_->send(key, step_, value);
+        }
+        FetchReady ready = [&](size_t f, const Tensor& value) {
+          for (const std::string& key : part.sends[f]) rendezvous_->send(key, step_, value);
+          if (on_fetch_ready && !part.answers[f].empty()) {
+            std::lock_guard lock(callback_mutex);
+            for (size_t i : part.answers[f]) on_fetch_ready(i, value);
+          }
+        };
+        std::vector<Tensor> out = part.session->run(local_feeds, part.fetches, training, ready);
+        for (size_t f = 0; f < out.size(); ++f)
+          for (size_t i : part.answers[f]) results[i] = out[f];
+      } catch (const std::exception& e) {
+        errors[p] = std::current_exception();
+        if (rendezvous_->abort(fmt::format("{} stopped: {}", part.device, e.what())))
+          first_error = p;
+      } catch (...) {
+        errors[p] = std::current_exception();
+        if (rendezvous_->abort(fmt::format("{} stopped", part.device))) first_error = p;
+      }
+    });
+  }
+  for (Plan::Part& part : plan.parts) worker(part.device).wait();
+  last_plan_ = &plan;
+  // The first device to fail is the cause; the others stopped because of it.
+  if (first_error < plan.parts.size()) std::rethrow_exception(errors[first_error]);
+  return results;
+}
+
+void PartitionedRun::set_profiling(bool enabled) {
+  profiling_ = enabled;
+  for (auto& [key, plan] : plans_)
+    for (Plan::Part& part : plan->parts) part.session->set_profiling(enabled);
+}
+
+std::vector<NodeProfile> PartitionedRun::profile() const {
+  std::vector<NodeProfile> out;
+  if (last_plan_ == nullptr) return out;
+  for (const Plan::Part& part : last_plan_->parts)
+    for (NodeProfile& p : part.session->profile()) {
+      p.device = part.device;
+      out.push_back(std::move(p));
+    }
+  return out;
+}
+
+size_t PartitionedRun::arena_bytes() const {
+  size_t total = 0;
+  for (const auto& [key, plan] : plans_)
+    for (const Plan::Part& part : plan->parts) total += part.session->arena_bytes();
+  return total;
+}
+
+std::map<std::string, std::string> PartitionedRun::kernel_choices() const {
+  std::map<std::string, std::string> out;
+  for (const auto& [key, plan] : plans_)
+    for (const Plan::Part& part : plan->parts)
+      for (auto& [name, impl] : part.session->kernel_choices())
+        if (part.session->graph().node(part.session->graph().id_of(name)).op != op_names::kRecv)
+          out[name] = impl;
+  return out;
+}
+
+}  // namespace sf

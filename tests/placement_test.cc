@@ -1,0 +1,511 @@
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "autodiff/gradients.h"
+#include "graph/op_registry.h"
+#include "kernels/kernel.h"
+#include "ops/op_names.h"
+#include "ops/ops.h"
+#include "placement/device_name.h"
+#include "placement/partition.h"
+#include "placement/placer.h"
+#include "runtime/session.h"
+#include "support/cli.h"
+#include "support/mnist.h"
+#include "support/testing.h"
+#include "train/checkpoint.h"
+#include "train/trainer.h"
+
+namespace sf {
+namespace {
+
+using testing::expect_error;
+
+// --- device names ---
+
+TEST(DeviceName, ParsesAndFormatsEveryForm) {
+  for (const char* text : {"/cpu:0", "/cpu:12", "/gpu:1", "/job:worker/task:3/cpu:1"})
+    EXPECT_EQ(DeviceName::parse(text, "t").str(), text);
+  const DeviceName d = DeviceName::parse("/job:worker/task:3/cpu:1", "t");
+  EXPECT_EQ(d.job, "worker");
+  EXPECT_EQ(d.task, 3);
+  EXPECT_EQ(d.type, "cpu");
+  EXPECT_EQ(d.index, 1);
+}
+
+TEST(DeviceName, MalformedNamesAreOneLineErrors) {
+  for (const char* text : {"", "cpu:0", "/cpu", "/cpu:", "/cpu:-1", "/cpu:x", "/tpu:0", "/cpu:0/",
+                           "/job:/task:0/cpu:0", "/job:w/task:/cpu:0", "/job:w/cpu:0",
+                           "/job:w/task:0", "/cpu:99999999", "/job:w x/task:0/cpu:0"})
+    expect_error([&] { DeviceName::parse(text, "--device"); },
+                 fmt::format("--device: device '{}' is not a device name (expected /cpu:N, "
+                             "/gpu:N or /job:NAME/task:K/cpu:N)",
+                             text));
+}
+
+TEST(DeviceSet, ResolvesItsDevicesAndNamesUnknownOnes) {
+  const DeviceSet set(2);
+  EXPECT_EQ(set.names(), (std::vector<std::string>{"/cpu:0", "/cpu:1"}));
+  auto resolve = [&](const DeviceSet& s, const std::string& name) {
+    return s.resolve(DeviceName::parse(name, "t"), "layer 'fc1'");
+  };
+  EXPECT_EQ(resolve(set, "/cpu:1"), "/cpu:1");
+  EXPECT_EQ(resolve(set, "/gpu:0"), "/gpu:0");
+  expect_error([&] { resolve(set, "/cpu:2"); },
+               "layer 'fc1': unknown device '/cpu:2' (this process has 2 CPU devices: "
+               "/cpu:0../cpu:1; --cpu-devices sets the count)");
+  expect_error([&] { resolve(set, "/job:worker/task:1/cpu:0"); },
+               "layer 'fc1': device '/job:worker/task:1/cpu:0' belongs to an MPI job, and this "
+               "process is not one (start it with mpirun)");
+  expect_error([] { DeviceSet(0); }, "--cpu-devices: expected 1..64 CPU devices, got 0");
+
+  const DeviceSet job(1, "worker", 2, 0);
+  EXPECT_EQ(job.names(),
+            (std::vector<std::string>{"/job:worker/task:0/cpu:0", "/job:worker/task:1/cpu:0"}));
+  EXPECT_EQ(resolve(job, "/cpu:0"), "/job:worker/task:0/cpu:0");
+  EXPECT_TRUE(job.is_local("/job:worker/task:0/cpu:0"));
+  EXPECT_FALSE(job.is_local("/job:worker/task:1/cpu:0"));
+  expect_error([&] { resolve(job, "/job:worker/task:2/cpu:0"); },
+               "layer 'fc1': unknown device '/job:worker/task:2/cpu:0' (this job is /job:worker "
+               "with tasks 0..1)");
+}
+
+// --- placement ---
+
+// x -> fc1 = MatMul(x, w1) -> relu -> fc2 = MatMul(relu, w2)
+struct Mlp {
+  Graph g;
+  Output x, w1, fc1, relu, w2, fc2;
+};
+
+Mlp mlp() {
+  Mlp m;
+  m.x = ops::placeholder(m.g, DType::f32, {4, 8}, "x");
+  m.w1 = ops::variable(m.g, DType::f32, {8, 16}, "w1");
+  m.fc1 = ops::matmul(m.g, m.x, m.w1, false, false, "fc1");
+  m.relu = ops::relu(m.g, m.fc1, "relu");
+  m.w2 = ops::variable(m.g, DType::f32, {16, 2}, "w2");
+  m.fc2 = ops::matmul(m.g, m.relu, m.w2, false, false, "fc2");
+  return m;
+}
+
+Node& node(Graph& g, Output o) { return g.mutable_node(o.node); }
+
+TEST(Placement, RequestsThenInputsThenTheDefaultDevice) {
+  Mlp m = mlp();
+  node(m.g, m.fc1).requested_device = "/cpu:1";
+  const PlacementReport r = place(m.g, DeviceSet(2), {});
+  auto at = [&](Output o) { return r.nodes[static_cast<size_t>(o.node)]; };
+  EXPECT_EQ(at(m.x).device, "/cpu:0");
+  EXPECT_EQ(at(m.x).reason, "default device");
+  EXPECT_EQ(at(m.fc1).device, "/cpu:1");
+  EXPECT_EQ(at(m.fc1).reason, "requested");
+  EXPECT_EQ(at(m.relu).device, "/cpu:1");
+  EXPECT_EQ(at(m.relu).reason, "inherited from input fc1");
+  EXPECT_EQ(at(m.fc2).reason, "inherited from input relu");
+  EXPECT_EQ(m.g.node(m.fc2.node).device, "/cpu:1");
+  EXPECT_EQ(r.devices, (std::vector<std::string>{"/cpu:0", "/cpu:1"}));
+  // x and w1 (on /cpu:0) are read on /cpu:1; w2 is on /cpu:0 too (the default).
+  ASSERT_EQ(r.transfers.size(), 3u);
+  EXPECT_EQ(r.transfers[0].from, m.x);
+  EXPECT_EQ(r.transfers[0].bytes, 4 * 8 * 4);
+
+  Mlp all = mlp();
+  const PlacementReport one = place(all.g, DeviceSet(2), {.default_device = "/cpu:1"});
+  EXPECT_EQ(one.devices, (std::vector<std::string>{"/cpu:1"}));
+  EXPECT_TRUE(one.transfers.empty());
+}
+
+TEST(Placement, ColocationGroupsShareADevice) {
+  Mlp m = mlp();
+  node(m.g, m.fc1).requested_device = "/cpu:1";
+  node(m.g, m.x).requested_device = "/cpu:0";
+  node(m.g, m.fc2).colocate_with = "x";
+  const PlacementReport r = place(
+      m.g, DeviceSet(2), {.default_device = "/cpu:0", .soft = true, .colocate = {{"fc1", "w1"}}});
+  EXPECT_EQ(r.nodes[static_cast<size_t>(m.w1.node)].device, "/cpu:1");
+  EXPECT_EQ(r.nodes[static_cast<size_t>(m.w1.node)].reason, "colocated with fc1");
+  EXPECT_EQ(r.nodes[static_cast<size_t>(m.fc2.node)].device, "/cpu:0");
+  EXPECT_EQ(r.nodes[static_cast<size_t>(m.fc2.node)].reason, "colocated with x");
+}
+
+TEST(Placement, GradientsFollowTheirForwardNodes) {
+  Mlp m = mlp();
+  node(m.g, m.fc1).requested_device = "/cpu:1";
+  node(m.g, m.w1).requested_device = "/cpu:1";
+  Output loss = ops::reduce_sum(m.g, m.fc2, {0, 1}, false, "loss");
+  const std::vector<Output> grads = gradients(m.g, loss, {m.w1, m.w2});
+  place(m.g, DeviceSet(2), {});
+  EXPECT_EQ(m.g.node(grads[0].node).device, "/cpu:1");
+  for (int id = 0; id < m.g.num_nodes(); ++id)
+    if (m.g.node(id).colocate_with == "fc1") {
+      EXPECT_EQ(m.g.node(id).device, "/cpu:1") << m.g.node(id).name;
+    }
+}
+
+TEST(Placement, BadRequestsAreOneLineErrorsNamingTheNode) {
+  {
+    Mlp m = mlp();
+    node(m.g, m.fc1).requested_device = "/cpu:7";
+    expect_error([&] { place(m.g, DeviceSet(2), {}); },
+                 "node 'fc1' (MatMul): unknown device '/cpu:7' (this process has 2 CPU devices");
+  }
+  {
+    Mlp m = mlp();
+    node(m.g, m.fc1).requested_device = "/cpu:one";
+    expect_error([&] { place(m.g, DeviceSet(2), {}); },
+                 "node 'fc1' (MatMul): device '/cpu:one' is not a device name");
+  }
+  {
+    Mlp m = mlp();
+    node(m.g, m.fc1).colocate_with = "nope";
+    expect_error([&] { place(m.g, DeviceSet(2), {}); },
+                 "node 'fc1' (MatMul): colocate_with 'nope' is not a node of the graph");
+  }
+  {
+    Mlp m = mlp();
+    node(m.g, m.fc1).requested_device = "/cpu:1";
+    node(m.g, m.w1).requested_device = "/cpu:0";
+    expect_error(
+        [&] {
+          place(m.g, DeviceSet(2),
+                {.default_device = "/cpu:0", .soft = true, .colocate = {{"fc1", "w1"}}});
+        },
+        "colocation group [w1, fc1]: node 'w1' requests /cpu:0 but node 'fc1' requests "
+        "/cpu:1, and they must share a device");
+  }
+  {
+    Mlp m = mlp();
+    expect_error([&] { place(m.g, DeviceSet(2), {.default_device = "cpu0"}); },
+                 "--device: device 'cpu0' is not a device name");
+  }
+}
+
+TEST(Placement, SoftPlacementFallsBackFromTheGpuAndSaysWhy) {
+  Mlp m = mlp();
+  node(m.g, m.fc1).requested_device = "/gpu:0";
+  const PlacementReport r = place(m.g, DeviceSet(2), {});
+  EXPECT_EQ(r.nodes[static_cast<size_t>(m.fc1.node)].device, "/cpu:0");
+  EXPECT_EQ(r.nodes[static_cast<size_t>(m.fc1.node)].reason,
+            "requested; soft fallback from /gpu:0: no gpu kernel for MatMul f32");
+
+  Mlp d = mlp();
+  const PlacementReport all = place(d.g, DeviceSet(2), {.default_device = "/gpu:0"});
+  EXPECT_EQ(all.nodes[static_cast<size_t>(d.x.node)].reason,
+            "default device; soft fallback from /gpu:0: no gpu memory here");
+  EXPECT_EQ(all.devices, (std::vector<std::string>{"/cpu:0"}));
+}
+
+TEST(Placement, StrictPlacementNamesNodeOpDeviceKernelsAndGroup) {
+  Mlp m = mlp();
+  node(m.g, m.relu).requested_device = "/gpu:0";
+  node(m.g, m.fc2).colocate_with = "relu";
+  expect_error([&] { place(m.g, DeviceSet(2), {.default_device = "/cpu:0", .soft = false}); },
+               "node 'relu' (Relu): no gpu kernel for Relu f32 on /gpu:0 (requested); devices "
+               "with kernels: /cpu:0, /cpu:1; colocation group: [relu, fc2] (--strict-placement; "
+               "without it the node moves to /cpu:0)");
+  Mlp s = mlp();
+  node(s.g, s.relu).requested_device = "/gpu:0";
+  expect_error([&] { place(s.g, DeviceSet(1), {.default_device = "/cpu:0", .soft = false}); },
+               "devices with kernels: /cpu:0; colocation group: none");
+}
+
+TEST(Placement, LogPutsTheSummaryFirstThenNodesThenTransfers) {
+  Mlp m = mlp();
+  node(m.g, m.fc1).requested_device = "/cpu:1";
+  node(m.g, m.w1).requested_device = "/cpu:1";
+  node(m.g, m.w2).requested_device = "/cpu:1";
+  const PlacementReport r = place(m.g, DeviceSet(2), {});
+  const std::string log = placement_log(m.g, r);
+  const std::vector<std::string> lines = testing::non_empty_lines(log);
+  ASSERT_GE(lines.size(), 10u) << log;
+  EXPECT_EQ(lines[0], "placement: 6 nodes on 2 devices, 1 transfer moving 128 bytes per step");
+  EXPECT_EQ(lines[1].find("  /cpu:0"), 0u) << log;
+  EXPECT_NE(lines[2].find("/cpu:1       5 nodes"), std::string::npos) << log;
+  EXPECT_NE(lines[2].find("640 parameter bytes"), std::string::npos) << log;  // (8x16 + 16x2) x 4
+  EXPECT_EQ(lines[3], "nodes:");
+  EXPECT_NE(log.find(fmt::format("  relu  {:<11}  /cpu:1  inherited from input fc1\n", "Relu")),
+            std::string::npos)
+      << log;
+  EXPECT_EQ(lines[10], "transfers:");
+  EXPECT_EQ(lines[11], "  x:0  /cpu:0 -> /cpu:1  f32[4,8]  128 bytes per step");
+
+  const nlohmann::json j = nlohmann::json::parse(placement_json(m.g, r));
+  ASSERT_EQ(j["devices"].size(), 2u);
+  EXPECT_EQ(j["devices"][1]["device"], "/cpu:1");
+  EXPECT_EQ(j["devices"][1]["nodes"], 5);
+  EXPECT_DOUBLE_EQ(
+      j["devices"][1]["flops"].get<double>(),
+      node_flops(m.g, m.fc1.node) + node_flops(m.g, m.relu.node) + node_flops(m.g, m.fc2.node));
+  EXPECT_EQ(j["nodes"][2]["reason"], "requested");
+  EXPECT_EQ(j["transfers"][0]["bytes_per_step"], 128);
+  EXPECT_EQ(j["transfers"][0]["output"], "x:0");
+}
+
+// --- partitioned runs ---
+
+TEST(Partition, CrossDeviceEdgesBecomeRecvNodesKeyedByEdge) {
+  Mlp m = mlp();
+  node(m.g, m.fc1).requested_device = "/cpu:1";
+  place(m.g, DeviceSet(2), {});
+  const Partition p = partition_graph(m.g, needed_nodes(m.g, {m.fc2}));
+  ASSERT_EQ(p.parts.size(), 2u);
+  EXPECT_EQ(p.parts[0].device, "/cpu:0");
+  EXPECT_EQ(testing::count_ops(p.parts[0].graph, op_names::kRecv), 0);
+  EXPECT_EQ(testing::count_ops(p.parts[1].graph, op_names::kRecv), 3);
+  EXPECT_EQ(p.keys[0], "x:0->/cpu:1");
+  const Graph& g1 = p.parts[1].graph;
+  EXPECT_EQ(g1.node(g1.id_of("x/recv:0")).attrs.get_string("edge"), "x:0->/cpu:1");
+  EXPECT_EQ(g1.type(Output{g1.id_of("fc2"), 0}), m.g.type(m.fc2));
+}
+
+TEST(PartitionedRun, AGraphOnOneDeviceIsNotPartitioned) {
+  Mlp m = mlp();
+  place(m.g, DeviceSet(2), {.default_device = "/cpu:1"});
+  EXPECT_FALSE(Session(m.g).partitioned());
+  node(m.g, m.fc2).device = "/cpu:0";
+  EXPECT_TRUE(Session(m.g).partitioned());
+}
+
+// A random graph of [4,8] tensors: x, three weights, and a mix of elementwise ops and
+// matmuls; its loss sums the last two values.
+struct RandomGraph {
+  Graph g;
+  Output x;
+  std::vector<Output> weights;
+  std::vector<Output> fetches;
+  int forward_nodes = 0;
+};
+
+RandomGraph random_graph(uint32_t seed) {
+  std::mt19937 rng(seed);
+  RandomGraph r;
+  r.x = ops::placeholder(r.g, DType::f32, {4, 8}, "x");
+  for (int k = 0; k < 3; ++k)
+    r.weights.push_back(ops::variable(r.g, DType::f32, {8, 8}, fmt::format("w{}", k)));
+  std::vector<Output> pool = {r.x};
+  const int count = 6 + static_cast<int>(rng() % 12);
+  for (int i = 0; i < count; ++i) {
+    Output a = pool[rng() % pool.size()], b = pool[rng() % pool.size()];
+    switch (rng() % 6) {
+      case 0:
+        pool.push_back(ops::add(r.g, a, b));
+        break;
+      case 1:
+        pool.push_back(ops::mul(r.g, a, b));
+        break;
+      case 2:
+        pool.push_back(ops::relu(r.g, a));
+        break;
+      case 3:
+        pool.push_back(ops::tanh(r.g, a));
+        break;
+      case 4:
+        pool.push_back(ops::sub(r.g, a, b));
+        break;
+      default:
+        pool.push_back(ops::matmul(r.g, a, r.weights[rng() % 3]));
+        break;
+    }
+  }
+  // Every weight reaches the loss.
+  Output sum = ops::add(r.g, pool.back(), pool[pool.size() - 2]);
+  for (Output w : r.weights)
+    sum = ops::add(r.g, sum, ops::tanh(r.g, ops::matmul(r.g, pool.back(), w)));
+  Output loss = ops::reduce_sum(r.g, sum, {0, 1}, false, "loss");
+  r.forward_nodes = r.g.num_nodes();
+  r.fetches = {loss, sum, pool[pool.size() / 2]};
+  for (Output grad : gradients(r.g, loss, r.weights)) r.fetches.push_back(grad);
+  return r;
+}
+
+std::vector<Tensor> run_graph(const Graph& g, const RandomGraph& r, bool expect_partitioned) {
+  auto store = std::make_shared<VariableStore>();
+  for (size_t k = 0; k < r.weights.size(); ++k)
+    store->set(fmt::format("w{}", k),
+               testing::random_tensor({8, 8}, 100 + static_cast<uint32_t>(k)));
+  Session session(g, SessionOptions{.threads = 1}, store);
+  EXPECT_EQ(session.partitioned(), expect_partitioned);
+  std::vector<Tensor> out;
+  const Tensor x = testing::random_tensor({4, 8}, 7);
+  for (int step = 0; step < 2; ++step) {
+    out.clear();
+    for (const Tensor& t : session.run({{r.x, x}}, r.fetches, true)) out.push_back(t.clone());
+  }
+  return out;
+}
+
+TEST(PartitionedRun, RandomGraphsOnRandomDevicesMatchOneDeviceBitForBit) {
+  for (uint32_t seed = 0; seed < 24; ++seed) {
+    SCOPED_TRACE(fmt::format("seed {}", seed));
+    RandomGraph r = random_graph(seed);
+    const std::vector<Tensor> want = run_graph(r.g, r, false);
+
+    std::mt19937 rng(seed + 1000);
+    const int devices = 2 + static_cast<int>(seed % 2);
+    Graph split = r.g;
+    // Half the graphs place the gradients with their forward nodes; the others everywhere.
+    const bool colocate = seed % 4 < 2;
+    for (int id = 0; id < split.num_nodes(); ++id) {
+      Node& n = split.mutable_node(id);
+      if (!colocate) n.colocate_with.clear();
+      if (!colocate || id < r.forward_nodes)
+        n.requested_device = fmt::format("/cpu:{}", rng() % static_cast<unsigned>(devices));
+    }
+    const PlacementReport report = place(split, DeviceSet(devices), {});
+    const bool spans = report.devices.size() > 1;
+    const std::vector<Tensor> got = run_graph(split, r, spans);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i) {
+      ASSERT_EQ(got[i].shape(), want[i].shape()) << i;
+      EXPECT_EQ(std::memcmp(got[i].raw(), want[i].raw(), want[i].bytes()), 0)
+          << "fetch " << i << " differs";
+    }
+  }
+}
+
+TEST(PartitionedRun, EveryDtypeEmptyAndLargeTensorsCrossDevices) {
+  for (DType dtype : {DType::f32, DType::i32, DType::i64, DType::u8, DType::i8}) {
+    for (const Shape& shape : {Shape{0}, Shape{3, 5}, Shape{1 << 20}}) {
+      Graph g;
+      Output x = ops::placeholder(g, dtype, shape, "x");
+      Output y = g.add(op_names::kIdentity, {x}, {}, "y");
+      g.mutable_node(y.node).device = "/cpu:1";
+      Session session(g);
+      ASSERT_TRUE(session.partitioned());
+      Tensor in(dtype, shape);
+      for (size_t b = 0; b < in.bytes(); ++b)
+        static_cast<uint8_t*>(in.raw())[b] = static_cast<uint8_t>(b * 7);
+      const Tensor out = session.run({{x, in}}, {y, x})[0];
+      ASSERT_EQ(out.dtype(), dtype);
+      ASSERT_EQ(out.shape(), shape);
+      if (in.bytes() > 0) {
+        EXPECT_EQ(std::memcmp(out.raw(), in.raw(), in.bytes()), 0);
+      }
+    }
+  }
+}
+
+// Hands a Recv whatever it is given.
+class FixedTransfers : public Transfers {
+ public:
+  explicit FixedTransfers(Tensor value) : value_(std::move(value)) {}
+  Tensor receive(const Node&) override { return value_; }
+
+ private:
+  Tensor value_;
+};
+
+TEST(PartitionedRun, ARecvOfTheWrongDtypeOrShapeNamesTheEdge) {
+  Graph g;
+  Output r = g.add(
+      op_names::kRecv, {},
+      {{"edge", std::string("a:0->/cpu:1")}, {"dtype", std::string("f32")}, {"shape", Shape{2, 3}}},
+      "a/recv:0");
+  Output y = ops::relu(g, r, "y");
+  FixedTransfers wrong_shape(Tensor(DType::f32, {2, 4}));
+  Session a(g, SessionOptions{.transfers = &wrong_shape});
+  expect_error([&] { a.run({}, {y}); },
+               "edge 'a:0->/cpu:1': Recv 'a/recv:0' on /cpu:0 expects f32[2,3], got f32[2,4]");
+  FixedTransfers wrong_dtype(Tensor(DType::i32, {2, 3}));
+  Session b(g, SessionOptions{.transfers = &wrong_dtype});
+  expect_error([&] { b.run({}, {y}); }, "expects f32[2,3], got i32[2,3]");
+  FixedTransfers right(testing::random_tensor({2, 3}, 1));
+  Session c(g, SessionOptions{.transfers = &right});
+  EXPECT_EQ(c.run({}, {y})[0].shape(), (Shape{2, 3}));
+}
+
+TEST(PartitionedRun, AFailingDeviceStopsTheOthersWithItsError) {
+  // /cpu:1 waits for x from /cpu:0, whose feed is missing: the step ends with /cpu:0's error.
+  Graph g;
+  Output x = ops::placeholder(g, DType::f32, {2}, "x");
+  Output a = ops::relu(g, x, "a");
+  Output b = ops::tanh(g, a, "b");
+  g.mutable_node(b.node).device = "/cpu:1";
+  Session session(g);
+  expect_error([&] { session.run({}, {b}); }, "node 'a' (Relu): input 'x' was not fed");
+}
+
+// --- training ---
+
+TEST(PartitionedTraining, DeepMnistOnTwoDevicesEqualsOneDevice) {
+  if (!testing::mnist_available()) GTEST_SKIP() << "MNIST not installed: run scripts/setup.sh";
+  const std::string one = testing::make_temp_dir("sf-1dev"),
+                    two = testing::make_temp_dir("sf-2dev");
+  auto options = [](const std::string& model, const std::string& out) {
+    TrainOptions o;
+    o.model_path = testing::source_path(model);
+    o.data = "mnist";
+    o.out_dir = out;
+    o.epochs = 1;
+    o.batch = 32;
+    o.train_limit = 96;  // 3 steps
+    o.test_limit = 32;
+    o.threads = 1;
+    o.seed = 5;
+    o.cpu_devices = 2;
+    return o;
+  };
+  std::string log;
+  TrainCallbacks callbacks;
+  callbacks.on_placement = [&](const Graph& g, const PlacementReport& r) {
+    log = placement_log(g, r);
+  };
+  train(options("models/deep-mnist.yaml", one), {});
+  train(options("models/deep-mnist-2dev.yaml", two), callbacks);
+  EXPECT_NE(log.find("on 2 devices"), std::string::npos) << log;
+  EXPECT_NE(log.find("pool2:0  /cpu:0 -> /cpu:1"), std::string::npos) << log;
+  const auto a = load_checkpoint(checkpoint_path(one)).tensors;
+  const auto b = load_checkpoint(checkpoint_path(two)).tensors;
+  ASSERT_EQ(a.size(), b.size());
+  for (const auto& [name, t] : a) {
+    ASSERT_TRUE(b.count(name)) << name;
+    ASSERT_EQ(t.bytes(), b.at(name).bytes()) << name;
+    EXPECT_EQ(std::memcmp(t.raw(), b.at(name).raw(), t.bytes()), 0) << name << " differs";
+  }
+  std::filesystem::remove_all(one);
+  std::filesystem::remove_all(two);
+}
+
+TEST(PlacementCli, GpuFallsBackSoftlyAndStrictIsAOneLineError) {
+  const std::string dir = testing::make_temp_dir("sf-place-cli");
+  const std::string tiny = testing::source_path("tests/data/tiny-cnn.yaml");
+  const std::string common = " --model " + tiny +
+                             " --train-limit 64 --batch 32 --test-limit 32 "
+                             "--epochs 1 --quiet --threads 1 --cpu-devices 2 --out " +
+                             dir;
+  if (testing::mnist_available()) {
+    const testing::CliResult soft =
+        testing::run_cli("train" + common + "/soft --device /gpu:0 --log-placement");
+    EXPECT_EQ(soft.exit_code, 0) << soft.out;
+    EXPECT_NE(soft.out.find("default device; soft fallback from /gpu:0: no gpu memory here"),
+              std::string::npos)
+        << soft.out;
+    const testing::CliResult logged = testing::run_cli(
+        "train" + common + "/file --device /cpu:1 --log-placement=" + dir + "/log.json --json");
+    EXPECT_EQ(logged.exit_code, 0) << logged.out;
+    const nlohmann::json j =
+        nlohmann::json::parse(testing::run_shell("cat " + dir + "/log.json").out);
+    EXPECT_EQ(j["devices"][0]["device"], "/cpu:1");
+  }
+  const testing::CliResult strict =
+      testing::run_cli("train" + common + "/strict --device /gpu:0 --strict-placement");
+  EXPECT_EQ(strict.exit_code, 1) << strict.out;
+  EXPECT_NE(strict.out.find("slimflow: error: node '"), std::string::npos) << strict.out;
+  EXPECT_NE(strict.out.find("on /gpu:0 (default device); devices with kernels: /cpu:0, /cpu:1"),
+            std::string::npos)
+      << strict.out;
+  const testing::CliResult unknown = testing::run_cli("train" + common + "/bad --device /cpu:9");
+  EXPECT_EQ(unknown.exit_code, 1);
+  EXPECT_NE(unknown.out.find("slimflow: error: --device: unknown device '/cpu:9'"),
+            std::string::npos)
+      << unknown.out;
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace sf
