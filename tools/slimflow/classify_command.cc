@@ -1,4 +1,6 @@
 // `slimflow classify`: label_image for slimflow models — decode, resize, normalise, top-k.
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <cstdio>
 #include <cmath>
@@ -15,6 +17,13 @@ namespace sf::cli {
 
 namespace {
 
+// Labels are printed to the terminal: control bytes mean they are not text labels.
+void check_printable(const std::string& label, const std::string& where) {
+  for (char ch : label)
+    if ((static_cast<unsigned char>(ch) < 0x20 && ch != '\t') || ch == 0x7f)
+      fail("{}: control byte 0x{:02x}: not a text label", where, static_cast<unsigned char>(ch));
+}
+
 std::vector<std::string> read_labels(const std::string& path) {
   std::ifstream in(path);
   if (!in) fail("{}: cannot open label file", path);
@@ -22,14 +31,25 @@ std::vector<std::string> read_labels(const std::string& path) {
   std::string line;
   while (std::getline(in, line)) {
     if (!line.empty() && line.back() == '\r') line.pop_back();
-    // Labels are printed to the terminal: control bytes mean this is not a label file.
-    for (char ch : line)
-      if ((static_cast<unsigned char>(ch) < 0x20 && ch != '\t') || ch == 0x7f)
-        fail("{}:{}: control byte 0x{:02x}: not a text label file", path, labels.size() + 1,
-             static_cast<unsigned char>(ch));
+    check_printable(line, fmt::format("{}:{}", path, labels.size() + 1));
     labels.push_back(line);
   }
   while (!labels.empty() && labels.back().empty()) labels.pop_back();
+  return labels;
+}
+
+// The label names a model stores (`retrain` writes metadata "labels": a JSON array of strings).
+std::vector<std::string> stored_labels(const ModelFile& file, const std::string& path) {
+  auto it = file.metadata.find("labels");
+  if (it == file.metadata.end()) return {};
+  const nlohmann::json j = nlohmann::json::parse(it->second, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_array()) fail("{}: metadata 'labels' is not a JSON array of label names", path);
+  std::vector<std::string> labels;
+  for (const nlohmann::json& label : j) {
+    if (!label.is_string()) fail("{}: metadata 'labels' holds a non-string value", path);
+    check_printable(label.get<std::string>(), fmt::format("{}: metadata label {}", path, labels.size()));
+    labels.push_back(label.get<std::string>());
+  }
   return labels;
 }
 
@@ -47,7 +67,9 @@ Action add_classify_command(CLI::App& app) {
   auto a = std::make_shared<Args>();
   cmd->add_option("--model", a->model, "Model (.sfm or .onnx)")->required();
   cmd->add_option("--image", a->image, "Image file")->required();
-  cmd->add_option("--labels", a->labels, "Label file, one label per line, in class order");
+  cmd->add_option("--labels", a->labels,
+                  "Label file, one label per line, in class order (default: the labels the model "
+                  "stores, as retrain writes them)");
   cmd->add_option("--top", a->top, "How many labels to print")->default_val(5);
   cmd->add_option("--width", a->width, "Resize to this width (default: the model's)");
   cmd->add_option("--height", a->height, "Resize to this height (default: the model's)");
@@ -90,12 +112,11 @@ Action add_classify_command(CLI::App& app) {
     Tensor out = session.run({{images.port, input}}, {model.output_ports[0]})[0];
     Tensor probs = as_probabilities(out);
     const int64_t classes = probs.dim(1);
-    std::vector<std::string> labels;
-    if (!a->labels.empty()) {
-      labels = read_labels(a->labels);
-      if (static_cast<int64_t>(labels.size()) != classes)
-        fail("{}: {} labels, but the model has {} classes", a->labels, labels.size(), classes);
-    }
+    std::vector<std::string> labels =
+        a->labels.empty() ? stored_labels(file, a->model) : read_labels(a->labels);
+    if (!labels.empty() && static_cast<int64_t>(labels.size()) != classes)
+      fail("{}: {} labels, but the model has {} classes", a->labels.empty() ? a->model : a->labels,
+           labels.size(), classes);
     std::vector<int64_t> order(static_cast<size_t>(classes));
     std::iota(order.begin(), order.end(), 0);
     const float* p = probs.data<float>();

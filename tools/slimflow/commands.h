@@ -24,5 +24,6 @@ Action add_prune_command(CLI::App& app);
 Action add_size_report_command(CLI::App& app);
 Action add_export_command(CLI::App& app);
 Action add_distill_command(CLI::App& app);
+Action add_retrain_command(CLI::App& app);
 
 }  // namespace sf::cli
