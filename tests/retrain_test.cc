@@ -234,6 +234,29 @@ TEST_F(RetrainCli, FrozenModelClassifiesWithItsStoredLabelsAndPreprocessing) {
   }
 }
 
+TEST_F(RetrainCli, FineTuneTrainsTheBaseWeightsAfterTheNodeAndKeepsTheOthers) {
+  nlohmann::json summary = retrain("ft", "--fine-tune-from flatten --fine-tune-batch 8 --fine-tune-lr 0.001");
+  ASSERT_TRUE(summary.contains("fine_tune")) << summary.dump();
+  // fc1's weights [64, 16] and the head's dense layer [16, 3] + [3].
+  EXPECT_EQ(summary["fine_tune"]["weights"], 64 * 16 + 16 * 3 + 3);
+  EXPECT_GT(summary["fine_tune"]["steps"].get<int64_t>(), 0);
+  const ModelFile base = load_model(base_);
+  const ModelFile tuned = load_model(dir_ + "/ft/model.sfm");
+  auto weights_of = [](const ModelFile& m, const std::string& reader) {
+    return m.graph.node(m.graph.node(m.graph.id_of(reader)).inputs.at(1).node).attrs.get_tensor("value");
+  };
+  EXPECT_NE(testing::values<float>(weights_of(base, "fc1")), testing::values<float>(weights_of(tuned, "fc1")));
+  const testing::CliResult r =
+      run_cli("classify --model " + dir_ + "/ft/model.sfm --image " + images_ + "/top/img1.png --top 1", false);
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  expect_one_line_error("retrain --base " + base_ + " --bottleneck features --images " + images_ +
+                            " --out " + dir_ + "/ft2 --quiet --fine-tune-from nowhere",
+                        {base_, "--fine-tune-from", "no node named 'nowhere'"});
+  expect_one_line_error("retrain --base " + base_ + " --bottleneck features --images " + images_ +
+                            " --out " + dir_ + "/ft2 --quiet --fine-tune-from fc2",
+                        {"--fine-tune-from 'fc2' is not on the way to --bottleneck 'features'"});
+}
+
 TEST_F(RetrainCli, CacheSurvivesAKillAndTheNextRunCompletesIt) {
   // Killed at some point of its work (before, while or after writing the cache): whatever it
   // left must read as a valid cache or none, and the next run must finish the job.

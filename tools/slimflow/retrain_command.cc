@@ -10,12 +10,12 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 #include <optional>
 #include <random>
 
 #include "commands.h"
+#include "io/atomic_file.h"
 #include "io/bottleneck_cache.h"
 #include "io/dataset.h"
 #include "io/image.h"
@@ -26,6 +26,7 @@
 #include "train/retrain_model.h"
 #include "train/training_run.h"
 #include "train_flags.h"
+#include "transforms/graph_uses.h"
 
 namespace sf::cli {
 
@@ -433,6 +434,15 @@ Action add_retrain_command(CLI::App& app) {
       fail("retrain: {} already holds a run (its checkpoint {}); replace it with --overwrite",
            a->out, checkpoint_path(a->out));
     Base base = open_base(a->base, a->bottleneck);
+    if (!a->fine_tune_from.empty()) {
+      const Graph& g = base.model.file.graph;
+      const int id = g.find(a->fine_tune_from);
+      if (id < 0)
+        fail("{}: --fine-tune-from: the base model has no node named '{}'", a->base, a->fine_tune_from);
+      if (!GraphUses(g, {base.node}).needed(id))
+        fail("{}: --fine-tune-from '{}' is not on the way to --bottleneck '{}'", a->base,
+             a->fine_tune_from, a->bottleneck);
+    }
     const Examples ex = list_examples(a->images, a->data, a->validation_percent, a->test_percent);
     fs::create_directories(a->out);
     const std::string cache_path =
@@ -452,9 +462,11 @@ Action add_retrain_command(CLI::App& app) {
 
     const std::string spec_path = (fs::path(a->out) / "head.yaml").string();
     {
-      std::ofstream spec(spec_path);
-      spec << head_spec_text(base.dim, static_cast<int64_t>(ex.labels.size()), a->hidden);
-      if (!spec) fail("{}: cannot write the head's spec", spec_path);
+      const std::string text =
+          head_spec_text(base.dim, static_cast<int64_t>(ex.labels.size()), a->hidden);
+      AtomicFile spec(spec_path, "head spec");
+      spec.write(text.data(), text.size());
+      spec.commit();
     }
     TrainOptions options{.model_path = spec_path,
                          .data = a->images.empty() ? a->data : a->images,
@@ -507,8 +519,8 @@ Action add_retrain_command(CLI::App& app) {
     const std::string model_path = (fs::path(a->out) / "model.sfm").string();
     save_model(model_path, model);
 
-    double later_epoch_seconds = 0.0;
-    for (const EpochReport& r : epochs) later_epoch_seconds = std::max(later_epoch_seconds, r.epoch_seconds);
+    double head_seconds = 0.0;  // the epochs' own lines (--json) give each one
+    for (const EpochReport& r : epochs) head_seconds += r.epoch_seconds;
     nlohmann::json summary = {
         {"images", ex.list.size()},
         {"labels", ex.labels},
@@ -523,7 +535,7 @@ Action add_retrain_command(CLI::App& app) {
         {"cache_seconds", stats.seconds},
         {"cache_bytes", stats.file_bytes},
         {"cache", cache_path},
-        {"epoch_seconds", later_epoch_seconds},
+        {"head_seconds", head_seconds},
         {"model", model_path}};
     if (!fine_tuned.is_null()) summary["fine_tune"] = fine_tuned;
     if (a->json) {
