@@ -65,6 +65,29 @@ std::string write_base(const std::string& path, uint32_t seed) {
   return path;
 }
 
+// An IDX data set of 8x8 images of the three patterns: `train` and `test` images.
+void write_idx_set(const std::string& dir, int train, int test) {
+  auto write = [&](const std::string& prefix, int count, uint32_t seed) {
+    std::ofstream images(dir + "/" + prefix + "-images-idx3-ubyte", std::ios::binary);
+    std::ofstream labels(dir + "/" + prefix + "-labels-idx1-ubyte", std::ios::binary);
+    const unsigned char n = static_cast<unsigned char>(count);
+    const unsigned char image_header[] = {0, 0, 8, 3, 0, 0, 0, n, 0, 0, 0, 8, 0, 0, 0, 8};
+    const unsigned char label_header[] = {0, 0, 8, 1, 0, 0, 0, n};
+    images.write(reinterpret_cast<const char*>(image_header), sizeof image_header);
+    labels.write(reinterpret_cast<const char*>(label_header), sizeof label_header);
+    for (int i = 0; i < count; ++i) {
+      const std::string png = dir + "/tmp.png";
+      write_example(png, i % 3, seed + static_cast<uint32_t>(i), 8, 8);
+      const Image img = decode_image(png);
+      images.write(reinterpret_cast<const char*>(img.pixels.data()), 64);
+      labels.put(static_cast<char>(i % 3));
+    }
+    fs::remove(dir + "/tmp.png");
+  };
+  write("train", train, 1000);
+  write("t10k", test, 2000);
+}
+
 nlohmann::json last_json(const std::string& out) {
   const std::vector<std::string> lines = testing::non_empty_lines(out);
   EXPECT_FALSE(lines.empty());
@@ -213,6 +236,24 @@ TEST_F(RetrainCli, CacheIsReusedAndRebuiltOnlyForWhatChanged) {
   nlohmann::json fourth = retrain("d");
   EXPECT_EQ(fourth["bottlenecks_computed"], 31);
   EXPECT_EQ(fourth["bottlenecks_reused"], 0);
+}
+
+TEST_F(RetrainCli, TakesAnIdxDataSetKeepingItsTestSplit) {
+  const std::string idx = dir_ + "/idx";
+  fs::create_directories(idx);
+  write_idx_set(idx, 30, 9);
+  const std::string args = "retrain --base " + base_ + " --bottleneck features --data " + idx +
+                           " --out " + dir_ + "/idx-run --epochs 5 --threads 1 --json --overwrite";
+  const testing::CliResult first = run_cli(args);  // with the progress lines on stderr
+  ASSERT_EQ(first.exit_code, 0) << first.out;
+  EXPECT_NE(first.out.find("bottlenecks 39/39 (100%)"), std::string::npos) << first.out;
+  const nlohmann::json summary = last_json(run_cli(args, false).out);
+  EXPECT_EQ(summary["images"], 39);
+  EXPECT_EQ(summary["test"], 9);
+  EXPECT_EQ(summary["bottlenecks_computed"], 0);
+  EXPECT_EQ(summary["bottlenecks_reused"], 39);
+  EXPECT_EQ(load_model(dir_ + "/idx-run/model.sfm").metadata.at("labels"),
+            R"(["0","1","2","3","4","5","6","7","8","9"])");
 }
 
 TEST_F(RetrainCli, FrozenModelClassifiesWithItsStoredLabelsAndPreprocessing) {
