@@ -298,6 +298,21 @@ TEST_F(RetrainCli, FineTuneTrainsTheBaseWeightsAfterTheNodeAndKeepsTheOthers) {
                         {"--fine-tune-from 'fc2' is not on the way to --bottleneck 'features'"});
 }
 
+TEST_F(RetrainCli, AnInt8BaseComputesTheBottlenecksInInt8) {
+  const std::string base8 = dir_ + "/base8.sfm";
+  const testing::CliResult q = run_cli("quantize " + base_ + " --mode eightbit --out " + base8);
+  ASSERT_EQ(q.exit_code, 0) << q.out;
+  const testing::CliResult r = run_cli("retrain --base " + base8 + " --bottleneck fc1 --images " + images_ +
+                                           " --out " + dir_ + "/r8 --epochs 3 --threads 1 --json --quiet",
+                                       false);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_EQ(last_json(r.out)["bottlenecks_computed"], 30);
+  // The deployed model reads the int8 layer's result through a Dequantize.
+  const ModelFile model = load_model(dir_ + "/r8/model.sfm");
+  EXPECT_GE(model.graph.find("fc1/dequantize"), 0);
+  EXPECT_EQ(model.graph.node(model.graph.id_of("fc1/quantized")).op, "Requantize");
+}
+
 TEST_F(RetrainCli, CacheSurvivesAKillAndTheNextRunCompletesIt) {
   // Killed at some point of its work (before, while or after writing the cache): whatever it
   // left must read as a valid cache or none, and the next run must finish the job.

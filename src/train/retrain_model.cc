@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "ops/op_names.h"
 #include "ops/ops.h"
+#include "ops/quantized_ops.h"
 #include "transforms/graph_uses.h"
 #include "runtime/session.h"
 #include "train/optimizer.h"
@@ -35,11 +36,46 @@ std::string head_spec_text(int64_t dim, int64_t classes, int64_t hidden) {
   return text;
 }
 
+namespace {
+
+// The [scale, zero_point] params of a u8 tensor of an eightbit graph: set by the op that
+// quantized or requantized it, carried through by the ops that only move u8 data.
+std::optional<Output> u8_params(const Graph& g, Output x) {
+  for (int hops = 0; hops < g.num_nodes(); ++hops) {
+    const Node& n = g.node(x.node);
+    if (n.op == op_names::kQuantize) return n.inputs.at(1);
+    if (n.op == op_names::kRequantize) return n.inputs.at(3);
+    if (n.op == op_names::kQuantizedConv2DRequantized || n.op == op_names::kQuantizedMatMulRequantized)
+      return n.inputs.at(5);
+    if (n.inputs.empty()) return std::nullopt;
+    x = n.inputs[0];
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+Output float_output(Graph& g, const std::string& name) {
+  const int id = g.find(name);
+  if (id >= 0 && g.type({id, 0}).dtype == DType::f32) return {id, 0};
+  const int dequantized = g.find(name + "/dequantize");
+  if (dequantized >= 0 && g.type({dequantized, 0}).dtype == DType::f32) return {dequantized, 0};
+  const int quantized = g.find(name + "/quantized");
+  const int u8 = quantized >= 0 ? quantized : id;
+  if (u8 < 0) fail("no node named '{}'", name);
+  const Output data{u8, 0};
+  const std::optional<Output> params =
+      g.type(data).dtype == DType::u8 ? u8_params(g, data) : std::nullopt;
+  if (!params)
+    fail("node '{}' gives {} values, which cannot be read as floats", g.node(u8).name,
+         dtype_name(g.type(data).dtype));
+  return ops::dequantize(g, data, *params, g.unique_name(name + "/dequantize"));
+}
+
 ModelFile attach_head(const ModelFile& base, const std::string& bottleneck, const ModelFile& head) {
-  const int node = base.graph.find(bottleneck);
-  if (node < 0) fail("bottleneck node '{}': the base model has no node of that name", bottleneck);
-  const Output feature{node, 0};
-  const TensorType& type = base.graph.type(feature);
+  Graph work = base.graph;
+  const Output feature = float_output(work, bottleneck);
+  const TensorType& type = work.type(feature);
   if (head.inputs.size() != 1 || head.outputs.size() != 1)
     fail("retrain: the head model must have one input and one output");
   const int head_input = head.graph.id_of(head.inputs[0]);
@@ -50,8 +86,8 @@ ModelFile attach_head(const ModelFile& base, const std::string& bottleneck, cons
          dtype_name(type.dtype), shape_str(type.shape), dim);
 
   std::vector<Output> outputs = {feature};
-  Rewriter base_copy(base.graph);
-  base_copy.copy_needed(GraphUses(base.graph, outputs), [](const Node&) { return false; });
+  Rewriter base_copy(work);
+  base_copy.copy_needed(GraphUses(work, outputs), [](const Node&) { return false; });
   Graph graph = base_copy.finish(outputs);
   const Output rows = ops::reshape(graph, outputs[0], {-1, 1, 1, dim},
                                    graph.unique_name("retrain_bottleneck"));

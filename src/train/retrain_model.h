@@ -16,7 +16,13 @@ namespace sf {
 // retrain_*, apart from the base model's.
 std::string head_spec_text(int64_t dim, int64_t classes, int64_t hidden);
 
-// `base`'s graph up to node `bottleneck` (output 0), flattened per example, feeding the
+// The float values of node `name` of a model graph: its output 0 when that is f32. In an int8
+// model (`quantize --mode eightbit`), where layer X's u8 result is node "X/quantized", a
+// Dequantize of that result with the params of the integer op that made it, added to `g`.
+// Throws sf::Error naming the node when there is neither.
+Output float_output(Graph& g, const std::string& name);
+
+// `base`'s graph up to node `bottleneck` (its float_output) (output 0), flattened per example, feeding the
 // frozen `head` (freeze_run of a run of head_spec_text) in place of its input. Inputs and
 // metadata are the base's; the output is the head's probabilities. Throws sf::Error naming the
 // node when it is missing or its output is not f32 with `head`'s row length.

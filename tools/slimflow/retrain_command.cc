@@ -125,9 +125,11 @@ Base open_base(const std::string& path, const std::string& node_name) {
   if (base.hwc.empty())
     fail("{}: input '{}' is {}, not an image batch", path, file.inputs[0],
          shape_str(base.model.input_type(0).shape));
-  const int id = file.graph.find(node_name);
-  if (id < 0) fail("{}: --bottleneck: the base model has no node named '{}'", path, node_name);
-  base.node = Output{id, 0};
+  try {
+    base.node = float_output(base.model.file.graph, node_name);
+  } catch (const Error& e) {
+    fail("{}: --bottleneck: {}", path, e.what());
+  }
   const TensorType& type = file.graph.type(base.node);
   if (type.dtype != DType::f32 || type.shape.empty() || type.shape[0] != 1)
     fail("{}: --bottleneck '{}' gives {} {}; expected float values per example", path, node_name,
