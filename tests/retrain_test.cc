@@ -2,6 +2,10 @@
 // retrain` end to end on tiny generated images and a tiny base model.
 #include <gtest/gtest.h>
 
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
@@ -137,14 +141,16 @@ TEST(BottleneckCacheFile, RoundTripsAndIgnoresFilesForAnotherKeyOrTorn) {
   const std::vector<uint64_t> hashes = {7, 3, 11};
   const std::vector<float> rows = {7, 7, 7, 3, 3, 3, 11, 11, 11};
   write_bottleneck_cache(path, key, hashes, [&](size_t i) { return rows.data() + 3 * i; });
-  const BottleneckCache cache = BottleneckCache::open(path, key);
-  EXPECT_EQ(cache.stale_reason(), "");
-  ASSERT_EQ(cache.size(), 3);
-  for (uint64_t h : hashes) {
-    ASSERT_NE(cache.find(h), nullptr);
-    EXPECT_EQ(cache.find(h)[2], static_cast<float>(h));
+  {
+    const BottleneckCache cache = BottleneckCache::open(path, key);
+    EXPECT_EQ(cache.stale_reason(), "");
+    ASSERT_EQ(cache.size(), 3);
+    for (uint64_t h : hashes) {
+      ASSERT_NE(cache.find(h), nullptr);
+      EXPECT_EQ(cache.find(h)[2], static_cast<float>(h));
+    }
+    EXPECT_EQ(cache.find(5), nullptr);
   }
-  EXPECT_EQ(cache.find(5), nullptr);
 
   EXPECT_EQ(BottleneckCache::open(dir + "/none", key).stale_reason(), "");
   EXPECT_EQ(BottleneckCache::open(dir + "/none", key).size(), 0);
@@ -174,6 +180,46 @@ TEST(BottleneckCacheFile, RoundTripsAndIgnoresFilesForAnotherKeyOrTorn) {
   EXPECT_EQ(BottleneckCache::open(path, key).size(), 0);
   std::ofstream(path, std::ios::binary) << "garbage";
   EXPECT_NE(BottleneckCache::open(path, key).stale_reason(), "");
+  fs::remove_all(dir);
+}
+
+TEST(BottleneckCacheFile, AProcessKilledWhileWritingLeavesTheOldFile) {
+  const std::string dir = testing::make_temp_dir("sf-bcache-kill");
+  const std::string path = dir + "/cache";
+  const BottleneckKey key{.model_hash = 1, .node = "n", .dim = 1024};
+  const std::vector<float> row(1024, 0.5f);
+  write_bottleneck_cache(path, key, {1, 2}, [&](size_t) { return row.data(); });
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    // Dies by SIGKILL with half of a bigger cache written.
+    std::vector<uint64_t> more(200);
+    for (size_t i = 0; i < more.size(); ++i) more[i] = i + 10;
+    write_bottleneck_cache(path, key, more, [&](size_t i) {
+      if (i == 100) ::kill(::getpid(), SIGKILL);
+      return row.data();
+    });
+    _exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+  {
+    const BottleneckCache cache = BottleneckCache::open(path, key);
+    EXPECT_EQ(cache.stale_reason(), "");
+    EXPECT_EQ(cache.size(), 2);
+  }
+  // The killed writer's temporary goes with the next write.
+  auto temporaries = [&] {
+    int n = 0;
+    for (const fs::directory_entry& e : fs::directory_iterator(dir))
+      n += e.path().filename().string().find(".tmp-") != std::string::npos;
+    return n;
+  };
+  EXPECT_EQ(temporaries(), 1);
+  write_bottleneck_cache(path, key, {3}, [&](size_t) { return row.data(); });
+  EXPECT_EQ(temporaries(), 0);
+  EXPECT_EQ(BottleneckCache::open(path, key).size(), 1);
   fs::remove_all(dir);
 }
 
