@@ -311,6 +311,15 @@ TEST_F(RetrainCli, FrozenModelClassifiesWithItsStoredLabelsAndPreprocessing) {
   EXPECT_EQ(file.metadata.at("input_std"), "255");
   EXPECT_EQ(file.metadata.at("input_channel_order"), "gray");
   EXPECT_EQ(file.metadata.at("input_width"), "8");
+  // eval finds the same test split in the folder, and the labels by name.
+  int64_t test_images = 0;
+  for (const LabeledImage& img : list_image_folder(images_).images)
+    test_images += split_of(img.name, 10, 10) == Split::kTest;
+  const testing::CliResult ev =
+      run_cli("eval --model " + model + " --images " + images_ + " --json --threads 1", false);
+  ASSERT_EQ(ev.exit_code, 0) << ev.out;
+  EXPECT_EQ(last_json(ev.out)["count"], test_images);
+  EXPECT_EQ(summary["test"], test_images);
   // A new 16x16 image of each label, resized by classify as retrain resized its images.
   for (int k = 0; k < 3; ++k) {
     const std::string image = dir_ + "/query" + std::to_string(k) + ".png";

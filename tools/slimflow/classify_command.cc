@@ -1,6 +1,4 @@
 // `slimflow classify`: label_image for slimflow models — decode, resize, normalise, top-k.
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <cstdio>
 #include <cmath>
@@ -17,13 +15,6 @@ namespace sf::cli {
 
 namespace {
 
-// Labels are printed to the terminal: control bytes mean they are not text labels.
-void check_printable(const std::string& label, const std::string& where) {
-  for (char ch : label)
-    if ((static_cast<unsigned char>(ch) < 0x20 && ch != '\t') || ch == 0x7f)
-      fail("{}: control byte 0x{:02x}: not a text label", where, static_cast<unsigned char>(ch));
-}
-
 std::vector<std::string> read_labels(const std::string& path) {
   std::ifstream in(path);
   if (!in) fail("{}: cannot open label file", path);
@@ -31,25 +22,10 @@ std::vector<std::string> read_labels(const std::string& path) {
   std::string line;
   while (std::getline(in, line)) {
     if (!line.empty() && line.back() == '\r') line.pop_back();
-    check_printable(line, fmt::format("{}:{}", path, labels.size() + 1));
+    check_printable_label(line, fmt::format("{}:{}", path, labels.size() + 1));
     labels.push_back(line);
   }
   while (!labels.empty() && labels.back().empty()) labels.pop_back();
-  return labels;
-}
-
-// The label names a model stores (`retrain` writes metadata "labels": a JSON array of strings).
-std::vector<std::string> stored_labels(const ModelFile& file, const std::string& path) {
-  auto it = file.metadata.find("labels");
-  if (it == file.metadata.end()) return {};
-  const nlohmann::json j = nlohmann::json::parse(it->second, nullptr, /*allow_exceptions=*/false);
-  if (!j.is_array()) fail("{}: metadata 'labels' is not a JSON array of label names", path);
-  std::vector<std::string> labels;
-  for (const nlohmann::json& label : j) {
-    if (!label.is_string()) fail("{}: metadata 'labels' holds a non-string value", path);
-    check_printable(label.get<std::string>(), fmt::format("{}: metadata label {}", path, labels.size()));
-    labels.push_back(label.get<std::string>());
-  }
   return labels;
 }
 
@@ -113,7 +89,7 @@ Action add_classify_command(CLI::App& app) {
     Tensor probs = as_probabilities(out);
     const int64_t classes = probs.dim(1);
     std::vector<std::string> labels =
-        a->labels.empty() ? stored_labels(file, a->model) : read_labels(a->labels);
+        a->labels.empty() ? metadata_labels(file, a->model) : read_labels(a->labels);
     if (!labels.empty() && static_cast<int64_t>(labels.size()) != classes)
       fail("{}: {} labels, but the model has {} classes", a->labels.empty() ? a->model : a->labels,
            labels.size(), classes);

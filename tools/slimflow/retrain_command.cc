@@ -489,6 +489,9 @@ Action add_retrain_command(CLI::App& app) {
     model.metadata["model"] = "retrain";
     model.metadata["retrain_base"] = a->base;
     model.metadata["retrain_bottleneck"] = a->bottleneck;
+    // `eval --images` finds the same test split with these.
+    model.metadata["retrain_validation_percent"] = fmt::format("{}", a->validation_percent);
+    model.metadata["retrain_test_percent"] = fmt::format("{}", a->test_percent);
     model.metadata["labels"] = nlohmann::json(ex.labels).dump();
     model.metadata["input_height"] = std::to_string(base.hwc[0]);
     model.metadata["input_width"] = std::to_string(base.hwc[1]);
