@@ -390,12 +390,13 @@ Action add_retrain_command(CLI::App& app) {
   cmd->add_option("--bottleneck", a->bottleneck,
                   "Node of the base model whose output feeds the new head (e.g. fc1)")
       ->required();
-  cmd->add_option("--images", a->images,
+  CLI::Option* images = cmd->add_option("--images", a->images,
                   "Folder with one subfolder of images per label (PNG, JPEG, BMP, ...; any size, "
                   "resized to the base model's input)");
   cmd->add_option("--data", a->data,
                   "An IDX data set instead of --images: mnist, fashion-mnist or a folder of IDX "
-                  "files (its test split stays the test split)");
+                  "files (its test split stays the test split)")
+      ->excludes(images);
   cmd->add_option("--out", a->out, "Run directory: checkpoint, head.yaml, model.sfm")->required();
   cmd->add_option("--cache", a->cache,
                   "Bottleneck cache file, reusable across runs (default: <out>/bottlenecks.cache)");
