@@ -350,7 +350,7 @@ TEST_F(RetrainCli, FineTuneTrainsTheBaseWeightsAfterTheNodeAndKeepsTheOthers) {
                         {base_, "--fine-tune-from", "no node named 'nowhere'"});
   expect_one_line_error("retrain --base " + base_ + " --bottleneck features --images " + images_ +
                             " --out " + dir_ + "/ft2 --quiet --fine-tune-from fc2",
-                        {"--fine-tune-from 'fc2' is not on the way to --bottleneck 'features'"});
+                        {"--fine-tune-from 'fc2' is not on the way to node 'features'"});
 }
 
 TEST_F(RetrainCli, AnInt8BaseComputesTheBottlenecksInInt8) {
@@ -366,6 +366,13 @@ TEST_F(RetrainCli, AnInt8BaseComputesTheBottlenecksInInt8) {
   const ModelFile model = load_model(dir_ + "/r8/model.sfm");
   EXPECT_GE(model.graph.find("fc1/dequantize"), 0);
   EXPECT_EQ(model.graph.node(model.graph.id_of("fc1/quantized")).op, "Requantize");
+  // Its integer layers cannot fine-tune: said before any work.
+  const testing::CliResult ft = run_cli("retrain --base " + base8 + " --bottleneck fc1 --images " +
+                                        images_ + " --out " + dir_ + "/r8ft --fine-tune-from input");
+  EXPECT_NE(ft.exit_code, 0);
+  const std::vector<std::string> lines = testing::non_empty_lines(ft.out);
+  ASSERT_EQ(lines.size(), 1u) << ft.out;
+  EXPECT_NE(lines[0].find("after it cannot train (no gradient)"), std::string::npos) << ft.out;
 }
 
 TEST_F(RetrainCli, CacheSurvivesAKillAndTheNextRunCompletesIt) {

@@ -8,6 +8,7 @@
 #include "autodiff/gradients.h"
 #include "core/activation.h"
 #include "core/error.h"
+#include "graph/op_registry.h"
 #include "ops/op_names.h"
 #include "ops/ops.h"
 #include "ops/quantized_ops.h"
@@ -136,16 +137,47 @@ Output unfused(Graph& g, const Node& n, const std::vector<Output>& in) {
 
 }  // namespace
 
+namespace {
+
+// Nodes that depend on node `from`.
+std::vector<bool> nodes_after(const Graph& g, int from) {
+  std::vector<bool> after(static_cast<size_t>(g.num_nodes()), false);
+  for (const Node& n : g.nodes())
+    for (const Output& in : n.inputs)
+      if (in.node == from || after[static_cast<size_t>(in.node)]) after[static_cast<size_t>(n.id)] = true;
+  return after;
+}
+
+bool unfusable(const Node& n) {
+  return n.op == op_names::kFusedMatMul || n.op == op_names::kFusedConv2D ||
+         n.op == op_names::kFusedConv2DAdd;
+}
+
+}  // namespace
+
+void check_fine_tunable(const Graph& g, const std::string& from, Output end) {
+  const int from_id = g.find(from);
+  if (from_id < 0) fail("--fine-tune-from: the model has no node named '{}'", from);
+  const GraphUses uses(g, {end});
+  if (!uses.needed(from_id))
+    fail("--fine-tune-from '{}' is not on the way to node '{}'", from, g.node(end.node).name);
+  const std::vector<bool> after = nodes_after(g, from_id);
+  for (const Node& n : g.nodes()) {
+    if (!after[static_cast<size_t>(n.id)] || !uses.needed(n.id) || unfusable(n)) continue;
+    if (!OpRegistry::global().get(n.op, "fine-tuning").grad)
+      fail("--fine-tune-from '{}': node '{}' ({}) after it cannot train (no gradient); fine-tune "
+           "a float base model, or from a later node",
+           from, n.name, n.op);
+  }
+}
+
 FineTuneResult fine_tune(ModelFile& model, const std::string& from, const FineTuneOptions& options,
                          const ImageBatches& next) {
   const Graph& src = model.graph;
-  const int from_id = src.find(from);
-  if (from_id < 0) fail("--fine-tune-from: the model has no node named '{}'", from);
+  const int output = src.id_of(model.outputs.at(0));
+  check_fine_tunable(src, from, {output, 0});
   // Nodes that depend on `from`, and the weights only they read.
-  std::vector<bool> after(static_cast<size_t>(src.num_nodes()), false);
-  for (const Node& n : src.nodes())
-    for (const Output& in : n.inputs)
-      if (in.node == from_id || after[static_cast<size_t>(in.node)]) after[static_cast<size_t>(n.id)] = true;
+  const std::vector<bool> after = nodes_after(src, src.id_of(from));
   std::vector<int> readers(static_cast<size_t>(src.num_nodes()), 0), later_readers = readers;
   for (const Node& n : src.nodes())
     for (const Output& in : n.inputs) {
@@ -157,7 +189,6 @@ FineTuneResult fine_tune(ModelFile& model, const std::string& from, const FineTu
            readers[static_cast<size_t>(n.id)] > 0 &&
            readers[static_cast<size_t>(n.id)] == later_readers[static_cast<size_t>(n.id)];
   };
-  const int output = src.id_of(model.outputs.at(0));
   if (src.node(output).op != op_names::kSoftmax)
     fail("--fine-tune-from: the model's output '{}' is {}, not the Softmax of retrain's head",
          src.node(output).name, src.node(output).op);
@@ -173,9 +204,7 @@ FineTuneResult fine_tune(ModelFile& model, const std::string& from, const FineTu
       store->set(n.name, value.clone());
       variables.emplace_back(n.id, v);
       rw.set({n.id, 0}, v);
-    } else if (after[static_cast<size_t>(n.id)] &&
-               (n.op == op_names::kFusedMatMul || n.op == op_names::kFusedConv2D ||
-                n.op == op_names::kFusedConv2DAdd)) {
+    } else if (after[static_cast<size_t>(n.id)] && unfusable(n)) {
       rw.set({n.id, 0}, unfused(g, n, rw.mapped(n.inputs)));
     } else {
       rw.copy(n);

@@ -37,6 +37,11 @@ struct FineTuneOptions {
   int threads = 0;
 };
 
+// Throws sf::Error "--fine-tune-from '<from>': ..." unless node `from` exists in `g` and every
+// node after it on the way to `end` can train (has a gradient, or is a fused conv or matmul,
+// which fine_tune unfuses): an int8 layer cannot.
+void check_fine_tunable(const Graph& g, const std::string& from, Output end);
+
 // The feeds of one fine-tuning step: images as the model's input takes them, i32 labels. Returns
 // false when the pass is over. Every batch must have the same size.
 using ImageBatches = std::function<bool(Tensor& images, Tensor& labels)>;

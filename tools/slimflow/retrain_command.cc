@@ -26,7 +26,6 @@
 #include "train/retrain_model.h"
 #include "train/training_run.h"
 #include "train_flags.h"
-#include "transforms/graph_uses.h"
 
 namespace sf::cli {
 
@@ -438,13 +437,11 @@ Action add_retrain_command(CLI::App& app) {
            a->out, checkpoint_path(a->out));
     Base base = open_base(a->base, a->bottleneck);
     if (!a->fine_tune_from.empty()) {
-      const Graph& g = base.model.file.graph;
-      const int id = g.find(a->fine_tune_from);
-      if (id < 0)
-        fail("{}: --fine-tune-from: the base model has no node named '{}'", a->base, a->fine_tune_from);
-      if (!GraphUses(g, {base.node}).needed(id))
-        fail("{}: --fine-tune-from '{}' is not on the way to --bottleneck '{}'", a->base,
-             a->fine_tune_from, a->bottleneck);
+      try {
+        check_fine_tunable(base.model.file.graph, a->fine_tune_from, base.node);
+      } catch (const Error& e) {
+        fail("{}: {}", a->base, e.what());
+      }
     }
     const Examples ex = list_examples(a->images, a->data, a->validation_percent, a->test_percent);
     fs::create_directories(a->out);
