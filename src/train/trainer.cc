@@ -384,7 +384,7 @@ std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks
          out_dir, checkpoint_path(out_dir), out_dir);
 
   // Data.
-  DataSplit split = load_dataset(config.data);
+  DataSplit split = options.data_split ? *options.data_split : load_dataset(config.data);
   Dataset train_data = limited(split.train, config.train_limit);
   Dataset test_data = limited(split.test, config.test_limit);
   const Shape example = {train_data.images.dim(1), train_data.images.dim(2), train_data.images.dim(3)};

@@ -71,6 +71,9 @@ struct TrainOptions {
   // Set: the student learns from this teacher too (train/distillation.h). A run trained so
   // records the teacher in its metadata, and resuming it needs the teacher again.
   std::shared_ptr<const Distillation> distillation;
+  // Set: train and evaluate on these examples instead of loading `data`, which then only names
+  // them in the run's metadata (retrain's cached bottlenecks). Resuming needs them again.
+  std::shared_ptr<const DataSplit> data_split;
 };
 
 struct Progress {

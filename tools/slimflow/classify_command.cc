@@ -22,11 +22,7 @@ std::vector<std::string> read_labels(const std::string& path) {
   std::string line;
   while (std::getline(in, line)) {
     if (!line.empty() && line.back() == '\r') line.pop_back();
-    // Labels are printed to the terminal: control bytes mean this is not a label file.
-    for (char ch : line)
-      if ((static_cast<unsigned char>(ch) < 0x20 && ch != '\t') || ch == 0x7f)
-        fail("{}:{}: control byte 0x{:02x}: not a text label file", path, labels.size() + 1,
-             static_cast<unsigned char>(ch));
+    check_printable_label(line, fmt::format("{}:{}", path, labels.size() + 1));
     labels.push_back(line);
   }
   while (!labels.empty() && labels.back().empty()) labels.pop_back();
@@ -47,7 +43,9 @@ Action add_classify_command(CLI::App& app) {
   auto a = std::make_shared<Args>();
   cmd->add_option("--model", a->model, "Model (.sfm or .onnx)")->required();
   cmd->add_option("--image", a->image, "Image file")->required();
-  cmd->add_option("--labels", a->labels, "Label file, one label per line, in class order");
+  cmd->add_option("--labels", a->labels,
+                  "Label file, one label per line, in class order (default: the labels the model "
+                  "stores, as retrain writes them)");
   cmd->add_option("--top", a->top, "How many labels to print")->default_val(5);
   cmd->add_option("--width", a->width, "Resize to this width (default: the model's)");
   cmd->add_option("--height", a->height, "Resize to this height (default: the model's)");
@@ -90,12 +88,11 @@ Action add_classify_command(CLI::App& app) {
     Tensor out = session.run({{images.port, input}}, {model.output_ports[0]})[0];
     Tensor probs = as_probabilities(out);
     const int64_t classes = probs.dim(1);
-    std::vector<std::string> labels;
-    if (!a->labels.empty()) {
-      labels = read_labels(a->labels);
-      if (static_cast<int64_t>(labels.size()) != classes)
-        fail("{}: {} labels, but the model has {} classes", a->labels, labels.size(), classes);
-    }
+    std::vector<std::string> labels =
+        a->labels.empty() ? metadata_labels(file, a->model) : read_labels(a->labels);
+    if (!labels.empty() && static_cast<int64_t>(labels.size()) != classes)
+      fail("{}: {} labels, but the model has {} classes", a->labels.empty() ? a->model : a->labels,
+           labels.size(), classes);
     std::vector<int64_t> order(static_cast<size_t>(classes));
     std::iota(order.begin(), order.end(), 0);
     const float* p = probs.data<float>();

@@ -25,6 +25,7 @@ Action add_prune_command(CLI::App& app);
 Action add_size_report_command(CLI::App& app);
 Action add_export_command(CLI::App& app);
 Action add_distill_command(CLI::App& app);
+Action add_retrain_command(CLI::App& app);
 
 // --precision on the commands that run a model (runtime/precision.h).
 inline void add_precision_option(CLI::App* cmd, std::string& precision) {

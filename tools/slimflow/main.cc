@@ -28,6 +28,7 @@ int main(int argc, char** argv) {
   remember(sf::cli::add_size_report_command(app));
   remember(sf::cli::add_export_command(app));
   remember(sf::cli::add_distill_command(app));
+  remember(sf::cli::add_retrain_command(app));
   sf::cli::add_common_limits(app);
   if (int rc = sf::cli::parse_or_report(app, argc, argv); rc >= 0) return rc;
   try {

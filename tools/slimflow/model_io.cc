@@ -1,5 +1,7 @@
 #include "model_io.h"
 
+#include <nlohmann/json.hpp>
+
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -233,6 +235,27 @@ Tensor as_probabilities(const Tensor& output) {
     for (int64_t k = 0; k < classes; ++k) row[k] = static_cast<float>(row[k] / total);
   }
   return probs;
+}
+
+void check_printable_label(const std::string& label, const std::string& where) {
+  for (char ch : label)
+    if ((static_cast<unsigned char>(ch) < 0x20 && ch != '\t') || ch == 0x7f)
+      fail("{}: control byte 0x{:02x}: not a text label", where, static_cast<unsigned char>(ch));
+}
+
+std::vector<std::string> metadata_labels(const ModelFile& model, const std::string& path) {
+  auto it = model.metadata.find("labels");
+  if (it == model.metadata.end()) return {};
+  const nlohmann::json j = nlohmann::json::parse(it->second, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_array()) fail("{}: metadata 'labels' is not a JSON array of label names", path);
+  std::vector<std::string> labels;
+  for (const nlohmann::json& label : j) {
+    if (!label.is_string()) fail("{}: metadata 'labels' holds a non-string value", path);
+    check_printable_label(label.get<std::string>(),
+                          fmt::format("{}: metadata label {}", path, labels.size()));
+    labels.push_back(label.get<std::string>());
+  }
+  return labels;
 }
 
 }  // namespace sf::cli

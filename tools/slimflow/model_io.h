@@ -84,6 +84,13 @@ Shape with_batch(const Shape& shape, int64_t batch);
 // A metadata value as a number, or `fallback`.
 double metadata_number(const ModelFile& model, const std::string& key, double fallback);
 
+// Throws sf::Error "<where>: control byte ..." when `label` holds one: labels are printed.
+void check_printable_label(const std::string& label, const std::string& where);
+
+// The label names a model stores in class order (metadata "labels", a JSON array of strings, as
+// `retrain` writes it); empty when it stores none. Throws sf::Error naming `path` when malformed.
+std::vector<std::string> metadata_labels(const ModelFile& model, const std::string& path);
+
 // Output 0 of a classifier as probabilities [batch, classes] (softmax applied if needed).
 Tensor as_probabilities(const Tensor& output);
 
