@@ -9,11 +9,16 @@
    and 2 ranks with each --grad-compression, with the bytes each rank sends per step.
 3. Allreduce efficiency: the bucketed gradient averaging's algorithm bandwidth vs OpenMPI's own
    MPI_Allreduce on one contiguous buffer of the same bytes (build/release/bench/allreduce_bench).
+5. With --convergence-epochs E: sync (2 ranks) and async (1 parameter server + 2 workers,
+   --max-staleness 4) on the same data and global batch; each run's test accuracy after every
+   epoch vs wall time and steps goes to runs/bench-dp-sync/convergence.json and
+   runs/bench-dp-async/convergence.json, side by side.
 
 Rounds alternate between the engines. Prints the CPU's features next to the figures.
 
     /usr/bin/python3 bench/data_parallel.py [--limit 6400] [--global-batch 64] [--rounds 2]
-                                            [--accuracy-epochs 5] [--json]
+                                            [--accuracy-epochs 5] [--convergence-epochs 3]
+                                            [--json]
 """
 import argparse
 import json
@@ -53,6 +58,12 @@ def main():
                         help="also compare test accuracy after this many epochs (0: skip)")
     parser.add_argument("--accuracy-limit", type=int, default=0,
                         help="training images for the accuracy runs (0: all 60,000)")
+    parser.add_argument("--convergence-epochs", type=int, default=0,
+                        help="also write sync vs async convergence JSON over this many epochs")
+    parser.add_argument("--convergence-limit", type=int, default=0,
+                        help="training images for the convergence runs (0: all 60,000)")
+    parser.add_argument("--only-convergence", action="store_true",
+                        help="run only the convergence comparison")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     slimflow = os.path.join(args.build, "slimflow")
@@ -70,6 +81,10 @@ def main():
                "--limit", str(args.limit)]
     env = dict(os.environ, OPENBLAS_CORETYPE="Cooperlake", OPENBLAS_NUM_THREADS="1",
                OMP_NUM_THREADS="1")
+    if args.only_convergence:
+        rows = convergence_runs(args, slimflow, env)
+        print(json.dumps(rows) if args.json else "\n".join(convergence_lines(rows)))
+        return
     one, two, ddp = [], [], []
     for round_ in range(args.rounds):
         print(f"round {round_ + 1}/{args.rounds}", file=sys.stderr)
@@ -104,6 +119,8 @@ def main():
     }
     if args.accuracy_epochs > 0:
         result["accuracy"] = accuracy_runs(args, slimflow, env)
+    if args.convergence_epochs > 0:
+        result["convergence"] = convergence_runs(args, slimflow, env)
     if args.json:
         print(json.dumps(result))
         return
@@ -124,6 +141,50 @@ def main():
     for row in result.get("accuracy", []):
         print(f"  {row['run']:<22} test accuracy {100 * row['test_accuracy']:.2f}%  "
               f"bytes sent per step {row['bytes_per_step']:>12.0f}")
+    for line in convergence_lines(result.get("convergence", {})):
+        print(line)
+
+
+def convergence_runs(args, slimflow, env):
+    """Sync and async on the same data and global batch: accuracy per epoch vs time and steps."""
+    common = ["train", "--overwrite", "--model", "models/deep-mnist.yaml", "--data", "mnist",
+              "--epochs", str(args.convergence_epochs), "--threads", "1", "--json", "--quiet",
+              "--batch", str(args.global_batch // 2), "--lr-scaling", "none"]
+    if args.convergence_limit:
+        common += ["--train-limit", str(args.convergence_limit)]
+    runs = {
+        "sync": MPIRUN + ["-np", "2", slimflow] + common,
+        "async": MPIRUN + ["-np", "3", slimflow] + common + [
+            "--data-parallel", "async", "--ps", "1", "--max-staleness", "4"],
+    }
+    result = {}
+    for name, cmd in runs.items():
+        out_dir = os.path.join(ROOT, f"runs/bench-dp-{name}")
+        epochs = run_json_lines(cmd + ["--out", out_dir], env)
+        wall = 0.0
+        points = []
+        for e in epochs:
+            wall += e["epoch_seconds"]
+            points.append({"epoch": e["epoch"], "step": e["step"], "wall_seconds": wall,
+                           "test_accuracy": e["test_accuracy"], "loss": e["loss"],
+                           "staleness_max": e.get("staleness_max", 0),
+                           "staleness_mean": e.get("staleness_mean", 0.0)})
+        curve = {"run": name, "command": " ".join(cmd), "world_size": epochs[-1]["world_size"],
+                 "global_batch": epochs[-1]["global_batch"], "points": points}
+        with open(os.path.join(out_dir, "convergence.json"), "w") as f:
+            json.dump(curve, f, indent=1)
+        result[name] = curve
+    return result
+
+
+def convergence_lines(curves):
+    lines = []
+    for name, curve in curves.items():
+        for p in curve["points"]:
+            lines.append(f"  {name:<5} epoch {p['epoch']}: step {p['step']:>6}  "
+                         f"{p['wall_seconds']:8.1f} s  test accuracy {100 * p['test_accuracy']:.2f}%"
+                         f"  staleness max {p['staleness_max']} mean {p['staleness_mean']:.2f}")
+    return lines
 
 
 def accuracy_runs(args, slimflow, env):

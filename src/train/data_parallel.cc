@@ -183,12 +183,14 @@ void broadcast_variables(Communicator& comm, VariableStore& variables) {
 }
 
 void average_variables(Communicator& comm, VariableStore& variables,
-                       const std::vector<std::string>& names) {
+                       const std::vector<std::string>& names, bool contribute, int contributors) {
+  SF_CHECK(contributors >= 1, "{} ranks to average over", contributors);
   for (const std::string& name : names) {
     Tensor& value = variables.get(name);
     if (value.dtype() != DType::f32) continue;
+    if (!contribute) value.fill_zero();
     comm.allreduce(value, ReduceOp::sum, "statistics '" + name + "'");
-    const float scale = 1.0f / static_cast<float>(comm.size());
+    const float scale = 1.0f / static_cast<float>(contributors);
     float* p = value.data<float>();
     for (int64_t k = 0; k < value.numel(); ++k) p[k] *= scale;
   }

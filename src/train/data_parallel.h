@@ -94,9 +94,11 @@ class GradientBuckets {
 // Copies rank 0's value of every variable to the other ranks (at start and resume, so the
 // replicas begin identical whatever each rank read or initialized).
 void broadcast_variables(Communicator& comm, VariableStore& variables);
-// Averages these variables over the ranks (BatchNorm statistics at an epoch's end).
+// Averages these variables over the `contributors` ranks that call it with `contribute` (the
+// others' values count as nothing and receive the average): BatchNorm statistics at an epoch's
+// end, which async's parameter servers never move.
 void average_variables(Communicator& comm, VariableStore& variables,
-                       const std::vector<std::string>& names);
+                       const std::vector<std::string>& names, bool contribute, int contributors);
 // Stops the job when the replicas' parameters differ: compares a checksum of `names`' bytes
 // across ranks and throws a one-line error naming the step and the ranks that drifted.
 void check_replicas(Communicator& comm, const VariableStore& variables,
