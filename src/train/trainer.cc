@@ -522,12 +522,27 @@ std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks
   const double lr_factor = lr_scale_factor(config.lr_scaling, shards);
   LrSchedule schedule{config.lr_schedule, config.lr * lr_factor, config.epochs * batches_per_epoch};
 
+  const size_t num_params = t.model.parameters.size();
+  std::vector<std::string> parameter_names, statistics_names;
+  std::vector<Shape> shapes;
+  for (const Parameter& p : t.model.parameters) {
+    parameter_names.push_back(p.name);
+    shapes.push_back(t.model.graph.type(p.output).shape);
+  }
+  for (const MovingAverage& m : t.model.moving_averages) statistics_names.push_back(m.variable);
+
   // Checkpointing.
   double epoch_loss_sum = 0.0, epoch_seconds_before = 0.0;
   int64_t epoch_correct = 0, epoch_seen = 0;
+  std::optional<GradientBuckets> buckets;  // sync data parallelism (below)
   auto save = [&](int64_t at_epoch, int64_t at_batch, int64_t at_offset) {
+    // Compression's residuals are each rank's own: rank 0 gathers them (every rank is here).
+    std::map<std::string, Tensor> residuals;
+    if (buckets) residuals = gather_residuals(*comm, *buckets, parameter_names);
     if (rank != 0) return;
+    const bool with_residuals = !residuals.empty();
     Checkpoint ckpt;
+    ckpt.tensors = std::move(residuals);
     for (const auto& [name, value] : store->all()) ckpt.tensors[kVariablePrefix + name] = value;
     for (const auto& [name, value] : optimizer.state()) ckpt.tensors[kOptimizerPrefix + name] = value;
     json history_json = json::array();
@@ -550,6 +565,8 @@ std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks
                    {"seconds", epoch_seconds_before}}},
                  {"history", history_json}};
     if (distillation) meta["distill"] = distillation->description;
+    if (with_residuals)
+      meta["compression"] = {{"scheme", compression.name()}, {"ranks", world}};
     ckpt.metadata_json = meta.dump();
     save_checkpoint(checkpoint_path(out_dir), ckpt);
   };
@@ -557,21 +574,33 @@ std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks
   std::vector<Output> fetches = {t.loss, t.probs};
   for (const Output& g : t.grads) fetches.push_back(g);
   for (const MovingAverage& m : t.model.moving_averages) fetches.push_back(m.batch_value);
-  const size_t num_params = t.model.parameters.size();
-  std::vector<std::string> parameter_names, statistics_names;
-  for (const Parameter& p : t.model.parameters) parameter_names.push_back(p.name);
-  for (const MovingAverage& m : t.model.moving_averages) statistics_names.push_back(m.variable);
 
   // Data parallelism: gradients are averaged in buckets while the backward pass runs.
-  std::optional<GradientBuckets> buckets;
   FetchReady on_fetch_ready;
-  std::vector<Shape> shapes;
-  for (const Parameter& p : t.model.parameters) shapes.push_back(t.model.graph.type(p.output).shape);
   if (comm && !async) {
     buckets.emplace(*comm, shapes, options.bucket_mb, compression);
     on_fetch_ready = [&](size_t index, const Tensor& value) {
       if (index >= 2 && index < 2 + num_params) buckets->ready(index - 2, value);
     };
+  }
+  // Compression residuals continue where they were with the same ranks and scheme; otherwise
+  // the shards of the residuals no longer match the ranks' data, so they are dropped.
+  if (resuming && resumed->metadata().contains("compression")) {
+    std::string saved_scheme;
+    int64_t saved_ranks = 0;
+    resumed->read_metadata([&](const json& meta) {
+      saved_scheme = meta.at("compression").at("scheme").get<std::string>();
+      saved_ranks = meta.at("compression").at("ranks").get<int64_t>();
+    });
+    if (buckets && saved_scheme == compression.name() && saved_ranks == world)
+      buckets->restore_residuals(
+          residuals_of_rank(resumed->checkpoint().tensors, rank, parameter_names, shapes));
+    else
+      message(fmt::format("note: the {} compression residuals of the {} rank(s) that saved {} "
+                          "are dropped (this job: {} rank(s), compression {}); error feedback "
+                          "starts from zero",
+                          saved_scheme, saved_ranks, out_dir, world,
+                          buckets ? compression.name() : "none"));
   }
   // One optimizer step on these parameters (all of them, or a parameter server's shard).
   auto apply_update = [&](int64_t at_step, const std::vector<size_t>& parameters,
