@@ -290,11 +290,15 @@ TEST(DataParallel, CompressedGradientsWithErrorFeedbackConvergeOnFewerBytes) {
     std::string scheme;
     double min_ratio;
   };
-  for (const Case& c : std::vector<Case>{{"fp16", 1.99}, {"topk:0.01", 45.0}, {"onebit", 30.0}}) {
+  const double plain_per_step = json_value(plain.out, "comm_bytes_per_step");
+  EXPECT_EQ(plain_per_step, plain_bytes / 20.0);  // the last epoch: 20 steps
+  // One-bit cannot pass 32x: one bit for each 32-bit float.
+  for (const Case& c : std::vector<Case>{{"fp16", 1.99}, {"topk:0.01", 100.0}, {"onebit", 30.0}}) {
     auto r = run_shell(mpirun(2) + common + c.scheme.substr(0, 4) + " --grad-compression " +
                        c.scheme);
     ASSERT_EQ(r.exit_code, 0) << c.scheme << "\n" << r.out;
     EXPECT_GT(plain_bytes / json_value(r.out, "comm_bytes"), c.min_ratio) << c.scheme;
+    EXPECT_GT(plain_per_step / json_value(r.out, "comm_bytes_per_step"), c.min_ratio) << c.scheme;
     // Converges: most of the uncompressed run's accuracy after 40 steps.
     EXPECT_GT(json_value(r.out, "test_accuracy"), 0.6 * plain_accuracy) << c.scheme << r.out;
   }

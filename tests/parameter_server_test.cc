@@ -133,7 +133,8 @@ TEST(AsyncDataParallel, StaleWorkersConvergeAndResume) {
   const std::string spec = write_deterministic_spec(dir);
   auto r = run_shell(mpirun(3) + "train --model " + spec +
                      " --data mnist --train-limit 1280 --test-limit 500 --epochs 2 --batch 32 "
-                     "--threads 1 --quiet --json --data-parallel async --max-staleness 3 --out " +
+                     "--threads 1 --quiet --json --lr-scaling none --data-parallel async "
+                     "--max-staleness 3 --out " +
                      dir + "/run");
   ASSERT_EQ(r.exit_code, 0) << r.out;
   auto epochs = epochs_json(r.out);
@@ -145,7 +146,8 @@ TEST(AsyncDataParallel, StaleWorkersConvergeAndResume) {
     // Each worker sent every step's gradients (plus its 3 progress counters).
     EXPECT_GT(e.at("comm_bytes").get<int64_t>(), 0) << e;
   }
-  EXPECT_GT(epochs[1].at("test_accuracy").get<double>(), 0.6) << r.out;
+  // Stale gradients cost accuracy per step (0.75 without staleness here): a bound, not a figure.
+  EXPECT_GT(epochs[1].at("test_accuracy").get<double>(), 0.5) << r.out;
   // The checkpoint holds the servers' state: one more epoch, resumed by a sync job.
   auto resumed = run_shell(mpirun(2) + "train --resume " + dir + "/run --epochs 1 --threads 1 "
                                        "--quiet --json");

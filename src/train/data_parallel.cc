@@ -144,6 +144,7 @@ const std::vector<Tensor>& GradientBuckets::finish(const std::vector<Tensor>& gr
     note_done();
   }
   const auto wait_end = Clock::now();
+  ++stats_.steps;
   if (in_flight_) {
     stats_.comm_seconds += std::chrono::duration<double>(last_done_ - first_launch_).count();
     stats_.exposed_seconds +=

@@ -34,6 +34,7 @@ struct CommStats {
   double comm_seconds = 0.0;     // wall time with at least one reduction in flight
   double exposed_seconds = 0.0;  // of which the training thread waited (not overlapped)
   int64_t bytes = 0;             // gradient bytes each rank sent (compressed, if it is)
+  int64_t steps = 0;             // steps those bytes were sent in
   double overlap_fraction() const {
     return comm_seconds > 0.0 ? std::max(0.0, 1.0 - exposed_seconds / comm_seconds) : 0.0;
   }

@@ -231,6 +231,7 @@ json report_json(const EpochReport& r) {
           {"global_batch", r.global_batch},
           {"comm_seconds", r.comm_seconds},
           {"comm_bytes", r.comm_bytes},
+          {"comm_bytes_per_step", r.comm_bytes_per_step},
           {"overlap_fraction", r.overlap_fraction}};
   if (r.parameter_servers > 0) {
     j["data_parallel"] = "async";
@@ -486,6 +487,7 @@ std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks
                                     r.value("world_size", int64_t{1}),
                                     r.value("global_batch", config.batch),
                                     r.value("comm_seconds", 0.0), r.value("comm_bytes", int64_t{0}),
+                                    r.value("comm_bytes_per_step", 0.0),
                                     r.value("overlap_fraction", 0.0),
                                     r.value("parameter_servers", int64_t{0}),
                                     r.value("workers", int64_t{0}),
@@ -667,6 +669,7 @@ std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks
                      static_cast<double>(std::max<int64_t>(sums.data<int64_t>()[1], 1));
     staleness_max = most.data<int64_t>()[0];
     comm_stats.bytes = most.data<int64_t>()[1];
+    comm_stats.steps = sums.data<int64_t>()[1] / std::max(shards, 1);
     comm_stats.comm_seconds = static_cast<double>(most.data<int64_t>()[2]) * 1e-6;
     comm_stats.exposed_seconds = comm_stats.comm_seconds;  // waiting hides nothing
   };
@@ -826,6 +829,9 @@ std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks
                        batches.global_batch(),
                        comm_stats.comm_seconds,
                        comm_stats.bytes,
+                       comm_stats.steps > 0 ? static_cast<double>(comm_stats.bytes) /
+                                                  static_cast<double>(comm_stats.steps)
+                                            : 0.0,
                        comm_stats.overlap_fraction(),
                        servers,
                        async ? shards : 0,

@@ -100,6 +100,7 @@ struct EpochReport {
   int64_t global_batch = 0;
   double comm_seconds = 0.0;      // wall time with gradient reductions in flight (rank 0)
   int64_t comm_bytes = 0;         // gradient bytes each rank allreduced this epoch
+  double comm_bytes_per_step = 0.0;  // of them, per step (what compression divides)
   double overlap_fraction = 0.0;  // share of comm_seconds hidden behind the backward pass
   // Async data parallelism (parameter_servers > 0): the workers and, over the epoch, how many
   // updates the weights a step was computed on lacked (most, and mean over steps). comm_seconds
