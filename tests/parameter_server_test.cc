@@ -170,8 +170,11 @@ TEST(AsyncDataParallel, BadArgumentsAreOneLineErrors) {
   };
   const std::vector<Case> cases = {
       {3, "--data-parallel async --ps 3 --out " + dir + "/a",
-       "slimflow: error: rank 0: train: --ps 3 must leave at least one worker: give 1..2 for this "
-       "3-rank job"},
+       "slimflow: error: rank 0: train: --ps 3 must be 1..2 for this 3-rank job: at least one rank "
+       "serves and one trains"},
+      {3, "--data-parallel async --ps 0 --out " + dir + "/g",
+       "slimflow: error: rank 0: train: --ps 0 must be 1..2 for this 3-rank job: at least one rank "
+       "serves and one trains"},
       {2, "--ps 1 --out " + dir + "/b",
        "slimflow: error: rank 0: train: --ps 1 needs --data-parallel async"},
       {3, "--data-parallel async --max-staleness -1 --out " + dir + "/c",

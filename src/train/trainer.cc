@@ -294,8 +294,9 @@ std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks
          "mpirun -np {} slimflow train ...)",
          servers, servers + 2);
   if (async && (servers < 1 || servers >= world))
-    fail("train: --ps {} must leave at least one worker: give 1..{} for this {}-rank job", servers,
-         world - 1, world);
+    fail("train: --ps {} must be 1..{} for this {}-rank job: at least one rank serves and one "
+         "trains",
+         servers, world - 1, world);
   if (async && options.grad_compression != "none")
     fail("train: --grad-compression {} compresses sync's allreduce; drop it with --data-parallel "
          "async",
