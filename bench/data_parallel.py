@@ -6,14 +6,19 @@
 2. Against PyTorch 1.13 DistributedDataParallel (gloo), same network, data and global batch,
    2 processes x 1 thread: images/s ratio and peak RSS per process.
 4. With --accuracy-epochs E: test accuracy after E epochs of 1 rank (global batch) vs 2 ranks,
-   and 2 ranks with each --grad-compression, with the bytes each rank sends per step.
+   2 ranks with each --grad-compression, and async (1 parameter server + 2 workers,
+   --max-staleness 4), with the bytes each rank sends per step.
 3. Allreduce efficiency: the bucketed gradient averaging's algorithm bandwidth vs OpenMPI's own
    MPI_Allreduce on one contiguous buffer of the same bytes (build/release/bench/allreduce_bench).
+   Each of these runs writes its convergence (test accuracy after every epoch vs wall time and
+   steps) as JSON next to its checkpoint: runs/bench-dp-sync/convergence.json and
+   runs/bench-dp-async/convergence.json side by side for the same data, and so on.
 
 Rounds alternate between the engines. Prints the CPU's features next to the figures.
 
     /usr/bin/python3 bench/data_parallel.py [--limit 6400] [--global-batch 64] [--rounds 2]
-                                            [--accuracy-epochs 5] [--json]
+                                            [--accuracy-epochs 5] [--accuracy-limit N]
+                                            [--only-accuracy] [--json]
 """
 import argparse
 import json
@@ -53,6 +58,8 @@ def main():
                         help="also compare test accuracy after this many epochs (0: skip)")
     parser.add_argument("--accuracy-limit", type=int, default=0,
                         help="training images for the accuracy runs (0: all 60,000)")
+    parser.add_argument("--only-accuracy", action="store_true",
+                        help="skip the speed figures: only the --accuracy-epochs runs")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     slimflow = os.path.join(args.build, "slimflow")
@@ -70,6 +77,16 @@ def main():
                "--limit", str(args.limit)]
     env = dict(os.environ, OPENBLAS_CORETYPE="Cooperlake", OPENBLAS_NUM_THREADS="1",
                OMP_NUM_THREADS="1")
+    if args.only_accuracy:
+        result = {"cpu": cpu_flags(), "cores": os.cpu_count()}
+        if args.accuracy_epochs > 0:
+            result["accuracy"] = accuracy_runs(args, slimflow, env)
+        if args.json:
+            print(json.dumps(result))
+            return
+        print(f"CPU: {result['cores']} cores, {result['cpu']}")
+        print_accuracy(result)
+        return
     one, two, ddp = [], [], []
     for round_ in range(args.rounds):
         print(f"round {round_ + 1}/{args.rounds}", file=sys.stderr)
@@ -121,9 +138,26 @@ def main():
         print(f"  allreduce {a['network']} ({a['bytes'] / 1e6:.1f} MB, {a['buckets']} buckets): "
               f"ours {a['ours_algbw_gbps']:.2f} Gb/s vs MPI_Allreduce {a['mpi_algbw_gbps']:.2f} Gb/s"
               f" = {100 * a['efficiency']:.0f}% (goal 90%)")
+    print_accuracy(result)
+
+
+def print_accuracy(result):
     for row in result.get("accuracy", []):
-        print(f"  {row['run']:<22} test accuracy {100 * row['test_accuracy']:.2f}%  "
+        print(f"  {row['run']:<24} test accuracy {100 * row['test_accuracy']:.2f}%  "
               f"bytes sent per step {row['bytes_per_step']:>12.0f}")
+    for line in convergence_lines(result.get("accuracy", [])):
+        print(line)
+
+
+def convergence_lines(rows):
+    lines = []
+    for row in rows:
+        name = row["run"]
+        for p in row["curve"]["points"]:
+            lines.append(f"  {name:<24} epoch {p['epoch']}: step {p['step']:>6}  "
+                         f"{p['wall_seconds']:8.1f} s  test accuracy {100 * p['test_accuracy']:.2f}%"
+                         f"  staleness max {p['staleness_max']} mean {p['staleness_mean']:.2f}")
+    return lines
 
 
 def accuracy_runs(args, slimflow, env):
@@ -133,17 +167,36 @@ def accuracy_runs(args, slimflow, env):
     if args.accuracy_limit:
         common += ["--train-limit", str(args.accuracy_limit)]
     half = str(args.global_batch // 2)
-    runs = [("1 rank", [slimflow] + common + ["--batch", str(args.global_batch)])]
+    runs = [("1 rank", "one", [slimflow] + common + ["--batch", str(args.global_batch)])]
     for scheme in ["none", "fp16", "topk:0.01", "onebit"]:
-        runs.append((f"2 ranks, {scheme}", MPIRUN + ["-np", "2", slimflow] + common + [
-            "--batch", half, "--lr-scaling", "none", "--grad-compression", scheme]))
+        runs.append((f"2 ranks, {scheme}", "sync" if scheme == "none" else scheme.split(":")[0],
+                     MPIRUN + ["-np", "2", slimflow] + common + [
+                         "--batch", half, "--lr-scaling", "none", "--grad-compression", scheme]))
+    runs.append(("async, 1 ps + 2 workers", "async", MPIRUN + ["-np", "3", slimflow] + common + [
+        "--batch", half, "--lr-scaling", "none", "--data-parallel", "async", "--ps", "1",
+        "--max-staleness", "4"]))
     rows = []
-    for i, (name, cmd) in enumerate(runs):
-        epochs = run_json_lines(cmd + ["--out", os.path.join(ROOT, f"runs/bench-dp-acc{i}")], env)
+    for name, folder, cmd in runs:
+        out_dir = os.path.join(ROOT, f"runs/bench-dp-{folder}")
+        epochs = run_json_lines(cmd + ["--out", out_dir], env)
         last = epochs[-1]
         steps = last["step"] / max(len(epochs), 1)
+        wall = 0.0
+        points = []
+        for e in epochs:
+            wall += e["epoch_seconds"]
+            points.append({"epoch": e["epoch"], "step": e["step"], "wall_seconds": wall,
+                           "test_accuracy": e["test_accuracy"], "loss": e["loss"],
+                           "staleness_max": e.get("staleness_max", 0),
+                           "staleness_mean": e.get("staleness_mean", 0.0)})
+        curve = {"run": name, "command": " ".join(cmd), "world_size": last["world_size"],
+                 "global_batch": last["global_batch"], "points": points}
+        with open(os.path.join(out_dir, "convergence.json"), "w") as f:
+            json.dump(curve, f, indent=1)
         rows.append({"run": name, "test_accuracy": last["test_accuracy"],
-                     "bytes_per_step": last.get("comm_bytes", 0) / max(steps, 1)})
+                     "bytes_per_step": last.get("comm_bytes_per_step",
+                                                last.get("comm_bytes", 0) / max(steps, 1)),
+                     "staleness_mean": last.get("staleness_mean", 0.0), "curve": curve})
     return rows
 
 

@@ -8,7 +8,8 @@ backward pass hides. Allreduce of S bytes over links of bandwidth B and latency 
   log-depth:  2(n-1)/n * S/B + 2 log2(n) * a      (recursive halving / doubling)
 Compressed gradients (error feedback keeps the rest for the next step):
   fp16:       the ring on S/2
-  top-k 1%:   allgather of 1% of the floats as (index, value) pairs: (n-1) * 0.01 S * 2 / B
+  top-k 1%:   allgather of 1% of the floats, half values and Elias-Fano indices (slimflow's
+              message: 130x fewer bytes than the floats): (n-1) * S / 130 / B
               + log2(n) * a (sparse sums cannot be reduced on the way)
   one-bit:    allgather of S/32 sign bits plus a scale per bucket: (n-1) * S/32 / B + log2(n) a
 Overlap: the backward pass, about half of a step's compute, hides up to that much of it.
@@ -46,7 +47,7 @@ def allreduce_seconds(n, size, bandwidth, latency, scheme):
     if scheme == "fp16":
         return allreduce_seconds(n, size / 2, bandwidth, latency, "ring")
     if scheme == "topk":
-        return (n - 1) * 0.01 * size * 2 / bandwidth + log_n * latency
+        return (n - 1) * size / 130 / bandwidth + log_n * latency
     if scheme == "onebit":
         return (n - 1) * size / 32 / bandwidth + log_n * latency
     raise ValueError(scheme)

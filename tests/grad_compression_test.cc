@@ -31,8 +31,32 @@ TEST(GradCompression, MessagesAreAsSmallAsTheSchemeSays) {
   const int64_t n = 100000;
   EXPECT_EQ(compressed_bytes(parse_grad_compression("none"), n), 400000u);
   EXPECT_EQ(compressed_bytes(parse_grad_compression("fp16"), n), 200000u);
-  EXPECT_EQ(compressed_bytes(parse_grad_compression("topk:0.01"), n), 8000u);  // 50x
-  EXPECT_EQ(compressed_bytes(parse_grad_compression("onebit"), n), 12504u);    // 32x
+  // 1000 halves, 1000 x 6 low bits, 1562 + 1000 unary high bits: 130x.
+  EXPECT_EQ(compressed_bytes(parse_grad_compression("topk:0.01"), n), 3071u);
+  EXPECT_EQ(compressed_bytes(parse_grad_compression("onebit"), n), 12504u);  // 32x
+  // Top-k 1% stays >= 100x at every bucket size.
+  for (int64_t m : {1000, 4096, 65536, 1000000, 3274634})
+    EXPECT_GE(4.0 * static_cast<double>(m) /
+                  static_cast<double>(compressed_bytes(parse_grad_compression("topk:0.01"), m)),
+              100.0)
+        << m;
+}
+
+TEST(GradCompression, CorruptTopKMessagesAreErrors) {
+  const int64_t n = 1000;
+  const GradCompression c = parse_grad_compression("topk:0.01");
+  const Tensor g = testing::random_tensor({n}, 7, -1.0f, 1.0f);
+  std::vector<float> residual(g.data<float>(), g.data<float>() + n);
+  std::vector<uint8_t> message(compressed_bytes(c, n));
+  compress(c, residual.data(), n, message.data());
+  std::vector<float> sum(static_cast<size_t>(n), 0.0f);
+  std::vector<uint8_t> extra = message, missing = message;
+  // The unary high parts are the message's last bytes: all ones holds too many indices, all
+  // zeros too few.
+  std::fill(extra.end() - 4, extra.end(), uint8_t{0xff});
+  std::fill(missing.begin() + 2 * 10 + 7, missing.end(), uint8_t{0});
+  EXPECT_THROW(add_decoded(c, extra.data(), n, sum.data()), Error);
+  EXPECT_THROW(add_decoded(c, missing.data(), n, sum.data()), Error);
 }
 
 TEST(GradCompression, TopKSendsTheLargestMagnitudes) {

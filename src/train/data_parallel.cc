@@ -39,7 +39,8 @@ void GradientBuckets::build() {
   for (size_t i = 0; i < shapes_.size(); ++i)
     if (!seen_[i]) order_.push_back(i);
   bucket_of_.assign(shapes_.size(), 0);
-  std::vector<int64_t> offsets(shapes_.size(), 0);
+  std::vector<int64_t>& offsets = offsets_;
+  offsets.assign(shapes_.size(), 0);
   Bucket* current = nullptr;
   int64_t elements = 0;
   for (size_t i : order_) {
@@ -64,6 +65,10 @@ void GradientBuckets::build() {
       b.message = Tensor(DType::u8, {bytes});
       b.gathered = Tensor(DType::u8, {bytes * comm_.size()});
     }
+  for (size_t i = 0; i < restored_residuals_.size(); ++i)
+    std::memcpy(buckets_[bucket_of_[i]].residual.data<float>() + offsets_[i],
+                restored_residuals_[i].raw(), restored_residuals_[i].bytes());
+  restored_residuals_.clear();
   averaged_.resize(shapes_.size());
   for (size_t i = 0; i < shapes_.size(); ++i) {
     const Tensor& data = buckets_[bucket_of_[i]].data;
@@ -139,6 +144,7 @@ const std::vector<Tensor>& GradientBuckets::finish(const std::vector<Tensor>& gr
     note_done();
   }
   const auto wait_end = Clock::now();
+  ++stats_.steps;
   if (in_flight_) {
     stats_.comm_seconds += std::chrono::duration<double>(last_done_ - first_launch_).count();
     stats_.exposed_seconds +=
@@ -169,6 +175,90 @@ const std::vector<Tensor>& GradientBuckets::finish(const std::vector<Tensor>& gr
   return averaged_;
 }
 
+std::vector<Tensor> GradientBuckets::residuals() const {
+  if (compression_.kind == GradCompression::Kind::none) return {};
+  if (buckets_.empty() && !restored_residuals_.empty()) return restored_residuals_;
+  std::vector<Tensor> out;
+  for (size_t i = 0; i < shapes_.size(); ++i) {
+    Tensor r(DType::f32, shapes_[i]);  // zeros before the first step
+    if (!buckets_.empty())
+      std::memcpy(r.raw(), buckets_[bucket_of_[i]].residual.data<float>() + offsets_[i], r.bytes());
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+void GradientBuckets::restore_residuals(std::vector<Tensor> residuals) {
+  SF_CHECK(buckets_.empty(), "residuals restored after the first step");
+  SF_CHECK(residuals.size() == shapes_.size(), "{} residuals for {} gradients", residuals.size(),
+           shapes_.size());
+  for (size_t i = 0; i < shapes_.size(); ++i)
+    SF_CHECK(residuals[i].dtype() == DType::f32 && residuals[i].shape() == shapes_[i],
+             "residual {} is {}, expected {}", i, shape_str(residuals[i].shape()),
+             shape_str(shapes_[i]));
+  restored_residuals_ = std::move(residuals);
+}
+
+namespace {
+
+constexpr int kResidualsTag = 21;
+
+std::string residual_name(int rank, const std::string& parameter) {
+  return fmt::format("{}rank{}/{}", kResidualPrefix, rank, parameter);
+}
+
+}  // namespace
+
+std::map<std::string, Tensor> gather_residuals(Communicator& comm, const GradientBuckets& buckets,
+                                               const std::vector<std::string>& names) {
+  const std::vector<Tensor> mine = buckets.residuals();
+  std::map<std::string, Tensor> out;
+  if (mine.empty()) return out;
+  SF_CHECK(mine.size() == names.size(), "{} residuals for {} names", mine.size(), names.size());
+  int64_t total = 0;
+  for (const Tensor& r : mine) total += r.numel();
+  if (comm.rank() == 0) {
+    for (size_t i = 0; i < names.size(); ++i) out[residual_name(0, names[i])] = mine[i];
+    for (int source = 1; source < comm.size(); ++source) {
+      Tensor flat(DType::f32, {total});
+      CommRequest request = comm.irecv(flat, source, kResidualsTag);
+      comm.wait(request);
+      size_t offset = 0;
+      for (size_t i = 0; i < names.size(); ++i) {
+        out[residual_name(source, names[i])] =
+            Tensor(DType::f32, mine[i].shape(), flat.storage(), offset);
+        offset += mine[i].bytes();
+      }
+    }
+  } else {
+    Tensor flat(DType::f32, {total});
+    size_t offset = 0;
+    for (const Tensor& r : mine) {
+      std::memcpy(static_cast<char*>(flat.raw()) + offset, r.raw(), r.bytes());
+      offset += r.bytes();
+    }
+    CommRequest request = comm.isend(flat, 0, kResidualsTag);
+    comm.wait(request);
+  }
+  return out;
+}
+
+std::vector<Tensor> residuals_of_rank(const std::map<std::string, Tensor>& tensors, int rank,
+                                      const std::vector<std::string>& names,
+                                      const std::vector<Shape>& shapes) {
+  std::vector<Tensor> out;
+  for (size_t i = 0; i < names.size(); ++i) {
+    const std::string name = residual_name(rank, names[i]);
+    auto it = tensors.find(name);
+    if (it == tensors.end()) fail("checkpoint: compression residual '{}' is missing", name);
+    if (it->second.dtype() != DType::f32 || it->second.shape() != shapes[i])
+      fail("checkpoint: compression residual '{}' is {}{}, expected f32{}", name,
+           dtype_name(it->second.dtype()), shape_str(it->second.shape()), shape_str(shapes[i]));
+    out.push_back(it->second.clone());
+  }
+  return out;
+}
+
 CommStats GradientBuckets::take_stats() {
   CommStats s = stats_;
   stats_ = {};
@@ -183,12 +273,14 @@ void broadcast_variables(Communicator& comm, VariableStore& variables) {
 }
 
 void average_variables(Communicator& comm, VariableStore& variables,
-                       const std::vector<std::string>& names) {
+                       const std::vector<std::string>& names, bool contribute, int contributors) {
+  SF_CHECK(contributors >= 1, "{} ranks to average over", contributors);
   for (const std::string& name : names) {
     Tensor& value = variables.get(name);
     if (value.dtype() != DType::f32) continue;
+    if (!contribute) value.fill_zero();
     comm.allreduce(value, ReduceOp::sum, "statistics '" + name + "'");
-    const float scale = 1.0f / static_cast<float>(comm.size());
+    const float scale = 1.0f / static_cast<float>(contributors);
     float* p = value.data<float>();
     for (int64_t k = 0; k < value.numel(); ++k) p[k] *= scale;
   }

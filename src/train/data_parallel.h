@@ -14,6 +14,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,7 @@ struct CommStats {
   double comm_seconds = 0.0;     // wall time with at least one reduction in flight
   double exposed_seconds = 0.0;  // of which the training thread waited (not overlapped)
   int64_t bytes = 0;             // gradient bytes each rank sent (compressed, if it is)
+  int64_t steps = 0;             // steps those bytes were sent in
   double overlap_fraction() const {
     return comm_seconds > 0.0 ? std::max(0.0, 1.0 - exposed_seconds / comm_seconds) : 0.0;
   }
@@ -52,6 +54,11 @@ class GradientBuckets {
   const std::vector<Tensor>& finish(const std::vector<Tensor>& gradients, int64_t step);
 
   int64_t buckets() const { return static_cast<int64_t>(buckets_.size()); }
+  // With compression: each parameter's error-feedback residual (what this rank's messages have
+  // not carried yet), for checkpoints; empty without compression.
+  std::vector<Tensor> residuals() const;
+  // Restores residuals() of a checkpoint (one per parameter, of its shape).
+  void restore_residuals(std::vector<Tensor> residuals);
   // Statistics since the last call.
   CommStats take_stats();
 
@@ -81,6 +88,8 @@ class GradientBuckets {
   std::vector<bool> seen_;
   std::vector<Bucket> buckets_;
   std::vector<size_t> bucket_of_;
+  std::vector<int64_t> offsets_;           // of each gradient in its bucket, in floats
+  std::vector<Tensor> restored_residuals_;  // until the buckets are built
   std::vector<Tensor> averaged_;
   std::vector<bool> packed_;
   size_t next_to_finish_ = 0;
@@ -91,12 +100,26 @@ class GradientBuckets {
   CommStats stats_;
 };
 
+// Checkpoint names of compression residuals: "compression/rank<R>/<parameter>".
+inline constexpr const char* kResidualPrefix = "compression/";
+// Every rank's residuals (GradientBuckets::residuals), by checkpoint name, on rank 0 (empty on
+// the others); every rank calls it at the same point.
+std::map<std::string, Tensor> gather_residuals(Communicator& comm, const GradientBuckets& buckets,
+                                               const std::vector<std::string>& names);
+// Rank `rank`'s residuals among a checkpoint's tensors; a missing one or one of another shape is
+// an error naming it.
+std::vector<Tensor> residuals_of_rank(const std::map<std::string, Tensor>& tensors, int rank,
+                                      const std::vector<std::string>& names,
+                                      const std::vector<Shape>& shapes);
+
 // Copies rank 0's value of every variable to the other ranks (at start and resume, so the
 // replicas begin identical whatever each rank read or initialized).
 void broadcast_variables(Communicator& comm, VariableStore& variables);
-// Averages these variables over the ranks (BatchNorm statistics at an epoch's end).
+// Averages these variables over the `contributors` ranks that call it with `contribute` (the
+// others' values count as nothing and receive the average): BatchNorm statistics at an epoch's
+// end, which async's parameter servers never move.
 void average_variables(Communicator& comm, VariableStore& variables,
-                       const std::vector<std::string>& names);
+                       const std::vector<std::string>& names, bool contribute, int contributors);
 // Stops the job when the replicas' parameters differ: compares a checksum of `names`' bytes
 // across ranks and throws a one-line error naming the step and the ranks that drifted.
 void check_replicas(Communicator& comm, const VariableStore& variables,

@@ -53,13 +53,51 @@ int64_t topk_count(const GradCompression& c, int64_t n) {
                              n > 0 ? 1 : 0, n);
 }
 
+// A top-k message: the k values as halves, in index order, then the k ascending indices in
+// Elias-Fano form (Elias 1974, Fano 1971): the low `low_bits` bits of each index packed, then
+// the high parts in unary, bit (index >> low_bits) + j set for the j-th index. With
+// low_bits = floor(log2(n / k)) an index costs at most 2 + log2(n / k) bits (9 for k = 1%),
+// and the size depends on n and k alone, so every rank's message has the same length, as the
+// allgather needs.
+struct TopkLayout {
+  int64_t k = 0;
+  int low_bits = 0;
+  size_t low_offset = 0;   // bytes before the low bits
+  size_t high_offset = 0;  // bytes before the unary high parts
+  int64_t high_bit_count = 0;
+  size_t bytes = 0;
+};
+
+TopkLayout topk_layout(const GradCompression& c, int64_t n) {
+  TopkLayout l;
+  l.k = topk_count(c, n);
+  if (l.k == 0) return l;
+  while (l.low_bits < 62 && (l.k << (l.low_bits + 1)) <= n) ++l.low_bits;
+  l.low_offset = static_cast<size_t>(l.k) * 2;
+  l.high_offset = l.low_offset + static_cast<size_t>((l.k * l.low_bits + 7) / 8);
+  l.high_bit_count = ((n - 1) >> l.low_bits) + l.k;
+  l.bytes = l.high_offset + static_cast<size_t>((l.high_bit_count + 7) / 8);
+  return l;
+}
+
+void put_bits(uint8_t* out, int64_t bit, uint64_t value, int count) {
+  for (int b = 0; b < count; ++b, ++bit)
+    if ((value >> b) & 1u) out[bit / 8] = static_cast<uint8_t>(out[bit / 8] | (1u << (bit % 8)));
+}
+
+uint64_t get_bits(const uint8_t* in, int64_t bit, int count) {
+  uint64_t value = 0;
+  for (int b = 0; b < count; ++b, ++bit) value |= static_cast<uint64_t>((in[bit / 8] >> (bit % 8)) & 1u) << b;
+  return value;
+}
+
 }  // namespace
 
 size_t compressed_bytes(const GradCompression& c, int64_t n) {
   switch (c.kind) {
     case GradCompression::Kind::none: return static_cast<size_t>(n) * 4;
     case GradCompression::Kind::fp16: return static_cast<size_t>(n) * 2;
-    case GradCompression::Kind::topk: return static_cast<size_t>(topk_count(c, n)) * 8;
+    case GradCompression::Kind::topk: return topk_layout(c, n).bytes;
     case GradCompression::Kind::onebit: return 4 + static_cast<size_t>((n + 7) / 8);
   }
   return 0;
@@ -81,18 +119,23 @@ void compress(const GradCompression& c, float* residual, int64_t n, uint8_t* mes
       }
       return;
     case GradCompression::Kind::topk: {
-      const int64_t k = topk_count(c, n);
-      std::vector<uint32_t> index(static_cast<size_t>(n));
-      std::iota(index.begin(), index.end(), 0u);
-      std::nth_element(index.begin(), index.begin() + k, index.end(), [&](uint32_t a, uint32_t b) {
+      const TopkLayout l = topk_layout(c, n);
+      std::vector<int64_t> index(static_cast<size_t>(n));
+      std::iota(index.begin(), index.end(), int64_t{0});
+      std::nth_element(index.begin(), index.begin() + l.k, index.end(), [&](int64_t a, int64_t b) {
         const float fa = std::fabs(residual[a]), fb = std::fabs(residual[b]);
         return fa > fb || (fa == fb && a < b);
       });
-      for (int64_t j = 0; j < k; ++j) {
-        const uint32_t i = index[static_cast<size_t>(j)];
-        std::memcpy(message + 8 * j, &i, 4);
-        std::memcpy(message + 8 * j + 4, &residual[i], 4);
-        residual[i] = 0.0f;
+      std::sort(index.begin(), index.begin() + l.k);
+      std::memset(message, 0, l.bytes);
+      for (int64_t j = 0; j < l.k; ++j) {
+        const int64_t i = index[static_cast<size_t>(j)];
+        // Beyond half's range, and below its precision, the rest stays in the residual.
+        const uint16_t h = quant::float_to_half(std::clamp(residual[i], -65504.0f, 65504.0f));
+        std::memcpy(message + 2 * j, &h, 2);
+        residual[i] -= quant::half_to_float(h);
+        put_bits(message + l.low_offset, j * l.low_bits, static_cast<uint64_t>(i), l.low_bits);
+        put_bits(message + l.high_offset, (i >> l.low_bits) + j, 1, 1);
       }
       return;
     }
@@ -131,15 +174,21 @@ void add_decoded(const GradCompression& c, const uint8_t* message, int64_t n, fl
       }
       return;
     case GradCompression::Kind::topk: {
-      const int64_t k = topk_count(c, n);
-      for (int64_t j = 0; j < k; ++j) {
-        uint32_t i;
-        float v;
-        std::memcpy(&i, message + 8 * j, 4);
-        std::memcpy(&v, message + 8 * j + 4, 4);
-        if (i >= static_cast<uint64_t>(n)) fail("gradient message: index {} beyond {} floats", i, n);
-        sum[i] += v;
+      const TopkLayout l = topk_layout(c, n);
+      const uint8_t* high = message + l.high_offset;
+      int64_t j = 0;
+      for (int64_t bit = 0; bit < l.high_bit_count; ++bit) {
+        if (!((high[bit / 8] >> (bit % 8)) & 1u)) continue;
+        if (j == l.k) fail("gradient message: more than the {} indices of a top-k message", l.k);
+        const int64_t i = ((bit - j) << l.low_bits) |
+                          static_cast<int64_t>(get_bits(message + l.low_offset, j * l.low_bits, l.low_bits));
+        if (i >= n) fail("gradient message: index {} beyond {} floats", i, n);
+        uint16_t h;
+        std::memcpy(&h, message + 2 * j, 2);
+        sum[i] += quant::half_to_float(h);
+        ++j;
       }
+      if (j != l.k) fail("gradient message: {} indices, a top-k message holds {}", j, l.k);
       return;
     }
     case GradCompression::Kind::onebit: {

@@ -86,6 +86,12 @@ void Optimizer::mask_state(const std::string& variable, const Tensor& mask) {
   }
 }
 
+std::vector<std::string> Optimizer::slot_names() const {
+  if (config_.kind == "momentum") return {"velocity"};
+  if (config_.kind == "adam") return {"m", "v"};
+  return {};
+}
+
 std::map<std::string, Tensor> Optimizer::state() const {
   std::map<std::string, Tensor> out = slots_;
   Tensor steps(DType::i64, {});

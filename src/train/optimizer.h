@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "core/tensor.h"
 
@@ -37,6 +38,8 @@ class Optimizer {
   std::map<std::string, Tensor> state() const;
   void restore(const std::map<std::string, Tensor>& tensors);
   int64_t steps() const { return steps_; }
+  // The slots this kind keeps per variable (state() keys are "<kind>/<slot>/<variable>").
+  std::vector<std::string> slot_names() const;
 
  private:
   Tensor& slot(const std::string& slot_name, const std::string& variable, const Tensor& like);

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <numeric>
 #include <sstream>
 
 #include "autodiff/gradients.h"
@@ -17,6 +18,7 @@
 #include "train/checkpoint.h"
 #include "train/data_parallel.h"
 #include "train/optimizer.h"
+#include "train/parameter_server.h"
 #include "train/sharded_batches.h"
 #include "train/training_run.h"
 
@@ -213,7 +215,7 @@ void restore_rng(std::mt19937_64& rng, const std::string& state) {
 }
 
 json report_json(const EpochReport& r) {
-  return {{"epoch", r.epoch},
+  json j = {{"epoch", r.epoch},
           {"epochs", r.epochs},
           {"step", r.step},
           {"loss", r.loss},
@@ -229,7 +231,16 @@ json report_json(const EpochReport& r) {
           {"global_batch", r.global_batch},
           {"comm_seconds", r.comm_seconds},
           {"comm_bytes", r.comm_bytes},
+          {"comm_bytes_per_step", r.comm_bytes_per_step},
           {"overlap_fraction", r.overlap_fraction}};
+  if (r.parameter_servers > 0) {
+    j["data_parallel"] = "async";
+    j["parameter_servers"] = r.parameter_servers;
+    j["workers"] = r.workers;
+    j["staleness_max"] = r.staleness_max;
+    j["staleness_mean"] = r.staleness_mean;
+  }
+  return j;
 }
 
 }  // namespace
@@ -266,6 +277,36 @@ std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks
   Communicator* const comm = options.comm;
   const int rank = comm ? comm->rank() : 0;
   const int world = comm ? comm->size() : 1;
+  // Async: the first `servers` ranks serve parameters, the others (the data shards) train.
+  if (options.data_parallel != "sync" && options.data_parallel != "async")
+    fail("train: --data-parallel must be sync or async, got '{}'", options.data_parallel);
+  const bool async = options.data_parallel == "async";
+  if (!async && options.parameter_servers)
+    fail("train: --ps {} needs --data-parallel async", *options.parameter_servers);
+  if (!async && options.max_staleness)
+    fail("train: --max-staleness {} needs --data-parallel async", *options.max_staleness);
+  const int64_t max_staleness = options.max_staleness.value_or(4);
+  if (max_staleness < 0)
+    fail("train: --max-staleness must be 0 or more, got {}", max_staleness);
+  const int64_t servers = async ? options.parameter_servers.value_or(1) : 0;
+  if (async && !comm)
+    fail("train: --data-parallel async needs an mpirun job of more ranks than --ps {} (e.g. "
+         "mpirun -np {} slimflow train ...)",
+         servers, servers + 2);
+  if (async && (servers < 1 || servers >= world))
+    fail("train: --ps {} must be 1..{} for this {}-rank job: at least one rank serves and one "
+         "trains",
+         servers, world - 1, world);
+  if (async && options.grad_compression != "none")
+    fail("train: --grad-compression {} compresses sync's allreduce; drop it with --data-parallel "
+         "async",
+         options.grad_compression);
+  if (async && all_callbacks.after_step)
+    fail("train: this training (pruning) needs --data-parallel sync");
+  const bool serving = async && rank < servers;
+  // The ranks that train, each on its shard of every step's data.
+  const int shards = static_cast<int>(world - servers);
+  const int shard = static_cast<int>(rank - servers);
   // Rank 0 speaks for the job; every rank keeps after_step (pruning masks its own replica).
   TrainCallbacks callbacks = all_callbacks;
   if (rank != 0) callbacks = TrainCallbacks{all_callbacks.after_step, {}, {}, {}, {}};
@@ -427,7 +468,9 @@ std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks
   Optimizer optimizer(OptimizerConfig{.kind = config.optimizer,
                                       .momentum = config.momentum,
                                       .weight_decay = config.weight_decay});
-  ShardedBatches batches(train_data, config.batch, config.seed, rank, world, config.augment);
+  // A server reads no data; it follows the step count of shard 0.
+  ShardedBatches batches(train_data, config.batch, config.seed, serving ? 0 : shard, shards,
+                         config.augment);
   const int64_t batches_per_epoch = batches.steps_per_epoch();
   int64_t epoch = 0, start_batch = 0, start_offset = 0, step = 0;
   double resumed_loss_sum = 0.0, resumed_seconds = 0.0;
@@ -458,14 +501,19 @@ std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks
                                     r.value("world_size", int64_t{1}),
                                     r.value("global_batch", config.batch),
                                     r.value("comm_seconds", 0.0), r.value("comm_bytes", int64_t{0}),
-                                    r.value("overlap_fraction", 0.0)});
+                                    r.value("comm_bytes_per_step", 0.0),
+                                    r.value("overlap_fraction", 0.0),
+                                    r.value("parameter_servers", int64_t{0}),
+                                    r.value("workers", int64_t{0}),
+                                    r.value("staleness_max", int64_t{0}),
+                                    r.value("staleness_mean", 0.0)});
     if (options.epochs) config.epochs = epoch + *options.epochs;
     const int64_t saved_world = pos.value("world_size", int64_t{1});
-    if (saved_world != world || start_offset % batches.global_batch() != 0)
+    if (saved_world != shards || start_offset % batches.global_batch() != 0)
       message(fmt::format("resuming {} at epoch {}, image {}/{} (step {}; saved by {} rank(s), "
                           "now {} x batch {})",
                           out_dir, epoch + 1, start_offset, train_data.size(), step, saved_world,
-                          world, config.batch));
+                          shards, config.batch));
     else
       message(fmt::format("resuming {} at epoch {}, batch {}/{} (step {})", out_dir, epoch + 1,
                           start_batch, batches_per_epoch, step));
@@ -487,15 +535,30 @@ std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks
     if (rank == 0) std::filesystem::create_directories(out_dir);
   }
   if (comm) broadcast_variables(*comm, *store);
-  const double lr_factor = lr_scale_factor(config.lr_scaling, world);
+  const double lr_factor = lr_scale_factor(config.lr_scaling, shards);
   LrSchedule schedule{config.lr_schedule, config.lr * lr_factor, config.epochs * batches_per_epoch};
+
+  const size_t num_params = t.model.parameters.size();
+  std::vector<std::string> parameter_names, statistics_names;
+  std::vector<Shape> shapes;
+  for (const Parameter& p : t.model.parameters) {
+    parameter_names.push_back(p.name);
+    shapes.push_back(t.model.graph.type(p.output).shape);
+  }
+  for (const MovingAverage& m : t.model.moving_averages) statistics_names.push_back(m.variable);
 
   // Checkpointing.
   double epoch_loss_sum = 0.0, epoch_seconds_before = 0.0;
   int64_t epoch_correct = 0, epoch_seen = 0;
+  std::optional<GradientBuckets> buckets;  // sync data parallelism (below)
   auto save = [&](int64_t at_epoch, int64_t at_batch, int64_t at_offset) {
+    // Compression's residuals are each rank's own: rank 0 gathers them (every rank is here).
+    std::map<std::string, Tensor> residuals;
+    if (buckets) residuals = gather_residuals(*comm, *buckets, parameter_names);
     if (rank != 0) return;
+    const bool with_residuals = !residuals.empty();
     Checkpoint ckpt;
+    ckpt.tensors = std::move(residuals);
     for (const auto& [name, value] : store->all()) ckpt.tensors[kVariablePrefix + name] = value;
     for (const auto& [name, value] : optimizer.state()) ckpt.tensors[kOptimizerPrefix + name] = value;
     json history_json = json::array();
@@ -509,7 +572,7 @@ std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks
                    {"batch", at_batch},
                    {"step", step},
                    {"images", at_offset},
-                   {"world_size", world}}},
+                   {"world_size", shards}}},
                  {"rng", rng_state(session.rng())},
                  {"epoch_stats",
                   {{"loss_sum", epoch_loss_sum},
@@ -518,6 +581,8 @@ std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks
                    {"seconds", epoch_seconds_before}}},
                  {"history", history_json}};
     if (distillation) meta["distill"] = distillation->description;
+    if (with_residuals)
+      meta["compression"] = {{"scheme", compression.name()}, {"ranks", world}};
     ckpt.metadata_json = meta.dump();
     save_checkpoint(checkpoint_path(out_dir), ckpt);
   };
@@ -525,22 +590,64 @@ std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks
   std::vector<Output> fetches = {t.loss, t.probs};
   for (const Output& g : t.grads) fetches.push_back(g);
   for (const MovingAverage& m : t.model.moving_averages) fetches.push_back(m.batch_value);
-  const size_t num_params = t.model.parameters.size();
-  std::vector<std::string> parameter_names, statistics_names;
-  for (const Parameter& p : t.model.parameters) parameter_names.push_back(p.name);
-  for (const MovingAverage& m : t.model.moving_averages) statistics_names.push_back(m.variable);
 
   // Data parallelism: gradients are averaged in buckets while the backward pass runs.
-  std::optional<GradientBuckets> buckets;
   FetchReady on_fetch_ready;
-  if (comm) {
-    std::vector<Shape> shapes;
-    for (const Parameter& p : t.model.parameters) shapes.push_back(t.model.graph.type(p.output).shape);
+  if (comm && !async) {
     buckets.emplace(*comm, shapes, options.bucket_mb, compression);
     on_fetch_ready = [&](size_t index, const Tensor& value) {
       if (index >= 2 && index < 2 + num_params) buckets->ready(index - 2, value);
     };
   }
+  // Compression residuals continue where they were with the same ranks and scheme; otherwise
+  // the shards of the residuals no longer match the ranks' data, so they are dropped.
+  if (resuming && resumed->metadata().contains("compression")) {
+    std::string saved_scheme;
+    int64_t saved_ranks = 0;
+    resumed->read_metadata([&](const json& meta) {
+      saved_scheme = meta.at("compression").at("scheme").get<std::string>();
+      saved_ranks = meta.at("compression").at("ranks").get<int64_t>();
+    });
+    if (buckets && saved_scheme == compression.name() && saved_ranks == world)
+      buckets->restore_residuals(
+          residuals_of_rank(resumed->checkpoint().tensors, rank, parameter_names, shapes));
+    else
+      message(fmt::format("note: the {} compression residuals of the {} rank(s) that saved {} "
+                          "are dropped (this job: {} rank(s), compression {}); error feedback "
+                          "starts from zero",
+                          saved_scheme, saved_ranks, out_dir, world,
+                          buckets ? compression.name() : "none"));
+  }
+  // One optimizer step on these parameters (all of them, or a parameter server's shard).
+  auto apply_update = [&](int64_t at_step, const std::vector<size_t>& parameters,
+                          const std::vector<Tensor>& grads) {
+    const double step_lr = schedule.at(at_step);
+    optimizer.begin_step();
+    for (size_t k = 0; k < parameters.size(); ++k) {
+      const Parameter& p = t.model.parameters[parameters[k]];
+      optimizer.apply(p.name, store->get(p.name), grads[k], step_lr, p.decay);
+      if (p.clip_to_unit) clip_to_unit(store->get(p.name));
+    }
+  };
+  std::vector<size_t> all_parameters(num_params);
+  std::iota(all_parameters.begin(), all_parameters.end(), size_t{0});
+  // Async data parallelism: this rank serves a shard of the parameters or trains as a worker.
+  std::optional<ParameterShards> ps_shards;
+  std::optional<ParameterServer> server;
+  std::optional<AsyncWorker> worker;
+  if (async) {
+    ps_shards.emplace(rank, world, static_cast<int>(servers), parameter_names, shapes);
+    if (serving)
+      server.emplace(*comm, *ps_shards, *store, apply_update, step);
+    else
+      worker.emplace(*comm, *ps_shards, *store, max_staleness, step);
+  }
+  // At a sync point every rank holds the servers' whole state (rank 0 then writes it).
+  auto async_sync_point = [&] {
+    if (!async) return;
+    if (worker) worker->drain();
+    gather_parameters(*comm, *ps_shards, *store, optimizer);
+  };
   std::vector<Tensor> local_grads(num_params);
   // Sums this epoch's loss, accuracy and image counts over the ranks (every rank calls it at
   // the same step).
@@ -558,6 +665,27 @@ std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks
     seen = counts.data<int64_t>()[1];
     fresh = counts.data<int64_t>()[2];
     loss_sum = static_cast<double>(loss.data<float>()[0]);
+  };
+  // The epoch's async figures over the workers: staleness, the longest wait, bytes per worker.
+  auto global_async_stats = [&](CommStats& comm_stats, int64_t& staleness_max,
+                                double& staleness_mean) {
+    const AsyncStats mine = worker ? worker->take_stats() : AsyncStats{};
+    Tensor sums(DType::i64, {2});
+    sums.data<int64_t>()[0] = mine.staleness_sum;
+    sums.data<int64_t>()[1] = mine.steps;
+    Tensor most(DType::i64, {3});
+    most.data<int64_t>()[0] = mine.staleness_max;
+    most.data<int64_t>()[1] = mine.bytes;
+    most.data<int64_t>()[2] = std::llround(mine.wait_seconds * 1e6);
+    comm->allreduce(sums, ReduceOp::sum, "staleness");
+    comm->allreduce(most, ReduceOp::max, "staleness");
+    staleness_mean = static_cast<double>(sums.data<int64_t>()[0]) /
+                     static_cast<double>(std::max<int64_t>(sums.data<int64_t>()[1], 1));
+    staleness_max = most.data<int64_t>()[0];
+    comm_stats.bytes = most.data<int64_t>()[1];
+    comm_stats.steps = sums.data<int64_t>()[1] / std::max(shards, 1);
+    comm_stats.comm_seconds = static_cast<double>(most.data<int64_t>()[2]) * 1e-6;
+    comm_stats.exposed_seconds = comm_stats.comm_seconds;  // waiting hides nothing
   };
   Tensor images, labels;
   using Clock = std::chrono::steady_clock;
@@ -578,8 +706,57 @@ std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks
       return std::chrono::duration<double>(Clock::now() - epoch_start).count();
     };
     double lr = schedule.at(step);
-    while (batches.next(images, labels)) {
+    // A mid-epoch checkpoint after the step just done (never after the epoch's last step).
+    auto mid_epoch_checkpoint = [&](int64_t at_offset) {
+      if (!(options.checkpoint_every > 0 && step % options.checkpoint_every == 0 &&
+            at_offset + batches.global_batch() <= train_data.size()))
+        return;
+      async_sync_point();
+      double saved_seconds = epoch_seconds_before, saved_loss = epoch_loss_sum;
+      int64_t saved_correct = epoch_correct, saved_seen = epoch_seen, fresh = 0;
+      epoch_seconds_before += elapsed();
+      global_epoch_stats(epoch_loss_sum, epoch_correct, epoch_seen, fresh);
+      save(epoch, at_offset / batches.global_batch(), at_offset);
+      epoch_seconds_before = saved_seconds;
+      epoch_loss_sum = saved_loss;
+      epoch_correct = saved_correct;
+      epoch_seen = saved_seen;
+    };
+    if (server) {
+      // Serve this epoch's steps (as many as shard 0 takes), stopping at each checkpoint.
+      const int64_t first_step = step;
+      const int64_t epoch_steps = (train_data.size() - start_offset) / batches.global_batch();
+      StepReport reported;
+      server->take_reports();
+      auto on_update = [&](int64_t applied) {
+        lr = schedule.at(applied - 1);
+        if (!callbacks.on_progress) return;
+        const StepReport r = server->take_reports();
+        reported.loss_sum += r.loss_sum;
+        reported.correct += r.correct;
+        reported.examples += r.examples;
+        const double seen = static_cast<double>(std::max<int64_t>(reported.examples, 1));
+        const int64_t done = start_offset / batches.global_batch() + applied - first_step;
+        const double rate = static_cast<double>((applied - first_step) * batches.global_batch()) /
+                            std::max(elapsed(), 1e-9);
+        const int64_t left = (batches_per_epoch - done) * batches.global_batch();
+        callbacks.on_progress(Progress{epoch + 1, config.epochs, done, batches_per_epoch,
+                                       reported.loss_sum / seen,
+                                       static_cast<double>(reported.correct) / seen, rate,
+                                       static_cast<double>(left) / std::max(rate, 1e-9)});
+      };
+      while (step < first_step + epoch_steps) {
+        int64_t target = first_step + epoch_steps;
+        if (options.checkpoint_every > 0)
+          target = std::min(target, (step / options.checkpoint_every + 1) * options.checkpoint_every);
+        server->serve_until(target, on_update);
+        step = target;
+        mid_epoch_checkpoint(start_offset + (step - first_step) * batches.global_batch());
+      }
+    }
+    while (!server && batches.next(images, labels)) {
       lr = schedule.at(step);
+      if (worker) worker->await_weights(step);
       Feeds feeds = {{t.model.input, images}, {t.labels, labels}};
       if (teacher)
         feeds.emplace_back(t.teacher_logits, teacher->for_batch(images, batches.batch_indices()));
@@ -593,13 +770,15 @@ std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks
              "{}",
              step + 1, loss, epoch + 1, batches.step_in_epoch(), lr, where);
       }
+      const int64_t correct = count_correct(out[1], labels);
       for (size_t i = 0; i < num_params; ++i) local_grads[i] = out[2 + i];
-      const std::vector<Tensor>& grads = buckets ? buckets->finish(local_grads, step + 1) : local_grads;
-      optimizer.begin_step();
-      for (size_t i = 0; i < num_params; ++i) {
-        const Parameter& p = t.model.parameters[i];
-        optimizer.apply(p.name, store->get(p.name), grads[i], lr, p.decay);
-        if (p.clip_to_unit) clip_to_unit(store->get(p.name));
+      if (worker) {
+        worker->push(local_grads,
+                     StepReport{static_cast<double>(loss) * static_cast<double>(labels.numel()),
+                                correct, labels.numel()});
+      } else {
+        apply_update(step, all_parameters,
+                     buckets ? buckets->finish(local_grads, step + 1) : local_grads);
       }
       for (size_t i = 0; i < t.model.moving_averages.size(); ++i) {
         const MovingAverage& m = t.model.moving_averages[i];
@@ -612,13 +791,14 @@ std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks
           avg[k] = std::isnan(avg[k]) ? obs[k] : mom * avg[k] + (1 - mom) * obs[k];
       }
       ++step;
-      if (comm && options.check_replicas_every > 0 && step % options.check_replicas_every == 0)
+      if (comm && !async && options.check_replicas_every > 0 &&
+          step % options.check_replicas_every == 0)
         check_replicas(*comm, *store, parameter_names, step);
       if (callbacks.after_step)
         callbacks.after_step(StepState{step, config.epochs * batches_per_epoch, *store, optimizer});
       if (options.profile && step == 5) session.set_profiling(true);  // after warm-up
       epoch_loss_sum += static_cast<double>(loss) * static_cast<double>(labels.numel());
-      epoch_correct += count_correct(out[1], labels);
+      epoch_correct += correct;
       epoch_seen += labels.numel();
       if (callbacks.on_progress) {
         double seconds = elapsed();
@@ -632,27 +812,21 @@ std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks
                                        static_cast<double>(epoch_correct) / static_cast<double>(epoch_seen),
                                        rate, static_cast<double>(left) / std::max(rate, 1e-9)});
       }
-      if (options.checkpoint_every > 0 && step % options.checkpoint_every == 0 &&
-          batches.offset() + batches.global_batch() <= train_data.size()) {
-        double saved_seconds = epoch_seconds_before, saved_loss = epoch_loss_sum;
-        int64_t saved_correct = epoch_correct, saved_seen = epoch_seen, fresh = 0;
-        epoch_seconds_before += elapsed();
-        global_epoch_stats(epoch_loss_sum, epoch_correct, epoch_seen, fresh);
-        save(epoch, batches.step_in_epoch(), batches.offset());
-        epoch_seconds_before = saved_seconds;
-        epoch_loss_sum = saved_loss;
-        epoch_correct = saved_correct;
-        epoch_seen = saved_seen;
-      }
+      mid_epoch_checkpoint(batches.offset());
     }
     const double train_seconds = elapsed();
     if (options.profile && callbacks.on_profile) callbacks.on_profile(session.profile());
+    async_sync_point();
     int64_t fresh_seen = epoch_seen - seen_before;
     global_epoch_stats(epoch_loss_sum, epoch_correct, epoch_seen, fresh_seen);
-    if (comm) average_variables(*comm, *store, statistics_names);
+    // The moving statistics are the training ranks' (a server's never moved).
+    if (comm) average_variables(*comm, *store, statistics_names, /*contribute=*/!serving, shards);
     EvalResult eval = comm ? evaluate_sharded(session, t, test_data, *comm)
                            : evaluate(session, t, test_data);
-    const CommStats comm_stats = buckets ? buckets->take_stats() : CommStats{};
+    CommStats comm_stats = buckets ? buckets->take_stats() : CommStats{};
+    int64_t staleness_max = 0;
+    double staleness_mean = 0.0;
+    if (async) global_async_stats(comm_stats, staleness_max, staleness_mean);
     EpochReport report{epoch + 1,
                        config.epochs,
                        step,
@@ -669,7 +843,14 @@ std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks
                        batches.global_batch(),
                        comm_stats.comm_seconds,
                        comm_stats.bytes,
-                       comm_stats.overlap_fraction()};
+                       comm_stats.steps > 0 ? static_cast<double>(comm_stats.bytes) /
+                                                  static_cast<double>(comm_stats.steps)
+                                            : 0.0,
+                       comm_stats.overlap_fraction(),
+                       servers,
+                       async ? shards : 0,
+                       staleness_max,
+                       staleness_mean};
     history.push_back(report);
     epoch_loss_sum = 0.0;
     epoch_correct = epoch_seen = 0;

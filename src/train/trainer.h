@@ -68,6 +68,12 @@ struct TrainOptions {
   std::optional<std::string> lr_scaling;  // linear (default) | sqrt | none, for the world size
   int64_t check_replicas_every = 100;     // steps between replica checksums (0: never)
   std::string grad_compression = "none";  // none | fp16 | topk:F | onebit (train/grad_compression.h)
+  // sync (allreduce) or async: parameter servers (train/parameter_server.h), the first
+  // `parameter_servers` ranks (default 1) serving, the others training at most `max_staleness`
+  // steps (default 4) ahead of the slowest.
+  std::string data_parallel = "sync";
+  std::optional<int64_t> parameter_servers;
+  std::optional<int64_t> max_staleness;
   // Set: the student learns from this teacher too (train/distillation.h). A run trained so
   // records the teacher in its metadata, and resuming it needs the teacher again.
   std::shared_ptr<const Distillation> distillation;
@@ -105,7 +111,15 @@ struct EpochReport {
   int64_t global_batch = 0;
   double comm_seconds = 0.0;      // wall time with gradient reductions in flight (rank 0)
   int64_t comm_bytes = 0;         // gradient bytes each rank allreduced this epoch
+  double comm_bytes_per_step = 0.0;  // of them, per step (what compression divides)
   double overlap_fraction = 0.0;  // share of comm_seconds hidden behind the backward pass
+  // Async data parallelism (parameter_servers > 0): the workers and, over the epoch, how many
+  // updates the weights a step was computed on lacked (most, and mean over steps). comm_seconds
+  // is then the longest time a worker waited for fresh enough weights.
+  int64_t parameter_servers = 0;
+  int64_t workers = 0;
+  int64_t staleness_max = 0;
+  double staleness_mean = 0.0;
 };
 
 // One epoch as a JSON object on one line (what `train --json` prints and checkpoints keep).

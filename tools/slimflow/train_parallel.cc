@@ -24,6 +24,17 @@ void add_data_parallel_options(CLI::App& cmd, TrainOptions& options, double& com
   cmd.add_option("--comm-timeout", comm_timeout,
                  "Under mpirun: seconds a rank waits for the others before ending the job")
       ->default_val(comm_timeout);
+  cmd.add_option("--data-parallel", options.data_parallel,
+                 "Under mpirun: sync (allreduce, every rank applies the same update) or async "
+                 "(parameter servers: workers push gradients and pull weights without waiting "
+                 "for each other)")
+      ->default_val(options.data_parallel);
+  cmd.add_option("--ps", options.parameter_servers,
+                 "With --data-parallel async: ranks 0..K-1 serve the parameters, sharded by size "
+                 "(default 1); the other ranks train");
+  cmd.add_option("--max-staleness", options.max_staleness,
+                 "With --data-parallel async: a worker runs at most S steps ahead of the slowest "
+                 "(default 4; 0 trains exactly as sync)");
   cmd.add_option("--check-replicas", options.check_replicas_every,
                  "Under mpirun: compare the replicas' weights every N steps (0: never)")
       ->default_val(options.check_replicas_every);

@@ -10,7 +10,8 @@
 
 namespace sf::cli {
 
-// --bucket-mb, --lr-scaling, --grad-compression, --comm-timeout, --check-replicas.
+// --bucket-mb, --lr-scaling, --grad-compression, --comm-timeout, --data-parallel, --ps,
+// --max-staleness, --check-replicas.
 void add_data_parallel_options(CLI::App& cmd, TrainOptions& options, double& comm_timeout);
 
 // Runs `train` alone, or, when mpirun started this process with others, as a rank of the job:
