@@ -21,35 +21,12 @@ on a subset for a quick check.
 import argparse
 import json
 import os
-import subprocess
-import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from bench_common import ROOT, run, last_json, cpu_flags
+
 OUT = os.path.join("runs", "bench-binary")
 DATASETS = ["mnist", "fashion-mnist"]
 MODES = ["weights", "xnor", "ternary"]
-
-
-def run(cmd, env=None):
-    print("$ " + " ".join(cmd), file=sys.stderr, flush=True)
-    proc = subprocess.run(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True,
-                          env=dict(os.environ, **(env or {})))
-    if proc.returncode != 0:
-        sys.exit(f"failed ({proc.returncode}): {' '.join(cmd)}")
-    return proc.stdout
-
-
-def last_json(text):
-    return json.loads([l for l in text.splitlines() if l.startswith("{")][-1])
-
-
-def cpu_flags():
-    with open("/proc/cpuinfo") as f:
-        for line in f:
-            if line.startswith("flags"):
-                flags = line.split(":", 1)[1].split()
-                return " ".join(sorted(f for f in flags if f.startswith("avx512") or f in ("amx_int8", "avx2")))
-    return "?"
 
 
 def kernel_table(bench_binary, threads, repetitions):
@@ -71,6 +48,7 @@ def pytorch_fp32_ms(threads, runs):
     code = f"""
 import json, time, torch
 from torch import nn
+
 torch.set_num_threads({threads})
 net = nn.Sequential(nn.Conv2d(1, 32, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
                     nn.Conv2d(32, 64, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),

@@ -26,7 +26,8 @@ import os
 import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from bench_common import ROOT, cpu_flags
+
 MPIRUN = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--bind-to", "none"]
 
 
@@ -36,15 +37,6 @@ def run_json_lines(cmd, env=None):
     if proc.returncode != 0:
         sys.exit(f"benchmark command failed ({proc.returncode}): {' '.join(cmd)}")
     return [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
-
-
-def cpu_flags():
-    with open("/proc/cpuinfo") as f:
-        for line in f:
-            if line.startswith("flags"):
-                flags = line.split(":", 1)[1].split()
-                return " ".join(f for f in flags if f.startswith(("avx512", "amx", "avx2")))
-    return "unknown"
 
 
 def main():

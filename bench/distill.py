@@ -27,32 +27,9 @@ import subprocess
 import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from bench_common import ROOT, run, json_lines, cpu_flags
+
 OUT = os.path.join(ROOT, "runs", "bench-distill")
-
-
-def run(cmd):
-    print("$ " + " ".join(cmd), file=sys.stderr, flush=True)
-    proc = subprocess.run(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True)
-    if proc.returncode != 0:
-        sys.exit(f"failed ({proc.returncode}): {' '.join(cmd)}")
-    return proc.stdout
-
-
-def json_lines(text):
-    return [json.loads(l) for l in text.splitlines() if l.startswith("{")]
-
-
-def cpu_features():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("flags"):
-                    flags = line.split(":", 1)[1].split()
-                    return " ".join(sorted(f for f in flags if f.startswith(("avx512", "amx"))))
-    except OSError:
-        pass
-    return "unknown"
 
 
 class Bench:
@@ -201,7 +178,7 @@ def main():
     skip = set(filter(None, a.skip.split(",")))
     os.makedirs(OUT, exist_ok=True)
     b = Bench(a)
-    results = {"cpu_features": cpu_features(), "threads": a.threads, "temperature": a.temperature,
+    results = {"cpu_features": cpu_flags(), "threads": a.threads, "temperature": a.temperature,
                "alpha": a.alpha, "train_limit": a.train_limit}
 
     if "hinton" not in skip:

@@ -18,7 +18,8 @@ import tempfile
 
 import numpy as np
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from bench_common import ROOT, cpu_flags
+
 SHAPES = [(1, 3, 32, 32), (8, 3, 32, 32), (1, 3, 96, 128), (4, 3, 64, 48)]
 
 
@@ -33,15 +34,6 @@ def last_json(text):
     return json.loads([l for l in text.splitlines() if l.startswith("{")][-1])
 
 
-def cpu_features():
-    with open("/proc/cpuinfo") as f:
-        for line in f:
-            if line.startswith("flags"):
-                flags = line.split(":", 1)[1].split()
-                return " ".join(sorted(f for f in flags if f.startswith(("avx", "amx"))))
-    return "unknown"
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=50)
@@ -49,7 +41,7 @@ def main():
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--slimflow", default=os.path.join(ROOT, "build/release/slimflow"))
     args = parser.parse_args()
-    print(f"CPU features: {cpu_features()}")
+    print(f"CPU features: {cpu_flags()}")
     with tempfile.TemporaryDirectory() as tmp:
         run(["/usr/bin/python3", "tests/scripts/export_dynamic_models.py", tmp])
         model = os.path.join(tmp, "dynamic_cnn.onnx")
@@ -88,7 +80,7 @@ def main():
                   f"{r['ort_latency_ms']:.3f} ms ({r['latency_ratio']:.2f}x); new shape planned in "
                   f"{r['plan_new_shape_ms']:.1f} ms; plan cache {r['plan_cache_bytes']} bytes; "
                   f"max |err| {err:.2g}")
-        print(json.dumps({"cpu_features": cpu_features(), "rows": rows}))
+        print(json.dumps({"cpu_features": cpu_flags(), "rows": rows}))
 
 
 if __name__ == "__main__":

@@ -24,7 +24,8 @@ import sys
 
 import numpy as np
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from bench_common import ROOT, cpu_flags
+
 MODELS = ["deep-mnist", "resnet18", "mobilenet_v2", "squeezenet1_1"]
 
 
@@ -88,15 +89,6 @@ def measure(name, args):
                     "b64_ratio": statistics.median(s["throughput_per_sec"] / o["throughput_per_sec"]
                                                    for s, o in zip(ours64, ort64))})
     return row
-
-
-def cpu_flags():
-    with open("/proc/cpuinfo") as f:
-        for line in f:
-            if line.startswith("flags"):
-                return " ".join(sorted(f for f in line.split(":", 1)[1].split()
-                                       if f.startswith(("avx512_bf16", "avx512_vnni", "amx"))))
-    return "unknown"
 
 
 def main():

@@ -15,34 +15,11 @@ import argparse
 import json
 import os
 import subprocess
-import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from bench_common import ROOT, run, last_json, cpu_flags
+
 OUT = os.path.join(ROOT, "runs", "bench-zoo")
 MODELS = ["deep-mnist", "squeezenet-mnist", "mobilenet-mnist", "resnet-mnist", "mlp-1200", "mlp-800"]
-
-
-def run(cmd):
-    print("$ " + " ".join(cmd), file=sys.stderr, flush=True)
-    proc = subprocess.run(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True)
-    if proc.returncode != 0:
-        sys.exit(f"failed ({proc.returncode}): {' '.join(cmd)}")
-    return proc.stdout
-
-
-def last_json(text):
-    return json.loads([l for l in text.splitlines() if l.startswith("{")][-1])
-
-
-def cpu_features():
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("flags"):
-                return " ".join(sorted(f for f in line.split(":", 1)[1].split()
-                                       if f.startswith(("avx512", "amx"))))
-    except OSError:
-        pass
-    return "unknown"
 
 
 def main():
@@ -91,7 +68,7 @@ def main():
             row["fp32"] = {"latency_ms": b1["latency_ms_median"], "bytes": b1["model_bytes"]}
             row["int8"] = {"latency_ms": q1["latency_ms_median"], "bytes": q1["model_bytes"]}
         rows.append(row)
-    results = {"cpu_features": cpu_features(), "threads": t, "rows": rows}
+    results = {"cpu_features": cpu_flags(), "threads": t, "rows": rows}
     json.dump(results, open(os.path.join(OUT, "results.json"), "w"), indent=1)
     if a.json:
         print(json.dumps(results))

@@ -15,18 +15,8 @@ Not measured yet (not built): MPI processes as devices and --micro-batches pipel
 import argparse
 import json
 import os
-import subprocess
-import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def run(cmd):
-    print("$ " + " ".join(cmd), file=sys.stderr, flush=True)
-    proc = subprocess.run(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True)
-    if proc.returncode != 0:
-        sys.exit(f"failed ({proc.returncode}): {' '.join(cmd)}")
-    return proc.stdout
+from bench_common import ROOT, run
 
 
 def edge_overhead(build):

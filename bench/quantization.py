@@ -20,28 +20,16 @@ import argparse
 import json
 import os
 import subprocess
-import sys
 import tempfile
 
 import numpy as np
 from PIL import Image
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from bench_common import ROOT, run, last_json
+
 OUT = os.path.join("runs", "bench-quant")
 DATA = {"mnist": "runs/mnist", "fashion-mnist": "runs/fashion"}
 ORT_MODELS = ["resnet18", "mobilenet_v2"]
-
-
-def run(cmd):
-    print("$ " + " ".join(cmd), file=sys.stderr, flush=True)
-    proc = subprocess.run(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True)
-    if proc.returncode != 0:
-        sys.exit(f"failed ({proc.returncode}): {' '.join(cmd)}")
-    return proc.stdout
-
-
-def last_json(text):
-    return json.loads([l for l in text.splitlines() if l.startswith("{")][-1])
 
 
 def pytorch_peer(threads):
@@ -50,6 +38,7 @@ import json, time, torch
 from torch import nn
 from torch.ao.quantization import get_default_qconfig_mapping
 from torch.ao.quantization.quantize_fx import prepare_fx, convert_fx
+
 torch.set_num_threads({threads})
 engine = "onednn" if "onednn" in torch.backends.quantized.supported_engines else "qnnpack"
 torch.backends.quantized.engine = engine

@@ -19,26 +19,12 @@ Writes runs/bench-retrain/ (base run and model, images, runs, results.json) and 
 import argparse
 import json
 import os
-import shutil
-import subprocess
-import sys
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from bench_common import ROOT, run, json_lines
+
 OUT = os.path.join(ROOT, "runs", "bench-retrain")
 SF = os.path.join(ROOT, "build", "release", "slimflow")
-
-
-def run(cmd):
-    print("$ " + " ".join(cmd), file=sys.stderr, flush=True)
-    proc = subprocess.run(cmd, cwd=ROOT, stdout=subprocess.PIPE, text=True)
-    if proc.returncode != 0:
-        sys.exit(f"failed ({proc.returncode}): {' '.join(cmd)}")
-    return proc.stdout
-
-
-def json_lines(text):
-    return [json.loads(l) for l in text.splitlines() if l.startswith("{")]
 
 
 def main():

@@ -25,7 +25,6 @@ import json
 import math
 import os
 import subprocess
-import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NETWORKS = {  # gradient bytes
