@@ -120,6 +120,24 @@ TEST_F(DeployCli, BenchJsonHasTheFiguresAndAProfile) {
       EXPECT_TRUE(row.contains(key)) << key;
 }
 
+// --precision bf16 runs the model's products in bf16 and says so; auto says why it chose.
+TEST_F(DeployCli, BenchReportsItsPrecision) {
+  for (const std::string precision : {"fp32", "bf16", "auto"}) {
+    const testing::CliResult r =
+        run_cli("bench --model " + model_ + " --threads 1 --runs 2 --warmup 1 --json --profile "
+                "--precision " + precision, false);
+    ASSERT_EQ(r.exit_code, 0) << r.out;
+    const nlohmann::json j = nlohmann::json::parse(testing::non_empty_lines(r.out).back());
+    if (precision != "auto") {
+      EXPECT_EQ(j["precision"], precision);
+    }
+    EXPECT_FALSE(j["precision_reason"].get<std::string>().empty());
+  }
+  const testing::CliResult bad = run_cli("bench --model " + model_ + " --precision fp8");
+  EXPECT_EQ(bad.exit_code, 2) << bad.out;
+  EXPECT_NE(bad.out.find("--precision"), std::string::npos) << bad.out;
+}
+
 TEST_F(DeployCli, RunWritesEachOutputAsNpy) {
   const Tensor x = testing::random_tensor({2, 1, 8, 8}, 5);  // batch 2 on a batch-1 model
   write_npy(dir_ + "/x.npy", x);

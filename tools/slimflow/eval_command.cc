@@ -19,7 +19,8 @@ namespace {
 
 // Accuracy of a deployed model (.sfm / .onnx) on a data set's test split.
 EvalResult evaluate_model_file(const std::string& path, const std::string& data, int64_t limit,
-                               int threads, const std::map<std::string, Shape>& input_shapes) {
+                               const SessionOptions& options,
+                               const std::map<std::string, Shape>& input_shapes) {
   const Dataset all = load_test_split(data);
   Dataset test = limit > 0 && limit < all.size() ? take(all, limit) : all;
   Shape example = {test.images.dim(1), test.images.dim(2), test.images.dim(3)};
@@ -34,7 +35,7 @@ EvalResult evaluate_model_file(const std::string& path, const std::string& data,
   const float mean = static_cast<float>(metadata_number(file, "input_mean", 0.0));
   const float std = static_cast<float>(metadata_number(file, "input_std", 255.0));
   const ImagePort images = take_nhwc_images(model);
-  Session session(file.graph, SessionOptions{.threads = threads});
+  Session session(file.graph, options);
   BatchIterator it(test, BatchOptions{.batch_size = 100, .shuffle = false});
   Tensor batch, labels;
   EvalResult result;
@@ -66,7 +67,7 @@ EvalResult evaluate_model_file(const std::string& path, const std::string& data,
 // takes them): the split by name hash with the percentages the model stores, the folder's
 // labels matched to the model's by name, each image preprocessed as the model's metadata says.
 EvalResult evaluate_on_images(const std::string& path, const std::string& images, int64_t limit,
-                              int threads) {
+                              const SessionOptions& options) {
   ModelToRun model = open_model_to_run(path);
   const ModelFile& file = model.file;
   if (file.inputs.size() != 1) fail("{}: eval needs a model with one input", path);
@@ -94,7 +95,7 @@ EvalResult evaluate_on_images(const std::string& path, const std::string& images
   if (!std::isfinite(std) || std == 0.0f)
     fail("{}: its metadata input_std {} must be finite and non-zero", path, std);
   const ImagePort port = take_nhwc_images(model);
-  Session session(file.graph, SessionOptions{.threads = threads});
+  Session session(file.graph, options);
   EvalResult result;
   int64_t correct = 0;
   double loss = 0.0;
@@ -127,6 +128,7 @@ Action add_eval_command(CLI::App& app) {
     int threads = 0;
     bool json = false;
     std::vector<std::string> input_shapes;
+    std::string precision;
   };
   auto args = std::make_shared<Args>();
   cmd->add_option("--model", args->model,
@@ -141,19 +143,30 @@ Action add_eval_command(CLI::App& app) {
       ->excludes(data);
   cmd->add_option("--limit", args->limit, "Evaluate only the first N test examples");
   cmd->add_option("--threads", args->threads, "Threads (0: all cores)");
+  add_precision_option(cmd, args->precision);
   cmd->add_flag("--json", args->json, "Print one JSON object on stdout");
   cmd->add_option("--input-shape", args->input_shapes,
                   "Specialize a symbolic ONNX input, NAME=D1,D2,... (repeatable; by default "
                   "the data set's image size)");
   return [args]() {
+    const PrecisionChoice precision = choose_precision(args->precision, "--precision");
+    const bool run_dir = args->images.empty() && std::filesystem::is_directory(args->model);
+    if (run_dir && precision.precision != Precision::fp32)
+      fail("--precision {}: a run directory evaluates its training graph in fp32; freeze it and "
+           "evaluate the .sfm",
+           args->precision);
+    const SessionOptions options{.threads = args->threads, .precision = precision.precision};
     EvalResult r = !args->images.empty()
-                       ? evaluate_on_images(args->model, args->images, args->limit, args->threads)
-                   : std::filesystem::is_directory(args->model)
+                       ? evaluate_on_images(args->model, args->images, args->limit, options)
+                   : run_dir
                        ? evaluate_run(args->model, args->data, args->limit, args->threads)
-                       : evaluate_model_file(args->model, args->data, args->limit, args->threads,
+                       : evaluate_model_file(args->model, args->data, args->limit, options,
                                              parse_input_shapes(args->input_shapes));
     if (args->json) {
-      nlohmann::json j = {{"accuracy", r.accuracy}, {"count", r.count}, {"loss", r.loss}};
+      nlohmann::json j = {{"accuracy", r.accuracy},
+                          {"count", r.count},
+                          {"loss", r.loss},
+                          {"precision", precision_name(precision.precision)}};
       std::printf("%s\n", j.dump().c_str());
     } else {
       std::printf("accuracy %.2f%% on %lld images (loss %.4f)\n", 100.0 * r.accuracy,
