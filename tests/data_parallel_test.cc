@@ -14,6 +14,7 @@
 
 #include "support/cli.h"
 #include "support/mnist.h"
+#include "support/mpi_jobs.h"
 #include "train/sharded_batches.h"
 #include "train/training_run.h"
 
@@ -91,41 +92,15 @@ TEST(ShardedBatches, TooFewExamplesForOneStepIsAnError) {
 
 #ifdef SLIMFLOW_MPIRUN
 
+using testing::count_lines_starting;
 using testing::run_shell;
 
-std::string mpirun(int ranks) {
-  return std::string("timeout -k 5 120 ") + SLIMFLOW_MPIRUN + " -np " + std::to_string(ranks) +
-         " " + SLIMFLOW_CLI + " ";
-}
-
-int count_lines_starting(const std::string& text, const std::string& prefix) {
-  int n = 0;
-  for (const std::string& line : testing::non_empty_lines(text)) n += line.rfind(prefix, 0) == 0;
-  return n;
-}
-
-// tiny-cnn without dropout, so that replicas and one process draw nothing at random.
-std::string write_deterministic_spec(const std::string& dir) {
-  const std::string path = dir + "/tiny-cnn-nodrop.yaml";
-  std::ofstream(path) << R"(name: tiny-cnn-nodrop
-input: [28, 28, 1]
-classes: 10
-layers:
-  - {name: conv1, type: conv2d, filters: 8, kernel: 5, padding: same, activation: relu}
-  - {name: pool1, type: max_pool, size: 2}
-  - {name: conv2, type: conv2d, filters: 16, kernel: 3, padding: same, activation: relu}
-  - {name: pool2, type: max_pool, size: 2}
-  - {name: flatten, type: flatten}
-  - {name: fc1, type: dense, units: 64, activation: relu}
-  - {name: fc2, type: dense, units: 10}
-)";
-  return path;
-}
+std::string mpirun(int ranks) { return testing::mpirun_slimflow(ranks, 120); }
 
 TEST(DataParallel, TwoRanksOfBatch32MatchOneProcessOfBatch64After20Steps) {
   if (!testing::mnist_available()) GTEST_SKIP() << "MNIST not installed";
   const std::string dir = testing::make_temp_dir("dp-equal");
-  const std::string spec = write_deterministic_spec(dir);
+  const std::string spec = testing::write_deterministic_cnn_spec(dir);
   const std::string common = "train --model " + spec +
                              " --data mnist --train-limit 1280 --test-limit 200 --epochs 1 "
                              "--optimizer momentum --lr 0.05 --threads 1 --quiet --json ";
@@ -185,7 +160,7 @@ TEST(DataParallel, KilledRankEndsTheJobNamingItAndResumeWithAnyRanksFinishesTheR
   if (!testing::mnist_available()) GTEST_SKIP() << "MNIST not installed";
   const std::string dir = testing::make_temp_dir("dp-kill");
   const std::string run = dir + "/run";
-  const std::string spec = write_deterministic_spec(dir);
+  const std::string spec = testing::write_deterministic_cnn_spec(dir);
   // Each rank records its pid; once the first mid-epoch checkpoint exists, rank 1 is killed.
   const std::string train = "train --model " + spec +
                             " --data mnist --train-limit 12800 --test-limit 200 --epochs 1 "
@@ -256,7 +231,7 @@ TEST(DataParallel, ResumeWithAnotherModelIsAnError) {
                                 " --train-limit 128 --test-limit 50 --epochs 1 --threads 1 "
                                 "--quiet --out " + dir + "/run");
   ASSERT_EQ(first.exit_code, 0) << first.out;
-  const std::string other = write_deterministic_spec(dir);
+  const std::string other = testing::write_deterministic_cnn_spec(dir);
   auto r = run_shell(mpirun(2) + "train --resume " + dir + "/run --model " + other +
                      " --threads 1 --quiet");
   EXPECT_NE(r.exit_code, 0);
@@ -271,7 +246,7 @@ TEST(DataParallel, ResumeWithAnotherModelIsAnError) {
 TEST(DataParallel, CompressedGradientsWithErrorFeedbackConvergeOnFewerBytes) {
   if (!testing::mnist_available()) GTEST_SKIP() << "MNIST not installed";
   const std::string dir = testing::make_temp_dir("dp-compress");
-  const std::string spec = write_deterministic_spec(dir);
+  const std::string spec = testing::write_deterministic_cnn_spec(dir);
   const std::string common = "train --model " + spec +
                              " --data mnist --train-limit 1280 --test-limit 500 --epochs 2 "
                              "--batch 32 --threads 1 --quiet --json --out " + dir + "/";
@@ -315,7 +290,7 @@ TEST(DataParallel, CompressedGradientsWithErrorFeedbackConvergeOnFewerBytes) {
 TEST(DataParallel, CompressionResidualsResumeWithTheSameRanksAndAreDroppedWithOthers) {
   if (!testing::mnist_available()) GTEST_SKIP() << "MNIST not installed";
   const std::string dir = testing::make_temp_dir("dp-residuals");
-  const std::string spec = write_deterministic_spec(dir);
+  const std::string spec = testing::write_deterministic_cnn_spec(dir);
   const std::string common = "train --model " + spec +
                              " --data mnist --train-limit 1280 --test-limit 100 --batch 32 "
                              "--threads 1 --quiet --grad-compression topk:0.01 ";

@@ -16,6 +16,7 @@
 namespace sf {
 namespace {
 
+using testing::expect_one_line_error;
 using testing::run_cli;
 
 constexpr int64_t kClasses = 3;
@@ -65,20 +66,6 @@ class DeployCli : public ::testing::Test {
     model_ = write_classifier(dir_, 1);
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
-
-  // Expects a failing command whose only output is one "slimflow: error: " line holding each
-  // of `fragments`.
-  static void expect_one_line_error(const std::string& args,
-                                    const std::vector<std::string>& fragments) {
-    SCOPED_TRACE(args);
-    const testing::CliResult r = run_cli(args);
-    EXPECT_NE(r.exit_code, 0) << r.out;
-    const std::vector<std::string> lines = testing::non_empty_lines(r.out);
-    ASSERT_EQ(lines.size(), 1u) << r.out;
-    EXPECT_EQ(lines[0].rfind("slimflow: error: ", 0), 0u) << lines[0];
-    for (const std::string& f : fragments)
-      EXPECT_NE(lines[0].find(f), std::string::npos) << "\"" << f << "\" not in: " << lines[0];
-  }
 
   std::string dir_, model_;
 };

@@ -14,6 +14,7 @@
 
 #include "support/cli.h"
 #include "support/mnist.h"
+#include "support/mpi_jobs.h"
 #include "train/parameter_server.h"
 #include "train/training_run.h"
 
@@ -37,43 +38,10 @@ TEST(ParameterShards, VariablesSpreadBySizeLargestFirst) {
 
 #ifdef SLIMFLOW_MPIRUN
 
+using testing::count_lines_starting;
 using testing::run_shell;
 
-std::string mpirun(int ranks) {
-  return std::string("timeout -k 5 150 ") + SLIMFLOW_MPIRUN + " -np " + std::to_string(ranks) +
-         " " + SLIMFLOW_CLI + " ";
-}
-
-int count_lines_starting(const std::string& text, const std::string& prefix) {
-  int n = 0;
-  for (const std::string& line : testing::non_empty_lines(text)) n += line.rfind(prefix, 0) == 0;
-  return n;
-}
-
-std::vector<nlohmann::json> epochs_json(const std::string& out) {
-  std::vector<nlohmann::json> epochs;
-  for (const std::string& line : testing::non_empty_lines(out))
-    if (line.rfind("{", 0) == 0) epochs.push_back(nlohmann::json::parse(line));
-  return epochs;
-}
-
-// tiny-cnn without dropout, so that the ranks draw nothing at random.
-std::string write_deterministic_spec(const std::string& dir) {
-  const std::string path = dir + "/tiny-cnn-nodrop.yaml";
-  std::ofstream(path) << R"(name: tiny-cnn-nodrop
-input: [28, 28, 1]
-classes: 10
-layers:
-  - {name: conv1, type: conv2d, filters: 8, kernel: 5, padding: same, activation: relu}
-  - {name: pool1, type: max_pool, size: 2}
-  - {name: conv2, type: conv2d, filters: 16, kernel: 3, padding: same, activation: relu}
-  - {name: pool2, type: max_pool, size: 2}
-  - {name: flatten, type: flatten}
-  - {name: fc1, type: dense, units: 64, activation: relu}
-  - {name: fc2, type: dense, units: 10}
-)";
-  return path;
-}
+std::string mpirun(int ranks) { return testing::mpirun_slimflow(ranks, 150); }
 
 double worst_difference(const std::string& run_a, const std::string& run_b) {
   const auto a = TrainingRun(run_a).variables();
@@ -93,7 +61,7 @@ double worst_difference(const std::string& run_a, const std::string& run_b) {
 TEST(AsyncDataParallel, StalenessZeroTrainsTheWeightsOfSync) {
   if (!testing::mnist_available()) GTEST_SKIP() << "MNIST not installed";
   const std::string dir = testing::make_temp_dir("ps-sync");
-  const std::string spec = write_deterministic_spec(dir);
+  const std::string spec = testing::write_deterministic_cnn_spec(dir);
   // 20 steps of 2 x 32 with Adam (whose state lives on the servers).
   const std::string common = "train --model " + spec +
                              " --data mnist --train-limit 1280 --test-limit 200 --epochs 1 "
@@ -109,7 +77,7 @@ TEST(AsyncDataParallel, StalenessZeroTrainsTheWeightsOfSync) {
                        "--out " + dir + "/ps2");
   ASSERT_EQ(two.exit_code, 0) << two.out;
   for (const auto& r : {one, two}) {
-    const auto epochs = epochs_json(r.out);
+    const auto epochs = testing::json_lines(r.out);
     ASSERT_EQ(epochs.size(), 1u) << "rank 0 alone reports\n" << r.out;
     EXPECT_EQ(epochs[0].at("data_parallel"), "async");
     EXPECT_EQ(epochs[0].at("workers"), 2);
@@ -117,27 +85,27 @@ TEST(AsyncDataParallel, StalenessZeroTrainsTheWeightsOfSync) {
     EXPECT_EQ(epochs[0].at("step"), 20);
     EXPECT_EQ(epochs[0].at("staleness_max"), 0);
   }
-  EXPECT_EQ(epochs_json(one.out)[0].at("parameter_servers"), 1);
-  EXPECT_EQ(epochs_json(two.out)[0].at("parameter_servers"), 2);
+  EXPECT_EQ(testing::json_lines(one.out)[0].at("parameter_servers"), 1);
+  EXPECT_EQ(testing::json_lines(two.out)[0].at("parameter_servers"), 2);
   EXPECT_LT(worst_difference(dir + "/sync", dir + "/ps1"), 1e-5);
   EXPECT_LT(worst_difference(dir + "/sync", dir + "/ps2"), 1e-5);
   // The same accuracy from the same weights.
-  EXPECT_NEAR(epochs_json(sync.out)[0].at("test_accuracy").get<double>(),
-              epochs_json(two.out)[0].at("test_accuracy").get<double>(), 1e-9);
+  EXPECT_NEAR(testing::json_lines(sync.out)[0].at("test_accuracy").get<double>(),
+              testing::json_lines(two.out)[0].at("test_accuracy").get<double>(), 1e-9);
   std::filesystem::remove_all(dir);
 }
 
 TEST(AsyncDataParallel, StaleWorkersConvergeAndResume) {
   if (!testing::mnist_available()) GTEST_SKIP() << "MNIST not installed";
   const std::string dir = testing::make_temp_dir("ps-stale");
-  const std::string spec = write_deterministic_spec(dir);
+  const std::string spec = testing::write_deterministic_cnn_spec(dir);
   auto r = run_shell(mpirun(3) + "train --model " + spec +
                      " --data mnist --train-limit 1280 --test-limit 500 --epochs 2 --batch 32 "
                      "--threads 1 --quiet --json --lr-scaling none --data-parallel async "
                      "--max-staleness 3 --out " +
                      dir + "/run");
   ASSERT_EQ(r.exit_code, 0) << r.out;
-  auto epochs = epochs_json(r.out);
+  auto epochs = testing::json_lines(r.out);
   ASSERT_EQ(epochs.size(), 2u) << r.out;
   for (const auto& e : epochs) {
     EXPECT_LE(e.at("staleness_max").get<int64_t>(), 3) << e;
@@ -152,7 +120,7 @@ TEST(AsyncDataParallel, StaleWorkersConvergeAndResume) {
   auto resumed = run_shell(mpirun(2) + "train --resume " + dir + "/run --epochs 1 --threads 1 "
                                        "--quiet --json");
   ASSERT_EQ(resumed.exit_code, 0) << resumed.out;
-  epochs = epochs_json(resumed.out);
+  epochs = testing::json_lines(resumed.out);
   ASSERT_EQ(epochs.size(), 1u) << resumed.out;
   EXPECT_EQ(epochs[0].at("epoch"), 3);
   EXPECT_EQ(epochs[0].at("step"), 60);
@@ -206,7 +174,7 @@ TEST(AsyncDataParallel, BadArgumentsAreOneLineErrors) {
 void expect_killed_rank_ends_job(int victim) {
   const std::string dir = testing::make_temp_dir("ps-kill");
   const std::string run = dir + "/run";
-  const std::string train = "train --model " + write_deterministic_spec(dir) +
+  const std::string train = "train --model " + testing::write_deterministic_cnn_spec(dir) +
                             " --data mnist --train-limit 12800 --test-limit 200 --epochs 1 "
                             "--batch 32 --threads 1 --checkpoint-every 10 --quiet "
                             "--data-parallel async --out " + run;

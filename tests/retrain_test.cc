@@ -25,6 +25,7 @@ namespace sf {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::expect_one_line_error;
 using testing::run_cli;
 
 const char* const kLabels[] = {"left", "right", "top"};
@@ -241,18 +242,6 @@ class RetrainCli : public ::testing::Test {
                 false);
     EXPECT_EQ(r.exit_code, 0) << r.out;
     return last_json(r.out);
-  }
-
-  static void expect_one_line_error(const std::string& args,
-                                    const std::vector<std::string>& fragments) {
-    SCOPED_TRACE(args);
-    const testing::CliResult r = run_cli(args);
-    EXPECT_NE(r.exit_code, 0) << r.out;
-    const std::vector<std::string> lines = testing::non_empty_lines(r.out);
-    ASSERT_EQ(lines.size(), 1u) << r.out;
-    EXPECT_EQ(lines[0].rfind("slimflow: error: ", 0), 0u) << lines[0];
-    for (const std::string& f : fragments)
-      EXPECT_NE(lines[0].find(f), std::string::npos) << "\"" << f << "\" not in: " << lines[0];
   }
 
   std::string dir_, images_, base_;

@@ -2,6 +2,8 @@
 
 #include <sys/wait.h>
 
+#include <gtest/gtest.h>
+
 #include <array>
 #include <cstdio>
 #include <sstream>
@@ -36,6 +38,17 @@ std::vector<std::string> non_empty_lines(const std::string& text) {
   while (std::getline(in, line))
     if (!line.empty()) lines.push_back(line);
   return lines;
+}
+
+void expect_one_line_error(const std::string& args, const std::vector<std::string>& fragments) {
+  SCOPED_TRACE(args);
+  const CliResult r = run_cli(args);
+  EXPECT_NE(r.exit_code, 0) << r.out;
+  const std::vector<std::string> lines = non_empty_lines(r.out);
+  ASSERT_EQ(lines.size(), 1u) << r.out;
+  EXPECT_EQ(lines[0].rfind("slimflow: error: ", 0), 0u) << lines[0];
+  for (const std::string& f : fragments)
+    EXPECT_NE(lines[0].find(f), std::string::npos) << "\"" << f << "\" not in: " << lines[0];
 }
 
 }  // namespace sf::testing

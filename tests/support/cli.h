@@ -19,4 +19,8 @@ CliResult run_shell(const std::string& command);
 
 std::vector<std::string> non_empty_lines(const std::string& text);
 
+// Expects `slimflow ARGS` to fail with one "slimflow: error: " line holding each of
+// `fragments`, and nothing else.
+void expect_one_line_error(const std::string& args, const std::vector<std::string>& fragments);
+
 }  // namespace sf::testing

@@ -1,0 +1,27 @@
+// What the tests that start `mpirun` jobs of `slimflow` share.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace sf::testing {
+
+#ifdef SLIMFLOW_MPIRUN
+// "timeout … mpirun -np RANKS slimflow ": `timeout` bounds the job and also ends mpirun's
+// processes when it fires.
+std::string mpirun_slimflow(int ranks, int timeout_seconds);
+#endif
+
+// The lines of `text` that start with `prefix` (how many ranks reported, or erred).
+int count_lines_starting(const std::string& text, const std::string& prefix);
+
+// The JSON objects among the lines of a command's output (one per epoch with --json).
+std::vector<nlohmann::json> json_lines(const std::string& out);
+
+// Writes tiny-cnn without dropout into `dir`, so that replicas and one process draw nothing at
+// random; returns its path.
+std::string write_deterministic_cnn_spec(const std::string& dir);
+
+}  // namespace sf::testing
