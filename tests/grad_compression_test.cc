@@ -2,9 +2,14 @@
 // behind is exactly what was to be sent, for every scheme.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstring>
+#include <limits>
 #include <vector>
 
+#include "codec/weight_codec.h"
 #include "core/error.h"
 #include "support/testing.h"
 #include "train/grad_compression.h"
@@ -24,6 +29,43 @@ TEST(GradCompression, MessagePlusResidualIsTheGradient) {
     add_decoded(c, message.data(), n, decoded.data());
     for (int64_t i = 0; i < n; ++i)
       ASSERT_NEAR(decoded[i] + residual[i], g.data<float>()[i], 1e-5f) << name << " at " << i;
+  }
+}
+
+// The fp16 message (vectorized where the CPU has AVX-512) holds float_to_half of each value,
+// bit for bit: normal, subnormal, rounding ties, beyond half's range, infinities and NaN, with a
+// length that leaves a partial vector.
+TEST(GradCompression, Fp16MessageIsFloatToHalfOfEveryValue) {
+  std::vector<float> values;
+  for (float scale : {1.0f, 1e-3f, 1e-5f, 6e-8f, 3e-8f, 1e4f, 7e4f}) {
+    const Tensor r = testing::random_tensor({23}, static_cast<uint32_t>(values.size()), -scale, scale);
+    values.insert(values.end(), r.data<float>(), r.data<float>() + 23);
+  }
+  // Exactly halfway between two halves (1 + 2^-11), its neighbours, and the specials.
+  for (float v : {1.00048828125f, 1.0004883f, 1.0014648438f, 65504.0f, 65520.0f, -65536.0f,
+                  std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                  std::numeric_limits<float>::quiet_NaN(), 0.0f, -0.0f, 5.9604645e-8f})
+    values.push_back(v);
+  const auto n = static_cast<int64_t>(values.size());
+  ASSERT_NE(n % 16, 0);
+  const GradCompression c = parse_grad_compression("fp16");
+  std::vector<float> residual = values;
+  std::vector<uint8_t> message(compressed_bytes(c, n));
+  compress(c, residual.data(), n, message.data());
+  std::vector<float> decoded(static_cast<size_t>(n), 0.0f);
+  add_decoded(c, message.data(), n, decoded.data());
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = values[static_cast<size_t>(i)];
+    const uint16_t want = quant::float_to_half(std::isnan(v) ? v : std::clamp(v, -65504.0f, 65504.0f));
+    uint16_t got;
+    std::memcpy(&got, message.data() + 2 * i, 2);
+    ASSERT_EQ(got, want) << "value " << v << " at " << i;
+    const float half = quant::half_to_float(want);
+    EXPECT_EQ(std::bit_cast<uint32_t>(decoded[i]), std::bit_cast<uint32_t>(0.0f + half)) << v;
+    if (std::isnan(v))
+      EXPECT_TRUE(std::isnan(residual[i]));
+    else
+      EXPECT_EQ(residual[i], v - half) << v;  // an infinity stays in the residual
   }
 }
 

@@ -8,6 +8,10 @@
 
 #include "codec/weight_codec.h"
 #include "core/error.h"
+#include "cpu/cpu_features.h"
+#if defined(__x86_64__)
+#include "train/grad_compression_avx512.h"
+#endif
 
 namespace sf {
 
@@ -111,6 +115,9 @@ void compress(const GradCompression& c, float* residual, int64_t n, uint8_t* mes
       std::fill(residual, residual + n, 0.0f);
       return;
     case GradCompression::Kind::fp16:
+#if defined(__x86_64__)
+      if (cpu_features().avx512f) return compress_fp16_avx512(residual, n, message);
+#endif
       for (int64_t i = 0; i < n; ++i) {
         // Beyond half's range the rest stays in the residual for later steps.
         const uint16_t h = quant::float_to_half(std::clamp(residual[i], -65504.0f, 65504.0f));
@@ -167,6 +174,9 @@ void add_decoded(const GradCompression& c, const uint8_t* message, int64_t n, fl
       }
       return;
     case GradCompression::Kind::fp16:
+#if defined(__x86_64__)
+      if (cpu_features().avx512f) return add_decoded_fp16_avx512(message, n, sum);
+#endif
       for (int64_t i = 0; i < n; ++i) {
         uint16_t h;
         std::memcpy(&h, message + 2 * i, 2);
