@@ -43,7 +43,10 @@ extern "C" {
 /* A loaded model with its own runtime state (plans, arena, last outputs). Opaque. */
 typedef struct sf_model sf_model;
 
-/* Loads a model file. Returns NULL on failure (the message names the path). */
+/* Loads a model file. Returns NULL on failure (the message names the path). A file that
+ * `slimflow import` kept symbolic (an ONNX model with free dimensions, such as batch, height or
+ * width) serves every input size: it is planned for each new input shape at sf_model_run, and
+ * the plans of the last few shapes are kept. */
 SF_API sf_model* sf_model_load(const char* path);
 
 /* Frees a model and everything it owns, including output buffers. NULL is a no-op. */
@@ -58,13 +61,15 @@ SF_API const char* sf_model_input_name(const sf_model* model, int i);
 SF_API const char* sf_model_output_name(const sf_model* model, int i);
 
 /* Writes the declared shape of input i into dims (at most max_dims entries; dims may be NULL
- * when max_dims is 0) and returns its rank, or -1 on failure. A rank above max_dims is not a
- * failure: call again with a larger buffer. */
+ * when max_dims is 0) and returns its rank, or -1 on failure; -1 in dims marks a dimension a
+ * symbolic model leaves free. A rank above max_dims is not a failure: call again with a larger
+ * buffer. */
 SF_API int sf_model_input_shape(const sf_model* model, int i, int64_t* dims, int max_dims);
 
 /* Copies rank dims and their product of floats from data into input i. The rank must equal the
  * declared one; dimensions may differ from the declared shape (e.g. another batch size) as long
- * as the model accepts them, which sf_model_run checks. Returns 0 or -1. */
+ * as the model accepts them, which sf_model_run checks (an input that does not fit fails with a
+ * message naming the input, the dimension and what the model allows). Returns 0 or -1. */
 SF_API int sf_model_set_input(sf_model* model, int i, const float* data, const int64_t* dims,
                               int rank);
 

@@ -1,23 +1,34 @@
-// The C API (include/slimflow/slimflow.h) over ModelFile and Session. Every entry point
-// catches all exceptions: C callers get -1 or NULL and the message from sf_last_error().
+// The C API (include/slimflow/slimflow.h) over ModelFile and Session, or, for a file that
+// `import` kept symbolic, over the ShapeSpecializer that plans it per input shape. Every entry
+// point catches all exceptions: C callers get -1 or NULL and the message from sf_last_error().
 #include <omp.h>
 
 #include <algorithm>
 #include <atomic>
 #include <exception>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/limits.h"
 #include "cpu/thread_count.h"
+#include "onnx/shape_specializer.h"
 #include "runtime/model_to_run.h"
 #include "runtime/session.h"
 #include "slimflow/slimflow.h"
 
 struct sf_model {
-  sf::ModelToRun run;
+  std::string path;
+  // Inputs as the file declares them (-1 marks a dimension a symbolic model leaves free), and
+  // the output names.
+  std::vector<sf::DeclaredInput> declared;
+  std::vector<std::string> output_names;
+  // A fixed graph and its session (which re-plans for another batch size) ...
+  std::optional<sf::ModelToRun> fixed;
   std::unique_ptr<sf::Session> session;
+  // ... or a symbolic model, planned per input shape.
+  std::unique_ptr<sf::ShapeSpecializer> symbolic;
   std::vector<sf::Tensor> inputs;   // as last set; undefined until then
   std::vector<sf::Tensor> outputs;  // f32; empty until a run succeeds
 };
@@ -89,9 +100,25 @@ sf_model* sf_model_load(const char* path) {
   return guarded<sf_model*>(nullptr, [&]() -> sf_model* {
     if (path == nullptr) sf::fail("sf_model_load: path is NULL");
     auto model = std::make_unique<sf_model>();
-    model->run = sf::load_for_run(path);
-    model->inputs.resize(model->run.input_ports.size());
-    model->session = std::make_unique<sf::Session>(model->run.file.graph);
+    model->path = path;
+    sf::ModelFile file = sf::load_model(path);
+    if (std::optional<std::string> bytes = sf::symbolic_onnx_bytes(file)) {
+      model->symbolic = std::make_unique<sf::ShapeSpecializer>(std::move(*bytes), path);
+      model->declared = model->symbolic->inputs();
+      model->output_names = model->symbolic->outputs();
+    } else {
+      model->fixed = sf::prepare_for_run(std::move(file));
+      const sf::ModelToRun& run = *model->fixed;
+      for (size_t i = 0; i < run.input_ports.size(); ++i) {
+        const sf::TensorType& type = run.input_type(i);
+        model->declared.push_back({.name = run.file.inputs[i], .dtype = type.dtype,
+                                   .dims = type.shape,
+                                   .dim_names = std::vector<std::string>(type.shape.size())});
+      }
+      model->output_names = run.file.outputs;
+      model->session = std::make_unique<sf::Session>(run.file.graph);
+    }
+    model->inputs.resize(model->declared.size());
     return model.release();
   });
 }
@@ -99,36 +126,36 @@ sf_model* sf_model_load(const char* path) {
 void sf_model_free(sf_model* model) { delete model; }
 
 int sf_model_num_inputs(const sf_model* model) {
-  return guarded(-1, [&] { return static_cast<int>(checked(model).run.input_ports.size()); });
+  return guarded(-1, [&] { return static_cast<int>(checked(model).declared.size()); });
 }
 
 int sf_model_num_outputs(const sf_model* model) {
-  return guarded(-1, [&] { return static_cast<int>(checked(model).run.output_ports.size()); });
+  return guarded(-1, [&] { return static_cast<int>(checked(model).output_names.size()); });
 }
 
 const char* sf_model_input_name(const sf_model* model, int i) {
   return guarded<const char*>(nullptr, [&] {
     const sf_model& m = checked(model);
-    check_index(i, m.run.file.inputs.size(), "input");
-    return m.run.file.inputs[static_cast<size_t>(i)].c_str();
+    check_index(i, m.declared.size(), "input");
+    return m.declared[static_cast<size_t>(i)].name.c_str();
   });
 }
 
 const char* sf_model_output_name(const sf_model* model, int i) {
   return guarded<const char*>(nullptr, [&] {
     const sf_model& m = checked(model);
-    check_index(i, m.run.file.outputs.size(), "output");
-    return m.run.file.outputs[static_cast<size_t>(i)].c_str();
+    check_index(i, m.output_names.size(), "output");
+    return m.output_names[static_cast<size_t>(i)].c_str();
   });
 }
 
 int sf_model_input_shape(const sf_model* model, int i, int64_t* dims, int max_dims) {
   return guarded(-1, [&] {
     const sf_model& m = checked(model);
-    check_index(i, m.run.input_ports.size(), "input");
+    check_index(i, m.declared.size(), "input");
     if (max_dims < 0 || (max_dims > 0 && dims == nullptr))
       sf::fail("sf_model_input_shape: dims is NULL or max_dims ({}) is negative", max_dims);
-    const sf::Shape& shape = m.run.input_type(static_cast<size_t>(i)).shape;
+    const sf::Shape& shape = m.declared[static_cast<size_t>(i)].dims;
     for (size_t k = 0; k < shape.size() && k < static_cast<size_t>(max_dims); ++k)
       dims[k] = shape[k];
     return static_cast<int>(shape.size());
@@ -138,15 +165,15 @@ int sf_model_input_shape(const sf_model* model, int i, int64_t* dims, int max_di
 int sf_model_set_input(sf_model* model, int i, const float* data, const int64_t* dims, int rank) {
   return guarded(-1, [&] {
     const sf_model& m = checked(model);
-    check_index(i, m.run.input_ports.size(), "input");
-    const std::string& name = m.run.file.inputs[static_cast<size_t>(i)];
-    const sf::TensorType& type = m.run.input_type(static_cast<size_t>(i));
-    if (type.dtype != sf::DType::f32)
+    check_index(i, m.declared.size(), "input");
+    const sf::DeclaredInput& declared = m.declared[static_cast<size_t>(i)];
+    const std::string& name = declared.name;
+    if (declared.dtype != sf::DType::f32)
       sf::fail("input '{}' is {}; the C API feeds f32 inputs only", name,
-               sf::dtype_name(type.dtype));
-    if (rank != static_cast<int>(type.shape.size()))
+               sf::dtype_name(declared.dtype));
+    if (rank != static_cast<int>(declared.dims.size()))
       sf::fail("input '{}': rank {} given, the model expects rank {} {}", name, rank,
-               type.shape.size(), sf::shape_str(type.shape));
+               declared.dims.size(), declared.dims_str());
     if (rank > 0 && dims == nullptr) sf::fail("input '{}': dims is NULL", name);
     sf::Shape shape(dims, dims + rank);
     int64_t count = 1;
@@ -165,18 +192,27 @@ int sf_model_run(sf_model* model) {
   return guarded(-1, [&] {
     if (model == nullptr) sf::fail("model is NULL");
     model->outputs.clear();
-    sf::Feeds feeds;
-    for (size_t k = 0; k < model->inputs.size(); ++k) {
+    for (size_t k = 0; k < model->inputs.size(); ++k)
       if (!model->inputs[k].defined())
         sf::fail("input '{}' was not set (call sf_model_set_input first)",
-                 model->run.file.inputs[k]);
-      feeds.emplace_back(model->run.input_ports[k], model->inputs[k]);
-    }
+                 model->declared[k].name);
     // OpenMP's thread count is a per-thread setting, so it is applied on the running thread.
     static const int default_threads = omp_get_max_threads();
     const int threads = requested_threads.load();
     if (threads >= 0) sf::use_threads(threads > 0 ? threads : default_threads);
-    std::vector<sf::Tensor> fetched = model->session->run(feeds, model->run.output_ports);
+    std::vector<sf::Tensor> fetched;
+    if (model->symbolic) {
+      try {
+        fetched = model->symbolic->run(model->inputs);
+      } catch (const sf::InputMismatch& e) {
+        sf::fail("{}: {}", model->path, e.what());
+      }
+    } else {
+      sf::Feeds feeds;
+      for (size_t k = 0; k < model->inputs.size(); ++k)
+        feeds.emplace_back(model->fixed->input_ports[k], model->inputs[k]);
+      fetched = model->session->run(feeds, model->fixed->output_ports);
+    }
     std::vector<sf::Tensor> outputs;
     outputs.reserve(fetched.size());
     for (const sf::Tensor& t : fetched) outputs.push_back(to_f32(t));
@@ -191,7 +227,7 @@ int sf_model_output(const sf_model* model, int i, const float** data, const int6
     const sf_model& m = checked(model);
     if (data == nullptr || dims == nullptr || rank == nullptr)
       sf::fail("sf_model_output: data, dims and rank must not be NULL");
-    if (m.outputs.empty() && !m.run.output_ports.empty())
+    if (m.outputs.empty() && !m.output_names.empty())
       sf::fail("no outputs yet: sf_model_run has not succeeded");
     check_index(i, m.outputs.size(), "output");
     const sf::Tensor& t = m.outputs[static_cast<size_t>(i)];
