@@ -70,6 +70,17 @@ class DeployCli : public ::testing::Test {
   std::string dir_, model_;
 };
 
+// bench reports the policy its OpenMP threads waited with; a user's OMP_WAIT_POLICY stands
+// (cpu/thread_wait_policy.h).
+TEST_F(DeployCli, BenchReportsTheThreadWaitPolicyAndKeepsTheUsers) {
+  const testing::CliResult r = testing::run_shell("OMP_WAIT_POLICY=active " +
+                                                  std::string(SLIMFLOW_CLI) + " bench --model " +
+                                                  model_ + " --runs 1 --warmup 0 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("\"omp_wait_policy\":\"active (OMP_WAIT_POLICY)\""), std::string::npos)
+      << r.out;
+}
+
 TEST_F(DeployCli, BenchPlacesTheModelOnTheDeviceAndLogsIt) {
   const std::string log = dir_ + "/placement.json", sfm = dir_ + "/classifier.sfm";
   ASSERT_EQ(run_cli("import " + model_ + " --out " + sfm).exit_code, 0);

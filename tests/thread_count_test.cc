@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "core/limits.h"
+#include "cpu/thread_wait_policy.h"
 
 namespace sf {
 namespace {
@@ -36,6 +37,17 @@ TEST(ThreadCount, MoreThanTheLimitIsAnError) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("expected at most 1024"), std::string::npos) << e.what();
   }
+}
+
+// Passive waiting only on busy cores, and never over the user's own setting.
+TEST(ThreadWaitPolicy, PassiveOnlyWhenTheCoresAreBusyAndTheUserChoseNothing) {
+  EXPECT_TRUE(should_wait_passively(nullptr, nullptr, 2.0, 2));
+  EXPECT_TRUE(should_wait_passively(nullptr, nullptr, 11.2, 2));
+  EXPECT_FALSE(should_wait_passively(nullptr, nullptr, 1.9, 2));
+  EXPECT_FALSE(should_wait_passively(nullptr, nullptr, 0.1, 16));
+  EXPECT_FALSE(should_wait_passively("active", nullptr, 11.2, 2));
+  EXPECT_FALSE(should_wait_passively(nullptr, "300000", 11.2, 2));
+  EXPECT_FALSE(should_wait_passively(nullptr, nullptr, 5.0, 0));
 }
 
 }  // namespace

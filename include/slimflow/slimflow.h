@@ -87,7 +87,10 @@ SF_API int sf_model_output(const sf_model* model, int i, const float** data, con
 SF_API const char* sf_last_error(void);
 
 /* Threads used by later sf_model_run calls (process-wide, any model); 0 restores the default
- * (OMP_NUM_THREADS, or all cores). Returns 0, or -1 when n is negative. */
+ * (OMP_NUM_THREADS, or all cores). Returns 0, or -1 when n is negative. On cores that other
+ * processes share, start the host program with OMP_WAIT_POLICY=passive: OpenMP's threads
+ * otherwise spin while idle and hold the cores their descheduled teammates need (the variable
+ * is read when OpenMP loads, so the library cannot set it). */
 SF_API int sf_set_num_threads(int n);
 
 #ifdef __cplusplus

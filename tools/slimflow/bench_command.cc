@@ -11,6 +11,7 @@
 
 #include "commands.h"
 #include "core/limits.h"
+#include "cpu/thread_wait_policy.h"
 #include "graph/op_registry.h"
 #include "model_io.h"
 #include "runtime/process_stats.h"
@@ -104,6 +105,7 @@ Action add_bench_command(CLI::App& app) {
                              {"batch", batch},
                              {"input_shapes", timed_shapes},
                              {"threads", a->threads},
+                             {"omp_wait_policy", thread_wait_policy()},
                              {"precision", precision_name(precision.precision)},
                              {"precision_reason", precision.reason},
                              {"runs", a->runs},

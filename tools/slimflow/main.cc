@@ -1,12 +1,37 @@
 // slimflow: train, compress, evaluate and deploy neural networks.
+#include <unistd.h>
+
 #include <cstdio>
+#include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "cli_hygiene.h"
 #include "commands.h"
 #include "core/error.h"
+#include "cpu/thread_wait_policy.h"
+
+namespace {
+
+// OpenMP has read its wait policy before main; on busy cores this program starts again with
+// passive waiting (cpu/thread_wait_policy.h). Once only: the reason variable marks the new
+// image (and is empty in a process that chose to spin); when exec fails, the command runs on
+// as it is.
+void wait_passively_on_busy_cores(char** argv) {
+  if (std::getenv(sf::kWaitPolicyReasonVariable) != nullptr) return;
+  const std::string reason = sf::reason_to_wait_passively();
+  setenv(sf::kWaitPolicyReasonVariable, reason.c_str(), 1);
+  if (reason.empty()) return;
+  setenv("OMP_WAIT_POLICY", "passive", 1);
+  execv("/proc/self/exe", argv);
+  unsetenv("OMP_WAIT_POLICY");
+  setenv(sf::kWaitPolicyReasonVariable, "", 1);
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
+  wait_passively_on_busy_cores(argv);
   CLI::App app{"slimflow: train, compress, evaluate and deploy neural networks", "slimflow"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "slimflow 0.1.0");
