@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -16,6 +17,7 @@
 #include "runtime/session.h"
 #include "support/cli.h"
 #include "support/mnist.h"
+#include "support/mpi_jobs.h"
 #include "support/testing.h"
 #include "train/checkpoint.h"
 #include "train/trainer.h"
@@ -506,6 +508,87 @@ TEST(PlacementCli, GpuFallsBackSoftlyAndStrictIsAOneLineError) {
       << unknown.out;
   std::filesystem::remove_all(dir);
 }
+
+// --- processes of an MPI job as devices ---
+
+#ifdef SLIMFLOW_PARTITION_CHECK
+
+testing::CliResult run_partition_check(const std::string& scenario, const std::string& args = "") {
+  return testing::run_shell(std::string("timeout -k 5 60 ") + SLIMFLOW_MPIRUN + " -np 2 " +
+                            SLIMFLOW_PARTITION_CHECK + " " + scenario + " " + args);
+}
+
+TEST(ProcessDevices, EveryDtypeEmptyAndLargeTensorsCrossProcesses) {
+  const testing::CliResult r = run_partition_check("round-trips");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("rank 0 ok"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("rank 1 ok"), std::string::npos) << r.out;
+}
+
+TEST(ProcessDevices, AnArrivalOfAnotherShapeNamesTheEdge) {
+  const testing::CliResult r = run_partition_check("mismatch");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.out.find("slimflow: error: rank 1: edge 'a:0->/job:worker/task:1/cpu:0' from "
+                       "/job:worker/task:0/cpu:0: receive of tag 0 from rank 0: expected "
+                       "f32[3,2], got f32[2,3]"),
+            std::string::npos)
+      << r.out;
+}
+
+TEST(ProcessDevices, AHungTaskEndsTheJobAfterTheTimeoutNamingTheEdge) {
+  const auto start = std::chrono::steady_clock::now();
+  const testing::CliResult r = run_partition_check("hung-task", "2");
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_LT(seconds, 45.0) << r.out;  // a bound on a hang, not a timing claim
+  EXPECT_NE(r.out.find("slimflow: error: rank 0: edge 'a:0->/job:worker/task:0/cpu:0' from "
+                       "/job:worker/task:1/cpu:0 got no answer in 2 s: task 1 died or hangs"),
+            std::string::npos)
+      << r.out;
+}
+
+TEST(ProcessDevices, AKilledTaskEndsTheJobNamingIt) {
+  const testing::CliResult r = run_partition_check("killed-task");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.out.find("rank 1"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("signal 9"), std::string::npos) << r.out;
+}
+
+TEST(ProcessDevices, TinyCnnOnTwoProcessesEqualsOneDevice) {
+  if (!testing::mnist_available()) GTEST_SKIP() << "MNIST not installed: run scripts/setup.sh";
+  const std::string dir = testing::make_temp_dir("sf-2proc");
+  const std::string common =
+      "train --data mnist --epochs 1 --batch 32 --train-limit 96 --test-limit 32 --threads 1 "
+      "--seed 5 --quiet --json ";
+  const testing::CliResult one = testing::run_cli(
+      common + "--model " + testing::source_path("tests/data/tiny-cnn.yaml") + " --out " + dir +
+      "/one");
+  ASSERT_EQ(one.exit_code, 0) << one.out;
+  const testing::CliResult two = testing::run_shell(
+      testing::mpirun_slimflow(2, 120) + common + "--log-placement --model " +
+      testing::source_path("tests/data/tiny-cnn-2proc.yaml") + " --out " + dir + "/two");
+  ASSERT_EQ(two.exit_code, 0) << two.out;
+  EXPECT_EQ(testing::json_lines(two.out).size(), 1u) << "rank 0 alone reports\n" << two.out;
+  EXPECT_NE(two.out.find("pool2:0  /job:worker/task:0/cpu:0 -> /job:worker/task:1/cpu:0"),
+            std::string::npos)
+      << two.out;
+  // Rank 0's checkpoint holds every variable and optimizer slot, as one device's does.
+  const auto a = load_checkpoint(checkpoint_path(dir + "/one")).tensors;
+  const auto b = load_checkpoint(checkpoint_path(dir + "/two")).tensors;
+  ASSERT_EQ(a.size(), b.size());
+  for (const auto& [name, t] : a) {
+    ASSERT_TRUE(b.count(name)) << name;
+    ASSERT_EQ(t.bytes(), b.at(name).bytes()) << name;
+    EXPECT_EQ(std::memcmp(t.raw(), b.at(name).raw(), t.bytes()), 0) << name << " differs";
+  }
+  const testing::CliResult frozen =
+      testing::run_cli("freeze " + dir + "/two --out " + dir + "/two.sfm");
+  EXPECT_EQ(frozen.exit_code, 0) << frozen.out;
+  std::filesystem::remove_all(dir);
+}
+
+#endif
 
 }  // namespace
 }  // namespace sf

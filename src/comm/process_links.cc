@@ -67,7 +67,9 @@ void ProcessLinks::exchange(const std::vector<Incoming>& incoming,
       try {
         done = comm_.test(receives[i]);
       } catch (const Error& e) {
-        fail("edge '{}' from {}: {}", incoming[i].key, incoming[i].from_device, e.what());
+        std::string why = e.what();  // "rank R: receive of tag T from rank P: expected ..."
+        if (why.starts_with("rank ")) why = why.substr(why.find(": ") + 2);
+        fail("rank {}: edge '{}' from {}: {}", me, incoming[i].key, incoming[i].from_device, why);
       }
       if (!done) continue;
       --pending_receives;
