@@ -5,8 +5,10 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <thread>
 
 #include "autodiff/gradients.h"
+#include "cpu/core_pinning.h"
 #include "graph/op_registry.h"
 #include "kernels/kernel.h"
 #include "ops/op_names.h"
@@ -229,12 +231,13 @@ TEST(Placement, LogPutsTheSummaryFirstThenNodesThenTransfers) {
   EXPECT_EQ(lines[1].find("  /cpu:0"), 0u) << log;
   EXPECT_NE(lines[2].find("/cpu:1       5 nodes"), std::string::npos) << log;
   EXPECT_NE(lines[2].find("640 parameter bytes"), std::string::npos) << log;  // (8x16 + 16x2) x 4
-  EXPECT_EQ(lines[3], "nodes:");
+  EXPECT_EQ(lines[3].find("  threads "), 0u) << log;  // pinned or not, and why
+  EXPECT_EQ(lines[4], "nodes:");
   EXPECT_NE(log.find(fmt::format("  relu  {:<11}  /cpu:1  inherited from input fc1\n", "Relu")),
             std::string::npos)
       << log;
-  EXPECT_EQ(lines[10], "transfers:");
-  EXPECT_EQ(lines[11], "  x:0  /cpu:0 -> /cpu:1  f32[4,8]  128 bytes per step");
+  EXPECT_EQ(lines[11], "transfers:");
+  EXPECT_EQ(lines[12], "  x:0  /cpu:0 -> /cpu:1  f32[4,8]  128 bytes per step");
 
   const nlohmann::json j = nlohmann::json::parse(placement_json(m.g, r));
   ASSERT_EQ(j["devices"].size(), 2u);
@@ -246,6 +249,26 @@ TEST(Placement, LogPutsTheSummaryFirstThenNodesThenTransfers) {
   EXPECT_EQ(j["nodes"][2]["reason"], "requested");
   EXPECT_EQ(j["transfers"][0]["bytes_per_step"], 128);
   EXPECT_EQ(j["transfers"][0]["output"], "x:0");
+}
+
+TEST(CorePinning, DevicesGetDistinctCoresOrTheLogSaysWhyNot) {
+  const int cores = static_cast<int>(std::thread::hardware_concurrency());
+  const CorePlan plan = plan_device_cores({"/cpu:1", "/cpu:0"}, 1);
+  if (cores >= 2 && !plan.cores.empty()) {
+    ASSERT_EQ(plan.cores.size(), 2u);
+    ASSERT_EQ(plan.cores[0].size(), 1u);
+    EXPECT_NE(plan.cores[0], plan.cores[1]);
+    // Slots go by sorted name, so every process of a job picks the same cores for a device.
+    EXPECT_EQ(plan.note, fmt::format("threads pinned: /cpu:1 on core {}; /cpu:0 on core {}",
+                                     plan.cores[0][0], plan.cores[1][0]));
+    EXPECT_LT(plan.cores[1][0], plan.cores[0][0]);
+  }
+  const CorePlan too_many = plan_device_cores({"/cpu:0", "/cpu:1"}, 4096);
+  EXPECT_TRUE(too_many.cores.empty());
+  EXPECT_EQ(too_many.note.find("threads not pinned: 2 device(s) x 4096 thread(s) need 8192 cores, "
+                               "this process may use "),
+            0u)
+      << too_many.note;
 }
 
 // --- partitioned runs ---
