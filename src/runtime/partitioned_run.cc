@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <exception>
 #include <functional>
@@ -36,6 +37,14 @@ class PartitionedRun::Rendezvous {
   Tensor receive(const std::string& key, int64_t step) {
     std::unique_lock lock(mutex_);
     Slot& slot = slots_[key];
+    // A hand-over between running devices is usually a few microseconds away, and waking a
+    // sleeping thread costs tens: poll briefly before sleeping.
+    const auto poll_until = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
+    while (slot.step != step && aborted_.empty() && std::chrono::steady_clock::now() < poll_until) {
+      lock.unlock();
+      std::this_thread::yield();
+      lock.lock();
+    }
     arrived_.wait(lock, [&] { return slot.step == step || !aborted_.empty(); });
     if (slot.step != step) throw Error(aborted_);
     return slot.value;
