@@ -589,13 +589,16 @@ TEST(ProcessDevices, TinyCnnOnTwoProcessesEqualsOneDevice) {
       "/one");
   ASSERT_EQ(one.exit_code, 0) << one.out;
   const testing::CliResult two = testing::run_shell(
-      testing::mpirun_slimflow(2, 120) + common + "--log-placement --model " +
-      testing::source_path("tests/data/tiny-cnn-2proc.yaml") + " --out " + dir + "/two");
+      testing::mpirun_slimflow(2, 120) + common + "--log-placement=" + dir +
+      "/placement.json --model " + testing::source_path("tests/data/tiny-cnn-2proc.yaml") +
+      " --out " + dir + "/two");
   ASSERT_EQ(two.exit_code, 0) << two.out;
   EXPECT_EQ(testing::json_lines(two.out).size(), 1u) << "rank 0 alone reports\n" << two.out;
-  EXPECT_NE(two.out.find("pool2:0  /job:worker/task:0/cpu:0 -> /job:worker/task:1/cpu:0"),
-            std::string::npos)
-      << two.out;
+  const nlohmann::json placement =
+      nlohmann::json::parse(testing::run_shell("cat " + dir + "/placement.json").out);
+  EXPECT_EQ(placement["transfers"][0]["output"], "pool2:0") << placement.dump();
+  EXPECT_EQ(placement["transfers"][0]["from"], "/job:worker/task:0/cpu:0");
+  EXPECT_EQ(placement["transfers"][0]["to"], "/job:worker/task:1/cpu:0");
   // Rank 0's checkpoint holds every variable and optimizer slot, as one device's does.
   const auto a = load_checkpoint(checkpoint_path(dir + "/one")).tensors;
   const auto b = load_checkpoint(checkpoint_path(dir + "/two")).tensors;

@@ -1,6 +1,7 @@
 // One rank of an `mpirun -np 2` job that runs a graph placed on both processes' devices
 // (/job:worker/task:0 and task:1), for tests/placement_test.cc. Prints "rank R ok" when its
 // checks pass; an error ends the job the way `slimflow train` does (Communicator::abort).
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
