@@ -17,7 +17,7 @@
 #include "ops/op_names.h"
 #include "placement/device_name.h"
 #include "placement/partition.h"
-#include "comm/process_links.h"
+#include "comm/process_exchange.h"
 
 namespace sf {
 

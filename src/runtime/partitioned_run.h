@@ -11,7 +11,7 @@
 //
 // In an MPI job (`SessionOptions::processes`), every process plans the same partition and runs
 // only the parts of its own devices (`/job:J/task:K/...` with K its rank); an edge between
-// processes crosses by MPI (comm/process_links.h). A fetch computed by another process reaches
+// processes crosses by MPI (comm/process_exchange.h). A fetch computed by another process reaches
 // this one too, unless it is among `SessionOptions::local_fetches` (then it is empty here).
 #pragma once
 
