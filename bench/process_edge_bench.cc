@@ -59,7 +59,7 @@ int main(int argc, char** argv) {
       sf::Tensor in(sf::DType::f32, {floats});
       in.fill_zero();
       std::vector<char> buffer(static_cast<size_t>(bytes));
-      const int reps = static_cast<int>(std::clamp<int64_t>((int64_t{256} << 20) / bytes, 4, 2000));
+      const int reps = static_cast<int>(std::clamp<int64_t>((int64_t{64} << 20) / bytes, 4, 200));
       double ours = std::numeric_limits<double>::max(), plain = ours;
       for (int round = -1; round < rounds; ++round) {  // round -1: warm-up, not counted
         comm.barrier("bench");
