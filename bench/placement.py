@@ -10,7 +10,8 @@
    in the same job, rounds alternating.
 3. The Deep-MNIST CNN trained unsplit on one core (--threads 1) and on two threads, and split
    over /cpu:0 (convolutions) and /cpu:1 (dense layers), one thread each
-   (models/deep-mnist-2dev.yaml): training images/s over the same images.
+   (models/deep-mnist-2dev.yaml), and over the 2 processes of an MPI job
+   (models/deep-mnist-2proc.yaml): training images/s over the same images.
 
     /usr/bin/python3 bench/placement.py [--train-limit 1280] [--json]
 
@@ -39,9 +40,9 @@ def process_edges(build):
     return json_lines(run(MPIRUN + ["-np", "2", os.path.join(build, "bench/process_edge_bench")]))
 
 
-def images_per_sec(build, model, flags, train_limit):
+def images_per_sec(build, model, flags, train_limit, launcher=()):
     out_dir = os.path.join(ROOT, "runs", "bench-placement", os.path.basename(model) + "-".join(flags))
-    out = run([os.path.join(build, "slimflow"), "train", "--model", model, "--epochs", "1",
+    out = run(list(launcher) + [os.path.join(build, "slimflow"), "train", "--model", model, "--epochs", "1",
                "--train-limit", str(train_limit), "--test-limit", "64", "--quiet", "--json",
                "--overwrite", "--out", out_dir] + flags)
     return json.loads(out.strip().splitlines()[-1])["images_per_sec"]
@@ -59,9 +60,12 @@ def main():
         "unsplit, 2 threads": ("models/deep-mnist.yaml", ["--threads", "2"]),
         "split /cpu:0 + /cpu:1, 1 thread each": ("models/deep-mnist-2dev.yaml",
                                                  ["--cpu-devices", "2", "--device-threads", "1"]),
+        "split over 2 MPI processes, 1 thread each": ("models/deep-mnist-2proc.yaml",
+                                                      ["--threads", "1"]),
     }
     result["deep_mnist_images_per_sec"] = {
-        name: images_per_sec(args.build, model, flags, args.train_limit)
+        name: images_per_sec(args.build, model, flags, args.train_limit,
+                             MPIRUN + ["-np", "2"] if "2proc" in model else ())
         for name, (model, flags) in runs.items()}
     if args.json:
         print(json.dumps(result))
