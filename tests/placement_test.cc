@@ -560,13 +560,13 @@ TEST(ProcessDevices, AnArrivalOfAnotherShapeNamesTheEdge) {
 
 TEST(ProcessDevices, AHungTaskEndsTheJobAfterTheTimeoutNamingTheEdge) {
   const auto start = std::chrono::steady_clock::now();
-  const testing::CliResult r = run_partition_check("hung-task", "2");
+  const testing::CliResult r = run_partition_check("hung-task", "1");
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_NE(r.exit_code, 0);
   EXPECT_LT(seconds, 45.0) << r.out;  // a bound on a hang, not a timing claim
   EXPECT_NE(r.out.find("slimflow: error: rank 0: edge 'a:0->/job:worker/task:0/cpu:0' from "
-                       "/job:worker/task:1/cpu:0 got no answer in 2 s: task 1 died or hangs"),
+                       "/job:worker/task:1/cpu:0 got no answer in 1 s: task 1 died or hangs"),
             std::string::npos)
       << r.out;
 }
