@@ -578,22 +578,27 @@ TEST(ProcessDevices, AKilledTaskEndsTheJobNamingIt) {
   EXPECT_NE(r.out.find("signal 9"), std::string::npos) << r.out;
 }
 
-TEST(ProcessDevices, TinyCnnOnTwoProcessesEqualsOneDevice) {
+TEST(ProcessDevices, TinyCnnOnTwoProcessesEqualsOneDeviceAndResumes) {
   if (!testing::mnist_available()) GTEST_SKIP() << "MNIST not installed: run scripts/setup.sh";
   const std::string dir = testing::make_temp_dir("sf-2proc");
   const std::string common =
-      "train --data mnist --epochs 1 --batch 32 --train-limit 96 --test-limit 32 --threads 1 "
-      "--seed 5 --quiet --json ";
+      "train --data mnist --batch 32 --train-limit 96 --test-limit 32 --threads 1 --seed 5 "
+      "--quiet --json ";
   const testing::CliResult one = testing::run_cli(
-      common + "--model " + testing::source_path("tests/data/tiny-cnn.yaml") + " --out " + dir +
-      "/one");
+      common + "--epochs 2 --model " + testing::source_path("tests/data/tiny-cnn.yaml") +
+      " --out " + dir + "/one");
   ASSERT_EQ(one.exit_code, 0) << one.out;
+  // One epoch, then a second resumed from rank 0's checkpoint: the dropout generator, the
+  // variables and the optimizer slots of both processes must all have been saved.
+  const std::string mpirun = testing::mpirun_slimflow(2, 120);
   const testing::CliResult two = testing::run_shell(
-      testing::mpirun_slimflow(2, 120) + common + "--log-placement=" + dir +
-      "/placement.json --model " + testing::source_path("tests/data/tiny-cnn-2proc.yaml") +
-      " --out " + dir + "/two");
+      mpirun + common + "--epochs 1 --log-placement=" + dir + "/placement.json --model " +
+      testing::source_path("tests/data/tiny-cnn-2proc.yaml") + " --out " + dir + "/two");
   ASSERT_EQ(two.exit_code, 0) << two.out;
   EXPECT_EQ(testing::json_lines(two.out).size(), 1u) << "rank 0 alone reports\n" << two.out;
+  const testing::CliResult resumed =
+      testing::run_shell(mpirun + "train --resume " + dir + "/two --epochs 1 --threads 1 --quiet");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.out;
   const nlohmann::json placement =
       nlohmann::json::parse(testing::run_shell("cat " + dir + "/placement.json").out);
   EXPECT_EQ(placement["transfers"][0]["output"], "pool2:0") << placement.dump();

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <numeric>
 #include <sstream>
@@ -14,6 +15,7 @@
 #include "comm/communicator.h"
 #include "comm/process_links.h"
 #include "core/error.h"
+#include "ops/op_names.h"
 #include "ops/ops.h"
 #include "placement/device_name.h"
 #include "runtime/process_stats.h"
@@ -215,6 +217,18 @@ void restore_rng(std::mt19937_64& rng, const std::string& state) {
   std::istringstream in(state);
   in >> rng;
   if (!in) fail("checkpoint: random generator state is corrupt");
+}
+
+// Every rank of the job takes `owner`'s generator state.
+void share_rng(Communicator& comm, std::mt19937_64& rng, int owner) {
+  const std::string state = rng_state(rng);
+  Tensor size(DType::i64, {1});
+  size.data<int64_t>()[0] = static_cast<int64_t>(state.size());
+  comm.broadcast(size, owner, "random generator state size");
+  Tensor bytes(DType::u8, {size.data<int64_t>()[0]});
+  if (comm.rank() == owner) std::memcpy(bytes.raw(), state.data(), state.size());
+  comm.broadcast(bytes, owner, "random generator state");
+  restore_rng(rng, std::string(static_cast<const char*>(bytes.raw()), bytes.bytes()));
 }
 
 json report_json(const EpochReport& r) {
@@ -494,6 +508,14 @@ std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks
   for (const MovingAverage& m : t.model.moving_averages)
     fetched_where_computed.push_back(m.batch_value);
   if (job) links.emplace(*job);
+  // Dropout masks come from one generator, as on one device: the process whose device draws
+  // them holds its true state (with draws on several, every process reseeds them alike).
+  int rng_owner = 0;
+  for (const Node& n : t.model.graph.nodes())
+    if (job && n.op == op_names::kDropout) {
+      rng_owner = DeviceName::parse(n.device, "train").task;
+      break;
+    }
   Session session(t.model.graph,
                   SessionOptions{.threads = options.threads,
                                  .kernel_impl = options.kernel_impl,
@@ -603,6 +625,7 @@ std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks
     if (buckets) residuals = gather_residuals(*comm, *buckets, parameter_names);
     // A job's processes each updated their own parameters: rank 0 gathers them.
     if (job) {
+      share_rng(*job, session.rng(), rng_owner);
       share_parameters(*job, parameter_names, shapes, owners, *store, &optimizer);
       share_parameters(*job, statistics_names, statistics_shapes, statistics_owners, *store,
                        nullptr);
