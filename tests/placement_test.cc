@@ -1,11 +1,14 @@
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <thread>
 
 #include "autodiff/gradients.h"
+#include "cpu/core_pinning.h"
 #include "graph/op_registry.h"
 #include "kernels/kernel.h"
 #include "ops/op_names.h"
@@ -16,6 +19,7 @@
 #include "runtime/session.h"
 #include "support/cli.h"
 #include "support/mnist.h"
+#include "support/mpi_jobs.h"
 #include "support/testing.h"
 #include "train/checkpoint.h"
 #include "train/trainer.h"
@@ -227,12 +231,13 @@ TEST(Placement, LogPutsTheSummaryFirstThenNodesThenTransfers) {
   EXPECT_EQ(lines[1].find("  /cpu:0"), 0u) << log;
   EXPECT_NE(lines[2].find("/cpu:1       5 nodes"), std::string::npos) << log;
   EXPECT_NE(lines[2].find("640 parameter bytes"), std::string::npos) << log;  // (8x16 + 16x2) x 4
-  EXPECT_EQ(lines[3], "nodes:");
+  EXPECT_EQ(lines[3].find("  threads "), 0u) << log;  // pinned or not, and why
+  EXPECT_EQ(lines[4], "nodes:");
   EXPECT_NE(log.find(fmt::format("  relu  {:<11}  /cpu:1  inherited from input fc1\n", "Relu")),
             std::string::npos)
       << log;
-  EXPECT_EQ(lines[10], "transfers:");
-  EXPECT_EQ(lines[11], "  x:0  /cpu:0 -> /cpu:1  f32[4,8]  128 bytes per step");
+  EXPECT_EQ(lines[11], "transfers:");
+  EXPECT_EQ(lines[12], "  x:0  /cpu:0 -> /cpu:1  f32[4,8]  128 bytes per step");
 
   const nlohmann::json j = nlohmann::json::parse(placement_json(m.g, r));
   ASSERT_EQ(j["devices"].size(), 2u);
@@ -244,6 +249,26 @@ TEST(Placement, LogPutsTheSummaryFirstThenNodesThenTransfers) {
   EXPECT_EQ(j["nodes"][2]["reason"], "requested");
   EXPECT_EQ(j["transfers"][0]["bytes_per_step"], 128);
   EXPECT_EQ(j["transfers"][0]["output"], "x:0");
+}
+
+TEST(CorePinning, DevicesGetDistinctCoresOrTheLogSaysWhyNot) {
+  const int cores = static_cast<int>(std::thread::hardware_concurrency());
+  const CorePlan plan = plan_device_cores({"/cpu:1", "/cpu:0"}, 1);
+  if (cores >= 2 && !plan.cores.empty()) {
+    ASSERT_EQ(plan.cores.size(), 2u);
+    ASSERT_EQ(plan.cores[0].size(), 1u);
+    EXPECT_NE(plan.cores[0], plan.cores[1]);
+    // Slots go by sorted name, so every process of a job picks the same cores for a device.
+    EXPECT_EQ(plan.note, fmt::format("threads pinned: /cpu:1 on core {}; /cpu:0 on core {}",
+                                     plan.cores[0][0], plan.cores[1][0]));
+    EXPECT_LT(plan.cores[1][0], plan.cores[0][0]);
+  }
+  const CorePlan too_many = plan_device_cores({"/cpu:0", "/cpu:1"}, 4096);
+  EXPECT_TRUE(too_many.cores.empty());
+  EXPECT_EQ(too_many.note.find("threads not pinned: 2 device(s) x 4096 thread(s) need 8192 cores, "
+                               "this process may use "),
+            0u)
+      << too_many.note;
 }
 
 // --- partitioned runs ---
@@ -506,6 +531,95 @@ TEST(PlacementCli, GpuFallsBackSoftlyAndStrictIsAOneLineError) {
       << unknown.out;
   std::filesystem::remove_all(dir);
 }
+
+// --- processes of an MPI job as devices ---
+
+#ifdef SLIMFLOW_PARTITION_CHECK
+
+testing::CliResult run_partition_check(const std::string& scenario, const std::string& args = "") {
+  return testing::run_shell(std::string("timeout -k 5 60 ") + SLIMFLOW_MPIRUN + " -np 2 " +
+                            SLIMFLOW_PARTITION_CHECK + " " + scenario + " " + args);
+}
+
+TEST(ProcessDevices, EveryDtypeEmptyAndLargeTensorsCrossProcesses) {
+  const testing::CliResult r = run_partition_check("round-trips");
+  EXPECT_EQ(r.exit_code, 0) << r.out;
+  EXPECT_NE(r.out.find("rank 0 ok"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("rank 1 ok"), std::string::npos) << r.out;
+}
+
+TEST(ProcessDevices, AnArrivalOfAnotherShapeNamesTheEdge) {
+  const testing::CliResult r = run_partition_check("mismatch");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.out.find("slimflow: error: rank 1: edge 'a:0->/job:worker/task:1/cpu:0' from "
+                       "/job:worker/task:0/cpu:0: receive of tag 0 from rank 0: expected "
+                       "f32[3,2], got f32[2,3]"),
+            std::string::npos)
+      << r.out;
+}
+
+TEST(ProcessDevices, AHungTaskEndsTheJobAfterTheTimeoutNamingTheEdge) {
+  const auto start = std::chrono::steady_clock::now();
+  const testing::CliResult r = run_partition_check("hung-task", "1");
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_LT(seconds, 45.0) << r.out;  // a bound on a hang, not a timing claim
+  EXPECT_NE(r.out.find("slimflow: error: rank 0: edge 'a:0->/job:worker/task:0/cpu:0' from "
+                       "/job:worker/task:1/cpu:0 got no answer in 1 s: task 1 died or hangs"),
+            std::string::npos)
+      << r.out;
+}
+
+TEST(ProcessDevices, AKilledTaskEndsTheJobNamingIt) {
+  const testing::CliResult r = run_partition_check("killed-task");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.out.find("rank 1"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("signal 9"), std::string::npos) << r.out;
+}
+
+TEST(ProcessDevices, TinyCnnOnTwoProcessesEqualsOneDeviceAndResumes) {
+  if (!testing::mnist_available()) GTEST_SKIP() << "MNIST not installed: run scripts/setup.sh";
+  const std::string dir = testing::make_temp_dir("sf-2proc");
+  const std::string common =
+      "train --data mnist --batch 32 --train-limit 96 --test-limit 32 --threads 1 --seed 5 "
+      "--quiet --json ";
+  const testing::CliResult one = testing::run_cli(
+      common + "--epochs 2 --model " + testing::source_path("tests/data/tiny-cnn.yaml") +
+      " --out " + dir + "/one");
+  ASSERT_EQ(one.exit_code, 0) << one.out;
+  // One epoch, then a second resumed from rank 0's checkpoint: the dropout generator, the
+  // variables and the optimizer slots of both processes must all have been saved.
+  const std::string mpirun = testing::mpirun_slimflow(2, 120);
+  const testing::CliResult two = testing::run_shell(
+      mpirun + common + "--epochs 1 --log-placement=" + dir + "/placement.json --model " +
+      testing::source_path("tests/data/tiny-cnn-2proc.yaml") + " --out " + dir + "/two");
+  ASSERT_EQ(two.exit_code, 0) << two.out;
+  EXPECT_EQ(testing::json_lines(two.out).size(), 1u) << "rank 0 alone reports\n" << two.out;
+  const testing::CliResult resumed =
+      testing::run_shell(mpirun + "train --resume " + dir + "/two --epochs 1 --threads 1 --quiet");
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.out;
+  const nlohmann::json placement =
+      nlohmann::json::parse(testing::run_shell("cat " + dir + "/placement.json").out);
+  EXPECT_EQ(placement["transfers"][0]["output"], "pool2:0") << placement.dump();
+  EXPECT_EQ(placement["transfers"][0]["from"], "/job:worker/task:0/cpu:0");
+  EXPECT_EQ(placement["transfers"][0]["to"], "/job:worker/task:1/cpu:0");
+  // Rank 0's checkpoint holds every variable and optimizer slot, as one device's does.
+  const auto a = load_checkpoint(checkpoint_path(dir + "/one")).tensors;
+  const auto b = load_checkpoint(checkpoint_path(dir + "/two")).tensors;
+  ASSERT_EQ(a.size(), b.size());
+  for (const auto& [name, t] : a) {
+    ASSERT_TRUE(b.count(name)) << name;
+    ASSERT_EQ(t.bytes(), b.at(name).bytes()) << name;
+    EXPECT_EQ(std::memcmp(t.raw(), b.at(name).raw(), t.bytes()), 0) << name << " differs";
+  }
+  const testing::CliResult frozen =
+      testing::run_cli("freeze " + dir + "/two --out " + dir + "/two.sfm");
+  EXPECT_EQ(frozen.exit_code, 0) << frozen.out;
+  std::filesystem::remove_all(dir);
+}
+
+#endif
 
 }  // namespace
 }  // namespace sf

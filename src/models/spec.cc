@@ -483,7 +483,12 @@ ModelSpec parse_model_spec_unguarded(const std::string& text, const std::string&
            spec.binarize);
   }
   // Building once validates layer types, keys and shapes now rather than at training time.
-  build_model(spec, 1);
+  const Model model = build_model(spec, 1);
+  for (const Node& n : model.graph.nodes())
+    if (n.requested_device.starts_with("/job:")) {
+      spec.job = DeviceName::parse(n.requested_device, origin).job;
+      break;
+    }
   return spec;
 }
 }  // namespace

@@ -37,6 +37,9 @@ struct ModelSpec {
   // own `binary:` key overrides this either way.
   std::string binarize;
   bool binarize_all = false;
+  // The MPI job its layers are placed on (a layer's `device: /job:NAME/task:K/cpu:N`): under
+  // mpirun it trains as one model whose parts run on the job's processes. Empty: none.
+  std::string job;
 };
 
 ModelSpec load_model_spec(const std::string& path);

@@ -9,6 +9,7 @@
 #include <numeric>
 
 #include "core/error.h"
+#include "cpu/core_pinning.h"
 #include "graph/op_registry.h"
 #include "kernels/kernel.h"
 #include "ops/op_names.h"
@@ -236,6 +237,8 @@ PlacementReport place(Graph& graph, const DeviceSet& devices, const PlacementOpt
         break;
       }
   report.transfers = transfer_edges(graph);
+  if (report.devices.size() > 1)
+    report.pinning = plan_device_cores(report.devices, options.device_threads).note;
   return report;
 }
 
@@ -268,6 +271,7 @@ std::string placement_log(const Graph& graph, const PlacementReport& report) {
   for (const DeviceSummary& s : summarize(graph, report))
     out += fmt::format("  {:<{}}  {:>6} nodes  {:>9} FLOPs  {:>10} parameter bytes\n", s.device,
                        width, s.nodes, si(s.flops), s.parameter_bytes);
+  if (!report.pinning.empty()) out += "  " + report.pinning + "\n";
   out += "nodes:\n";
   size_t name_width = 4, op_width = 2;
   for (const Node& n : graph.nodes()) {
@@ -310,6 +314,7 @@ std::string placement_json(const Graph& graph, const PlacementReport& report) {
                               {"to", e.to_device},
                               {"type", type_str(graph.type(e.from))},
                               {"bytes_per_step", e.bytes}});
+  if (!report.pinning.empty()) j["pinning"] = report.pinning;
   return j.dump();
 }
 

@@ -23,6 +23,7 @@ struct PlacementOptions {
   bool soft = true;  // false: --strict-placement
   // Pairs of node names that must share a device (e.g. each variable and its gradient).
   std::vector<std::pair<std::string, std::string>> colocate;
+  int device_threads = 1;  // for the placement log's note on pinning threads to cores
 };
 
 struct NodePlacement {
@@ -45,6 +46,9 @@ struct PlacementReport {
   std::vector<NodePlacement> nodes;  // by node id
   std::vector<TransferEdge> transfers;
   std::vector<std::string> devices;  // the devices that got nodes, in the device set's order
+  // With several devices: whether (and where) their threads are pinned to cores of their own
+  // (cpu/core_pinning.h), as the partitioned run does.
+  std::string pinning;
 };
 
 // Places every node of `graph` (setting `Node::device`) and reports why. Throws sf::Error

@@ -1,19 +1,23 @@
 #include "runtime/partitioned_run.h"
 
 #include <fmt/format.h>
-#include <omp.h>
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <exception>
 #include <functional>
 #include <mutex>
 #include <thread>
 
+#include "cpu/core_pinning.h"
+#include "cpu/thread_count.h"
 #include "kernels/kernel.h"
 #include "ops/op_names.h"
+#include "placement/device_name.h"
 #include "placement/partition.h"
+#include "comm/process_exchange.h"
 
 namespace sf {
 
@@ -33,6 +37,14 @@ class PartitionedRun::Rendezvous {
   Tensor receive(const std::string& key, int64_t step) {
     std::unique_lock lock(mutex_);
     Slot& slot = slots_[key];
+    // A hand-over between running devices is usually a few microseconds away, and waking a
+    // sleeping thread costs tens: poll briefly before sleeping.
+    const auto poll_until = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
+    while (slot.step != step && aborted_.empty() && std::chrono::steady_clock::now() < poll_until) {
+      lock.unlock();
+      std::this_thread::yield();
+      lock.lock();
+    }
     arrived_.wait(lock, [&] { return slot.step == step || !aborted_.empty(); });
     if (slot.step != step) throw Error(aborted_);
     return slot.value;
@@ -53,6 +65,10 @@ class PartitionedRun::Rendezvous {
     std::lock_guard lock(mutex_);
     aborted_.clear();
   }
+  bool aborted() {
+    std::lock_guard lock(mutex_);
+    return !aborted_.empty();
+  }
 
  private:
   struct Slot {
@@ -65,10 +81,11 @@ class PartitionedRun::Rendezvous {
   std::string aborted_;
 };
 
-// A device's thread: it keeps its OpenMP team between steps.
+// A device's thread: it keeps its OpenMP team between steps, on its own cores when it has any.
 class PartitionedRun::Worker {
  public:
-  explicit Worker(int threads) : thread_([this, threads] { loop(threads); }) {}
+  explicit Worker(std::vector<int> cores)
+      : cores_(std::move(cores)), thread_([this] { loop(); }) {}
   ~Worker() {
     {
       std::lock_guard lock(mutex_);
@@ -89,10 +106,15 @@ class PartitionedRun::Worker {
     std::unique_lock lock(mutex_);
     finished_.wait(lock, [&] { return done_; });
   }
+  bool done() {
+    std::lock_guard lock(mutex_);
+    return done_;
+  }
 
  private:
-  void loop(int threads) {
-    if (threads > 0) omp_set_num_threads(threads);
+  void loop() {
+    // Threads inherit their creator's cores, so the OpenMP team this thread starts stays there.
+    if (!cores_.empty()) pin_this_thread(cores_);
     std::unique_lock lock(mutex_);
     for (;;) {
       wake_.wait(lock, [&] { return stop_ || static_cast<bool>(job_); });
@@ -107,6 +129,7 @@ class PartitionedRun::Worker {
     }
   }
 
+  std::vector<int> cores_;
   std::mutex mutex_;
   std::condition_variable wake_, finished_;
   std::function<void()> job_;
@@ -139,12 +162,14 @@ bool has_random_ops(const Graph& graph) {
 struct PartitionedRun::Plan {
   struct Part {
     std::string device;
+    bool local = true;  // runs in this process (every part does outside an MPI job)
+    std::vector<int> cores;  // its threads' cores; empty: not pinned
     bool reseed = false;  // draws its own dropout masks, seeded from the caller's generator
     std::unique_ptr<DeviceTransfers> transfers;
     std::unique_ptr<Session> session;
     std::vector<std::pair<size_t, Output>> feeds;  // (index in the caller's feeds, local node)
     std::vector<Output> fetches;                   // local
-    // By local fetch: the caller's fetch indices it answers and the edges it sends on.
+    // By local fetch: the caller's fetch indices it answers and the keys it sends under.
     std::vector<std::vector<size_t>> answers;
     std::vector<std::vector<std::string>> sends;
     // Sources (placeholders, variables, constants) read on another device: sent before the
@@ -153,6 +178,11 @@ struct PartitionedRun::Plan {
   };
   Graph graph;
   std::vector<Part> parts;
+  // In an MPI job: the keys that leave this process and where to, and what arrives from the
+  // others (an edge's tensor, or a fetch computed elsewhere: its index in incoming_fetch).
+  std::map<std::string, std::vector<ProcessExchange::Outgoing>> outgoing;
+  std::vector<ProcessExchange::Incoming> incoming;
+  std::vector<int64_t> incoming_fetch;  // by incoming: the fetch it answers, or -1 for an edge
 };
 
 PartitionedRun::PartitionedRun(const Graph& graph, const SessionOptions& options,
@@ -165,9 +195,10 @@ PartitionedRun::PartitionedRun(const Graph& graph, const SessionOptions& options
 
 PartitionedRun::~PartitionedRun() = default;
 
-PartitionedRun::Worker& PartitionedRun::worker(const std::string& device) {
+PartitionedRun::Worker& PartitionedRun::worker(const std::string& device,
+                                               const std::vector<int>& cores) {
   auto& w = workers_[device];
-  if (!w) w = std::make_unique<Worker>(options_.device_threads);
+  if (!w) w = std::make_unique<Worker>(cores);
   return *w;
 }
 
@@ -191,13 +222,29 @@ PartitionedRun::Plan& PartitionedRun::plan_for(const Feeds& feeds,
   const Graph& g = plan->graph;
   const Partition partition = partition_graph(g, needed_nodes(g, fetches));
 
+  ProcessExchange* const processes = options_.processes;
+  const int me = processes ? processes->rank() : 0;
+  auto task_of = [&](const std::string& device) {
+    if (!processes) return me;
+    const DeviceName name = DeviceName::parse(device, "partitioned run");
+    return name.job.empty() ? me : name.task;
+  };
+
+  std::vector<std::string> devices;
+  for (const DevicePart& dp : partition.parts) devices.push_back(dp.device);
+  const CorePlan cores = plan_device_cores(devices, options_.device_threads);
   int random_parts = 0;
   for (const DevicePart& dp : partition.parts) random_parts += has_random_ops(dp.graph);
   std::map<std::string, size_t> part_index;
-  for (const DevicePart& dp : partition.parts) {
+  for (size_t d = 0; d < partition.parts.size(); ++d) {
+    const DevicePart& dp = partition.parts[d];
     part_index[dp.device] = plan->parts.size();
     Plan::Part& part = plan->parts.emplace_back();
     part.device = dp.device;
+    part.local = task_of(dp.device) == me;
+    if (!cores.cores.empty()) part.cores = cores.cores[d];
+    part.reseed = random_parts > 1 && has_random_ops(dp.graph);
+    if (!part.local) continue;
     Rendezvous* rendezvous = rendezvous_.get();
     const int64_t* step = &step_;
     part.transfers = std::make_unique<DeviceTransfers>(
@@ -205,10 +252,10 @@ PartitionedRun::Plan& PartitionedRun::plan_for(const Feeds& feeds,
     SessionOptions options = options_;
     options.threads = 0;  // set on the device's own thread
     options.transfers = part.transfers.get();
+    options.processes = nullptr;
     // Dropout masks: when one device alone draws them, it draws from the caller's generator,
     // in the same order as one device would (so a split model trains exactly as the whole).
     if (random_parts == 1 && has_random_ops(dp.graph)) options.rng = &rng_;
-    part.reseed = random_parts > 1 && has_random_ops(dp.graph);
     part.session = std::make_unique<Session>(dp.graph, options, variables_);
     for (size_t i = 0; i < feeds.size(); ++i) {
       const int local = dp.local_of[static_cast<size_t>(feeds[i].first.node)];
@@ -223,31 +270,70 @@ PartitionedRun::Plan& PartitionedRun::plan_for(const Feeds& feeds,
     part.sends.emplace_back();
     return part.fetches.size() - 1;
   };
-  for (size_t i = 0; i < fetches.size(); ++i) {
-    const DevicePart& dp = partition.parts[part_index.at(g.node(fetches[i].node).device)];
-    Plan::Part& part = plan->parts[part_index.at(dp.device)];
-    const size_t f = local_fetch(
-        part, Output{dp.local_of[static_cast<size_t>(fetches[i].node)], fetches[i].index});
-    part.answers[f].push_back(i);
-  }
-  for (size_t t = 0; t < partition.transfers.size(); ++t) {
-    const TransferEdge& edge = partition.transfers[t];
-    const size_t p = part_index.at(edge.from_device);
-    const DevicePart& dp = partition.parts[p];
-    Plan::Part& part = plan->parts[p];
-    const Output local{dp.local_of[static_cast<size_t>(edge.from.node)], edge.from.index};
+  // Sources have no kernel: they are sent before their part runs; the rest when computed.
+  auto add_send = [&](Plan::Part& part, const DevicePart& dp, Output local, const std::string& k) {
     const std::string& op = dp.graph.node(local.node).op;
     if (op == op_names::kPlaceholder || op == op_names::kVariable || op == op_names::kConst) {
       auto it = std::find_if(part.source_sends.begin(), part.source_sends.end(),
                              [&](const auto& s) { return s.first == local.node; });
       if (it == part.source_sends.end())
         it = part.source_sends.insert(part.source_sends.end(), {local.node, {}});
-      it->second.push_back(partition.keys[t]);
+      it->second.push_back(k);
     } else {
-      part.sends[local_fetch(part, local)].push_back(partition.keys[t]);
+      part.sends[local_fetch(part, local)].push_back(k);
     }
+  };
+  // MPI tags: transfers by index, then fetches (the same numbering in every process).
+  const size_t transfers = partition.transfers.size();
+  if (processes && transfers + fetches.size() > static_cast<size_t>(processes->max_tag()))
+    fail("partitioned run: {} cross-device edges and {} fetches need more MPI tags than the {} "
+         "this MPI offers",
+         transfers, fetches.size(), processes->max_tag());
+  for (size_t i = 0; i < fetches.size(); ++i) {
+    const std::string& device = g.node(fetches[i].node).device;
+    const DevicePart& dp = partition.parts[part_index.at(device)];
+    Plan::Part& part = plan->parts[part_index.at(device)];
+    const bool everywhere =
+        processes && std::find(options_.local_fetches.begin(), options_.local_fetches.end(),
+                               fetches[i]) == options_.local_fetches.end();
+    const std::string fetch_key = fmt::format("fetch {} ({}:{})", i, g.node(fetches[i].node).name,
+                                              fetches[i].index);
+    const int tag = static_cast<int>(transfers + i);
+    if (!part.local) {
+      if (!everywhere) continue;
+      const TensorType& type = g.type(fetches[i]);
+      plan->incoming.push_back({fetch_key, task_of(device), tag, type.dtype, type.shape, device});
+      plan->incoming_fetch.push_back(static_cast<int64_t>(i));
+      continue;
+    }
+    const Output local{dp.local_of[static_cast<size_t>(fetches[i].node)], fetches[i].index};
+    part.answers[local_fetch(part, local)].push_back(i);
+    if (!everywhere) continue;
+    for (int task = 0; task < processes->size(); ++task)
+      if (task != me) plan->outgoing[fetch_key].push_back({task, tag});
+    add_send(part, dp, local, fetch_key);
   }
-  for (Plan::Part& part : plan->parts) part.session->set_profiling(profiling_);
+  for (size_t t = 0; t < transfers; ++t) {
+    const TransferEdge& edge = partition.transfers[t];
+    const std::string& k = partition.keys[t];
+    const size_t p = part_index.at(edge.from_device);
+    const DevicePart& dp = partition.parts[p];
+    Plan::Part& part = plan->parts[p];
+    const int to_task = task_of(edge.to_device);
+    if (!part.local) {
+      if (to_task != me) continue;
+      const TensorType& type = g.type(edge.from);
+      plan->incoming.push_back({k, task_of(edge.from_device), static_cast<int>(t), type.dtype,
+                                type.shape, edge.from_device});
+      plan->incoming_fetch.push_back(-1);
+      continue;
+    }
+    if (to_task != me) plan->outgoing[k].push_back({to_task, static_cast<int>(t)});
+    add_send(part, dp, Output{dp.local_of[static_cast<size_t>(edge.from.node)], edge.from.index},
+             k);
+  }
+  for (Plan::Part& part : plan->parts)
+    if (part.session) part.session->set_profiling(profiling_);
 
   if (plans_.size() >= Session::kMaxPlans) {
     if (last_plan_ == plans_.front().second.get()) last_plan_ = nullptr;
@@ -262,17 +348,32 @@ std::vector<Tensor> PartitionedRun::run(const Feeds& feeds, const std::vector<Ou
   Plan& plan = plan_for(feeds, fetches);
   ++step_;
   rendezvous_->reset();
+  ProcessExchange* const processes = options_.processes;
   std::vector<Tensor> results(fetches.size());
   std::mutex callback_mutex;
   std::vector<std::exception_ptr> errors(plan.parts.size());
   std::atomic<size_t> first_error = plan.parts.size();
+  // A key leaves the process, or goes to a device of this one.
+  auto deliver = [&](const std::string& key, const Tensor& value) {
+    auto it = plan.outgoing.find(key);
+    if (it != plan.outgoing.end())
+      processes->post(it->second, key, value);
+    else
+      rendezvous_->send(key, step_, value);
+  };
 
   for (size_t p = 0; p < plan.parts.size(); ++p) {
     Plan::Part& part = plan.parts[p];
-    if (part.reseed) part.session->reseed(rng_());
-    worker(part.device).start([&, p] {
+    // Every process draws the same seeds, its own devices' or not, so that they stay in step.
+    if (part.reseed) {
+      const uint64_t seed = rng_();
+      if (part.session) part.session->reseed(seed);
+    }
+    if (!part.local) continue;
+    worker(part.device, part.cores).start([&, p] {
       Plan::Part& part = plan.parts[p];
       try {
+        use_threads(options_.device_threads);
         Feeds local_feeds;
         for (const auto& [index, local] : part.feeds)
           local_feeds.emplace_back(local, feeds[index].second);
@@ -290,10 +391,10 @@ std::vector<Tensor> PartitionedRun::run(const Feeds& feeds, const std::vector<Ou
               if (out.node == local) value = tensor, fed = true;
             if (!fed) fail("placeholder '{}' was not fed", n.name);
           }
-          for (const std::string& key : keys) rendezvous_->send(key, step_, value);
+          for (const std::string& key : keys) deliver(key, value);
         }
         FetchReady ready = [&](size_t f, const Tensor& value) {
-          for (const std::string& key : part.sends[f]) rendezvous_->send(key, step_, value);
+          for (const std::string& key : part.sends[f]) deliver(key, value);
           if (on_fetch_ready && !part.answers[f].empty()) {
             std::lock_guard lock(callback_mutex);
             for (size_t i : part.answers[f]) on_fetch_ready(i, value);
@@ -310,9 +411,37 @@ std::vector<Tensor> PartitionedRun::run(const Feeds& feeds, const std::vector<Ou
         errors[p] = std::current_exception();
         if (rendezvous_->abort(fmt::format("{} stopped", part.device))) first_error = p;
       }
+      if (processes) processes->wake();
     });
   }
-  for (Plan::Part& part : plan.parts) worker(part.device).wait();
+  auto wait_for_devices = [&] {
+    for (Plan::Part& part : plan.parts)
+      if (part.local) worker(part.device, part.cores).wait();
+  };
+  if (processes) {
+    try {
+      processes->exchange(
+          plan.incoming,
+          [&](size_t i, Tensor value) {
+            if (plan.incoming_fetch[i] >= 0)
+              results[static_cast<size_t>(plan.incoming_fetch[i])] = std::move(value);
+            else
+              rendezvous_->send(plan.incoming[i].key, step_, value);
+          },
+          [&] {
+            for (Plan::Part& part : plan.parts)
+              if (part.local && !worker(part.device, part.cores).done()) return false;
+            return true;
+          },
+          [&] { return rendezvous_->aborted(); });
+    } catch (const std::exception& e) {
+      // The job is broken: this process's devices stop too, and the exchange's error is the cause.
+      rendezvous_->abort(e.what());
+      wait_for_devices();
+      throw;
+    }
+  }
+  wait_for_devices();
   last_plan_ = &plan;
   // The first device to fail is the cause; the others stopped because of it.
   if (first_error < plan.parts.size()) std::rethrow_exception(errors[first_error]);
@@ -322,34 +451,40 @@ std::vector<Tensor> PartitionedRun::run(const Feeds& feeds, const std::vector<Ou
 void PartitionedRun::set_profiling(bool enabled) {
   profiling_ = enabled;
   for (auto& [key, plan] : plans_)
-    for (Plan::Part& part : plan->parts) part.session->set_profiling(enabled);
+    for (Plan::Part& part : plan->parts)
+      if (part.session) part.session->set_profiling(enabled);
 }
 
 std::vector<NodeProfile> PartitionedRun::profile() const {
   std::vector<NodeProfile> out;
   if (last_plan_ == nullptr) return out;
-  for (const Plan::Part& part : last_plan_->parts)
+  for (const Plan::Part& part : last_plan_->parts) {
+    if (!part.session) continue;
     for (NodeProfile& p : part.session->profile()) {
       p.device = part.device;
       out.push_back(std::move(p));
     }
+  }
   return out;
 }
 
 size_t PartitionedRun::arena_bytes() const {
   size_t total = 0;
   for (const auto& [key, plan] : plans_)
-    for (const Plan::Part& part : plan->parts) total += part.session->arena_bytes();
+    for (const Plan::Part& part : plan->parts)
+      if (part.session) total += part.session->arena_bytes();
   return total;
 }
 
 std::map<std::string, std::string> PartitionedRun::kernel_choices() const {
   std::map<std::string, std::string> out;
   for (const auto& [key, plan] : plans_)
-    for (const Plan::Part& part : plan->parts)
+    for (const Plan::Part& part : plan->parts) {
+      if (!part.session) continue;
       for (auto& [name, impl] : part.session->kernel_choices())
         if (part.session->graph().node(part.session->graph().id_of(name)).op != op_names::kRecv)
           out[name] = impl;
+    }
   return out;
 }
 

@@ -6,7 +6,13 @@
 // producer's device puts the output there the moment it is computed (the tensor itself: the
 // output stays valid until the step ends, as a fetch does), and the consumer's Recv takes it
 // without a copy, checking dtype and shape. A device that fails aborts the rendezvous, so the
-// others stop waiting and the step reports the first error.
+// others stop waiting and the step reports the first error. Each device's thread uses
+// `use_threads` and, where the machine has the cores, runs on cores of its own.
+//
+// In an MPI job (`SessionOptions::processes`), every process plans the same partition and runs
+// only the parts of its own devices (`/job:J/task:K/...` with K its rank); an edge between
+// processes crosses by MPI (comm/process_exchange.h). A fetch computed by another process reaches
+// this one too, unless it is among `SessionOptions::local_fetches` (then it is empty here).
 #pragma once
 
 #include <map>
@@ -44,7 +50,7 @@ class PartitionedRun {
   class Rendezvous;
   class Worker;
   Plan& plan_for(const Feeds& feeds, const std::vector<Output>& fetches);
-  Worker& worker(const std::string& device);
+  Worker& worker(const std::string& device, const std::vector<int>& cores);
 
   const Graph& graph_;
   std::mt19937_64& rng_;

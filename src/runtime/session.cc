@@ -60,8 +60,9 @@ Session::Session(const Graph& graph, SessionOptions options,
   }
   use_threads(options_.threads);
   limits::check_threads(options_.device_threads, "--device-threads");
+  // In a job, even a graph on one device may be another process's to run.
   for (const Node& n : graph_.nodes())
-    if (n.device != graph_.node(0).device) {
+    if (n.device != graph_.node(0).device || options_.processes != nullptr) {
       partitioned_ = std::make_unique<PartitionedRun>(graph_, options_, variables_, rng_);
       break;
     }

@@ -23,6 +23,7 @@
 namespace sf {
 
 class PartitionedRun;
+class ProcessExchange;
 class Transfers;
 
 struct SessionOptions {
@@ -35,6 +36,13 @@ struct SessionOptions {
   int device_threads = 1;
   Transfers* transfers = nullptr;  // set by PartitionedRun for its devices' sessions
   std::mt19937_64* rng = nullptr;  // set: dropout draws from this generator, not the session's
+  // Set: this process is one task of an MPI job whose devices (`/job:J/task:K/cpu:N`) the graph
+  // is placed on; every process runs the same steps and computes its own devices' parts.
+  ProcessExchange* processes = nullptr;
+  // In a job: fetches returned only by the process that computes them (an empty tensor
+  // elsewhere: a gradient is needed only next to its variable); every other fetch reaches every
+  // process.
+  std::vector<Output> local_fetches;
 };
 
 using Feeds = std::vector<std::pair<Output, Tensor>>;

@@ -318,25 +318,41 @@ StepReport ParameterServer::take_reports() {
   return r;
 }
 
-void gather_parameters(Communicator& comm, const ParameterShards& shards, VariableStore& variables,
-                       Optimizer& optimizer) {
-  for (size_t p = 0; p < shards.parameters(); ++p) {
-    Tensor value = variables.get(shards.name(p));
-    comm.broadcast(value, shards.owner(p), "variable '" + shards.name(p) + "'");
+void share_parameters(Communicator& comm, const std::vector<std::string>& names,
+                      const std::vector<Shape>& shapes, const std::vector<int>& owners,
+                      VariableStore& variables, Optimizer* optimizer) {
+  for (size_t p = 0; p < names.size(); ++p) {
+    Tensor value = variables.get(names[p]);
+    comm.broadcast(value, owners[p], "variable '" + names[p] + "'");
   }
-  if (shards.servers() == 1) return;  // rank 0 holds every slot already
-  const std::map<std::string, Tensor> state = optimizer.state();
+  if (optimizer == nullptr) return;
+  const std::map<std::string, Tensor> state = optimizer->state();
   std::map<std::string, Tensor> received;
-  for (size_t p = 0; p < shards.parameters(); ++p)
-    for (const std::string& slot : optimizer.slot_names()) {
-      const std::string key = optimizer.config().kind + "/" + slot + "/" + shards.name(p);
-      const bool mine = shards.owner(p) == shards.rank();
+  for (size_t p = 0; p < names.size(); ++p)
+    for (const std::string& slot : optimizer->slot_names()) {
+      const std::string key = optimizer->config().kind + "/" + slot + "/" + names[p];
+      const bool mine = owners[p] == comm.rank();
       auto it = state.find(key);
-      Tensor value = mine && it != state.end() ? it->second : Tensor(DType::f32, shards.shape(p));
-      comm.broadcast(value, shards.owner(p), "optimizer slot '" + key + "'");
+      Tensor value = mine && it != state.end() ? it->second : Tensor(DType::f32, shapes[p]);
+      comm.broadcast(value, owners[p], "optimizer slot '" + key + "'");
       if (!mine) received[key] = value;
     }
-  optimizer.restore(received);
+  optimizer->restore(received);
+}
+
+void gather_parameters(Communicator& comm, const ParameterShards& shards, VariableStore& variables,
+                       Optimizer& optimizer) {
+  std::vector<std::string> names;
+  std::vector<Shape> shapes;
+  std::vector<int> owners;
+  for (size_t p = 0; p < shards.parameters(); ++p) {
+    names.push_back(shards.name(p));
+    shapes.push_back(shards.shape(p));
+    owners.push_back(shards.owner(p));
+  }
+  // With one server, rank 0 holds every slot already.
+  share_parameters(comm, names, shapes, owners, variables,
+                   shards.servers() == 1 ? nullptr : &optimizer);
 }
 
 }  // namespace sf

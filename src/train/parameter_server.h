@@ -155,6 +155,13 @@ class ParameterServer {
   StepReport reports_;
 };
 
+// Every rank gets each parameter's value from its owner (`owners`, by parameter) and, with an
+// optimizer, its optimizer slots too: the servers' shards of async training, or the tasks a
+// model placed on an MPI job's devices updates (every rank calls it at the same point).
+void share_parameters(Communicator& comm, const std::vector<std::string>& names,
+                      const std::vector<Shape>& shapes, const std::vector<int>& owners,
+                      VariableStore& variables, Optimizer* optimizer);
+
 // At a sync point: every parameter's owner broadcasts its value, and with several servers the
 // optimizer slots too (into `optimizer` on every rank), so that each rank holds the whole state.
 void gather_parameters(Communicator& comm, const ParameterShards& shards, VariableStore& variables,

@@ -5,14 +5,19 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <numeric>
 #include <sstream>
+#include <utility>
 
 #include "autodiff/gradients.h"
 #include "comm/communicator.h"
+#include "comm/process_links.h"
 #include "core/error.h"
+#include "ops/op_names.h"
 #include "ops/ops.h"
+#include "placement/device_name.h"
 #include "runtime/process_stats.h"
 #include "runtime/session.h"
 #include "train/checkpoint.h"
@@ -214,6 +219,18 @@ void restore_rng(std::mt19937_64& rng, const std::string& state) {
   if (!in) fail("checkpoint: random generator state is corrupt");
 }
 
+// Every rank of the job takes `owner`'s generator state.
+void share_rng(Communicator& comm, std::mt19937_64& rng, int owner) {
+  const std::string state = rng_state(rng);
+  Tensor size(DType::i64, {1});
+  size.data<int64_t>()[0] = static_cast<int64_t>(state.size());
+  comm.broadcast(size, owner, "random generator state size");
+  Tensor bytes(DType::u8, {size.data<int64_t>()[0]});
+  if (comm.rank() == owner) std::memcpy(bytes.raw(), state.data(), state.size());
+  comm.broadcast(bytes, owner, "random generator state");
+  restore_rng(rng, std::string(static_cast<const char*>(bytes.raw()), bytes.bytes()));
+}
+
 json report_json(const EpochReport& r) {
   json j = {{"epoch", r.epoch},
           {"epochs", r.epochs},
@@ -274,9 +291,11 @@ void refuse_contradictions(const TrainOptions& options, const RunConfig& run) {
 }
 
 std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks& all_callbacks) {
-  Communicator* const comm = options.comm;
+  // Data parallelism's replicas; a model placed on the job's devices sets `job` instead (below).
+  Communicator* comm = options.comm;
+  Communicator* job = nullptr;
   const int rank = comm ? comm->rank() : 0;
-  const int world = comm ? comm->size() : 1;
+  int world = comm ? comm->size() : 1;
   // Async: the first `servers` ranks serve parameters, the others (the data shards) train.
   if (options.data_parallel != "sync" && options.data_parallel != "async")
     fail("train: --data-parallel must be sync or async, got '{}'", options.data_parallel);
@@ -305,8 +324,8 @@ std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks
     fail("train: this training (pruning) needs --data-parallel sync");
   const bool serving = async && rank < servers;
   // The ranks that train, each on its shard of every step's data.
-  const int shards = static_cast<int>(world - servers);
-  const int shard = static_cast<int>(rank - servers);
+  int shards = static_cast<int>(world - servers);
+  int shard = static_cast<int>(rank - servers);
   // Rank 0 speaks for the job; every rank keeps after_step (pruning masks its own replica).
   TrainCallbacks callbacks = all_callbacks;
   if (rank != 0) callbacks = TrainCallbacks{all_callbacks.after_step, {}, {}, {}, {}};
@@ -424,6 +443,18 @@ std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks
          "replace it with --overwrite",
          out_dir, checkpoint_path(out_dir), out_dir);
 
+  // Model parallelism: a spec placed on an MPI job's devices trains as one model, each process
+  // running its devices' part on the same batches (no replicas, no shards).
+  if (comm && !spec.job.empty()) {
+    if (async)
+      fail("train: {} places its layers on /job:{}, whose processes train one model; drop "
+           "--data-parallel async",
+           spec.origin, spec.job);
+    job = std::exchange(comm, nullptr);
+    world = shards = 1;
+    shard = 0;
+  }
+
   // Data.
   DataSplit split = options.data_split ? *options.data_split : load_dataset(config.data);
   Dataset train_data = limited(split.train, config.train_limit);
@@ -446,10 +477,15 @@ std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks
     teacher.emplace(*distillation, train_data, /*cache=*/!config.augment.any(), config.batch,
                     message);
   {
-    const DeviceSet devices(options.cpu_devices > 0 ? options.cpu_devices : default_cpu_devices());
+    const int cpu_devices = options.cpu_devices > 0 ? options.cpu_devices : default_cpu_devices();
+    // A job's processes place the graph alike, each as task 0 does: a device named without its
+    // task (`/cpu:1`, the default device) is task 0's on every process.
+    const DeviceSet devices =
+        job ? DeviceSet(cpu_devices, spec.job, job->size(), 0) : DeviceSet(cpu_devices);
     PlacementOptions placement{.default_device = options.device,
                                .soft = !options.strict_placement,
-                               .colocate = {}};
+                               .colocate = {},
+                               .device_threads = options.device_threads};
     // Each variable stays with its gradient (and so with the optimizer's update of it).
     for (size_t i = 0; i < t.model.parameters.size(); ++i)
       placement.colocate.emplace_back(t.model.graph.node(t.grads[i].node).name,
@@ -458,12 +494,37 @@ std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks
     if (callbacks.on_placement && rank == 0) callbacks.on_placement(t.model.graph, report);
   }
   auto store = std::make_shared<VariableStore>();
+  // The parameters this process updates: all, or in a job those on its own devices.
+  std::vector<size_t> owned;
+  std::vector<int> owners;
+  std::vector<Output> fetched_where_computed;
+  std::optional<ProcessLinks> links;
+  for (size_t i = 0; i < t.model.parameters.size(); ++i) {
+    const std::string& device = t.model.graph.node(t.model.parameters[i].output.node).device;
+    owners.push_back(job ? DeviceName::parse(device, "train").task : 0);
+    if (owners.back() == rank || !job) owned.push_back(i);
+    fetched_where_computed.push_back(t.grads[i]);
+  }
+  for (const MovingAverage& m : t.model.moving_averages)
+    fetched_where_computed.push_back(m.batch_value);
+  if (job) links.emplace(*job);
+  // Dropout masks come from one generator, as on one device: the process whose device draws
+  // them holds its true state (with draws on several, every process reseeds them alike).
+  int rng_owner = 0;
+  for (const Node& n : t.model.graph.nodes())
+    if (job && n.op == op_names::kDropout) {
+      rng_owner = DeviceName::parse(n.device, "train").task;
+      break;
+    }
   Session session(t.model.graph,
                   SessionOptions{.threads = options.threads,
                                  .kernel_impl = options.kernel_impl,
                                  // Each replica draws its own dropout masks.
-                                 .seed = config.seed + 1 + 1000003ull * static_cast<uint64_t>(rank),
-                                 .device_threads = options.device_threads},
+                                 .seed = config.seed + 1 + 1000003ull * static_cast<uint64_t>(comm ? rank : 0),
+                                 .device_threads = options.device_threads,
+                                 .processes = links ? &*links : nullptr,
+                                 .local_fetches = job ? fetched_where_computed
+                                                      : std::vector<Output>{}},
                   store);
   Optimizer optimizer(OptimizerConfig{.kind = config.optimizer,
                                       .momentum = config.momentum,
@@ -486,7 +547,7 @@ std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks
     // Examples the job had consumed in the epoch (older runs: whole single-process batches).
     start_offset = pos.value("images", start_batch * config.batch);
     step = pos.at("step");
-    if (rank == 0) restore_rng(session.rng(), resumed_meta.at("rng").get<std::string>());
+    if (rank == 0 || job) restore_rng(session.rng(), resumed_meta.at("rng").get<std::string>());
     const json& stats = resumed_meta.at("epoch_stats");
     resumed_loss_sum = stats.at("loss_sum");
     resumed_correct = stats.at("correct");
@@ -545,7 +606,14 @@ std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks
     parameter_names.push_back(p.name);
     shapes.push_back(t.model.graph.type(p.output).shape);
   }
-  for (const MovingAverage& m : t.model.moving_averages) statistics_names.push_back(m.variable);
+  std::vector<Shape> statistics_shapes;
+  std::vector<int> statistics_owners;
+  for (const MovingAverage& m : t.model.moving_averages) {
+    statistics_names.push_back(m.variable);
+    const Node& n = t.model.graph.node(t.model.graph.id_of(m.variable));
+    statistics_shapes.push_back(n.outputs[0].shape);
+    statistics_owners.push_back(job ? DeviceName::parse(n.device, "train").task : 0);
+  }
 
   // Checkpointing.
   double epoch_loss_sum = 0.0, epoch_seconds_before = 0.0;
@@ -555,6 +623,13 @@ std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks
     // Compression's residuals are each rank's own: rank 0 gathers them (every rank is here).
     std::map<std::string, Tensor> residuals;
     if (buckets) residuals = gather_residuals(*comm, *buckets, parameter_names);
+    // A job's processes each updated their own parameters: rank 0 gathers them.
+    if (job) {
+      share_rng(*job, session.rng(), rng_owner);
+      share_parameters(*job, parameter_names, shapes, owners, *store, &optimizer);
+      share_parameters(*job, statistics_names, statistics_shapes, statistics_owners, *store,
+                       nullptr);
+    }
     if (rank != 0) return;
     const bool with_residuals = !residuals.empty();
     Checkpoint ckpt;
@@ -629,8 +704,6 @@ std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks
       if (p.clip_to_unit) clip_to_unit(store->get(p.name));
     }
   };
-  std::vector<size_t> all_parameters(num_params);
-  std::iota(all_parameters.begin(), all_parameters.end(), size_t{0});
   // Async data parallelism: this rank serves a shard of the parameters or trains as a worker.
   std::optional<ParameterShards> ps_shards;
   std::optional<ParameterServer> server;
@@ -772,17 +845,19 @@ std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks
       }
       const int64_t correct = count_correct(out[1], labels);
       for (size_t i = 0; i < num_params; ++i) local_grads[i] = out[2 + i];
+      std::vector<Tensor> owned_grads;
+      for (size_t i : owned) owned_grads.push_back(local_grads[i]);
       if (worker) {
         worker->push(local_grads,
                      StepReport{static_cast<double>(loss) * static_cast<double>(labels.numel()),
                                 correct, labels.numel()});
       } else {
-        apply_update(step, all_parameters,
-                     buckets ? buckets->finish(local_grads, step + 1) : local_grads);
+        apply_update(step, owned, buckets ? buckets->finish(local_grads, step + 1) : owned_grads);
       }
       for (size_t i = 0; i < t.model.moving_averages.size(); ++i) {
         const MovingAverage& m = t.model.moving_averages[i];
         const Tensor& observed = out[2 + num_params + i];
+        if (!observed.defined()) continue;  // another process's statistic
         float* avg = store->get(m.variable).data<float>();
         const float* obs = observed.data<float>();
         const float mom = static_cast<float>(m.momentum);

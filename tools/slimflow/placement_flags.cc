@@ -33,7 +33,10 @@ DeviceSet device_set(const PlacementFlags& flags) {
 }
 
 PlacementOptions placement_options(const PlacementFlags& flags) {
-  return PlacementOptions{.default_device = flags.device, .soft = !flags.strict, .colocate = {}};
+  return PlacementOptions{.default_device = flags.device,
+                          .soft = !flags.strict,
+                          .colocate = {},
+                          .device_threads = flags.device_threads};
 }
 
 void write_placement_log(const PlacementFlags& flags, const Graph& graph,
