@@ -15,7 +15,8 @@ namespace {
 
 Value& image_in(Context& c) {
   Value& x = c.in(0);
-  if (x.dtype != DType::f32) c.unsupported("only float inputs are supported");
+  const bool integer_max = c.op() == "MaxPool" && (x.dtype == DType::u8 || x.dtype == DType::i8);
+  if (x.dtype != DType::f32 && !integer_max) c.unsupported("only float inputs are supported");
   if (x.shape.size() != 4)
     c.unsupported("only 2-D images (4-D NCHW input) are supported, got input {}",
                   shape_str(x.shape));
@@ -291,13 +292,53 @@ void global_average_pool(Context& c) {
   c.set_out(0, y, Layout::kNhwc);
 }
 
+// training_mode=1: normalizes with the batch's statistics (population variance) and outputs the
+// running statistics updated by `momentum`, as ONNX's reference does; composed of plain ops.
+void batch_norm_training(Context& c) {
+  Value& x = c.in(0);
+  const int64_t rank = static_cast<int64_t>(x.shape.size());
+  if (rank < 2) c.fail("input {} must have rank 2 or more", shape_str(x.shape));
+  std::vector<int64_t> axes{0};
+  Shape per_channel(static_cast<size_t>(rank), 1);
+  per_channel[1] = x.shape[1];
+  for (int64_t a = 2; a < rank; ++a) axes.push_back(a);
+  const auto scalar = [&](float v, const char* what) { return c.constant(Tensor::scalar_f32(v), what); };
+  const auto channels = [&](int i, const char* what) {
+    return c.add(op_names::kReshape, {c.plain(c.in(i))}, {{"shape", per_channel}}, what);
+  };
+  const Attrs reduce{{"axes", axes}, {"keep_dims", true}};
+  Output px = c.plain(x);
+  Output mean = c.add(op_names::kReduceMean, {px}, reduce, "mean");
+  Output centered = c.add(op_names::kSub, {px, mean}, {}, "centered");
+  Output var = c.add(op_names::kReduceMean,
+                     {c.add(op_names::kMul, {centered, centered}, {}, "squared")}, reduce, "var");
+  Output stddev = c.add(op_names::kSqrt,
+                        {c.add(op_names::kAdd, {var, scalar(c.attr_float("epsilon", 1e-5f), "eps")},
+                               {}, "var_eps")},
+                        {}, "stddev");
+  Output y = c.add(op_names::kDiv, {centered, stddev}, {}, "normalized");
+  y = c.add(op_names::kMul, {y, channels(1, "scale")}, {}, "scaled");
+  c.set_out(0, c.add(op_names::kAdd, {y, channels(2, "bias")}), Layout::kPlain);
+  const float momentum = c.attr_float("momentum", 0.9f);
+  const auto running = [&](int input, Output batch, const char* what) {
+    Output kept = c.add(op_names::kMul, {c.plain(c.in(input)), scalar(momentum, "momentum")}, {},
+                        std::string(what) + "_kept");
+    Output flat = c.add(op_names::kReshape, {batch}, {{"shape", Shape{x.shape[1]}}},
+                        std::string(what) + "_batch");
+    Output added = c.add(op_names::kMul, {flat, scalar(1.0f - momentum, "one_minus_momentum")},
+                         {}, std::string(what) + "_added");
+    return c.add(op_names::kAdd, {kept, added}, {}, what);
+  };
+  c.set_out(1, running(3, mean, "running_mean"), Layout::kPlain);
+  c.set_out(2, running(4, var, "running_var"), Layout::kPlain);
+}
+
 void batch_norm(Context& c) {
   Value& x = c.in(0);
   if (x.dtype != DType::f32) c.unsupported("only float inputs are supported");
-  if (c.attr_int("training_mode", 0) != 0)
-    c.unsupported("training_mode=1 is not supported (inference only)");
+  if (c.attr_int("training_mode", 0) != 0) return batch_norm_training(c);
   for (int i = 1; i < c.node->output_size(); ++i)
-    if (!c.node->output(i).empty()) c.unsupported("training outputs are not supported");
+    if (!c.node->output(i).empty()) c.unsupported("training outputs need training_mode=1");
   const size_t rank = x.shape.size();
   if (rank != 4 && rank != 2)
     c.unsupported("only [N,C] and [N,C,H,W] inputs are supported, got {}", shape_str(x.shape));
@@ -306,6 +347,37 @@ void batch_norm(Context& c) {
   for (int i = 1; i <= 4; ++i) in.push_back(c.plain(c.in(i)));
   const double eps = c.attr_float("epsilon", 1e-5f);
   c.set_out(0, c.add(op_names::kBatchNorm, in, {{"epsilon", eps}}), l);
+}
+
+// LayerNormalization over the axes from `axis` on, composed of plain ops (ReduceMean, Sub, Mul,
+// Sqrt, Div): y = (x - mean) / sqrt(var + epsilon) * scale + bias; the optional outputs are the
+// mean and 1 / sqrt(var + epsilon), with the normalized axes kept as 1s.
+void layer_norm(Context& c) {
+  Value& x = c.in(0);
+  if (x.dtype != DType::f32) c.unsupported("only float inputs are supported");
+  const int64_t rank = static_cast<int64_t>(x.shape.size());
+  int64_t axis = c.attr_int("axis", -1);
+  if (axis < -rank || axis >= rank) c.fail("axis {} is out of range for input {}", axis, shape_str(x.shape));
+  if (axis < 0) axis += rank;
+  std::vector<int64_t> axes;
+  for (int64_t a = axis; a < rank; ++a) axes.push_back(a);
+  const Attrs reduce{{"axes", axes}, {"keep_dims", true}};
+  Output px = c.plain(x);
+  Output mean = c.add(op_names::kReduceMean, {px}, reduce, "mean");
+  Output centered = c.add(op_names::kSub, {px, mean}, {}, "centered");
+  Output var = c.add(op_names::kReduceMean,
+                     {c.add(op_names::kMul, {centered, centered}, {}, "squared")}, reduce, "var");
+  Output eps = c.constant(Tensor::scalar_f32(c.attr_float("epsilon", 1e-5f)), "eps");
+  Output stddev =
+      c.add(op_names::kSqrt, {c.add(op_names::kAdd, {var, eps}, {}, "var_eps")}, {}, "stddev");
+  Output inv_stddev =
+      c.add(op_names::kDiv, {c.constant(Tensor::scalar_f32(1.0f), "one"), stddev}, {}, "inv_stddev");
+  Output y = c.add(op_names::kMul, {centered, inv_stddev}, {}, "normalized");
+  y = c.add(op_names::kMul, {y, c.plain(c.in(1))}, {}, c.has_input(2) ? "scaled" : "");
+  if (c.has_input(2)) y = c.add(op_names::kAdd, {y, c.plain(c.in(2))});
+  c.set_out(0, y, Layout::kPlain);
+  c.set_out(1, mean, Layout::kPlain);
+  c.set_out(2, inv_stddev, Layout::kPlain);
 }
 
 Tensor scaled(const Tensor& t, float s) {
@@ -409,6 +481,7 @@ void add_nn_converters(ConverterMap& m) {
   m["AveragePool"] = [](Context& c) { as_2d(c, [](Context& c2) { pool(c2, false); }); };
   m["GlobalAveragePool"] = global_average_pool;
   m["BatchNormalization"] = batch_norm;
+  m["LayerNormalization"] = layer_norm;
   m["Gemm"] = gemm;
   m["MatMul"] = matmul;
   m["Resize"] = resize;

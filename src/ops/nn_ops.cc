@@ -310,6 +310,15 @@ std::vector<TensorType> infer_pool(const InferContext& ctx) {
   return f32(pool_output(ctx, ctx.shape(0)));
 }
 
+// Max pooling also takes u8 and i8 images (ONNX): the maximum needs no arithmetic.
+std::vector<TensorType> infer_max_pool(const InferContext& ctx) {
+  const DType dtype = ctx.dtype(0);
+  if (dtype != DType::f32 && dtype != DType::u8 && dtype != DType::i8)
+    ctx.fail("x is {}; expected f32, u8 or i8", dtype_name(dtype));
+  ctx.expect_rank(0, 4, "x");
+  return {TensorType{dtype, pool_output(ctx, ctx.shape(0))}};
+}
+
 std::vector<TensorType> infer_max_pool_grad(const InferContext& ctx) {
   expect_f32(ctx);
   ctx.expect_rank(0, 4, "x");
@@ -400,7 +409,7 @@ void register_nn_ops(OpRegistry& r) {
   r.add(OpDef{.name = op_names::kMaxPool,
               .inputs = {"x"},
               .attrs = pool_attr_specs(),
-              .infer = infer_pool,
+              .infer = infer_max_pool,
               .grad = [](GradContext& ctx) -> std::vector<Output> {
                 return {ctx.graph.add(op_names::kMaxPoolGrad,
                                       {ctx.input(0), ctx.output(0), ctx.grad()},

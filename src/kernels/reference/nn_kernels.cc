@@ -233,12 +233,14 @@ struct PoolDims {
   }
 };
 
+template <typename T>
 void max_pool(KernelContext& ctx) {
-  const float* xp = ctx.inputs[0].data<float>();
-  float* yp = ctx.outputs[0].data<float>();
+  const T* xp = ctx.inputs[0].data<T>();
+  T* yp = ctx.outputs[0].data<T>();
   PoolDims(ctx.node.attrs, ctx.inputs[0].shape())
       .for_each_window([&](int64_t yi, const std::vector<int64_t>& xs, int64_t) {
-        float m = -std::numeric_limits<float>::infinity();
+        T m = std::numeric_limits<T>::has_infinity ? -std::numeric_limits<T>::infinity()
+                                                   : std::numeric_limits<T>::lowest();
         for (int64_t xi : xs) m = std::max(m, xp[xi]);
         yp[yi] = m;
       });
@@ -327,7 +329,9 @@ void register_reference_nn_kernels(KernelRegistry& r) {
   add(op_names::kBatchMatMul, batch_matmul);
   add(op_names::kBiasAdd, bias_add);
   add(op_names::kBiasAddGrad, bias_add_grad);
-  add(op_names::kMaxPool, max_pool);
+  add(op_names::kMaxPool, max_pool<float>);
+  r.add(simple_kernel(op_names::kMaxPool, DType::u8, "reference", max_pool<uint8_t>));
+  r.add(simple_kernel(op_names::kMaxPool, DType::i8, "reference", max_pool<int8_t>));
   add(op_names::kMaxPoolGrad, max_pool_grad);
   add(op_names::kAvgPool, avg_pool);
   add(op_names::kAvgPoolGrad, avg_pool_grad);
