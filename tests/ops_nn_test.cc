@@ -240,6 +240,17 @@ TEST(OpsNnForward, Pooling) {
       {1, 2}, {4, 5});
 }
 
+TEST(OpsNnForward, MaxPoolOfIntegerImages) {
+  Tensor x = Tensor::from_vector<uint8_t>({1, 3, 3, 1}, {1, 200, 3, 4, 5, 255, 7, 0, 9});
+  Tensor y = run_once(
+      [](Graph& g, const std::vector<Output>& in) {
+        return ops::max_pool(g, in[0], {.ksize = {2, 2}, .strides = {1, 1}});
+      },
+      {x});
+  ASSERT_EQ(y.dtype(), DType::u8);
+  EXPECT_EQ(testing::values<uint8_t>(y), (std::vector<uint8_t>{200, 255, 7, 255}));
+}
+
 TEST(OpsNnForward, MaxPoolGradRoutesToTheFirstMaximum) {
   Tensor x = values({1, 2, 2, 1}, {3, 3, 1, 3});
   Tensor dy = values({1, 1, 1, 1}, {7});

@@ -28,6 +28,7 @@ const ConverterMap& converters() {
     add_math_converters(m);
     add_shape_converters(m);
     add_quant_converters(m);
+    add_einsum_converter(m);
     return m;
   }();
   return map;
