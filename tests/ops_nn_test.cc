@@ -8,6 +8,7 @@
 
 #include "graph/graph.h"
 #include "ops/ops.h"
+#include "runtime/session.h"
 #include "support/testing.h"
 
 namespace sf {
@@ -249,6 +250,23 @@ TEST(OpsNnForward, MaxPoolOfIntegerImages) {
       {x});
   ASSERT_EQ(y.dtype(), DType::u8);
   EXPECT_EQ(testing::values<uint8_t>(y), (std::vector<uint8_t>{200, 255, 7, 255}));
+}
+
+TEST(OpsNnForward, MaxPoolWithArgmaxFindsTheFirstMaximum) {
+  // NHWC [1,2,2,2]: channel 0 holds 1 5 / 5 3, channel 1 holds 8 2 / 0 8 (ties: the first wins).
+  Tensor x = values({1, 2, 2, 2}, {1, 8, 5, 2, 5, 0, 3, 8});
+  for (bool nchw : {false, true}) {
+    Graph g;
+    Attrs a = pool2d_attrs({.ksize = {2, 2}, .strides = {1, 1}});
+    a.set("nchw_index", nchw);
+    Output in = ops::placeholder(g, DType::f32, x.shape(), "x");
+    const int id = g.add_node("MaxPoolWithArgmax", {in}, a, "pool");
+    Session session(g);
+    const std::vector<Tensor> out = session.run({{in, x}}, {Output{id, 0}, Output{id, 1}});
+    EXPECT_EQ(testing::values<float>(out[0]), (std::vector<float>{5, 8}));
+    EXPECT_EQ(testing::values<int64_t>(out[1]),
+              nchw ? std::vector<int64_t>{1, 4} : std::vector<int64_t>{2, 1});
+  }
 }
 
 TEST(OpsNnForward, MaxPoolGradRoutesToTheFirstMaximum) {

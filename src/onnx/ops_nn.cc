@@ -214,9 +214,15 @@ void conv_transpose(Context& c) {
 
 void pool(Context& c, bool max) {
   Value& x = image_in(c);
-  if (c.node->output_size() > 1 && !c.node->output(1).empty())
-    c.unsupported("the Indices output is not supported");
   Attrs a = pool2d_attrs(c, x.shape, max);
+  if (max && c.node->output_size() > 1 && !c.node->output(1).empty()) {
+    if (c.attr_int("storage_order", 0) != 0)
+      c.unsupported("storage_order=1 (column-major Indices) is not supported");
+    a.set("nchw_index", true);
+    const int id = c.g.add_node(op_names::kMaxPoolWithArgmax, {c.nhwc(x)}, a, c.fresh());
+    c.set_out(0, Output{id, 0}, Layout::kNhwc);
+    return c.set_out(1, Output{id, 1}, Layout::kNhwc);
+  }
   c.set_out(0, c.add(max ? op_names::kMaxPool : op_names::kAvgPool, {c.nhwc(x)}, a), Layout::kNhwc);
 }
 

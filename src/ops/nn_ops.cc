@@ -319,6 +319,14 @@ std::vector<TensorType> infer_max_pool(const InferContext& ctx) {
   return {TensorType{dtype, pool_output(ctx, ctx.shape(0))}};
 }
 
+// y as MaxPool, and where each maximum was: an i64 flat index into x (NHWC order, or the order
+// of x's NCHW form with nchw_index, as ONNX's MaxPool Indices output counts).
+std::vector<TensorType> infer_max_pool_with_argmax(const InferContext& ctx) {
+  std::vector<TensorType> y = infer_max_pool(ctx);
+  y.push_back(TensorType{DType::i64, y[0].shape});
+  return y;
+}
+
 std::vector<TensorType> infer_max_pool_grad(const InferContext& ctx) {
   expect_f32(ctx);
   ctx.expect_rank(0, 4, "x");
@@ -413,6 +421,15 @@ void register_nn_ops(OpRegistry& r) {
               .grad = [](GradContext& ctx) -> std::vector<Output> {
                 return {ctx.graph.add(op_names::kMaxPoolGrad,
                                       {ctx.input(0), ctx.output(0), ctx.grad()},
+                                      copy_attrs(ctx.attrs(), pool_attr_specs()), ctx.name("x"))};
+              }});
+  r.add(OpDef{.name = op_names::kMaxPoolWithArgmax,
+              .inputs = {"x"},
+              .attrs = with(pool_attr_specs(), {{"nchw_index", AttrKind::Bool, no}}),
+              .infer = infer_max_pool_with_argmax,
+              .grad = [](GradContext& ctx) -> std::vector<Output> {
+                return {ctx.graph.add(op_names::kMaxPoolGrad,
+                                      {ctx.input(0), ctx.output(0), ctx.grad(0)},
                                       copy_attrs(ctx.attrs(), pool_attr_specs()), ctx.name("x"))};
               }});
   r.add(OpDef{.name = op_names::kMaxPoolGrad,

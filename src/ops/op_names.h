@@ -71,6 +71,7 @@ inline constexpr char kBiasAdd[] = "BiasAdd";
 inline constexpr char kBiasAddGrad[] = "BiasAddGrad";
 inline constexpr char kMaxPool[] = "MaxPool";
 inline constexpr char kMaxPoolGrad[] = "MaxPoolGrad";
+inline constexpr char kMaxPoolWithArgmax[] = "MaxPoolWithArgmax";
 inline constexpr char kAvgPool[] = "AvgPool";
 inline constexpr char kAvgPoolGrad[] = "AvgPoolGrad";
 inline constexpr char kGlobalAvgPool[] = "GlobalAvgPool";
