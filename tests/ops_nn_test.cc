@@ -255,17 +255,23 @@ TEST(OpsNnForward, MaxPoolOfIntegerImages) {
 TEST(OpsNnForward, MaxPoolWithArgmaxFindsTheFirstMaximum) {
   // NHWC [1,2,2,2]: channel 0 holds 1 5 / 5 3, channel 1 holds 8 2 / 0 8 (ties: the first wins).
   Tensor x = values({1, 2, 2, 2}, {1, 8, 5, 2, 5, 0, 3, 8});
-  for (bool nchw : {false, true}) {
+  struct Order {
+    bool nchw, column_major;
+    std::vector<int64_t> want;
+  };
+  for (const Order& order : {Order{false, false, {2, 1}}, Order{true, false, {1, 4}},
+                             Order{true, true, {2, 4}}}) {
     Graph g;
     Attrs a = pool2d_attrs({.ksize = {2, 2}, .strides = {1, 1}});
-    a.set("nchw_index", nchw);
+    a.set("nchw_index", order.nchw);
+    a.set("column_major", order.column_major);
     Output in = ops::placeholder(g, DType::f32, x.shape(), "x");
     const int id = g.add_node("MaxPoolWithArgmax", {in}, a, "pool");
     Session session(g);
     const std::vector<Tensor> out = session.run({{in, x}}, {Output{id, 0}, Output{id, 1}});
     EXPECT_EQ(testing::values<float>(out[0]), (std::vector<float>{5, 8}));
-    EXPECT_EQ(testing::values<int64_t>(out[1]),
-              nchw ? std::vector<int64_t>{1, 4} : std::vector<int64_t>{2, 1});
+    EXPECT_EQ(testing::values<int64_t>(out[1]), order.want)
+        << "nchw " << order.nchw << " column_major " << order.column_major;
   }
 }
 

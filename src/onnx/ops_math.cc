@@ -186,6 +186,14 @@ void expand(Context& c) {
   c.set_out(0, c.add(op_names::kBroadcastTo, {px}, {{"shape", *target}}), Layout::kPlain);
 }
 
+// 1 / x, as exported LayerNormalization decompositions write it.
+void reciprocal(Context& c) {
+  Value& x = float_in(c, 0);
+  const Layout l = layout_of(x);
+  Output one = c.constant(Tensor::scalar_f32(1.0f), "one");
+  c.set_out(0, c.add(op_names::kDiv, {one, c.get(x, l)}), l);
+}
+
 // Equal, Less, ...: integer operands of one dtype compare as integers, anything else in float
 // (as binary); the result is a u8 0/1 mask, ONNX's bool.
 void comparison(Context& c, const std::string& op) {
@@ -249,7 +257,11 @@ void add_math_converters(ConverterMap& m) {
   m["Pow"] = [](Context& c) { binary(c, op_names::kPow); };
   m["Sqrt"] = [](Context& c) { unary(c, op_names::kSqrt); };
   m["Exp"] = [](Context& c) { unary(c, op_names::kExp); };
-  m["Neg"] = [](Context& c) { unary(c, op_names::kNeg); };
+  m["Neg"] = [](Context& c) {  // integers wrap around (-INT_MIN is INT_MIN), as ONNX's do
+    Value& x = c.in(0);
+    const Layout l = layout_of(x);
+    c.set_out(0, c.add(op_names::kNeg, {c.get(x, l)}), l);
+  };
   m["Round"] = [](Context& c) { unary(c, op_names::kRound); };
   m["Max"] = [](Context& c) { variadic_extremum(c, op_names::kMaximum); };
   m["Min"] = [](Context& c) { variadic_extremum(c, op_names::kMinimum); };
@@ -267,6 +279,7 @@ void add_math_converters(ConverterMap& m) {
   };
   m["PRelu"] = prelu;
   m["Erf"] = [](Context& c) { unary(c, op_names::kErf); };
+  m["Reciprocal"] = reciprocal;
   m["Equal"] = [](Context& c) { comparison(c, op_names::kEqual); };
   m["Less"] = [](Context& c) { comparison(c, op_names::kLess); };
   m["Greater"] = [](Context& c) { comparison(c, op_names::kGreater); };

@@ -216,9 +216,8 @@ void pool(Context& c, bool max) {
   Value& x = image_in(c);
   Attrs a = pool2d_attrs(c, x.shape, max);
   if (max && c.node->output_size() > 1 && !c.node->output(1).empty()) {
-    if (c.attr_int("storage_order", 0) != 0)
-      c.unsupported("storage_order=1 (column-major Indices) is not supported");
     a.set("nchw_index", true);
+    a.set("column_major", c.attr_int("storage_order", 0) != 0);
     const int id = c.g.add_node(op_names::kMaxPoolWithArgmax, {c.nhwc(x)}, a, c.fresh());
     c.set_out(0, Output{id, 0}, Layout::kNhwc);
     return c.set_out(1, Output{id, 1}, Layout::kNhwc);

@@ -319,8 +319,9 @@ std::vector<TensorType> infer_max_pool(const InferContext& ctx) {
   return {TensorType{dtype, pool_output(ctx, ctx.shape(0))}};
 }
 
-// y as MaxPool, and where each maximum was: an i64 flat index into x (NHWC order, or the order
-// of x's NCHW form with nchw_index, as ONNX's MaxPool Indices output counts).
+// y as MaxPool, and where each maximum was: an i64 flat index into x in NHWC order, or with
+// nchw_index in the order of x's NCHW form, as ONNX's MaxPool Indices output counts (each
+// image plane column-major with column_major, ONNX's storage_order=1).
 std::vector<TensorType> infer_max_pool_with_argmax(const InferContext& ctx) {
   std::vector<TensorType> y = infer_max_pool(ctx);
   y.push_back(TensorType{DType::i64, y[0].shape});
@@ -425,7 +426,8 @@ void register_nn_ops(OpRegistry& r) {
               }});
   r.add(OpDef{.name = op_names::kMaxPoolWithArgmax,
               .inputs = {"x"},
-              .attrs = with(pool_attr_specs(), {{"nchw_index", AttrKind::Bool, no}}),
+              .attrs = with(pool_attr_specs(), {{"nchw_index", AttrKind::Bool, no},
+                                                {"column_major", AttrKind::Bool, no}}),
               .infer = infer_max_pool_with_argmax,
               .grad = [](GradContext& ctx) -> std::vector<Output> {
                 return {ctx.graph.add(op_names::kMaxPoolGrad,

@@ -247,13 +247,15 @@ void max_pool(KernelContext& ctx) {
 }
 
 // The first maximum of each window (in row-major window order, as ONNX picks it) and its flat
-// index into x: NHWC order, or NCHW order with nchw_index.
+// index into x: NHWC order, or NCHW order with nchw_index (planes column-major with
+// column_major).
 void max_pool_with_argmax(KernelContext& ctx) {
   const Tensor& x = ctx.inputs[0];
   const float* xp = x.data<float>();
   float* yp = ctx.outputs[0].data<float>();
   int64_t* ip = ctx.outputs[1].data<int64_t>();
   const bool nchw = ctx.node.attrs.get_bool("nchw_index");
+  const bool column_major = ctx.node.attrs.get_bool("column_major");
   const int64_t h = x.dim(1), w = x.dim(2), c = x.dim(3);
   PoolDims(ctx.node.attrs, x.shape())
       .for_each_window([&](int64_t yi, const std::vector<int64_t>& xs, int64_t) {
@@ -263,7 +265,8 @@ void max_pool_with_argmax(KernelContext& ctx) {
         yp[yi] = xs.empty() ? -std::numeric_limits<float>::infinity() : xp[best];
         if (nchw) {
           const int64_t ch = best % c, pixel = (best / c) % (h * w), batch = best / (c * h * w);
-          best = (batch * c + ch) * h * w + pixel;
+          const int64_t in_plane = column_major ? pixel % w * h + pixel / w : pixel;
+          best = (batch * c + ch) * h * w + in_plane;
         }
         ip[yi] = best;
       });
