@@ -29,6 +29,7 @@ const ConverterMap& converters() {
     add_shape_converters(m);
     add_quant_converters(m);
     add_einsum_converter(m);
+    add_rnn_converters(m);
     return m;
   }();
   return map;
