@@ -126,6 +126,8 @@ bool try_fold(Context& c) {
     c.set_const(0, permute(x, transpose_perm_of(c, x.shape().size())));
   } else if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div") {
     c.set_const(0, evaluate_reference(op, {x, *c.in(1).constant}));
+  } else if (op == "Neg") {
+    c.set_const(0, evaluate_reference(op_names::kNeg, {x}));
   } else {
     return false;
   }
