@@ -262,7 +262,7 @@ TEST(OpsNnForward, MaxPoolWithArgmaxFindsTheFirstMaximum) {
   for (const Order& order : {Order{false, false, {2, 1}}, Order{true, false, {1, 4}},
                              Order{true, true, {2, 4}}}) {
     Graph g;
-    Attrs a = pool2d_attrs({.ksize = {2, 2}, .strides = {1, 1}});
+    Attrs a = ops::pool2d_attrs({.ksize = {2, 2}, .strides = {1, 1}});
     a.set("nchw_index", order.nchw);
     a.set("column_major", order.column_major);
     Output in = ops::placeholder(g, DType::f32, x.shape(), "x");
