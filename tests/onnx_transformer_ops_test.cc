@@ -42,7 +42,8 @@ TEST(OnnxTransformerOps, EinsumAttentionScores) {
       for (int64_t j = 0; j < K; ++j) {
         double want = 0;
         for (int64_t d = 0; d < D; ++d)
-          want += q.data<float>()[(bh * Q + i) * D + d] * k[static_cast<size_t>((bh * K + j) * D + d)];
+          want +=
+              q.data<float>()[(bh * Q + i) * D + d] * k[static_cast<size_t>((bh * K + j) * D + d)];
         EXPECT_NEAR(y.data<float>()[(bh * Q + i) * K + j], want, 1e-5);
       }
 }
@@ -73,8 +74,11 @@ TEST(OnnxTransformerOps, EinsumImplicitOutputAndSummedLetter) {
 
 TEST(OnnxTransformerOps, EinsumRefusesDiagonalsByName) {
   const Tensor a = random_tensor({3, 3}, 5);
-  expect_error([&] { einsum("ii,ij->j", a, {3, 2}, random_values(6, 6)); },
-               "node 'einsum' (Einsum): repeated letter 'i' in 'ii' (a diagonal) is not supported");
+  expect_error(
+      [&] {
+        einsum("ii,ij->j", a, {3, 2}, random_values(6, 6));
+      },
+      "node 'einsum' (Einsum): repeated letter 'i' in 'ii' (a diagonal) is not supported");
 }
 
 TEST(OnnxTransformerOps, GeluAsExportedMatchesTheFormula) {

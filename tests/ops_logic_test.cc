@@ -19,7 +19,10 @@ using testing::values;
 
 Tensor apply(const char* op, const Tensor& a, const Tensor& b) {
   return run_once(
-      [op](Graph& g, const std::vector<Output>& in) { return g.add(op, {in[0], in[1]}); }, {a, b});
+      [op](Graph& g, const std::vector<Output>& in) {
+        return g.add(op, {in[0], in[1]});
+      },
+      {a, b});
 }
 
 TEST(OpsLogicTest, ComparisonsBroadcastToMasks) {
@@ -80,14 +83,16 @@ TEST(OpsLogicTest, ErrorsNameTheNode) {
       [] {
         Graph g;
         g.add(op_names::kLess,
-              {ops::placeholder(g, DType::f32, {2}), ops::placeholder(g, DType::i32, {2})}, {}, "lt");
+              {ops::placeholder(g, DType::f32, {2}), ops::placeholder(g, DType::i32, {2})}, {},
+              "lt");
       },
       "node 'lt' (Less): dtypes differ");
   expect_error(
       [] {
         Graph g;
         g.add(op_names::kAnd,
-              {ops::placeholder(g, DType::f32, {2}), ops::placeholder(g, DType::u8, {2})}, {}, "and");
+              {ops::placeholder(g, DType::f32, {2}), ops::placeholder(g, DType::u8, {2})}, {},
+              "and");
       },
       "node 'and' (And): input 'mask' must be u8, got f32");
   expect_error(

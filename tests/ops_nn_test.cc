@@ -259,8 +259,8 @@ TEST(OpsNnForward, MaxPoolWithArgmaxFindsTheFirstMaximum) {
     bool nchw, column_major;
     std::vector<int64_t> want;
   };
-  for (const Order& order : {Order{false, false, {2, 1}}, Order{true, false, {1, 4}},
-                             Order{true, true, {2, 4}}}) {
+  for (const Order& order :
+       {Order{false, false, {2, 1}}, Order{true, false, {1, 4}}, Order{true, true, {2, 4}}}) {
     Graph g;
     Attrs a = ops::pool2d_attrs({.ksize = {2, 2}, .strides = {1, 1}});
     a.set("nchw_index", order.nchw);

@@ -1,5 +1,5 @@
-// Pow, Sqrt, Exp, Log, Erf, Clip, LeakyRelu, PRelu, HardSigmoid and HardSwish: forward values against
-// their formulas, shape errors, and finite-difference gradients away from the kinks.
+// Pow, Sqrt, Exp, Log, Erf, Clip, LeakyRelu, PRelu, HardSigmoid and HardSwish: forward values
+// against their formulas, shape errors, and finite-difference gradients away from the kinks.
 #include <gtest/gtest.h>
 
 #include <algorithm>

@@ -34,7 +34,8 @@ Output arrange(Context& c, Operand& x, const std::string& order, const std::stri
   std::vector<int64_t> perm;
   for (char l : order) perm.push_back(static_cast<int64_t>(x.letters.find(l)));
   bool identity = true;
-  for (size_t i = 0; i < perm.size(); ++i) identity = identity && perm[i] == static_cast<int64_t>(i);
+  for (size_t i = 0; i < perm.size(); ++i)
+    identity = identity && perm[i] == static_cast<int64_t>(i);
   if (identity) return x.value;
   return c.add(op_names::kTranspose, {x.value}, {{"perm", perm}}, what);
 }
@@ -83,7 +84,8 @@ void einsum(Context& c) {
   if (static_cast<int>(terms.size()) != c.num_inputs())
     c.fail("equation '{}' names {} operands but the node has {} inputs", equation, terms.size(),
            c.num_inputs());
-  if (terms.size() > 2) c.unsupported("only one or two operands are supported, got {}", terms.size());
+  if (terms.size() > 2)
+    c.unsupported("only one or two operands are supported, got {}", terms.size());
   std::vector<Operand> xs;
   for (size_t i = 0; i < terms.size(); ++i) {
     Value& v = c.in(static_cast<int>(i));
@@ -125,13 +127,14 @@ void einsum(Context& c) {
   Operand& b = xs[1];
   sum_private(c, a, b.letters, out, "sum_a");
   sum_private(c, b, a.letters, out, "sum_b");
-  const std::string batch = select(out, [&](char l) { return has(a.letters, l) && has(b.letters, l); });
+  const std::string batch =
+      select(out, [&](char l) { return has(a.letters, l) && has(b.letters, l); });
   const std::string contracted =
       select(a.letters, [&](char l) { return has(b.letters, l) && !has(out, l); });
   const std::string a_free = select(a.letters, [&](char l) { return !has(b.letters, l); });
   const std::string b_free = select(b.letters, [&](char l) { return !has(a.letters, l); });
-  const int64_t batch_size = product(a, batch), m = product(a, a_free),
-                k = product(a, contracted), n = product(b, b_free);
+  const int64_t batch_size = product(a, batch), m = product(a, a_free), k = product(a, contracted),
+                n = product(b, b_free);
   Output pa = c.add(op_names::kReshape, {arrange(c, a, batch + a_free + contracted, "arrange_a")},
                     {{"shape", Shape{batch_size, m, k}}}, "a");
   Output pb = c.add(op_names::kReshape, {arrange(c, b, batch + contracted + b_free, "arrange_b")},

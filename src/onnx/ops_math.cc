@@ -1,6 +1,6 @@
 // Converters for elementwise math, activations, comparisons and mask logic (bool tensors are u8
-// 0/1), Where, Softmax and the reductions ReduceMean, ReduceMax and ReduceMin. Elementwise ops keep their input's layout, so chains such as Conv -> Add -> Relu
-// stay NHWC.
+// 0/1), Where, Softmax and the reductions ReduceMean, ReduceMax and ReduceMin. Elementwise ops keep
+// their input's layout, so chains such as Conv -> Add -> Relu stay NHWC.
 #include <cmath>
 #include <limits>
 
@@ -230,7 +230,8 @@ void where(Context& c) {
   Value& x = c.in(1);
   Value& y = c.in(2);
   if (x.dtype != y.dtype)
-    c.fail("X is {} but Y is {}; they must have one type", dtype_name(x.dtype), dtype_name(y.dtype));
+    c.fail("X is {} but Y is {}; they must have one type", dtype_name(x.dtype),
+           dtype_name(y.dtype));
   const Layout l = elementwise_layout(c, {&condition, &x, &y});
   c.set_out(0,
             c.add(op_names::kWhere, {elementwise_operand(c, condition, l),

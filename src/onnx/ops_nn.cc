@@ -297,6 +297,26 @@ void global_average_pool(Context& c) {
   c.set_out(0, y, Layout::kNhwc);
 }
 
+// The statistics BatchNormalization (training) and LayerNormalization normalize with, over
+// `axes` of x (kept as 1s): the mean, x - mean, the population variance and
+// sqrt(variance + epsilon), epsilon being the node's attribute.
+struct Moments {
+  Output mean, centered, var, stddev;
+};
+
+Moments moments(Context& c, Output x, const std::vector<int64_t>& axes) {
+  const Attrs reduce{{"axes", axes}, {"keep_dims", true}};
+  Moments m;
+  m.mean = c.add(op_names::kReduceMean, {x}, reduce, "mean");
+  m.centered = c.add(op_names::kSub, {x, m.mean}, {}, "centered");
+  m.var = c.add(op_names::kReduceMean,
+                {c.add(op_names::kMul, {m.centered, m.centered}, {}, "squared")}, reduce, "var");
+  Output eps = c.constant(Tensor::scalar_f32(c.attr_float("epsilon", 1e-5f)), "eps");
+  m.stddev =
+      c.add(op_names::kSqrt, {c.add(op_names::kAdd, {m.var, eps}, {}, "var_eps")}, {}, "stddev");
+  return m;
+}
+
 // training_mode=1: normalizes with the batch's statistics (population variance) and outputs the
 // running statistics updated by `momentum`, as ONNX's reference does; composed of plain ops.
 void batch_norm_training(Context& c) {
@@ -307,21 +327,14 @@ void batch_norm_training(Context& c) {
   Shape per_channel(static_cast<size_t>(rank), 1);
   per_channel[1] = x.shape[1];
   for (int64_t a = 2; a < rank; ++a) axes.push_back(a);
-  const auto scalar = [&](float v, const char* what) { return c.constant(Tensor::scalar_f32(v), what); };
+  const auto scalar = [&](float v, const char* what) {
+    return c.constant(Tensor::scalar_f32(v), what);
+  };
   const auto channels = [&](int i, const char* what) {
     return c.add(op_names::kReshape, {c.plain(c.in(i))}, {{"shape", per_channel}}, what);
   };
-  const Attrs reduce{{"axes", axes}, {"keep_dims", true}};
-  Output px = c.plain(x);
-  Output mean = c.add(op_names::kReduceMean, {px}, reduce, "mean");
-  Output centered = c.add(op_names::kSub, {px, mean}, {}, "centered");
-  Output var = c.add(op_names::kReduceMean,
-                     {c.add(op_names::kMul, {centered, centered}, {}, "squared")}, reduce, "var");
-  Output stddev = c.add(op_names::kSqrt,
-                        {c.add(op_names::kAdd, {var, scalar(c.attr_float("epsilon", 1e-5f), "eps")},
-                               {}, "var_eps")},
-                        {}, "stddev");
-  Output y = c.add(op_names::kDiv, {centered, stddev}, {}, "normalized");
+  const Moments m = moments(c, c.plain(x), axes);
+  Output y = c.add(op_names::kDiv, {m.centered, m.stddev}, {}, "normalized");
   y = c.add(op_names::kMul, {y, channels(1, "scale")}, {}, "scaled");
   c.set_out(0, c.add(op_names::kAdd, {y, channels(2, "bias")}), Layout::kPlain);
   const float momentum = c.attr_float("momentum", 0.9f);
@@ -330,12 +343,12 @@ void batch_norm_training(Context& c) {
                         std::string(what) + "_kept");
     Output flat = c.add(op_names::kReshape, {batch}, {{"shape", Shape{x.shape[1]}}},
                         std::string(what) + "_batch");
-    Output added = c.add(op_names::kMul, {flat, scalar(1.0f - momentum, "one_minus_momentum")},
-                         {}, std::string(what) + "_added");
+    Output added = c.add(op_names::kMul, {flat, scalar(1.0f - momentum, "one_minus_momentum")}, {},
+                         std::string(what) + "_added");
     return c.add(op_names::kAdd, {kept, added}, {}, what);
   };
-  c.set_out(1, running(3, mean, "running_mean"), Layout::kPlain);
-  c.set_out(2, running(4, var, "running_var"), Layout::kPlain);
+  c.set_out(1, running(3, m.mean, "running_mean"), Layout::kPlain);
+  c.set_out(2, running(4, m.var, "running_var"), Layout::kPlain);
 }
 
 void batch_norm(Context& c) {
@@ -362,26 +375,19 @@ void layer_norm(Context& c) {
   if (x.dtype != DType::f32) c.unsupported("only float inputs are supported");
   const int64_t rank = static_cast<int64_t>(x.shape.size());
   int64_t axis = c.attr_int("axis", -1);
-  if (axis < -rank || axis >= rank) c.fail("axis {} is out of range for input {}", axis, shape_str(x.shape));
+  if (axis < -rank || axis >= rank)
+    c.fail("axis {} is out of range for input {}", axis, shape_str(x.shape));
   if (axis < 0) axis += rank;
   std::vector<int64_t> axes;
   for (int64_t a = axis; a < rank; ++a) axes.push_back(a);
-  const Attrs reduce{{"axes", axes}, {"keep_dims", true}};
-  Output px = c.plain(x);
-  Output mean = c.add(op_names::kReduceMean, {px}, reduce, "mean");
-  Output centered = c.add(op_names::kSub, {px, mean}, {}, "centered");
-  Output var = c.add(op_names::kReduceMean,
-                     {c.add(op_names::kMul, {centered, centered}, {}, "squared")}, reduce, "var");
-  Output eps = c.constant(Tensor::scalar_f32(c.attr_float("epsilon", 1e-5f)), "eps");
-  Output stddev =
-      c.add(op_names::kSqrt, {c.add(op_names::kAdd, {var, eps}, {}, "var_eps")}, {}, "stddev");
-  Output inv_stddev =
-      c.add(op_names::kDiv, {c.constant(Tensor::scalar_f32(1.0f), "one"), stddev}, {}, "inv_stddev");
-  Output y = c.add(op_names::kMul, {centered, inv_stddev}, {}, "normalized");
+  const Moments m = moments(c, c.plain(x), axes);
+  Output inv_stddev = c.add(op_names::kDiv, {c.constant(Tensor::scalar_f32(1.0f), "one"), m.stddev},
+                            {}, "inv_stddev");
+  Output y = c.add(op_names::kMul, {m.centered, inv_stddev}, {}, "normalized");
   y = c.add(op_names::kMul, {y, c.plain(c.in(1))}, {}, c.has_input(2) ? "scaled" : "");
   if (c.has_input(2)) y = c.add(op_names::kAdd, {y, c.plain(c.in(2))});
   c.set_out(0, y, Layout::kPlain);
-  c.set_out(1, mean, Layout::kPlain);
+  c.set_out(1, m.mean, Layout::kPlain);
   c.set_out(2, inv_stddev, Layout::kPlain);
 }
 

@@ -35,7 +35,8 @@ class Unroller {
   // Direction d of a [dirs, ...] input, as `shape`; invalid when the input is absent.
   Output per_direction(int input, int64_t d, Shape shape, const std::string& what) {
     if (!c_.has_input(input)) return Output{};
-    return reshape(slice(c_.plain(c_.in(input)), 0, d, d + 1, what + "_slice"), std::move(shape), what);
+    return reshape(slice(c_.plain(c_.in(input)), 0, d, d + 1, what + "_slice"), std::move(shape),
+                   what);
   }
 
  private:
@@ -47,9 +48,8 @@ void check_defaults(Context& c, bool lstm, int64_t dirs) {
   if (c.attr("clip")) c.unsupported("the clip attribute is not supported");
   if (lstm && c.attr_int("input_forget", 0) != 0) c.unsupported("input_forget=1 is not supported");
   if (const onnx::AttributeProto* a = c.attr("activations")) {
-    const std::vector<std::string> one =
-        lstm ? std::vector<std::string>{"Sigmoid", "Tanh", "Tanh"}
-             : std::vector<std::string>{"Sigmoid", "Tanh"};
+    const std::vector<std::string> one = lstm ? std::vector<std::string>{"Sigmoid", "Tanh", "Tanh"}
+                                              : std::vector<std::string>{"Sigmoid", "Tanh"};
     std::vector<std::string> want;
     for (int64_t d = 0; d < dirs; ++d) want.insert(want.end(), one.begin(), one.end());
     if (std::vector<std::string>(a->strings().begin(), a->strings().end()) != want)
@@ -73,7 +73,8 @@ void recurrent(Context& c, bool lstm) {
   const bool linear_before_reset = !lstm && c.attr_int("linear_before_reset", 0) != 0;
   Unroller u(c, hidden);
   Output x = c.plain(xv);
-  if (batch_first) x = u.op(op_names::kTranspose, {x}, "time_major", {{"perm", std::vector<int64_t>{1, 0, 2}}});
+  if (batch_first)
+    x = u.op(op_names::kTranspose, {x}, "time_major", {{"perm", std::vector<int64_t>{1, 0, 2}}});
   const Shape& s = xv.shape;
   const int64_t steps = batch_first ? s[1] : s[0], batch = batch_first ? s[0] : s[1], in = s[2];
   if (c.has_input(4))
@@ -93,15 +94,17 @@ void recurrent(Context& c, bool lstm) {
       dir.r_bias = u.slice(b, 0, gates * hidden, 2 * gates * hidden, p + "r_bias");
     }
     const Tensor zeros(DType::f32, {batch, hidden});
-    dir.h = c.has_input(5) ? u.per_direction(5, d, {batch, hidden}, p + "h0") : c.constant(zeros, p + "h0");
+    dir.h = c.has_input(5) ? u.per_direction(5, d, {batch, hidden}, p + "h0")
+                           : c.constant(zeros, p + "h0");
     if (lstm) {
       dir.cell = c.has_input(6) ? u.per_direction(6, d, {batch, hidden}, p + "c0")
                                 : c.constant(zeros, p + "c0");
       dir.peephole = u.per_direction(7, d, {3 * hidden}, p + "p");
     }
-    Output projected = u.op(op_names::kMatMul, {flat_x, dir.w}, p + "projected",
-                            {{"transpose_b", true}});
-    if (dir.w_bias.valid()) projected = u.op(op_names::kBiasAdd, {projected, dir.w_bias}, p + "projected_bias");
+    Output projected =
+        u.op(op_names::kMatMul, {flat_x, dir.w}, p + "projected", {{"transpose_b", true}});
+    if (dir.w_bias.valid())
+      projected = u.op(op_names::kBiasAdd, {projected, dir.w_bias}, p + "projected_bias");
     std::vector<Output> outputs(static_cast<size_t>(steps));
     for (int64_t i = 0; i < steps; ++i) {
       const int64_t t = (direction == "reverse" || d == 1) ? steps - 1 - i : i;
@@ -110,7 +113,8 @@ void recurrent(Context& c, bool lstm) {
       Output hr = u.op(op_names::kMatMul, {dir.h, dir.r}, q + "hr", {{"transpose_b", true}});
       if (dir.r_bias.valid()) hr = u.op(op_names::kBiasAdd, {hr, dir.r_bias}, q + "hr_bias");
       const auto sum = [&](int64_t k, const std::string& what) {
-        return u.op(op_names::kAdd, {u.gate(xt, k, q + what + "_x"), u.gate(hr, k, q + what + "_h")},
+        return u.op(op_names::kAdd,
+                    {u.gate(xt, k, q + what + "_x"), u.gate(hr, k, q + what + "_h")},
                     q + what + "_sum");
       };
       if (lstm) {  // gates i, o, f, c; peepholes i, o, f
@@ -123,11 +127,13 @@ void recurrent(Context& c, bool lstm) {
         Output ig = u.op(op_names::kSigmoid, {peep(sum(0, "i"), 0, dir.cell, "i")}, q + "i");
         Output fg = u.op(op_names::kSigmoid, {peep(sum(2, "f"), 2, dir.cell, "f")}, q + "f");
         Output cg = u.op(op_names::kTanh, {sum(3, "c")}, q + "c");
-        dir.cell = u.op(op_names::kAdd, {u.op(op_names::kMul, {fg, dir.cell}, q + "fc"),
-                                         u.op(op_names::kMul, {ig, cg}, q + "ic")},
+        dir.cell = u.op(op_names::kAdd,
+                        {u.op(op_names::kMul, {fg, dir.cell}, q + "fc"),
+                         u.op(op_names::kMul, {ig, cg}, q + "ic")},
                         q + "cell");
         Output og = u.op(op_names::kSigmoid, {peep(sum(1, "o"), 1, dir.cell, "o")}, q + "o");
-        dir.h = u.op(op_names::kMul, {og, u.op(op_names::kTanh, {dir.cell}, q + "tanh_cell")}, q + "h");
+        dir.h =
+            u.op(op_names::kMul, {og, u.op(op_names::kTanh, {dir.cell}, q + "tanh_cell")}, q + "h");
       } else {  // gates z, r, h
         Output z = u.op(op_names::kSigmoid, {sum(0, "z")}, q + "z");
         Output r = u.op(op_names::kSigmoid, {sum(1, "r")}, q + "r");
@@ -139,17 +145,18 @@ void recurrent(Context& c, bool lstm) {
           recurrent_h = u.op(op_names::kMatMul, {u.op(op_names::kMul, {r, dir.h}, q + "r_h"), rh},
                              q + "r_h_weights", {{"transpose_b", true}});
           if (dir.r_bias.valid())
-            recurrent_h = u.op(op_names::kBiasAdd,
-                               {recurrent_h, u.slice(dir.r_bias, 0, 2 * hidden, 3 * hidden, q + "rbh")},
-                               q + "r_h_bias");
+            recurrent_h =
+                u.op(op_names::kBiasAdd,
+                     {recurrent_h, u.slice(dir.r_bias, 0, 2 * hidden, 3 * hidden, q + "rbh")},
+                     q + "r_h_bias");
         }
         Output candidate = u.op(
             op_names::kTanh,
             {u.op(op_names::kAdd, {u.gate(xt, 2, q + "h_x"), recurrent_h}, q + "candidate_sum")},
             q + "candidate");
         // (1 - z) * candidate + z * h = candidate + z * (h - candidate)
-        Output kept = u.op(op_names::kMul, {z, u.op(op_names::kSub, {dir.h, candidate}, q + "diff")},
-                           q + "kept");
+        Output kept = u.op(op_names::kMul,
+                           {z, u.op(op_names::kSub, {dir.h, candidate}, q + "diff")}, q + "kept");
         dir.h = u.op(op_names::kAdd, {candidate, kept}, q + "h");
       }
       outputs[static_cast<size_t>(t)] = u.reshape(dir.h, {1, 1, batch, hidden}, q + "y");
@@ -165,15 +172,18 @@ void recurrent(Context& c, bool lstm) {
   Output y = join(ys, 1, "Y");
   Output y_h = join(last_h, 0, "Y_h");
   if (batch_first) {
-    y = u.op(op_names::kTranspose, {y}, "Y_batch_first", {{"perm", std::vector<int64_t>{2, 0, 1, 3}}});
-    y_h = u.op(op_names::kTranspose, {y_h}, "Y_h_batch_first", {{"perm", std::vector<int64_t>{1, 0, 2}}});
+    y = u.op(op_names::kTranspose, {y}, "Y_batch_first",
+             {{"perm", std::vector<int64_t>{2, 0, 1, 3}}});
+    y_h = u.op(op_names::kTranspose, {y_h}, "Y_h_batch_first",
+               {{"perm", std::vector<int64_t>{1, 0, 2}}});
   }
   c.set_out(0, y, Layout::kPlain);
   c.set_out(1, y_h, Layout::kPlain);
   if (lstm) {
     Output y_c = join(last_c, 0, "Y_c");
     if (batch_first)
-      y_c = u.op(op_names::kTranspose, {y_c}, "Y_c_batch_first", {{"perm", std::vector<int64_t>{1, 0, 2}}});
+      y_c = u.op(op_names::kTranspose, {y_c}, "Y_c_batch_first",
+                 {{"perm", std::vector<int64_t>{1, 0, 2}}});
     c.set_out(2, y_c, Layout::kPlain);
   }
 }

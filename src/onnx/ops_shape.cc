@@ -1,10 +1,10 @@
 // Converters for ops that move or reinterpret elements: Constant, Identity, Dropout, Cast,
-// Reshape, Flatten, Squeeze, Unsqueeze, Concat, Transpose, Gather, Slice, Pad, Tile. Constant inputs
-// were already folded (fold.cc); these handle runtime values.
+// Reshape, Flatten, Squeeze, Unsqueeze, Concat, Transpose, Gather, Slice, Pad, Tile. Constant
+// inputs were already folded (fold.cc); these handle runtime values.
 #include <cstring>
 
-#include "onnx/context.h"
 #include "core/limits.h"
+#include "onnx/context.h"
 #include "onnx/shape_args.h"
 #include "ops/op_names.h"
 #include "ops/ops.h"
@@ -201,7 +201,8 @@ void pad(Context& c) {
 // merged back pairwise, so no copy loop of its own is needed.
 void tile(Context& c) {
   Value& x = c.in(0);
-  if (x.dtype != DType::f32) c.unsupported("only float inputs are supported, got {}", dtype_name(x.dtype));
+  if (x.dtype != DType::f32)
+    c.unsupported("only float inputs are supported, got {}", dtype_name(x.dtype));
   const std::vector<int64_t> repeats = to_ints(c.const_in(1, "repeats"));
   if (repeats.size() != x.shape.size())
     c.fail("repeats [{}] must have one entry per dimension of input {}", fmt::join(repeats, ","),

@@ -424,16 +424,16 @@ void register_nn_ops(OpRegistry& r) {
                                       {ctx.input(0), ctx.output(0), ctx.grad()},
                                       copy_attrs(ctx.attrs(), pool_attr_specs()), ctx.name("x"))};
               }});
-  r.add(OpDef{.name = op_names::kMaxPoolWithArgmax,
-              .inputs = {"x"},
-              .attrs = with(pool_attr_specs(), {{"nchw_index", AttrKind::Bool, no},
-                                                {"column_major", AttrKind::Bool, no}}),
-              .infer = infer_max_pool_with_argmax,
-              .grad = [](GradContext& ctx) -> std::vector<Output> {
-                return {ctx.graph.add(op_names::kMaxPoolGrad,
-                                      {ctx.input(0), ctx.output(0), ctx.grad(0)},
-                                      copy_attrs(ctx.attrs(), pool_attr_specs()), ctx.name("x"))};
-              }});
+  r.add(OpDef{
+      .name = op_names::kMaxPoolWithArgmax,
+      .inputs = {"x"},
+      .attrs = with(pool_attr_specs(),
+                    {{"nchw_index", AttrKind::Bool, no}, {"column_major", AttrKind::Bool, no}}),
+      .infer = infer_max_pool_with_argmax,
+      .grad = [](GradContext& ctx) -> std::vector<Output> {
+        return {ctx.graph.add(op_names::kMaxPoolGrad, {ctx.input(0), ctx.output(0), ctx.grad(0)},
+                              copy_attrs(ctx.attrs(), pool_attr_specs()), ctx.name("x"))};
+      }});
   r.add(OpDef{.name = op_names::kMaxPoolGrad,
               .inputs = {"x", "y", "dy"},
               .attrs = pool_attr_specs(),

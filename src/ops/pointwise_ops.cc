@@ -139,10 +139,12 @@ void register_pointwise_ops(OpRegistry& r) {
                 // d erf(x) = 2 / sqrt(pi) exp(-x^2)
                 Graph& g = ctx.graph;
                 Output x = ctx.input(0);
-                Output minus_x2 = ops::neg(g, ops::mul(g, x, x, ctx.name("x2")), ctx.name("neg_x2"));
-                Output slope = ops::mul(g, ops::exp(g, minus_x2, ctx.name("exp")),
-                                        ops::scalar(g, 1.1283791670955126f, ctx.name("two_over_sqrt_pi")),
-                                        ctx.name("slope"));
+                Output minus_x2 =
+                    ops::neg(g, ops::mul(g, x, x, ctx.name("x2")), ctx.name("neg_x2"));
+                Output slope =
+                    ops::mul(g, ops::exp(g, minus_x2, ctx.name("exp")),
+                             ops::scalar(g, 1.1283791670955126f, ctx.name("two_over_sqrt_pi")),
+                             ctx.name("slope"));
                 return {ops::mul(g, ctx.grad(), slope, ctx.name("dx"))};
               }});
   // Clip also bounds integer tensors (ONNX), its bounds rounded inward to the tensor's type.
