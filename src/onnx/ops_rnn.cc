@@ -2,6 +2,7 @@
 // unrolled over the sequence, whose length is known when the model is planned: the input
 // projection of every step is one MatMul, then each step is a MatMul by R and the gate
 // arithmetic in plain ops. sequence_lens shorter than the sequence are refused by name.
+#include "core/limits.h"
 #include "onnx/context.h"
 #include "ops/op_names.h"
 
@@ -62,7 +63,8 @@ void recurrent(Context& c, bool lstm) {
   if (xv.dtype != DType::f32) c.unsupported("only float inputs are supported");
   if (xv.shape.size() != 3) c.fail("X {} must have rank 3", shape_str(xv.shape));
   const int64_t hidden = c.attr_int("hidden_size", 0);
-  if (hidden < 1) c.fail("hidden_size must be given and positive, got {}", hidden);
+  if (hidden < 1 || hidden > limits::kMaxElements)
+    c.fail("hidden_size must be given and in [1, {}], got {}", limits::kMaxElements, hidden);
   const std::string direction = c.attr_string("direction", "forward");
   if (direction != "forward" && direction != "reverse" && direction != "bidirectional")
     c.fail("unknown direction '{}'", direction);
@@ -77,6 +79,8 @@ void recurrent(Context& c, bool lstm) {
     x = u.op(op_names::kTranspose, {x}, "time_major", {{"perm", std::vector<int64_t>{1, 0, 2}}});
   const Shape& s = xv.shape;
   const int64_t steps = batch_first ? s[1] : s[0], batch = batch_first ? s[0] : s[1], in = s[2];
+  limits::checked_num_elements({batch, gates * hidden},
+                               fmt::format("{}: node '{}' ({})", c.path, c.node_name(), c.op()));
   if (c.has_input(4))
     for (int64_t len : to_ints(c.const_in(4, "sequence_lens")))
       if (len != steps)

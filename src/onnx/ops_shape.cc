@@ -41,8 +41,13 @@ void identity(Context& c) { c.set_out(0, c.in(0)); }
 // Dropout at inference: y = x and a mask of all true. Training mode is accepted only with ratio
 // 0, where it is the same; any other ratio drops at random, which no stored output can match.
 void dropout(Context& c) {
-  if (c.opset >= 12 && c.has_input(2) && to_ints(c.const_in(2, "training_mode"))[0] != 0) {
-    const float ratio = c.has_input(1) ? to_floats(c.const_in(1, "ratio"))[0] : 0.5f;
+  const auto scalar = [&](int i, const char* what) {
+    const Tensor& t = c.const_in(i, what);
+    if (t.numel() != 1) c.fail("{} must be a scalar, got {}", what, shape_str(t.shape()));
+    return to_floats(t)[0];
+  };
+  if (c.opset >= 12 && c.has_input(2) && scalar(2, "training_mode") != 0.0f) {
+    const float ratio = c.has_input(1) ? scalar(1, "ratio") : 0.5f;
     if (ratio != 0.0f)
       c.unsupported("training_mode with ratio {} drops at random (inference only)", ratio);
   }
