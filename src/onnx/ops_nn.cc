@@ -3,6 +3,8 @@
 // produce NHWC; ONNX's OIHW filters are permuted to HWIO once, at import. The filter and window
 // attribute helpers are shared with the quantized converters (ops_quant.cc, qdq_fusion.cc).
 #include <cmath>
+#include <functional>
+#include <map>
 
 #include "core/limits.h"
 #include "onnx/context.h"
@@ -225,56 +227,36 @@ void pool(Context& c, bool max) {
   c.set_out(0, c.add(max ? op_names::kMaxPool : op_names::kAvgPool, {c.nhwc(x)}, a), Layout::kNhwc);
 }
 
-// A 1-D Conv/ConvTranspose/MaxPool/AveragePool ([N, C, L] input) runs as the 2-D op on
-// [N, C, 1, L]: the node is converted as a copy whose window attributes get a unit first
-// spatial dimension (kernel 1, stride 1, no padding), and the result is reshaped back.
-void as_2d(Context& c, Converter convert) {
-  if (c.in(0).shape.size() != 3) return convert(c);
-  if (c.node->output_size() > 1 && !c.node->output(1).empty())
-    c.unsupported("the Indices output is not supported");
+// Converts a copy of the current node through `convert`: input i reads replaced[i] where given,
+// and `rewrite` adjusts each ints attribute (key, values). Returns the copy's output 0; errors
+// still name the original node.
+Value& convert_lifted(Context& c, Converter convert, std::map<int, Value> replaced,
+                      const std::function<void(const std::string&, std::vector<int64_t>&)>& rewrite,
+                      const std::string& prefix) {
   const onnx::NodeProto& original = *c.node;
   onnx::NodeProto n = original;
-  const std::string prefix = c.fresh("as_2d");
   n.clear_input();
   n.clear_output();
-  const bool has_filter = c.op() == "Conv" || c.op() == "ConvTranspose";
   for (int i = 0; i < original.input_size(); ++i) {
-    if (original.input(i).empty() || !(i == 0 || (i == 1 && has_filter))) {
+    auto it = replaced.find(i);
+    if (it == replaced.end()) {
       n.add_input(original.input(i));
       continue;
     }
-    Value& v = c.in(i);
-    Shape s = v.shape;
-    if (s.size() != 3) c.fail("input {} has shape {}; a 1-D op takes rank 3", i, shape_str(s));
-    s.insert(s.begin() + 2, 1);
-    Value four;
-    four.shape = s;
-    four.dtype = v.dtype;
-    if (v.is_const())
-      four.constant = v.constant->clone().reshaped(s);
-    else
-      four.plain = c.add(op_names::kReshape, {c.plain(v)}, {{"shape", s}}, "unsqueeze" + std::to_string(i));
     const std::string name = prefix + "/in" + std::to_string(i);
-    c.values[name] = std::move(four);
+    c.values[name] = std::move(it->second);
     n.add_input(name);
   }
   const std::string out = prefix + "/y";
   n.add_output(out);
   for (onnx::AttributeProto& a : *n.mutable_attribute()) {
-    const std::string& key = a.name();
+    if (a.type() != onnx::AttributeProto::INTS) continue;
     std::vector<int64_t> v(a.ints().begin(), a.ints().end());
-    if (key == "kernel_shape" || key == "strides" || key == "dilations")
-      v.insert(v.begin(), 1);
-    else if (key == "output_padding" || key == "output_shape")
-      v.insert(v.begin(), key == "output_shape" ? 1 : 0);
-    else if (key == "pads" && v.size() == 2)
-      v = {0, v[0], 0, v[1]};
-    else
-      continue;
+    rewrite(a.name(), v);
     a.clear_ints();
     for (int64_t d : v) a.add_ints(d);
   }
-  // The 2-D converter reads the lifted node; errors must name the original, and `n` dies here.
+  // The converter reads the lifted node; errors must name the original, and `n` dies here.
   struct RestoreNode {
     Context& c;
     const onnx::NodeProto* original;
@@ -283,10 +265,93 @@ void as_2d(Context& c, Converter convert) {
   c.node = &n;
   convert(c);
   c.node = &original;
-  Value& y = c.values.at(out);
+  return c.values.at(out);
+}
+
+Value reshaped(Context& c, Value& v, const Shape& s, const std::string& suffix) {
+  Value out;
+  out.shape = s;
+  out.dtype = v.dtype;
+  if (v.is_const())
+    out.constant = v.constant->clone().reshaped(s);
+  else
+    out.plain = c.add(op_names::kReshape, {c.plain(v)}, {{"shape", s}}, suffix);
+  return out;
+}
+
+// A 1-D Conv/ConvTranspose/MaxPool/AveragePool ([N, C, L] input) runs as the 2-D op on
+// [N, C, 1, L]: the node is converted as a copy whose window attributes get a unit first
+// spatial dimension (kernel 1, stride 1, no padding), and the result is reshaped back.
+void as_2d(Context& c, Converter convert) {
+  if (c.in(0).shape.size() != 3) return convert(c);
+  if (c.node->output_size() > 1 && !c.node->output(1).empty())
+    c.unsupported("the Indices output is not supported");
+  const bool has_filter = c.op() == "Conv" || c.op() == "ConvTranspose";
+  std::map<int, Value> replaced;
+  for (int i : {0, 1}) {
+    if (i == 1 && (!has_filter || !c.has_input(1))) continue;
+    Shape s = c.in(i).shape;
+    if (s.size() != 3) c.fail("input {} has shape {}; a 1-D op takes rank 3", i, shape_str(s));
+    s.insert(s.begin() + 2, 1);
+    replaced[i] = reshaped(c, c.in(i), s, "unsqueeze" + std::to_string(i));
+  }
+  Value& y = convert_lifted(
+      c, convert, std::move(replaced),
+      [](const std::string& key, std::vector<int64_t>& v) {
+        if (key == "kernel_shape" || key == "strides" || key == "dilations")
+          v.insert(v.begin(), 1);
+        else if (key == "output_padding" || key == "output_shape")
+          v.insert(v.begin(), key == "output_shape" ? 1 : 0);
+        else if (key == "pads" && v.size() == 2)
+          v = {0, v[0], 0, v[1]};
+      },
+      c.fresh("as_2d"));
   Shape s = y.shape;
   s.erase(s.begin() + 2);
   c.set_out(0, c.add(op_names::kReshape, {c.plain(y)}, {{"shape", s}}, "squeeze"), Layout::kPlain);
+}
+
+// 3-D MaxPool/AveragePool ([N, C, D, H, W]) as two 2-D pools: over (H, W) with the depth as
+// channels, then over D (with a unit second axis). The window is a box, so its maximum, its sum
+// and its count of in-bounds elements (what averages divide by) all factor per axis.
+void pool_3d(Context& c, Converter convert) {
+  if (c.in(0).shape.size() != 5) return as_2d(c, convert);
+  if (c.node->output_size() > 1 && !c.node->output(1).empty())
+    c.unsupported("the Indices output of a 3-D MaxPool is not supported");
+  const Shape x = c.in(0).shape;
+  // Keeps entries `at` of a 3-D window attribute (pads: begins then ends), padding with `unit`.
+  const auto pick = [](std::vector<int64_t>& v, const std::string& key, std::vector<size_t> at,
+                       int64_t unit) {
+    if (key == "pads") {
+      if (v.size() != 6) return;
+      std::vector<int64_t> p;
+      for (size_t half : {size_t{0}, size_t{3}})
+        for (size_t a : at) p.push_back(a < 3 ? v[half + a] : 0);
+      v = p;
+    } else if (key == "kernel_shape" || key == "strides" || key == "dilations") {
+      if (v.size() != 3) return;
+      std::vector<int64_t> p;
+      for (size_t a : at) p.push_back(a < 3 ? v[a] : unit);
+      v = p;
+    }
+  };
+  std::map<int, Value> planes;
+  planes[0] = reshaped(c, c.in(0), {x[0] * x[1], x[2], x[3], x[4]}, "planes");
+  Value& hw = convert_lifted(
+      c, convert, std::move(planes),
+      [&](const std::string& key, std::vector<int64_t>& v) { pick(v, key, {1, 2}, 1); },
+      c.fresh("pool_hw"));
+  const Shape pooled = hw.shape;  // [N*C, D, H', W']
+  std::map<int, Value> depth;
+  depth[0] = reshaped(c, hw, {pooled[0], 1, pooled[1], pooled[2] * pooled[3]}, "depth");
+  Value& d = convert_lifted(
+      c, convert, std::move(depth),
+      [&](const std::string& key, std::vector<int64_t>& v) { pick(v, key, {0, 3}, 1); },
+      c.fresh("pool_d"));
+  c.set_out(0,
+            c.add(op_names::kReshape, {c.plain(d)},
+                  {{"shape", Shape{x[0], x[1], d.shape[2], pooled[2], pooled[3]}}}),
+            Layout::kPlain);
 }
 
 void global_average_pool(Context& c) {
@@ -488,8 +553,8 @@ void resize(Context& c) {
 void add_nn_converters(ConverterMap& m) {
   m["Conv"] = [](Context& c) { as_2d(c, conv); };
   m["ConvTranspose"] = [](Context& c) { as_2d(c, conv_transpose); };
-  m["MaxPool"] = [](Context& c) { as_2d(c, [](Context& c2) { pool(c2, true); }); };
-  m["AveragePool"] = [](Context& c) { as_2d(c, [](Context& c2) { pool(c2, false); }); };
+  m["MaxPool"] = [](Context& c) { pool_3d(c, [](Context& c2) { pool(c2, true); }); };
+  m["AveragePool"] = [](Context& c) { pool_3d(c, [](Context& c2) { pool(c2, false); }); };
   m["GlobalAveragePool"] = global_average_pool;
   m["BatchNormalization"] = batch_norm;
   m["LayerNormalization"] = layer_norm;
