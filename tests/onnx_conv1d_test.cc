@@ -1,5 +1,5 @@
 // 1-D Conv and pooling ([N, C, L] inputs) import as the 2-D ops on [N, C, 1, L]; 3-D pooling
-// ([N, C, D, H, W]) as a pool over (H, W) and one over D.
+// ([N, C, D, H, W]) as a pool over (H, W) and one over D; a dilated MaxPool as strided taps.
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
 
@@ -94,6 +94,40 @@ TEST(OnnxConv1d, Pool3dWithPadsAndStridesMatchesTheDefinition) {
                 << "at " << c << "," << od << "," << oh << "," << ow;
           }
   }
+}
+
+TEST(OnnxConv1d, DilatedMaxPoolWithPadsMatchesTheDefinition) {
+  const int64_t ch = 2, H = 7, W = 6;
+  const std::vector<int64_t> k{2, 3}, stride{2, 1}, dil{2, 2}, pads{1, 0, 0, 2};
+  const Tensor x = testing::random_tensor({1, ch, H, W}, 9);
+  onnx::ModelProto m = testing::new_onnx_model(13);
+  testing::add_input(m, "x", {1, ch, H, W});
+  testing::add_output(m, "y");
+  onnx::NodeProto* pool = testing::add_node(m, "MaxPool", {"x"}, {"y"}, "dilated");
+  testing::set_ints(pool, "kernel_shape", k);
+  testing::set_ints(pool, "strides", stride);
+  testing::set_ints(pool, "dilations", dil);
+  testing::set_ints(pool, "pads", pads);
+  std::string bytes;
+  ASSERT_TRUE(m.SerializeToString(&bytes));
+  const Tensor y = testing::run_model(import_onnx_bytes(bytes, "dilated.onnx"), x);
+  const int64_t oh = (H + pads[0] + pads[2] - (k[0] - 1) * dil[0] - 1) / stride[0] + 1;
+  const int64_t ow = (W + pads[1] + pads[3] - (k[1] - 1) * dil[1] - 1) / stride[1] + 1;
+  ASSERT_EQ(y.shape(), (Shape{1, ch, oh, ow}));
+  for (int64_t c = 0; c < ch; ++c)
+    for (int64_t i = 0; i < oh; ++i)
+      for (int64_t j = 0; j < ow; ++j) {
+        double want = -1e30;
+        for (int64_t a = 0; a < k[0]; ++a)
+          for (int64_t b = 0; b < k[1]; ++b) {
+            const int64_t h = i * stride[0] - pads[0] + a * dil[0];
+            const int64_t w = j * stride[1] - pads[1] + b * dil[1];
+            if (h >= 0 && h < H && w >= 0 && w < W)
+              want = std::max(want, static_cast<double>(x.data<float>()[(c * H + h) * W + w]));
+          }
+        EXPECT_EQ(y.data<float>()[(c * oh + i) * ow + j], static_cast<float>(want))
+            << c << "," << i << "," << j;
+      }
 }
 
 }  // namespace

@@ -214,8 +214,64 @@ void conv_transpose(Context& c) {
   c.set_out(0, add_bias(c, y), Layout::kNhwc);
 }
 
+// MaxPool with dilations: the maximum of the k_h * k_w strided slices of x (padded with the
+// lowest float) that the window's taps read. Explicit pads only; dilated pools are rare enough
+// that a kernel of their own does not pay.
+void dilated_max_pool(Context& c, Value& x, const std::vector<int64_t>& dilations) {
+  if (c.attr_string("auto_pad", "NOTSET") != "NOTSET" || c.attr_int("ceil_mode", 0) != 0)
+    c.unsupported("dilations with auto_pad or ceil_mode are not supported");
+  if (c.node->output_size() > 1 && !c.node->output(1).empty())
+    c.unsupported("the Indices output of a dilated MaxPool is not supported");
+  const std::vector<int64_t> k = c.attr_ints("kernel_shape");
+  const std::vector<int64_t> strides = pair_attr(c, "strides", 1);
+  const std::vector<int64_t> pads = c.attr_ints("pads", {0, 0, 0, 0});  // h, w begins; h, w ends
+  if (k.size() != 2 || pads.size() != 4)
+    c.fail("kernel_shape [{}] and pads [{}] must have 2 and 4 entries", fmt::join(k, ","),
+           fmt::join(pads, ","));
+  if (k[0] < 1 || k[1] < 1 || k[0] * k[1] > 64)
+    c.unsupported("dilated windows of more than 64 taps are not supported, kernel_shape [{}]",
+                  fmt::join(k, ","));
+  Output padded = c.nhwc(x);
+  if (pads != std::vector<int64_t>{0, 0, 0, 0})
+    padded = c.add(op_names::kPad, {padded},
+                   {{"pads", std::vector<int64_t>{0, pads[0], pads[1], 0, 0, pads[2], pads[3], 0}},
+                    {"mode", std::string("constant")},
+                    {"value", -3.4e38}},
+                   "pad");
+  const Shape& hw = c.g.type(padded).shape;  // [N, H, W, C]
+  std::vector<int64_t> out(2);
+  for (size_t i = 0; i < 2; ++i) {
+    if (k[i] < 1 || strides[i] < 1 || dilations[i] < 1 || k[i] > limits::kMaxWindowExtent ||
+        dilations[i] > limits::kMaxWindowExtent)
+      c.fail("kernel_shape [{}], strides [{}] and dilations [{}] must be in [1, {}]",
+             fmt::join(k, ","), fmt::join(strides, ","), fmt::join(dilations, ","),
+             limits::kMaxWindowExtent);
+    const int64_t extent = (k[i] - 1) * dilations[i] + 1;
+    if (hw[i + 1] < extent)
+      c.fail("the dilated window ({} wide) does not fit the padded input {}", extent,
+             shape_str(hw));
+    out[i] = (hw[i + 1] - extent) / strides[i] + 1;
+  }
+  Output y;
+  for (int64_t a = 0; a < k[0]; ++a)
+    for (int64_t b = 0; b < k[1]; ++b) {
+      const std::vector<int64_t> starts{a * dilations[0], b * dilations[1]};
+      Output tap = c.add(op_names::kStridedSlice, {padded},
+                         {{"starts", starts},
+                          {"ends", std::vector<int64_t>{starts[0] + (out[0] - 1) * strides[0] + 1,
+                                                        starts[1] + (out[1] - 1) * strides[1] + 1}},
+                          {"axes", std::vector<int64_t>{1, 2}},
+                          {"steps", strides}},
+                         "tap");
+      y = y.valid() ? c.add(op_names::kMaximum, {y, tap}, {}, "max") : tap;
+    }
+  c.set_out(0, c.add(op_names::kIdentity, {y}), Layout::kNhwc);
+}
+
 void pool(Context& c, bool max) {
   Value& x = image_in(c);
+  if (const std::vector<int64_t> d = pair_attr(c, "dilations", 1); max && d != std::vector<int64_t>{1, 1})
+    return dilated_max_pool(c, x, d);
   Attrs a = pool2d_attrs(c, x.shape, max);
   if (max && c.node->output_size() > 1 && !c.node->output(1).empty()) {
     a.set("nchw_index", true);
