@@ -46,10 +46,7 @@ Tensor run_rnn(const std::string& op, const std::string& dir, const Weights& wts
   onnx::NodeProto* n = add_node(m, op, {"x", "w", "r", "b"}, {"y"}, "rnn");
   set_int(n, "hidden_size", H);
   if (op == "GRU") set_int(n, "linear_before_reset", linear_before_reset);
-  onnx::AttributeProto* a = n->add_attribute();
-  a->set_name("direction");
-  a->set_type(onnx::AttributeProto::STRING);
-  a->set_s(dir);
+  set_string(n, "direction", dir);
   add_output(m, "y");
   std::string bytes;
   EXPECT_TRUE(m.SerializeToString(&bytes));

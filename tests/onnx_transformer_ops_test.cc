@@ -20,11 +20,7 @@ Tensor einsum(const std::string& equation, const Tensor& a, const Shape& b_shape
   onnx::ModelProto m = new_onnx_model(12);
   add_input(m, "a", a.shape());
   add_init(m, "b", b_shape, b);
-  onnx::NodeProto* n = add_node(m, "Einsum", {"a", "b"}, {"y"}, "einsum");
-  onnx::AttributeProto* attr = n->add_attribute();
-  attr->set_name("equation");
-  attr->set_type(onnx::AttributeProto::STRING);
-  attr->set_s(equation);
+  set_string(add_node(m, "Einsum", {"a", "b"}, {"y"}, "einsum"), "equation", equation);
   add_output(m, "y");
   std::string bytes;
   EXPECT_TRUE(m.SerializeToString(&bytes));
