@@ -571,8 +571,14 @@ void resize(Context& c) {
       v10 ? "asymmetric" : c.attr_string("coordinate_transformation_mode", "half_pixel");
   std::string nearest = v10 ? "floor" : c.attr_string("nearest_mode", "round_prefer_floor");
   if (ctm != "half_pixel" && ctm != "asymmetric" && ctm != "align_corners" &&
-      ctm != "pytorch_half_pixel" && ctm != "tf_half_pixel_for_nn")
+      ctm != "pytorch_half_pixel" && ctm != "tf_half_pixel_for_nn" && ctm != "tf_crop_and_resize")
     c.unsupported("coordinate_transformation_mode '{}' is not supported", ctm);
+  std::vector<double> roi;  // the spatial axes' [starts, ends]
+  if (ctm == "tf_crop_and_resize") {
+    const std::vector<float> full = to_floats(c.const_in(1, "roi"));
+    if (full.size() != 8) c.fail("roi must have 8 entries for a 4-D input, got {}", full.size());
+    roi = {full[2], full[3], full[6], full[7]};
+  }
   const int scales_at = v10 ? 1 : 2, sizes_at = 3;
   std::vector<int64_t> sizes;
   std::vector<double> spatial_scales;  // the model's, which the coordinates use (ONNX)
@@ -600,7 +606,9 @@ void resize(Context& c) {
           {"nearest_mode", nearest},
           {"scales", spatial_scales},
           {"cubic_coeff_a", static_cast<double>(c.attr_float("cubic_coeff_a", -0.75f))},
-          {"exclude_outside", c.attr_int("exclude_outside", 0) != 0}};
+          {"exclude_outside", c.attr_int("exclude_outside", 0) != 0},
+          {"roi", roi},
+          {"extrapolation_value", static_cast<double>(c.attr_float("extrapolation_value", 0.0f))}};
   c.set_out(0, c.add(op_names::kResize, {c.nhwc(x)}, a), Layout::kNhwc);
 }
 
