@@ -8,6 +8,7 @@
 
 #include "graph/graph.h"
 #include "ops/ops.h"
+#include "runtime/session.h"
 #include "support/testing.h"
 
 namespace sf {
@@ -238,6 +239,40 @@ TEST(OpsNnForward, Pooling) {
           [](Graph& g, const std::vector<Output>& in) { return ops::global_avg_pool(g, in[0]); },
           {iota({1, 2, 2, 2})}, "reference"),
       {1, 2}, {4, 5});
+}
+
+TEST(OpsNnForward, MaxPoolOfIntegerImages) {
+  Tensor x = Tensor::from_vector<uint8_t>({1, 3, 3, 1}, {1, 200, 3, 4, 5, 255, 7, 0, 9});
+  Tensor y = run_once(
+      [](Graph& g, const std::vector<Output>& in) {
+        return ops::max_pool(g, in[0], {.ksize = {2, 2}, .strides = {1, 1}});
+      },
+      {x});
+  ASSERT_EQ(y.dtype(), DType::u8);
+  EXPECT_EQ(testing::values<uint8_t>(y), (std::vector<uint8_t>{200, 255, 7, 255}));
+}
+
+TEST(OpsNnForward, MaxPoolWithArgmaxFindsTheFirstMaximum) {
+  // NHWC [1,2,2,2]: channel 0 holds 1 5 / 5 3, channel 1 holds 8 2 / 0 8 (ties: the first wins).
+  Tensor x = values({1, 2, 2, 2}, {1, 8, 5, 2, 5, 0, 3, 8});
+  struct Order {
+    bool nchw, column_major;
+    std::vector<int64_t> want;
+  };
+  for (const Order& order :
+       {Order{false, false, {2, 1}}, Order{true, false, {1, 4}}, Order{true, true, {2, 4}}}) {
+    Graph g;
+    Attrs a = ops::pool2d_attrs({.ksize = {2, 2}, .strides = {1, 1}});
+    a.set("nchw_index", order.nchw);
+    a.set("column_major", order.column_major);
+    Output in = ops::placeholder(g, DType::f32, x.shape(), "x");
+    const int id = g.add_node("MaxPoolWithArgmax", {in}, a, "pool");
+    Session session(g);
+    const std::vector<Tensor> out = session.run({{in, x}}, {Output{id, 0}, Output{id, 1}});
+    EXPECT_EQ(testing::values<float>(out[0]), (std::vector<float>{5, 8}));
+    EXPECT_EQ(testing::values<int64_t>(out[1]), order.want)
+        << "nchw " << order.nchw << " column_major " << order.column_major;
+  }
 }
 
 TEST(OpsNnForward, MaxPoolGradRoutesToTheFirstMaximum) {

@@ -1,5 +1,5 @@
-// Pow, Sqrt, Exp, Log, Clip, LeakyRelu, PRelu, HardSigmoid and HardSwish: forward values against
-// their formulas, shape errors, and finite-difference gradients away from the kinks.
+// Pow, Sqrt, Exp, Log, Erf, Clip, LeakyRelu, PRelu, HardSigmoid and HardSwish: forward values
+// against their formulas, shape errors, and finite-difference gradients away from the kinks.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -170,6 +170,14 @@ TEST(OpsPointwiseTest, SmoothGradients) {
                          {random_tensor({2, 3}, 9, -1, 1)}, 10);
   expect_gradients_match([](Graph& g, const std::vector<Output>& in) { return ops::log(g, in[0]); },
                          {random_tensor({2, 3}, 11, 0.5f, 2)}, 12);
+  expect_gradients_match([](Graph& g, const std::vector<Output>& in) { return ops::erf(g, in[0]); },
+                         {random_tensor({2, 3}, 13, -2, 2)}, 14);
+}
+
+TEST(OpsPointwiseTest, ErfMatchesTheErrorFunction) {
+  expect_unary([](Graph& g, Output x) { return ops::erf(g, x); },
+               Tensor::from_vector<float>({5}, {-3, -0.5f, 0, 0.5f, 3}),
+               [](double x) { return std::erf(x); });
 }
 
 TEST(OpsPointwiseTest, PiecewiseGradients) {

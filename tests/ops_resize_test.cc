@@ -164,6 +164,23 @@ TEST(OpsResizeTest, GivenScalesPlaceTheSamples) {
   EXPECT_NEAR(y.data<float>()[1], 10.0f * (1.5 / 0.6 - 0.5), 1e-4);
 }
 
+TEST(OpsResizeTest, CropAndResizeExtrapolatesOutsideTheInput) {
+  // One row 0 10 20 cropped from w = 0 to 1.5 * (3 - 1) = 3 in 4 samples: the last is past the
+  // input and takes the extrapolation value.
+  Tensor x = Tensor::from_vector<float>({1, 1, 3, 1}, {0, 10, 20});
+  Tensor y = run_once(
+      [](Graph& g, const std::vector<Output>& in) {
+        return g.add("Resize", {in[0]},
+                     {{"sizes", std::vector<int64_t>{1, 4}},
+                      {"mode", std::string("linear")},
+                      {"coordinate_transformation_mode", std::string("tf_crop_and_resize")},
+                      {"roi", std::vector<double>{0, 0, 0, 1.5}},
+                      {"extrapolation_value", 7.0}});
+      },
+      {x});
+  EXPECT_EQ(testing::values<float>(y), (std::vector<float>{0, 10, 20, 7}));
+}
+
 TEST(OpsResizeTest, AttributeErrorsNameTheNode) {
   auto resize_error = [](Shape x, std::vector<int64_t> sizes, ops::ResizeOptions o) {
     return error_of(
@@ -179,7 +196,12 @@ TEST(OpsResizeTest, AttributeErrorsNameTheNode) {
             "node 'rs' (Resize): mode must be nearest, linear or cubic, got 'lanczos'");
   EXPECT_EQ(resize_error({1, 2, 2, 1}, {4, 4}, {.coordinate_transformation_mode = "tf_crop"}),
             "node 'rs' (Resize): coordinate_transformation_mode must be half_pixel, asymmetric, "
-            "align_corners, pytorch_half_pixel or tf_half_pixel_for_nn, got 'tf_crop'");
+            "align_corners, pytorch_half_pixel, tf_half_pixel_for_nn or tf_crop_and_resize, got "
+            "'tf_crop'");
+  EXPECT_EQ(
+      resize_error({1, 2, 2, 1}, {4, 4}, {.coordinate_transformation_mode = "tf_crop_and_resize"}),
+      "node 'rs' (Resize): tf_crop_and_resize needs roi [h_start, w_start, h_end, w_end] (finite), "
+      "got []");
   EXPECT_EQ(resize_error({1, 2, 2, 1}, {4, 4}, {.scales = {2.0, -1.0}}),
             "node 'rs' (Resize): scales must be empty or 2 positive numbers [scale_h, scale_w], "
             "got [2,-1]");

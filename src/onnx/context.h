@@ -103,6 +103,8 @@ void add_nn_converters(ConverterMap& m);
 void add_math_converters(ConverterMap& m);
 void add_shape_converters(ConverterMap& m);
 void add_quant_converters(ConverterMap& m);
+void add_einsum_converter(ConverterMap& m);
+void add_rnn_converters(ConverterMap& m);
 
 // --- importer.cc ---
 // Every converter, by ONNX op type.

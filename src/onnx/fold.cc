@@ -100,9 +100,9 @@ bool try_fold(Context& c) {
   if (c.num_inputs() == 0 || !c.has_input(0)) return false;
   const Tensor& x = *c.in(0).constant;
   if (op == "Identity" || op == "Dropout") {
-    if (c.node->output_size() > 1) return false;
+    if (c.node->output_size() > 1) return false;  // Dropout's mask: its converter
     c.set_const(0, x);
-  } else if (op == "Cast") {
+  } else if (op == "Cast" && c.attr_int("to", 1) != onnx::TensorProto::BOOL) {
     c.set_const(0, cast_tensor(x, dtype_from_onnx(static_cast<int>(c.attr_int("to", 1)),
                                                   c.path + ": Cast")));
   } else if (op == "Gather") {
@@ -126,6 +126,8 @@ bool try_fold(Context& c) {
     c.set_const(0, permute(x, transpose_perm_of(c, x.shape().size())));
   } else if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div") {
     c.set_const(0, evaluate_reference(op, {x, *c.in(1).constant}));
+  } else if (op == "Neg") {
+    c.set_const(0, evaluate_reference(op_names::kNeg, {x}));
   } else {
     return false;
   }

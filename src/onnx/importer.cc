@@ -28,6 +28,8 @@ const ConverterMap& converters() {
     add_math_converters(m);
     add_shape_converters(m);
     add_quant_converters(m);
+    add_einsum_converter(m);
+    add_rnn_converters(m);
     return m;
   }();
   return map;

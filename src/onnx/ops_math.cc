@@ -1,6 +1,6 @@
-// Converters for elementwise math, activations, Softmax and the reductions ReduceMean, ReduceMax
-// and ReduceMin. Elementwise ops keep their input's layout, so chains such as Conv -> Add -> Relu
-// stay NHWC.
+// Converters for elementwise math, activations, comparisons and mask logic (bool tensors are u8
+// 0/1), Where, Softmax and the reductions ReduceMean, ReduceMax and ReduceMin. Elementwise ops keep
+// their input's layout, so chains such as Conv -> Add -> Relu stay NHWC.
 #include <cmath>
 #include <limits>
 
@@ -186,6 +186,59 @@ void expand(Context& c) {
   c.set_out(0, c.add(op_names::kBroadcastTo, {px}, {{"shape", *target}}), Layout::kPlain);
 }
 
+// 1 / x, as exported LayerNormalization decompositions write it.
+void reciprocal(Context& c) {
+  Value& x = float_in(c, 0);
+  const Layout l = layout_of(x);
+  Output one = c.constant(Tensor::scalar_f32(1.0f), "one");
+  c.set_out(0, c.add(op_names::kDiv, {one, c.get(x, l)}), l);
+}
+
+// Equal, Less, ...: integer operands of one dtype compare as integers, anything else in float
+// (as binary); the result is a u8 0/1 mask, ONNX's bool.
+void comparison(Context& c, const std::string& op) {
+  const bool integer = c.in(0).dtype != DType::f32 && c.in(0).dtype == c.in(1).dtype;
+  Value& a = integer ? c.in(0) : float_operand(c, 0);
+  Value& b = integer ? c.in(1) : float_operand(c, 1);
+  const Layout l = elementwise_layout(c, {&a, &b});
+  c.set_out(0, c.add(op, {elementwise_operand(c, a, l), elementwise_operand(c, b, l)}), l);
+}
+
+Value& mask_in(Context& c, int i) {
+  Value& v = c.in(i);
+  if (v.dtype != DType::u8)
+    c.fail("input {} is {}; expected a bool tensor", i, dtype_name(v.dtype));
+  return v;
+}
+
+// And, Or, Xor on bool tensors.
+void logic(Context& c, const std::string& op) {
+  Value& a = mask_in(c, 0);
+  Value& b = mask_in(c, 1);
+  const Layout l = elementwise_layout(c, {&a, &b});
+  c.set_out(0, c.add(op, {elementwise_operand(c, a, l), elementwise_operand(c, b, l)}), l);
+}
+
+void logical_not(Context& c) {
+  Value& x = mask_in(c, 0);
+  const Layout l = layout_of(x);
+  c.set_out(0, c.add(op_names::kNot, {c.get(x, l)}), l);
+}
+
+void where(Context& c) {
+  Value& condition = mask_in(c, 0);
+  Value& x = c.in(1);
+  Value& y = c.in(2);
+  if (x.dtype != y.dtype)
+    c.fail("X is {} but Y is {}; they must have one type", dtype_name(x.dtype),
+           dtype_name(y.dtype));
+  const Layout l = elementwise_layout(c, {&condition, &x, &y});
+  c.set_out(0,
+            c.add(op_names::kWhere, {elementwise_operand(c, condition, l),
+                                     elementwise_operand(c, x, l), elementwise_operand(c, y, l)}),
+            l);
+}
+
 void prelu(Context& c) {
   Value& x = float_in(c, 0);
   Value& slope = float_operand(c, 1);
@@ -205,7 +258,11 @@ void add_math_converters(ConverterMap& m) {
   m["Pow"] = [](Context& c) { binary(c, op_names::kPow); };
   m["Sqrt"] = [](Context& c) { unary(c, op_names::kSqrt); };
   m["Exp"] = [](Context& c) { unary(c, op_names::kExp); };
-  m["Neg"] = [](Context& c) { unary(c, op_names::kNeg); };
+  m["Neg"] = [](Context& c) {  // integers wrap around (-INT_MIN is INT_MIN), as ONNX's do
+    Value& x = c.in(0);
+    const Layout l = layout_of(x);
+    c.set_out(0, c.add(op_names::kNeg, {c.get(x, l)}), l);
+  };
   m["Round"] = [](Context& c) { unary(c, op_names::kRound); };
   m["Max"] = [](Context& c) { variadic_extremum(c, op_names::kMaximum); };
   m["Min"] = [](Context& c) { variadic_extremum(c, op_names::kMinimum); };
@@ -222,6 +279,18 @@ void add_math_converters(ConverterMap& m) {
            {"beta", static_cast<double>(c.attr_float("beta", 0.5f))}});
   };
   m["PRelu"] = prelu;
+  m["Erf"] = [](Context& c) { unary(c, op_names::kErf); };
+  m["Reciprocal"] = reciprocal;
+  m["Equal"] = [](Context& c) { comparison(c, op_names::kEqual); };
+  m["Less"] = [](Context& c) { comparison(c, op_names::kLess); };
+  m["Greater"] = [](Context& c) { comparison(c, op_names::kGreater); };
+  m["LessOrEqual"] = [](Context& c) { comparison(c, op_names::kLessOrEqual); };
+  m["GreaterOrEqual"] = [](Context& c) { comparison(c, op_names::kGreaterOrEqual); };
+  m["And"] = [](Context& c) { logic(c, op_names::kAnd); };
+  m["Or"] = [](Context& c) { logic(c, op_names::kOr); };
+  m["Xor"] = [](Context& c) { logic(c, op_names::kXor); };
+  m["Not"] = logical_not;
+  m["Where"] = where;
   m["Clip"] = clip;
   m["Softmax"] = softmax;
   m["ReduceMean"] = [](Context& c) { reduce(c, op_names::kReduceMean); };

@@ -3,6 +3,8 @@
 // produce NHWC; ONNX's OIHW filters are permuted to HWIO once, at import. The filter and window
 // attribute helpers are shared with the quantized converters (ops_quant.cc, qdq_fusion.cc).
 #include <cmath>
+#include <functional>
+#include <map>
 
 #include "core/limits.h"
 #include "onnx/context.h"
@@ -15,7 +17,8 @@ namespace {
 
 Value& image_in(Context& c) {
   Value& x = c.in(0);
-  if (x.dtype != DType::f32) c.unsupported("only float inputs are supported");
+  const bool integer_max = c.op() == "MaxPool" && (x.dtype == DType::u8 || x.dtype == DType::i8);
+  if (x.dtype != DType::f32 && !integer_max) c.unsupported("only float inputs are supported");
   if (x.shape.size() != 4)
     c.unsupported("only 2-D images (4-D NCHW input) are supported, got input {}",
                   shape_str(x.shape));
@@ -211,12 +214,125 @@ void conv_transpose(Context& c) {
   c.set_out(0, add_bias(c, y), Layout::kNhwc);
 }
 
+// MaxPool with dilations: the maximum of the k_h * k_w strided slices of x (padded with the
+// lowest float) that the window's taps read. Explicit pads only; dilated pools are rare enough
+// that a kernel of their own does not pay.
+void dilated_max_pool(Context& c, Value& x, const std::vector<int64_t>& dilations) {
+  if (c.attr_string("auto_pad", "NOTSET") != "NOTSET" || c.attr_int("ceil_mode", 0) != 0)
+    c.unsupported("dilations with auto_pad or ceil_mode are not supported");
+  if (c.node->output_size() > 1 && !c.node->output(1).empty())
+    c.unsupported("the Indices output of a dilated MaxPool is not supported");
+  const std::vector<int64_t> k = c.attr_ints("kernel_shape");
+  const std::vector<int64_t> strides = pair_attr(c, "strides", 1);
+  const std::vector<int64_t> pads = c.attr_ints("pads", {0, 0, 0, 0});  // h, w begins; h, w ends
+  if (k.size() != 2 || pads.size() != 4)
+    c.fail("kernel_shape [{}] and pads [{}] must have 2 and 4 entries", fmt::join(k, ","),
+           fmt::join(pads, ","));
+  if (k[0] < 1 || k[1] < 1 || k[0] * k[1] > 64)
+    c.unsupported("dilated windows of more than 64 taps are not supported, kernel_shape [{}]",
+                  fmt::join(k, ","));
+  Output padded = c.nhwc(x);
+  if (pads != std::vector<int64_t>{0, 0, 0, 0})
+    padded = c.add(op_names::kPad, {padded},
+                   {{"pads", std::vector<int64_t>{0, pads[0], pads[1], 0, 0, pads[2], pads[3], 0}},
+                    {"mode", std::string("constant")},
+                    {"value", -3.4e38}},
+                   "pad");
+  const Shape& hw = c.g.type(padded).shape;  // [N, H, W, C]
+  std::vector<int64_t> out(2);
+  for (size_t i = 0; i < 2; ++i) {
+    if (k[i] < 1 || strides[i] < 1 || dilations[i] < 1 || k[i] > limits::kMaxWindowExtent ||
+        dilations[i] > limits::kMaxWindowExtent)
+      c.fail("kernel_shape [{}], strides [{}] and dilations [{}] must be in [1, {}]",
+             fmt::join(k, ","), fmt::join(strides, ","), fmt::join(dilations, ","),
+             limits::kMaxWindowExtent);
+    const int64_t extent = (k[i] - 1) * dilations[i] + 1;
+    if (hw[i + 1] < extent)
+      c.fail("the dilated window ({} wide) does not fit the padded input {}", extent,
+             shape_str(hw));
+    out[i] = (hw[i + 1] - extent) / strides[i] + 1;
+  }
+  Output y;
+  for (int64_t a = 0; a < k[0]; ++a)
+    for (int64_t b = 0; b < k[1]; ++b) {
+      const std::vector<int64_t> starts{a * dilations[0], b * dilations[1]};
+      Output tap = c.add(op_names::kStridedSlice, {padded},
+                         {{"starts", starts},
+                          {"ends", std::vector<int64_t>{starts[0] + (out[0] - 1) * strides[0] + 1,
+                                                        starts[1] + (out[1] - 1) * strides[1] + 1}},
+                          {"axes", std::vector<int64_t>{1, 2}},
+                          {"steps", strides}},
+                         "tap");
+      y = y.valid() ? c.add(op_names::kMaximum, {y, tap}, {}, "max") : tap;
+    }
+  c.set_out(0, c.add(op_names::kIdentity, {y}), Layout::kNhwc);
+}
+
 void pool(Context& c, bool max) {
   Value& x = image_in(c);
-  if (c.node->output_size() > 1 && !c.node->output(1).empty())
-    c.unsupported("the Indices output is not supported");
+  if (const std::vector<int64_t> d = pair_attr(c, "dilations", 1); max && d != std::vector<int64_t>{1, 1})
+    return dilated_max_pool(c, x, d);
   Attrs a = pool2d_attrs(c, x.shape, max);
+  if (max && c.node->output_size() > 1 && !c.node->output(1).empty()) {
+    a.set("nchw_index", true);
+    a.set("column_major", c.attr_int("storage_order", 0) != 0);
+    const int id = c.g.add_node(op_names::kMaxPoolWithArgmax, {c.nhwc(x)}, a, c.fresh());
+    c.set_out(0, Output{id, 0}, Layout::kNhwc);
+    return c.set_out(1, Output{id, 1}, Layout::kNhwc);
+  }
   c.set_out(0, c.add(max ? op_names::kMaxPool : op_names::kAvgPool, {c.nhwc(x)}, a), Layout::kNhwc);
+}
+
+// Converts a copy of the current node through `convert`: input i reads replaced[i] where given,
+// and `rewrite` adjusts each ints attribute (key, values). Returns the copy's output 0; errors
+// still name the original node.
+Value& convert_lifted(Context& c, Converter convert, std::map<int, Value> replaced,
+                      const std::function<void(const std::string&, std::vector<int64_t>&)>& rewrite,
+                      const std::string& prefix) {
+  const onnx::NodeProto& original = *c.node;
+  onnx::NodeProto n = original;
+  n.clear_input();
+  n.clear_output();
+  for (int i = 0; i < original.input_size(); ++i) {
+    auto it = replaced.find(i);
+    if (it == replaced.end()) {
+      n.add_input(original.input(i));
+      continue;
+    }
+    const std::string name = prefix + "/in" + std::to_string(i);
+    c.values[name] = std::move(it->second);
+    n.add_input(name);
+  }
+  const std::string out = prefix + "/y";
+  n.add_output(out);
+  for (onnx::AttributeProto& a : *n.mutable_attribute()) {
+    if (a.type() != onnx::AttributeProto::INTS) continue;
+    std::vector<int64_t> v(a.ints().begin(), a.ints().end());
+    rewrite(a.name(), v);
+    a.clear_ints();
+    for (int64_t d : v) a.add_ints(d);
+  }
+  // The converter reads the lifted node; errors must name the original, and `n` dies here.
+  struct RestoreNode {
+    Context& c;
+    const onnx::NodeProto* original;
+    ~RestoreNode() { c.node = original; }
+  } restore{c, &original};
+  c.node = &n;
+  convert(c);
+  c.node = &original;
+  return c.values.at(out);
+}
+
+Value reshaped(Context& c, Value& v, const Shape& s, const std::string& suffix) {
+  Value out;
+  out.shape = s;
+  out.dtype = v.dtype;
+  if (v.is_const())
+    out.constant = v.constant->clone().reshaped(s);
+  else
+    out.plain = c.add(op_names::kReshape, {c.plain(v)}, {{"shape", s}}, suffix);
+  return out;
 }
 
 // A 1-D Conv/ConvTranspose/MaxPool/AveragePool ([N, C, L] input) runs as the 2-D op on
@@ -226,61 +342,72 @@ void as_2d(Context& c, Converter convert) {
   if (c.in(0).shape.size() != 3) return convert(c);
   if (c.node->output_size() > 1 && !c.node->output(1).empty())
     c.unsupported("the Indices output is not supported");
-  const onnx::NodeProto& original = *c.node;
-  onnx::NodeProto n = original;
-  const std::string prefix = c.fresh("as_2d");
-  n.clear_input();
-  n.clear_output();
   const bool has_filter = c.op() == "Conv" || c.op() == "ConvTranspose";
-  for (int i = 0; i < original.input_size(); ++i) {
-    if (original.input(i).empty() || !(i == 0 || (i == 1 && has_filter))) {
-      n.add_input(original.input(i));
-      continue;
-    }
-    Value& v = c.in(i);
-    Shape s = v.shape;
+  std::map<int, Value> replaced;
+  for (int i : {0, 1}) {
+    if (i == 1 && (!has_filter || !c.has_input(1))) continue;
+    Shape s = c.in(i).shape;
     if (s.size() != 3) c.fail("input {} has shape {}; a 1-D op takes rank 3", i, shape_str(s));
     s.insert(s.begin() + 2, 1);
-    Value four;
-    four.shape = s;
-    four.dtype = v.dtype;
-    if (v.is_const())
-      four.constant = v.constant->clone().reshaped(s);
-    else
-      four.plain = c.add(op_names::kReshape, {c.plain(v)}, {{"shape", s}}, "unsqueeze" + std::to_string(i));
-    const std::string name = prefix + "/in" + std::to_string(i);
-    c.values[name] = std::move(four);
-    n.add_input(name);
+    replaced[i] = reshaped(c, c.in(i), s, "unsqueeze" + std::to_string(i));
   }
-  const std::string out = prefix + "/y";
-  n.add_output(out);
-  for (onnx::AttributeProto& a : *n.mutable_attribute()) {
-    const std::string& key = a.name();
-    std::vector<int64_t> v(a.ints().begin(), a.ints().end());
-    if (key == "kernel_shape" || key == "strides" || key == "dilations")
-      v.insert(v.begin(), 1);
-    else if (key == "output_padding" || key == "output_shape")
-      v.insert(v.begin(), key == "output_shape" ? 1 : 0);
-    else if (key == "pads" && v.size() == 2)
-      v = {0, v[0], 0, v[1]};
-    else
-      continue;
-    a.clear_ints();
-    for (int64_t d : v) a.add_ints(d);
-  }
-  // The 2-D converter reads the lifted node; errors must name the original, and `n` dies here.
-  struct RestoreNode {
-    Context& c;
-    const onnx::NodeProto* original;
-    ~RestoreNode() { c.node = original; }
-  } restore{c, &original};
-  c.node = &n;
-  convert(c);
-  c.node = &original;
-  Value& y = c.values.at(out);
+  Value& y = convert_lifted(
+      c, convert, std::move(replaced),
+      [](const std::string& key, std::vector<int64_t>& v) {
+        if (key == "kernel_shape" || key == "strides" || key == "dilations")
+          v.insert(v.begin(), 1);
+        else if (key == "output_padding" || key == "output_shape")
+          v.insert(v.begin(), key == "output_shape" ? 1 : 0);
+        else if (key == "pads" && v.size() == 2)
+          v = {0, v[0], 0, v[1]};
+      },
+      c.fresh("as_2d"));
   Shape s = y.shape;
   s.erase(s.begin() + 2);
   c.set_out(0, c.add(op_names::kReshape, {c.plain(y)}, {{"shape", s}}, "squeeze"), Layout::kPlain);
+}
+
+// 3-D MaxPool/AveragePool ([N, C, D, H, W]) as two 2-D pools: over (H, W) with the depth as
+// channels, then over D (with a unit second axis). The window is a box, so its maximum, its sum
+// and its count of in-bounds elements (what averages divide by) all factor per axis.
+void pool_3d(Context& c, Converter convert) {
+  if (c.in(0).shape.size() != 5) return as_2d(c, convert);
+  if (c.node->output_size() > 1 && !c.node->output(1).empty())
+    c.unsupported("the Indices output of a 3-D MaxPool is not supported");
+  const Shape x = c.in(0).shape;
+  // Keeps entries `at` of a 3-D window attribute (pads: begins then ends), padding with `unit`.
+  const auto pick = [](std::vector<int64_t>& v, const std::string& key, std::vector<size_t> at,
+                       int64_t unit) {
+    if (key == "pads") {
+      if (v.size() != 6) return;
+      std::vector<int64_t> p;
+      for (size_t half : {size_t{0}, size_t{3}})
+        for (size_t a : at) p.push_back(a < 3 ? v[half + a] : 0);
+      v = p;
+    } else if (key == "kernel_shape" || key == "strides" || key == "dilations") {
+      if (v.size() != 3) return;
+      std::vector<int64_t> p;
+      for (size_t a : at) p.push_back(a < 3 ? v[a] : unit);
+      v = p;
+    }
+  };
+  std::map<int, Value> planes;
+  planes[0] = reshaped(c, c.in(0), {x[0] * x[1], x[2], x[3], x[4]}, "planes");
+  Value& hw = convert_lifted(
+      c, convert, std::move(planes),
+      [&](const std::string& key, std::vector<int64_t>& v) { pick(v, key, {1, 2}, 1); },
+      c.fresh("pool_hw"));
+  const Shape pooled = hw.shape;  // [N*C, D, H', W']
+  std::map<int, Value> depth;
+  depth[0] = reshaped(c, hw, {pooled[0], 1, pooled[1], pooled[2] * pooled[3]}, "depth");
+  Value& d = convert_lifted(
+      c, convert, std::move(depth),
+      [&](const std::string& key, std::vector<int64_t>& v) { pick(v, key, {0, 3}, 1); },
+      c.fresh("pool_d"));
+  c.set_out(0,
+            c.add(op_names::kReshape, {c.plain(d)},
+                  {{"shape", Shape{x[0], x[1], d.shape[2], pooled[2], pooled[3]}}}),
+            Layout::kPlain);
 }
 
 void global_average_pool(Context& c) {
@@ -291,13 +418,66 @@ void global_average_pool(Context& c) {
   c.set_out(0, y, Layout::kNhwc);
 }
 
+// The statistics BatchNormalization (training) and LayerNormalization normalize with, over
+// `axes` of x (kept as 1s): the mean, x - mean, the population variance and
+// sqrt(variance + epsilon), epsilon being the node's attribute.
+struct Moments {
+  Output mean, centered, var, stddev;
+};
+
+Moments moments(Context& c, Output x, const std::vector<int64_t>& axes) {
+  const Attrs reduce{{"axes", axes}, {"keep_dims", true}};
+  Moments m;
+  m.mean = c.add(op_names::kReduceMean, {x}, reduce, "mean");
+  m.centered = c.add(op_names::kSub, {x, m.mean}, {}, "centered");
+  m.var = c.add(op_names::kReduceMean,
+                {c.add(op_names::kMul, {m.centered, m.centered}, {}, "squared")}, reduce, "var");
+  Output eps = c.constant(Tensor::scalar_f32(c.attr_float("epsilon", 1e-5f)), "eps");
+  m.stddev =
+      c.add(op_names::kSqrt, {c.add(op_names::kAdd, {m.var, eps}, {}, "var_eps")}, {}, "stddev");
+  return m;
+}
+
+// training_mode=1: normalizes with the batch's statistics (population variance) and outputs the
+// running statistics updated by `momentum`, as ONNX's reference does; composed of plain ops.
+void batch_norm_training(Context& c) {
+  Value& x = c.in(0);
+  const int64_t rank = static_cast<int64_t>(x.shape.size());
+  if (rank < 2) c.fail("input {} must have rank 2 or more", shape_str(x.shape));
+  std::vector<int64_t> axes{0};
+  Shape per_channel(static_cast<size_t>(rank), 1);
+  per_channel[1] = x.shape[1];
+  for (int64_t a = 2; a < rank; ++a) axes.push_back(a);
+  const auto scalar = [&](float v, const char* what) {
+    return c.constant(Tensor::scalar_f32(v), what);
+  };
+  const auto channels = [&](int i, const char* what) {
+    return c.add(op_names::kReshape, {c.plain(c.in(i))}, {{"shape", per_channel}}, what);
+  };
+  const Moments m = moments(c, c.plain(x), axes);
+  Output y = c.add(op_names::kDiv, {m.centered, m.stddev}, {}, "normalized");
+  y = c.add(op_names::kMul, {y, channels(1, "scale")}, {}, "scaled");
+  c.set_out(0, c.add(op_names::kAdd, {y, channels(2, "bias")}), Layout::kPlain);
+  const float momentum = c.attr_float("momentum", 0.9f);
+  const auto running = [&](int input, Output batch, const char* what) {
+    Output kept = c.add(op_names::kMul, {c.plain(c.in(input)), scalar(momentum, "momentum")}, {},
+                        std::string(what) + "_kept");
+    Output flat = c.add(op_names::kReshape, {batch}, {{"shape", Shape{x.shape[1]}}},
+                        std::string(what) + "_batch");
+    Output added = c.add(op_names::kMul, {flat, scalar(1.0f - momentum, "one_minus_momentum")}, {},
+                         std::string(what) + "_added");
+    return c.add(op_names::kAdd, {kept, added}, {}, what);
+  };
+  c.set_out(1, running(3, m.mean, "running_mean"), Layout::kPlain);
+  c.set_out(2, running(4, m.var, "running_var"), Layout::kPlain);
+}
+
 void batch_norm(Context& c) {
   Value& x = c.in(0);
   if (x.dtype != DType::f32) c.unsupported("only float inputs are supported");
-  if (c.attr_int("training_mode", 0) != 0)
-    c.unsupported("training_mode=1 is not supported (inference only)");
+  if (c.attr_int("training_mode", 0) != 0) return batch_norm_training(c);
   for (int i = 1; i < c.node->output_size(); ++i)
-    if (!c.node->output(i).empty()) c.unsupported("training outputs are not supported");
+    if (!c.node->output(i).empty()) c.unsupported("training outputs need training_mode=1");
   const size_t rank = x.shape.size();
   if (rank != 4 && rank != 2)
     c.unsupported("only [N,C] and [N,C,H,W] inputs are supported, got {}", shape_str(x.shape));
@@ -306,6 +486,30 @@ void batch_norm(Context& c) {
   for (int i = 1; i <= 4; ++i) in.push_back(c.plain(c.in(i)));
   const double eps = c.attr_float("epsilon", 1e-5f);
   c.set_out(0, c.add(op_names::kBatchNorm, in, {{"epsilon", eps}}), l);
+}
+
+// LayerNormalization over the axes from `axis` on, composed of plain ops (ReduceMean, Sub, Mul,
+// Sqrt, Div): y = (x - mean) / sqrt(var + epsilon) * scale + bias; the optional outputs are the
+// mean and 1 / sqrt(var + epsilon), with the normalized axes kept as 1s.
+void layer_norm(Context& c) {
+  Value& x = c.in(0);
+  if (x.dtype != DType::f32) c.unsupported("only float inputs are supported");
+  const int64_t rank = static_cast<int64_t>(x.shape.size());
+  int64_t axis = c.attr_int("axis", -1);
+  if (axis < -rank || axis >= rank)
+    c.fail("axis {} is out of range for input {}", axis, shape_str(x.shape));
+  if (axis < 0) axis += rank;
+  std::vector<int64_t> axes;
+  for (int64_t a = axis; a < rank; ++a) axes.push_back(a);
+  const Moments m = moments(c, c.plain(x), axes);
+  Output inv_stddev = c.add(op_names::kDiv, {c.constant(Tensor::scalar_f32(1.0f), "one"), m.stddev},
+                            {}, "inv_stddev");
+  Output y = c.add(op_names::kMul, {m.centered, inv_stddev}, {}, "normalized");
+  y = c.add(op_names::kMul, {y, c.plain(c.in(1))}, {}, c.has_input(2) ? "scaled" : "");
+  if (c.has_input(2)) y = c.add(op_names::kAdd, {y, c.plain(c.in(2))});
+  c.set_out(0, y, Layout::kPlain);
+  c.set_out(1, m.mean, Layout::kPlain);
+  c.set_out(2, inv_stddev, Layout::kPlain);
 }
 
 Tensor scaled(const Tensor& t, float s) {
@@ -367,8 +571,14 @@ void resize(Context& c) {
       v10 ? "asymmetric" : c.attr_string("coordinate_transformation_mode", "half_pixel");
   std::string nearest = v10 ? "floor" : c.attr_string("nearest_mode", "round_prefer_floor");
   if (ctm != "half_pixel" && ctm != "asymmetric" && ctm != "align_corners" &&
-      ctm != "pytorch_half_pixel" && ctm != "tf_half_pixel_for_nn")
+      ctm != "pytorch_half_pixel" && ctm != "tf_half_pixel_for_nn" && ctm != "tf_crop_and_resize")
     c.unsupported("coordinate_transformation_mode '{}' is not supported", ctm);
+  std::vector<double> roi;  // the spatial axes' [starts, ends]
+  if (ctm == "tf_crop_and_resize") {
+    const std::vector<float> full = to_floats(c.const_in(1, "roi"));
+    if (full.size() != 8) c.fail("roi must have 8 entries for a 4-D input, got {}", full.size());
+    roi = {full[2], full[3], full[6], full[7]};
+  }
   const int scales_at = v10 ? 1 : 2, sizes_at = 3;
   std::vector<int64_t> sizes;
   std::vector<double> spatial_scales;  // the model's, which the coordinates use (ONNX)
@@ -396,7 +606,9 @@ void resize(Context& c) {
           {"nearest_mode", nearest},
           {"scales", spatial_scales},
           {"cubic_coeff_a", static_cast<double>(c.attr_float("cubic_coeff_a", -0.75f))},
-          {"exclude_outside", c.attr_int("exclude_outside", 0) != 0}};
+          {"exclude_outside", c.attr_int("exclude_outside", 0) != 0},
+          {"roi", roi},
+          {"extrapolation_value", static_cast<double>(c.attr_float("extrapolation_value", 0.0f))}};
   c.set_out(0, c.add(op_names::kResize, {c.nhwc(x)}, a), Layout::kNhwc);
 }
 
@@ -405,10 +617,11 @@ void resize(Context& c) {
 void add_nn_converters(ConverterMap& m) {
   m["Conv"] = [](Context& c) { as_2d(c, conv); };
   m["ConvTranspose"] = [](Context& c) { as_2d(c, conv_transpose); };
-  m["MaxPool"] = [](Context& c) { as_2d(c, [](Context& c2) { pool(c2, true); }); };
-  m["AveragePool"] = [](Context& c) { as_2d(c, [](Context& c2) { pool(c2, false); }); };
+  m["MaxPool"] = [](Context& c) { pool_3d(c, [](Context& c2) { pool(c2, true); }); };
+  m["AveragePool"] = [](Context& c) { pool_3d(c, [](Context& c2) { pool(c2, false); }); };
   m["GlobalAveragePool"] = global_average_pool;
   m["BatchNormalization"] = batch_norm;
+  m["LayerNormalization"] = layer_norm;
   m["Gemm"] = gemm;
   m["MatMul"] = matmul;
   m["Resize"] = resize;

@@ -1,6 +1,9 @@
 // Converters for ops that move or reinterpret elements: Constant, Identity, Dropout, Cast,
-// Reshape, Flatten, Squeeze, Unsqueeze, Concat, Transpose, Gather, Slice, Pad. Constant inputs
-// were already folded (fold.cc); these handle runtime values.
+// Reshape, Flatten, Squeeze, Unsqueeze, Concat, Transpose, Gather, Slice, Pad, Tile. Constant
+// inputs were already folded (fold.cc); these handle runtime values.
+#include <cstring>
+
+#include "core/limits.h"
 #include "onnx/context.h"
 #include "onnx/shape_args.h"
 #include "ops/op_names.h"
@@ -33,22 +36,39 @@ void constant(Context& c) {
   c.unsupported("only tensor, float and int values are supported");
 }
 
-void identity(Context& c) {
-  if (c.op() == "Dropout") {
-    if (c.node->output_size() > 1 && !c.node->output(1).empty())
-      c.unsupported("the mask output is not supported (inference only)");
-    if (c.opset >= 12 && c.has_input(2) &&
-        (!c.in(2).is_const() || c.in(2).constant->numel() != 1 ||
-         to_ints(*c.in(2).constant)[0] != 0))
-      c.unsupported("training_mode is not supported (inference only)");
+void identity(Context& c) { c.set_out(0, c.in(0)); }
+
+// Dropout at inference: y = x and a mask of all true. Training mode is accepted only with ratio
+// 0, where it is the same; any other ratio drops at random, which no stored output can match.
+void dropout(Context& c) {
+  const auto scalar = [&](int i, const char* what) {
+    const Tensor& t = c.const_in(i, what);
+    if (t.numel() != 1) c.fail("{} must be a scalar, got {}", what, shape_str(t.shape()));
+    return to_floats(t)[0];
+  };
+  if (c.opset >= 12 && c.has_input(2) && scalar(2, "training_mode") != 0.0f) {
+    const float ratio = c.has_input(1) ? scalar(1, "ratio") : 0.5f;
+    if (ratio != 0.0f)
+      c.unsupported("training_mode with ratio {} drops at random (inference only)", ratio);
   }
-  c.set_out(0, c.in(0));
+  Value& x = c.in(0);
+  c.set_out(0, x);
+  Tensor mask(DType::u8, x.shape);
+  std::memset(mask.raw(), 1, mask.bytes());
+  c.set_const(1, std::move(mask));
 }
 
 void cast(Context& c) {
   Value& x = c.in(0);
-  const DType to = dtype_from_onnx(static_cast<int>(c.attr_int("to", 1)), c.path + ": Cast");
+  const int to_type = static_cast<int>(c.attr_int("to", 1));
+  const DType to = dtype_from_onnx(to_type, c.path + ": Cast");
   const Layout l = layout_of(x);
+  if (to_type == onnx::TensorProto::BOOL) {
+    // True where nonzero, not a numeric conversion (0.5 is true).
+    Output is_zero = c.add(op_names::kEqual, {c.get(x, l), c.constant(Tensor(x.dtype, {}), "zero")},
+                           {}, "is_zero");
+    return c.set_out(0, c.add(op_names::kNot, {is_zero}), l);
+  }
   c.set_out(0, ops::cast(c.g, c.get(x, l), to, c.fresh()), l);
 }
 
@@ -182,6 +202,29 @@ void pad(Context& c) {
   c.set_out(0, c.add(op_names::kPad, {c.get(x, l)}, a), l);
 }
 
+// Tile: x [d0, d1, ...] viewed as [1, d0, 1, d1, ...], broadcast to [r0, d0, r1, d1, ...] and
+// merged back pairwise, so no copy loop of its own is needed.
+void tile(Context& c) {
+  Value& x = c.in(0);
+  if (x.dtype != DType::f32)
+    c.unsupported("only float inputs are supported, got {}", dtype_name(x.dtype));
+  const std::vector<int64_t> repeats = to_ints(c.const_in(1, "repeats"));
+  if (repeats.size() != x.shape.size())
+    c.fail("repeats [{}] must have one entry per dimension of input {}", fmt::join(repeats, ","),
+           shape_str(x.shape));
+  Shape spread, broadcast, tiled;
+  for (size_t i = 0; i < repeats.size(); ++i) {
+    if (repeats[i] < 0) c.fail("repeats [{}] must not be negative", fmt::join(repeats, ","));
+    spread.insert(spread.end(), {1, x.shape[i]});
+    broadcast.insert(broadcast.end(), {repeats[i], x.shape[i]});
+    tiled.push_back(repeats[i] * x.shape[i]);
+  }
+  limits::checked_num_elements(tiled, fmt::format("{}: node '{}' (Tile)", c.path, c.node_name()));
+  Output y = c.add(op_names::kReshape, {c.plain(x)}, {{"shape", spread}}, "spread");
+  y = c.add(op_names::kBroadcastTo, {y}, {{"shape", broadcast}}, "repeat");
+  c.set_out(0, c.add(op_names::kReshape, {y}, {{"shape", tiled}}), Layout::kPlain);
+}
+
 // Shape-computing ops that try_fold did not fold: their data is not known at import time.
 void need_constant(Context& c) { c.unsupported("inputs must be constant (folded at import)"); }
 
@@ -190,7 +233,7 @@ void need_constant(Context& c) { c.unsupported("inputs must be constant (folded 
 void add_shape_converters(ConverterMap& m) {
   m["Constant"] = constant;
   m["Identity"] = identity;
-  m["Dropout"] = identity;
+  m["Dropout"] = dropout;
   m["Cast"] = cast;
   m["Reshape"] = reshape;
   m["Flatten"] = flatten;
@@ -202,6 +245,7 @@ void add_shape_converters(ConverterMap& m) {
   m["Slice"] = slice;
   m["Split"] = split;
   m["Pad"] = pad;
+  m["Tile"] = tile;
   m["Shape"] = need_constant;
   m["Size"] = need_constant;
   m["ConstantOfShape"] = need_constant;

@@ -23,6 +23,7 @@ const std::map<std::string, std::set<int>>& shape_argument_slots() {
       {"Resize", {1, 2, 3}}, {"Upsample", {1}},    {"Clip", {1, 2}},         {"Expand", {1}},
       {"Tile", {1}},      {"Slice", {1, 2, 3, 4}}, {"ConstantOfShape", {0}}, {"TopK", {1}},
       {"Split", {1}},     {"ReduceSum", {1}},      {"Range", {0, 1, 2}},     {"OneHot", {1}},
+      {"Dropout", {1, 2}}, {"GRU", {4}},         {"LSTM", {4}},
   };
   return slots;
 }

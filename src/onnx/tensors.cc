@@ -52,6 +52,7 @@ DType dtype_from_onnx(int elem_type, const std::string& where) {
     case onnx::TensorProto::INT64:
       return DType::i64;
     case onnx::TensorProto::UINT8:
+    case onnx::TensorProto::BOOL:  // held as u8 0/1, what the comparison ops produce
       return DType::u8;
     case onnx::TensorProto::INT8:
       return DType::i8;

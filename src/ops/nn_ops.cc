@@ -310,6 +310,24 @@ std::vector<TensorType> infer_pool(const InferContext& ctx) {
   return f32(pool_output(ctx, ctx.shape(0)));
 }
 
+// Max pooling also takes u8 and i8 images (ONNX): the maximum needs no arithmetic.
+std::vector<TensorType> infer_max_pool(const InferContext& ctx) {
+  const DType dtype = ctx.dtype(0);
+  if (dtype != DType::f32 && dtype != DType::u8 && dtype != DType::i8)
+    ctx.fail("x is {}; expected f32, u8 or i8", dtype_name(dtype));
+  ctx.expect_rank(0, 4, "x");
+  return {TensorType{dtype, pool_output(ctx, ctx.shape(0))}};
+}
+
+// y as MaxPool, and where each maximum was: an i64 flat index into x in NHWC order, or with
+// nchw_index in the order of x's NCHW form, as ONNX's MaxPool Indices output counts (each
+// image plane column-major with column_major, ONNX's storage_order=1).
+std::vector<TensorType> infer_max_pool_with_argmax(const InferContext& ctx) {
+  std::vector<TensorType> y = infer_max_pool(ctx);
+  y.push_back(TensorType{DType::i64, y[0].shape});
+  return y;
+}
+
 std::vector<TensorType> infer_max_pool_grad(const InferContext& ctx) {
   expect_f32(ctx);
   ctx.expect_rank(0, 4, "x");
@@ -400,12 +418,22 @@ void register_nn_ops(OpRegistry& r) {
   r.add(OpDef{.name = op_names::kMaxPool,
               .inputs = {"x"},
               .attrs = pool_attr_specs(),
-              .infer = infer_pool,
+              .infer = infer_max_pool,
               .grad = [](GradContext& ctx) -> std::vector<Output> {
                 return {ctx.graph.add(op_names::kMaxPoolGrad,
                                       {ctx.input(0), ctx.output(0), ctx.grad()},
                                       copy_attrs(ctx.attrs(), pool_attr_specs()), ctx.name("x"))};
               }});
+  r.add(OpDef{
+      .name = op_names::kMaxPoolWithArgmax,
+      .inputs = {"x"},
+      .attrs = with(pool_attr_specs(),
+                    {{"nchw_index", AttrKind::Bool, no}, {"column_major", AttrKind::Bool, no}}),
+      .infer = infer_max_pool_with_argmax,
+      .grad = [](GradContext& ctx) -> std::vector<Output> {
+        return {ctx.graph.add(op_names::kMaxPoolGrad, {ctx.input(0), ctx.output(0), ctx.grad(0)},
+                              copy_attrs(ctx.attrs(), pool_attr_specs()), ctx.name("x"))};
+      }});
   r.add(OpDef{.name = op_names::kMaxPoolGrad,
               .inputs = {"x", "y", "dy"},
               .attrs = pool_attr_specs(),

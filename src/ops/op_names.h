@@ -71,6 +71,7 @@ inline constexpr char kBiasAdd[] = "BiasAdd";
 inline constexpr char kBiasAddGrad[] = "BiasAddGrad";
 inline constexpr char kMaxPool[] = "MaxPool";
 inline constexpr char kMaxPoolGrad[] = "MaxPoolGrad";
+inline constexpr char kMaxPoolWithArgmax[] = "MaxPoolWithArgmax";
 inline constexpr char kAvgPool[] = "AvgPool";
 inline constexpr char kAvgPoolGrad[] = "AvgPoolGrad";
 inline constexpr char kGlobalAvgPool[] = "GlobalAvgPool";
@@ -87,6 +88,7 @@ inline constexpr char kPow[] = "Pow";
 inline constexpr char kSqrt[] = "Sqrt";
 inline constexpr char kExp[] = "Exp";
 inline constexpr char kLog[] = "Log";
+inline constexpr char kErf[] = "Erf";
 inline constexpr char kClip[] = "Clip";
 inline constexpr char kClipGrad[] = "ClipGrad";
 inline constexpr char kLeakyRelu[] = "LeakyRelu";
@@ -97,6 +99,18 @@ inline constexpr char kHardSwish[] = "HardSwish";
 inline constexpr char kHardSwishGrad[] = "HardSwishGrad";
 inline constexpr char kPRelu[] = "PRelu";
 inline constexpr char kPReluGrad[] = "PReluGrad";
+
+// logic_ops.cc
+inline constexpr char kEqual[] = "Equal";
+inline constexpr char kLess[] = "Less";
+inline constexpr char kGreater[] = "Greater";
+inline constexpr char kLessOrEqual[] = "LessOrEqual";
+inline constexpr char kGreaterOrEqual[] = "GreaterOrEqual";
+inline constexpr char kAnd[] = "And";
+inline constexpr char kOr[] = "Or";
+inline constexpr char kXor[] = "Xor";
+inline constexpr char kNot[] = "Not";
+inline constexpr char kWhere[] = "Where";
 
 // resize_ops.cc
 inline constexpr char kResize[] = "Resize";

@@ -144,12 +144,20 @@ Output strided_slice(Graph& g, Output x, std::vector<int64_t> starts, std::vecto
 // y.shape = x.shape[:axis] + indices.shape + x.shape[axis+1:]. Not differentiable.
 Output gather(Graph& g, Output x, Output indices, int64_t axis = 0, const std::string& name = "");
 
+// --- comparisons, masks and selection (logic_ops.cc) ---
+// Masks are u8 0/1 (ONNX's bool). Equal, Less, Greater, LessOrEqual, GreaterOrEqual (a, b of one
+// dtype, broadcast) give masks; And, Or, Xor, Not combine them; g.add builds those by name.
+// Where: condition ? x : y elementwise, the three broadcast together.
+Output where(Graph& g, Output condition, Output x, Output y, const std::string& name = "");
+
 // --- elementwise ops (pointwise_ops.cc) ---
 // a^b with NumPy broadcasting; the gradient for b is defined where a > 0.
 Output pow(Graph& g, Output a, Output b, const std::string& name = "");
 Output sqrt(Graph& g, Output x, const std::string& name = "");
 Output exp(Graph& g, Output x, const std::string& name = "");
 Output log(Graph& g, Output x, const std::string& name = "");
+// The error function (Gelu's, as exporters write it: 0.5 x (1 + erf(x / sqrt 2))).
+Output erf(Graph& g, Output x, const std::string& name = "");
 // min(max(x, min), max); the defaults (+-3.4e38) leave that side unclipped.
 Output clip(Graph& g, Output x, double min = -3.4e38, double max = 3.4e38,
             const std::string& name = "");

@@ -1,4 +1,4 @@
-// Elementwise ops the ONNX importer needs: Pow (NumPy broadcasting), Sqrt, Exp, Log, Clip and
+// Elementwise ops the ONNX importer needs: Pow (NumPy broadcasting), Sqrt, Exp, Log, Erf, Clip and
 // the piecewise activations LeakyRelu, PRelu, HardSigmoid and HardSwish. Smooth gradients are
 // written with other ops; piecewise ones use a grad op taking (dy, x) and the forward attrs.
 #include "graph/op_registry.h"
@@ -132,6 +132,21 @@ void register_pointwise_ops(OpRegistry& r) {
               .grad = [](GradContext& ctx) -> std::vector<Output> {
                 return {ops::div(ctx.graph, ctx.grad(), ctx.input(0), ctx.name("dx"))};
               }});
+  r.add(OpDef{.name = op_names::kErf,
+              .inputs = {"x"},
+              .infer = infer_unary,
+              .grad = [](GradContext& ctx) -> std::vector<Output> {
+                // d erf(x) = 2 / sqrt(pi) exp(-x^2)
+                Graph& g = ctx.graph;
+                Output x = ctx.input(0);
+                Output minus_x2 =
+                    ops::neg(g, ops::mul(g, x, x, ctx.name("x2")), ctx.name("neg_x2"));
+                Output slope =
+                    ops::mul(g, ops::exp(g, minus_x2, ctx.name("exp")),
+                             ops::scalar(g, 1.1283791670955126f, ctx.name("two_over_sqrt_pi")),
+                             ctx.name("slope"));
+                return {ops::mul(g, ctx.grad(), slope, ctx.name("dx"))};
+              }});
   // Clip also bounds integer tensors (ONNX), its bounds rounded inward to the tensor's type.
   add_piecewise(r, op_names::kClip, op_names::kClipGrad,
                 {{"min", AttrKind::Float, AttrValue{-kFloatMax}},
@@ -164,6 +179,9 @@ Output exp(Graph& g, Output x, const std::string& name) {
 }
 Output log(Graph& g, Output x, const std::string& name) {
   return g.add(op_names::kLog, {x}, {}, name);
+}
+Output erf(Graph& g, Output x, const std::string& name) {
+  return g.add(op_names::kErf, {x}, {}, name);
 }
 Output clip(Graph& g, Output x, double min, double max, const std::string& name) {
   return g.add(op_names::kClip, {x}, {{"min", min}, {"max", max}}, name);

@@ -14,6 +14,7 @@ void register_builtin_ops(OpRegistry& registry) {
   register_nn_ops(registry);
   register_layout_ops(registry);
   register_pointwise_ops(registry);
+  register_logic_ops(registry);
   register_resize_ops(registry);
   register_conv_transpose_ops(registry);
   register_fused_ops(registry);

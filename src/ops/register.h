@@ -16,6 +16,7 @@ void register_norm_ops(OpRegistry& registry);
 void register_nn_ops(OpRegistry& registry);
 void register_layout_ops(OpRegistry& registry);
 void register_pointwise_ops(OpRegistry& registry);
+void register_logic_ops(OpRegistry& registry);
 void register_resize_ops(OpRegistry& registry);
 void register_conv_transpose_ops(OpRegistry& registry);
 void register_fused_ops(OpRegistry& registry);  // after nn ops: reuses their attributes

@@ -1,7 +1,9 @@
 // Resize of NHWC images to a given [out_h, out_w], with ONNX Resize semantics (nearest,
 // bilinear or bicubic; the coordinate transformation and nearest rounding modes of the ONNX
-// spec; the scales the model gave, when it gave scales rather than sizes). The
-// coordinate math lives in the reference kernel; the shape function validates the attributes.
+// spec, tf_crop_and_resize's crop with an extrapolation value; the scales the model gave, when
+// it gave scales rather than sizes). The coordinate math lives in the reference kernel; the
+// shape function validates the attributes.
+#include <algorithm>
 #include <cmath>
 
 #include "graph/op_registry.h"
@@ -39,11 +41,16 @@ std::vector<TensorType> infer_resize(const InferContext& ctx) {
     ctx.fail("mode must be nearest, linear or cubic, got '{}'", mode);
   const std::string& ctm = a.get_string("coordinate_transformation_mode");
   if (!one_of(ctm, {"half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel",
-                    "tf_half_pixel_for_nn"}))
+                    "tf_half_pixel_for_nn", "tf_crop_and_resize"}))
     ctx.fail(
         "coordinate_transformation_mode must be half_pixel, asymmetric, align_corners, "
-        "pytorch_half_pixel or tf_half_pixel_for_nn, got '{}'",
+        "pytorch_half_pixel, tf_half_pixel_for_nn or tf_crop_and_resize, got '{}'",
         ctm);
+  const std::vector<double>& roi = a.get_floats("roi");
+  if (ctm == "tf_crop_and_resize" &&
+      (roi.size() != 4 || !std::all_of(roi.begin(), roi.end(), [](double v) { return std::isfinite(v); })))
+    ctx.fail("tf_crop_and_resize needs roi [h_start, w_start, h_end, w_end] (finite), got [{}]",
+             fmt::join(roi, ","));
   const std::string& nearest = a.get_string("nearest_mode");
   if (!one_of(nearest, {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"}))
     ctx.fail("nearest_mode must be round_prefer_floor, round_prefer_ceil, floor or ceil, got '{}'",
@@ -65,7 +72,11 @@ void register_resize_ops(OpRegistry& r) {
                 // Empty: the scale of each axis is out / in.
                 {"scales", AttrKind::Floats, AttrValue{std::vector<double>{}}},
                 {"cubic_coeff_a", AttrKind::Float, AttrValue{-0.75}},
-                {"exclude_outside", AttrKind::Bool, AttrValue{false}}},
+                {"exclude_outside", AttrKind::Bool, AttrValue{false}},
+                // tf_crop_and_resize: the crop, as fractions of (size - 1), and the value of
+                // output positions that fall outside the input.
+                {"roi", AttrKind::Floats, AttrValue{std::vector<double>{}}},
+                {"extrapolation_value", AttrKind::Float, AttrValue{0.0}}},
       .infer = infer_resize});
 }
 

@@ -63,6 +63,13 @@ void set_ints(onnx::NodeProto* n, const std::string& name, const std::vector<int
   for (int64_t x : v) a->add_ints(x);
 }
 
+void set_string(onnx::NodeProto* n, const std::string& name, const std::string& v) {
+  onnx::AttributeProto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::STRING);
+  a->set_s(v);
+}
+
 void add_init_i64(onnx::ModelProto& m, const std::string& name, const Shape& dims,
                   const std::vector<int64_t>& values) {
   onnx::TensorProto* t = m.mutable_graph()->add_initializer();

@@ -24,6 +24,7 @@ onnx::NodeProto* add_node(onnx::ModelProto& m, const std::string& op,
                           const std::vector<std::string>& outputs, const std::string& name = "");
 void set_int(onnx::NodeProto* n, const std::string& name, int64_t v);
 void set_ints(onnx::NodeProto* n, const std::string& name, const std::vector<int64_t>& v);
+void set_string(onnx::NodeProto* n, const std::string& name, const std::string& v);
 // An initializer of raw little-endian values of ONNX element type `elem_type`.
 template <typename T>
 void add_raw_init(onnx::ModelProto& m, const std::string& name, const Shape& dims,

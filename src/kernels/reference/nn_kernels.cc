@@ -233,14 +233,42 @@ struct PoolDims {
   }
 };
 
+template <typename T>
 void max_pool(KernelContext& ctx) {
-  const float* xp = ctx.inputs[0].data<float>();
-  float* yp = ctx.outputs[0].data<float>();
+  const T* xp = ctx.inputs[0].data<T>();
+  T* yp = ctx.outputs[0].data<T>();
   PoolDims(ctx.node.attrs, ctx.inputs[0].shape())
       .for_each_window([&](int64_t yi, const std::vector<int64_t>& xs, int64_t) {
-        float m = -std::numeric_limits<float>::infinity();
+        T m = std::numeric_limits<T>::has_infinity ? -std::numeric_limits<T>::infinity()
+                                                   : std::numeric_limits<T>::lowest();
         for (int64_t xi : xs) m = std::max(m, xp[xi]);
         yp[yi] = m;
+      });
+}
+
+// The first maximum of each window (in row-major window order, as ONNX picks it) and its flat
+// index into x: NHWC order, or NCHW order with nchw_index (planes column-major with
+// column_major).
+void max_pool_with_argmax(KernelContext& ctx) {
+  const Tensor& x = ctx.inputs[0];
+  const float* xp = x.data<float>();
+  float* yp = ctx.outputs[0].data<float>();
+  int64_t* ip = ctx.outputs[1].data<int64_t>();
+  const bool nchw = ctx.node.attrs.get_bool("nchw_index");
+  const bool column_major = ctx.node.attrs.get_bool("column_major");
+  const int64_t h = x.dim(1), w = x.dim(2), c = x.dim(3);
+  PoolDims(ctx.node.attrs, x.shape())
+      .for_each_window([&](int64_t yi, const std::vector<int64_t>& xs, int64_t) {
+        int64_t best = xs.empty() ? 0 : xs.front();
+        for (int64_t xi : xs)
+          if (xp[xi] > xp[best]) best = xi;
+        yp[yi] = xs.empty() ? -std::numeric_limits<float>::infinity() : xp[best];
+        if (nchw) {
+          const int64_t ch = best % c, pixel = (best / c) % (h * w), batch = best / (c * h * w);
+          const int64_t in_plane = column_major ? pixel % w * h + pixel / w : pixel;
+          best = (batch * c + ch) * h * w + in_plane;
+        }
+        ip[yi] = best;
       });
 }
 
@@ -327,7 +355,10 @@ void register_reference_nn_kernels(KernelRegistry& r) {
   add(op_names::kBatchMatMul, batch_matmul);
   add(op_names::kBiasAdd, bias_add);
   add(op_names::kBiasAddGrad, bias_add_grad);
-  add(op_names::kMaxPool, max_pool);
+  add(op_names::kMaxPool, max_pool<float>);
+  r.add(simple_kernel(op_names::kMaxPool, DType::u8, "reference", max_pool<uint8_t>));
+  r.add(simple_kernel(op_names::kMaxPool, DType::i8, "reference", max_pool<int8_t>));
+  add(op_names::kMaxPoolWithArgmax, max_pool_with_argmax);
   add(op_names::kMaxPoolGrad, max_pool_grad);
   add(op_names::kAvgPool, avg_pool);
   add(op_names::kAvgPoolGrad, avg_pool_grad);

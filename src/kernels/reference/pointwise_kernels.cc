@@ -145,6 +145,7 @@ void register_reference_pointwise_kernels(KernelRegistry& r) {
   r.add(unary(op_names::kSqrt, [](A) { return [](double x) { return std::sqrt(x); }; }));
   r.add(unary(op_names::kExp, [](A) { return [](double x) { return std::exp(x); }; }));
   r.add(unary(op_names::kLog, [](A) { return [](double x) { return std::log(x); }; }));
+  r.add(unary(op_names::kErf, [](A) { return [](double x) { return std::erf(x); }; }));
   // min(max(x, lo), hi): when lo > hi every element becomes hi, as ONNX specifies.
   r.add(unary(op_names::kClip, [](A a) {
     return [lo = a.get_float("min"), hi = a.get_float("max")](double x) {

@@ -15,6 +15,7 @@ void register_reference_norm_kernels(KernelRegistry& registry);
 void register_reference_nn_kernels(KernelRegistry& registry);
 void register_reference_layout_kernels(KernelRegistry& registry);
 void register_reference_pointwise_kernels(KernelRegistry& registry);
+void register_reference_logic_kernels(KernelRegistry& registry);
 void register_reference_resize_kernels(KernelRegistry& registry);
 void register_reference_conv_transpose_kernels(KernelRegistry& registry);
 void register_reference_quantized_kernels(KernelRegistry& registry);

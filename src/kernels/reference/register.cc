@@ -12,6 +12,7 @@ void register_reference_kernels(KernelRegistry& registry) {
   register_reference_nn_kernels(registry);
   register_reference_layout_kernels(registry);
   register_reference_pointwise_kernels(registry);
+  register_reference_logic_kernels(registry);
   register_reference_resize_kernels(registry);
   register_reference_conv_transpose_kernels(registry);
   register_reference_quantized_kernels(registry);

@@ -46,7 +46,8 @@ std::array<double, 4> cubic_weights(double ratio, double a) {
 }
 
 // The input taps of every output position along one axis. Coordinates outside the input use
-// its edge pixel, as ONNX's edge padding does (cubic's exclude_outside drops them instead).
+// its edge pixel, as ONNX's edge padding does (cubic's exclude_outside drops them instead;
+// tf_crop_and_resize leaves such a position without taps).
 std::vector<std::vector<Tap>> axis_taps(const Attrs& attrs, int axis, int64_t in, int64_t out) {
   const std::string& ctm = attrs.get_string("coordinate_transformation_mode");
   const std::string& nearest = attrs.get_string("nearest_mode");
@@ -56,8 +57,20 @@ std::vector<std::vector<Tap>> axis_taps(const Attrs& attrs, int axis, int64_t in
                                       : scales[static_cast<size_t>(axis)];
   auto clamp = [in](int64_t i) { return std::clamp<int64_t>(i, 0, in - 1); };
   std::vector<std::vector<Tap>> taps(static_cast<size_t>(out));
+  const std::vector<double>& roi = attrs.get_floats("roi");
   for (int64_t x = 0; x < out; ++x) {
-    const double src = source_coord(ctm, x, in, out, scale);
+    double src;
+    if (ctm == "tf_crop_and_resize") {
+      // No taps: the position lies outside the input and takes extrapolation_value.
+      const double start = roi[static_cast<size_t>(axis)], end = roi[static_cast<size_t>(axis) + 2];
+      const double last = static_cast<double>(in - 1);
+      src = out > 1 ? start * last + static_cast<double>(x) * (end - start) * last /
+                                         static_cast<double>(out - 1)
+                    : 0.5 * (start + end) * last;
+      if (src < 0 || src > last) continue;
+    } else {
+      src = source_coord(ctm, x, in, out, scale);
+    }
     const double lo = std::floor(src);
     const double frac = src - lo;
     const int64_t i0 = static_cast<int64_t>(lo);
@@ -106,7 +119,8 @@ void resize(KernelContext& ctx) {
   for (int64_t b = 0; b < n; ++b)
     for (int64_t r = 0; r < oh; ++r)
       for (int64_t col = 0; col < ow; ++col) {
-        std::fill(acc.begin(), acc.end(), 0.0);
+        const bool outside = rows[static_cast<size_t>(r)].empty() || cols[static_cast<size_t>(col)].empty();
+        std::fill(acc.begin(), acc.end(), outside ? ctx.node.attrs.get_float("extrapolation_value") : 0.0);
         for (const Tap& tr : rows[static_cast<size_t>(r)])
           for (const Tap& tc : cols[static_cast<size_t>(col)]) {
             const double wt = tr.weight * tc.weight;

@@ -1,0 +1,121 @@
+// GRU and LSTM import (unrolled): linear_before_reset against a GRU written out here, and the
+// reverse and bidirectional forms against forward runs on the time-reversed sequence (the
+// forward forms are checked by ONNX's node tests in onnx_conformance).
+#include <gtest/gtest.h>
+#include <onnx/onnx_pb.h>
+
+#include <cmath>
+
+#include "onnx/importer.h"
+#include "support/onnx_models.h"
+#include "support/testing.h"
+
+namespace sf {
+namespace {
+
+using namespace testing;
+
+constexpr int64_t T = 3, N = 2, I = 3, H = 4;
+
+struct Weights {
+  std::vector<float> w, r, b;
+};
+
+Weights random_weights(int64_t gates, int64_t dirs, uint32_t seed) {
+  return {random_values(dirs * gates * H * I, seed), random_values(dirs * gates * H * H, seed + 1),
+          random_values(dirs * 2 * gates * H, seed + 2)};
+}
+
+// Direction d of weights holding `dirs`.
+Weights direction(const Weights& all, int64_t gates, int64_t d) {
+  const auto part = [&](const std::vector<float>& v, int64_t size) {
+    return std::vector<float>(v.begin() + d * size, v.begin() + (d + 1) * size);
+  };
+  return {part(all.w, gates * H * I), part(all.r, gates * H * H), part(all.b, 2 * gates * H)};
+}
+
+// Output Y [T, dirs, N, H] of one GRU/LSTM node on x [T, N, I].
+Tensor run_rnn(const std::string& op, const std::string& dir, const Weights& wts, const Tensor& x,
+               int64_t linear_before_reset = 0) {
+  const int64_t gates = op == "GRU" ? 3 : 4, dirs = dir == "bidirectional" ? 2 : 1;
+  onnx::ModelProto m = new_onnx_model(14);
+  add_input(m, "x", {T, N, I});
+  add_init(m, "w", {dirs, gates * H, I}, wts.w);
+  add_init(m, "r", {dirs, gates * H, H}, wts.r);
+  add_init(m, "b", {dirs, 2 * gates * H}, wts.b);
+  onnx::NodeProto* n = add_node(m, op, {"x", "w", "r", "b"}, {"y"}, "rnn");
+  set_int(n, "hidden_size", H);
+  if (op == "GRU") set_int(n, "linear_before_reset", linear_before_reset);
+  set_string(n, "direction", dir);
+  add_output(m, "y");
+  std::string bytes;
+  EXPECT_TRUE(m.SerializeToString(&bytes));
+  return run_model(import_onnx_bytes(bytes, "rnn.onnx"), x);
+}
+
+Tensor reversed_in_time(const Tensor& x) {
+  Tensor r(x.dtype(), x.shape());
+  const int64_t step = x.numel() / T;
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t i = 0; i < step; ++i)
+      r.data<float>()[(T - 1 - t) * step + i] = x.data<float>()[t * step + i];
+  return r;
+}
+
+TEST(OnnxRnn, ReverseAndBidirectionalMatchForwardOnTheReversedSequence) {
+  const Tensor x = random_tensor({T, N, I}, 1);
+  for (const std::string op : {"GRU", "LSTM"}) {
+    SCOPED_TRACE(op);
+    const int64_t gates = op == "GRU" ? 3 : 4;
+    const Weights both = random_weights(gates, 2, 2);
+    const Tensor bi = run_rnn(op, "bidirectional", both, x);
+    const Tensor fw = run_rnn(op, "forward", direction(both, gates, 0), x);
+    const Tensor bw = run_rnn(op, "reverse", direction(both, gates, 1), x);
+    const Tensor bw_as_fw = run_rnn(op, "forward", direction(both, gates, 1), reversed_in_time(x));
+    ASSERT_EQ(bi.shape(), (Shape{T, 2, N, H}));
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t i = 0; i < N * H; ++i) {
+        const float reverse = bw_as_fw.data<float>()[(T - 1 - t) * N * H + i];
+        EXPECT_NEAR(bi.data<float>()[(t * 2 + 0) * N * H + i], fw.data<float>()[t * N * H + i],
+                    1e-6);
+        EXPECT_NEAR(bi.data<float>()[(t * 2 + 1) * N * H + i], reverse, 1e-6);
+        EXPECT_NEAR(bw.data<float>()[t * N * H + i], reverse, 1e-6);
+      }
+  }
+}
+
+TEST(OnnxRnn, GruLinearBeforeResetMatchesTheDefinition) {
+  const Tensor x = random_tensor({T, N, I}, 5);
+  const Weights wts = random_weights(3, 1, 6);
+  const Tensor y = run_rnn("GRU", "forward", wts, x, 1);
+  const auto sigmoid = [](double v) { return 1 / (1 + std::exp(-v)); };
+  std::vector<double> h(N * H, 0.0);
+  for (int64_t t = 0; t < T; ++t) {
+    std::vector<double> next(h.size());
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t j = 0; j < H; ++j) {
+        // Gate g's input and recurrent parts (with their biases) for unit j.
+        const auto part = [&](int64_t g, bool recurrent) {
+          const int64_t row = g * H + j;
+          double s = wts.b[static_cast<size_t>((recurrent ? 3 * H : 0) + row)];
+          if (recurrent)
+            for (int64_t k = 0; k < H; ++k)
+              s += wts.r[static_cast<size_t>(row * H + k)] * h[n * H + k];
+          else
+            for (int64_t k = 0; k < I; ++k)
+              s += wts.w[static_cast<size_t>(row * I + k)] * x.data<float>()[(t * N + n) * I + k];
+          return s;
+        };
+        const double z = sigmoid(part(0, false) + part(0, true));
+        const double r = sigmoid(part(1, false) + part(1, true));
+        const double candidate = std::tanh(part(2, false) + r * part(2, true));
+        next[n * H + j] = (1 - z) * candidate + z * h[n * H + j];
+      }
+    h = next;
+    for (int64_t i = 0; i < N * H; ++i)
+      EXPECT_NEAR(y.data<float>()[t * N * H + i], h[i], 1e-5) << "t=" << t << " i=" << i;
+  }
+}
+
+}  // namespace
+}  // namespace sf
