@@ -91,7 +91,10 @@ sf_model* sf_model_load(const char* path) {
     auto model = std::make_unique<sf_model>();
     model->run = sf::load_for_run(path);
     model->inputs.resize(model->run.input_ports.size());
-    model->session = std::make_unique<sf::Session>(model->run.file.graph);
+    // A `quantize --mode bf16` file computes in bf16, as the command runs it by default.
+    sf::SessionOptions options;
+    sf::choose_model_precision(model->run.file, path, "", options);
+    model->session = std::make_unique<sf::Session>(model->run.file.graph, options);
     return model.release();
   });
 }
