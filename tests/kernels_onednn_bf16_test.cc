@@ -162,7 +162,9 @@ TEST(OneDnnBf16, TrainingGradientsTrackFp32WithinBf16Tolerance) {
     const auto [got, bf16_products] = run(Precision::bf16);
     EXPECT_EQ(none, 0);
     // Forward conv, both conv gradients, forward matmul and both matmul gradients.
-    if (native) EXPECT_EQ(bf16_products, 6);
+    if (native) {
+      EXPECT_EQ(bf16_products, 6);
+    }
     const double reductions[] = {static_cast<double>(k * k * o),  // dx: over the filter's outputs
                                  static_cast<double>(n * h * h),  // dw: over the batch and pixels
                                  static_cast<double>(cols),       // da = dz b^T
