@@ -8,22 +8,23 @@ OPENBLAS_NUM_THREADS=1, twice: with glibc's default malloc (the setting our issu
 with malloc told to keep freed blocks (mallopt), which makes PyTorch much faster here because
 fresh memory is slow to map on this machine. Both ratios are printed.
 
-    /usr/bin/python3 bench/train_vs_pytorch.py [--epochs 1] [--batch 64] [--threads 2] [--json]
+With --bf16 the same run adds mixed precision: ours with `train --precision bf16` against
+PyTorch under torch.autocast("cpu", dtype=torch.bfloat16) (with mallopt), next to the fp32
+figures. Without AMX (see the cpu line) bf16 products run on AVX-512 BF16 or are emulated, and
+may well be slower than fp32.
+
+    /usr/bin/python3 bench/train_vs_pytorch.py [--epochs 1] [--batch 64] [--threads 2] [--bf16]
+        [--json]
 """
 import argparse
 import json
 import os
-import subprocess
-import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from bench_common import ROOT, cpu_flags, json_lines, run
 
 
 def run_json_lines(cmd, env=None):
-    proc = subprocess.run(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True)
-    if proc.returncode != 0:
-        sys.exit(f"benchmark command failed ({proc.returncode}): {' '.join(cmd)}")
-    return [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    return json_lines(run(cmd, env))
 
 
 def main():
@@ -34,6 +35,8 @@ def main():
     parser.add_argument("--limit", type=int, default=0, help="training images (0: all 60,000)")
     parser.add_argument("--slimflow", default=os.path.join(ROOT, "build/release/slimflow"))
     parser.add_argument("--out", default=os.path.join(ROOT, "runs/bench-train"))
+    parser.add_argument("--bf16", action="store_true",
+                        help="also ours in bf16 (--precision bf16) and PyTorch bf16 autocast")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args()
 
@@ -46,21 +49,21 @@ def main():
     if args.limit:
         ours_cmd += ["--train-limit", str(args.limit)]
         theirs_cmd += ["--limit", str(args.limit)]
-    env = dict(os.environ, OPENBLAS_CORETYPE="Cooperlake", OPENBLAS_NUM_THREADS="1")
+    env = {"OPENBLAS_CORETYPE": "Cooperlake", "OPENBLAS_NUM_THREADS": "1"}
 
-    print(f"slimflow: {' '.join(ours_cmd)}", file=sys.stderr)
     ours = run_json_lines(ours_cmd)
-    print(f"pytorch:  {' '.join(theirs_cmd)} --default-malloc", file=sys.stderr)
     theirs = run_json_lines(theirs_cmd + ["--default-malloc"], env)
-    print(f"pytorch:  {' '.join(theirs_cmd)}", file=sys.stderr)
     tuned = run_json_lines(theirs_cmd, env)
+    if args.bf16:
+        ours_bf16 = run_json_lines(ours_cmd + ["--precision", "bf16"])
+        theirs_bf16 = run_json_lines(theirs_cmd + ["--autocast-bf16"], env)
 
     def mean(rows, key):
         return sum(r[key] for r in rows) / len(rows)
 
     result = {
         "network": "deep-mnist", "batch": args.batch, "threads": args.threads,
-        "epochs": args.epochs,
+        "epochs": args.epochs, "cpu_flags": cpu_flags(),
         "slimflow_images_per_sec": mean(ours, "images_per_sec"),
         "pytorch_images_per_sec": mean(theirs, "images_per_sec"),
         "slimflow_peak_rss_mb": max(r["peak_rss_mb"] for r in ours),
@@ -73,6 +76,16 @@ def main():
     result["speedup"] = result["slimflow_images_per_sec"] / result["pytorch_images_per_sec"]
     result["speedup_vs_mallopt"] = (result["slimflow_images_per_sec"] /
                                     result["pytorch_mallopt_images_per_sec"])
+    if args.bf16:
+        result["slimflow_bf16_images_per_sec"] = mean(ours_bf16, "images_per_sec")
+        result["slimflow_bf16_precision_reason"] = ours_bf16[-1]["precision_reason"]
+        result["slimflow_bf16_test_accuracy"] = ours_bf16[-1]["test_accuracy"]
+        result["pytorch_autocast_bf16_images_per_sec"] = mean(theirs_bf16, "images_per_sec")
+        result["pytorch_autocast_bf16_test_accuracy"] = theirs_bf16[-1]["test_accuracy"]
+        result["bf16_speedup_vs_autocast"] = (result["slimflow_bf16_images_per_sec"] /
+                                              result["pytorch_autocast_bf16_images_per_sec"])
+        result["bf16_vs_our_fp32"] = (result["slimflow_bf16_images_per_sec"] /
+                                      result["slimflow_images_per_sec"])
     if args.json:
         print(json.dumps(result))
         return
@@ -88,6 +101,15 @@ def main():
           f"{result['slimflow_peak_rss_mb'] / result['pytorch_peak_rss_mb']:7.2f}x")
     print(f"{'test accuracy':22}{100 * result['slimflow_test_accuracy']:11.2f}%"
           f"{100 * result['pytorch_test_accuracy']:13.2f}%")
+    if args.bf16:
+        print(f"{'bf16 images/s':22}{result['slimflow_bf16_images_per_sec']:12.0f}"
+              f"{result['pytorch_autocast_bf16_images_per_sec']:14.0f}"
+              f"{result['bf16_speedup_vs_autocast']:7.2f}x  (PyTorch: autocast)")
+        print(f"{'bf16 test accuracy':22}{100 * result['slimflow_bf16_test_accuracy']:11.2f}%"
+              f"{100 * result['pytorch_autocast_bf16_test_accuracy']:13.2f}%")
+        print(f"our bf16 vs our fp32: {result['bf16_vs_our_fp32']:.2f}x "
+              f"({result['slimflow_bf16_precision_reason']})")
+    print(f"cpu: {result['cpu_flags']}")
 
 
 if __name__ == "__main__":

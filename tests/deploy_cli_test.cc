@@ -136,6 +136,35 @@ TEST_F(DeployCli, BenchReportsItsPrecision) {
   EXPECT_NE(bad.out.find("--precision"), std::string::npos) << bad.out;
 }
 
+// classify takes --precision as run, bench and eval do, and runs a `quantize --mode bf16` file
+// in bf16 unless told otherwise; the classes and probabilities stay those of fp32.
+TEST_F(DeployCli, ClassifyTakesAPrecision) {
+  const std::string pgm = write_pgm(dir_ + "/digit.pgm");
+  const std::string sfm = dir_ + "/classifier.sfm", half = dir_ + "/classifier-bf16.sfm";
+  ASSERT_EQ(run_cli("import " + model_ + " --out " + sfm).exit_code, 0);
+  ASSERT_EQ(run_cli("quantize " + sfm + " --mode bf16 --out " + half).exit_code, 0);
+  // "label (class): probability" of the top class.
+  auto top = [&](const std::string& model, const std::string& flags) {
+    const testing::CliResult r =
+        run_cli("classify --model " + model + " --image " + pgm + " --top 1" + flags, false);
+    EXPECT_EQ(r.exit_code, 0) << r.out;
+    const std::string line = testing::non_empty_lines(r.out).at(0);
+    return std::make_pair(line.substr(0, line.find(':')), std::stod(line.substr(line.find(':') + 1)));
+  };
+  const auto fp32 = top(sfm, "");
+  for (const auto& [model, flags] : {std::pair{sfm, std::string(" --precision bf16")},
+                                     std::pair{half, std::string()},
+                                     std::pair{half, std::string(" --precision fp32")}}) {
+    const auto got = top(model, flags);
+    EXPECT_EQ(got.first, fp32.first) << model << flags;
+    EXPECT_NEAR(got.second, fp32.second, 0.02) << model << flags;
+  }
+  const testing::CliResult bad =
+      run_cli("classify --model " + sfm + " --image " + pgm + " --precision fp8");
+  EXPECT_EQ(bad.exit_code, 2) << bad.out;
+  EXPECT_NE(bad.out.find("--precision"), std::string::npos) << bad.out;
+}
+
 TEST_F(DeployCli, RunWritesEachOutputAsNpy) {
   const Tensor x = testing::random_tensor({2, 1, 8, 8}, 5);  // batch 2 on a batch-1 model
   write_npy(dir_ + "/x.npy", x);

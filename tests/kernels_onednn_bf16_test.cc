@@ -6,9 +6,11 @@
 
 #include <bit>
 #include <cstring>
+#include <random>
 #include <string>
 #include <vector>
 
+#include "autodiff/gradients.h"
 #include "cpu/cpu_features.h"
 #include "ops/ops.h"
 #include "runtime/session.h"
@@ -103,6 +105,75 @@ TEST(OneDnnBf16, Fp32SessionsKeepFp32Products) {
   const auto [y, impl] = run_node(c, random_tensor(c.x, 1), random_tensor(c.w, 2),
                                   random_tensor({c.w.back()}, 3), SessionOptions{});
   EXPECT_EQ(impl.find("bf16"), std::string::npos) << impl;
+}
+
+// Mixed-precision training: the gradients of a conv and of a matmul (Conv2DBackpropInput and
+// Conv2DBackpropFilter, MatMuls with transposes) in a bf16 session against an fp32 one, on
+// random shapes. Each product's two inputs are rounded to bf16 (relative error at most 2^-8
+// each), so a sum of K products of values in [-1, 1) is off by at most K * 2^-7; fp32
+// accumulation adds nothing near that.
+TEST(OneDnnBf16, TrainingGradientsTrackFp32WithinBf16Tolerance) {
+  const bool native = cpu_features().avx512_bf16 || cpu_features().amx_bf16;
+  const uint32_t seed = 17;
+  std::mt19937 rng(seed);
+  auto pick = [&](int64_t lo, int64_t hi) {
+    return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+  };
+  for (int round = 0; round < 4; ++round) {
+    const int64_t n = pick(1, 3), h = pick(5, 11), c = pick(1, 9), o = pick(2, 17), k = pick(1, 3);
+    const int64_t m = pick(1, 9), inner = pick(3, 40), cols = pick(2, 19);
+    const bool tb = round % 2 == 1;
+    SCOPED_TRACE(fmt::format("seed {} round {}: conv x [{},{},{},{}] w [{},{},{},{}]; matmul "
+                             "[{},{}] x [{},{}]{}",
+                             seed, round, n, h, h, c, k, k, c, o, m, inner, inner, cols,
+                             tb ? " (b transposed)" : ""));
+    Graph g;
+    Output x = ops::placeholder(g, DType::f32, {n, h, h, c}, "x");
+    Output w = ops::placeholder(g, DType::f32, {k, k, c, o}, "w");
+    Output a = ops::placeholder(g, DType::f32, {m, inner}, "a");
+    Output b = ops::placeholder(g, DType::f32, tb ? Shape{cols, inner} : Shape{inner, cols}, "b");
+    ops::Conv2DOptions same;
+    same.padding = "SAME";
+    Output y = ops::conv2d(g, x, w, same);
+    Output z = ops::matmul(g, a, b, false, tb);
+    // Weighting each output by a fixed random tensor makes the incoming gradients random too.
+    Output ry = ops::placeholder(g, DType::f32, g.type(y).shape, "ry");
+    Output rz = ops::placeholder(g, DType::f32, g.type(z).shape, "rz");
+    Output loss = ops::add(g, ops::reduce_sum(g, ops::mul(g, y, ry), {0, 1, 2, 3}),
+                           ops::reduce_sum(g, ops::mul(g, z, rz), {0, 1}));
+    const std::vector<Output> grads = gradients(g, loss, {x, w, a, b});
+    Feeds feeds;
+    uint32_t s = 100 * static_cast<uint32_t>(round);
+    for (Output in : {x, w, a, b, ry, rz})
+      feeds.emplace_back(in, random_tensor(g.type(in).shape, ++s));
+    std::vector<Output> fetches = grads;
+    fetches.push_back(loss);  // so that the forward products run too
+    auto run = [&](Precision precision) {
+      Session session(g, SessionOptions{.precision = precision});
+      session.set_profiling(true);
+      std::vector<Tensor> out = session.run(feeds, fetches);
+      for (Tensor& t : out) t = t.clone();
+      int bf16_products = 0;
+      for (const NodeProfile& p : session.profile())
+        bf16_products += p.impl.find("bf16") != std::string::npos;
+      return std::make_pair(out, bf16_products);
+    };
+    const auto [want, none] = run(Precision::fp32);
+    const auto [got, bf16_products] = run(Precision::bf16);
+    EXPECT_EQ(none, 0);
+    // Forward conv, both conv gradients, forward matmul and both matmul gradients.
+    if (native) {
+      EXPECT_EQ(bf16_products, 6);
+    }
+    const double reductions[] = {static_cast<double>(k * k * o),  // dx: over the filter's outputs
+                                 static_cast<double>(n * h * h),  // dw: over the batch and pixels
+                                 static_cast<double>(cols),       // da = dz b^T
+                                 static_cast<double>(m)};         // db = a^T dz
+    const char* names[] = {"dx", "dw", "da", "db"};
+    for (size_t i = 0; i < grads.size(); ++i)
+      testing::expect_close(want[i], got[i], {.rtol = 0.0, .atol = reductions[i] / 128.0},
+                            names[i]);
+  }
 }
 
 TEST(Precision, AutoFollowsAmxAndBadNamesAreErrors) {

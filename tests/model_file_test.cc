@@ -271,7 +271,7 @@ TEST_F(ModelFileTest, RejectsBadHeaders) {
   expect_rejected(bytes_.substr(0, 20), "truncated");
   bad = bytes_;
   put_u32(bad, 8, 9);
-  expect_rejected(bad, "format version 9 is newer than this build reads (3)");
+  expect_rejected(bad, "format version 9 is newer than this build reads (4)");
   bad = bytes_;
   put_u32(bad, 8, 0);
   expect_rejected(bad, "format version 0");

@@ -79,6 +79,33 @@ ModelFile nchw_model() {
   return model;
 }
 
+// A `quantize --mode bf16` file runs in bf16 unless the command asks otherwise; its fp32 layers
+// stay fp32; malformed precision metadata is a one-line error naming the file.
+TEST(ModelPrecision, TheFileChoosesUnlessTheCommandDoes) {
+  ModelFile model = concat_model();
+  SessionOptions options;
+  EXPECT_EQ(choose_model_precision(model, "m.sfm", "", options).precision, Precision::fp32);
+  model.metadata["precision"] = "bf16";
+  model.metadata["fp32_layers"] = R"(["a"])";
+  const PrecisionChoice stored = choose_model_precision(model, "m.sfm", "", options);
+  EXPECT_EQ(stored.precision, Precision::bf16);
+  EXPECT_EQ(stored.reason.rfind("the model's (quantize --mode bf16); ", 0), 0u) << stored.reason;
+  EXPECT_EQ(options.precision, Precision::bf16);
+  EXPECT_EQ(options.fp32_layers, std::set<std::string>{"a"});
+  EXPECT_EQ(choose_model_precision(model, "m.sfm", "fp32", options).precision, Precision::fp32);
+  EXPECT_EQ(options.precision, Precision::fp32);
+
+  model.metadata["precision"] = "fp8\nsecond line";
+  testing::expect_error([&] { choose_model_precision(model, "m.sfm", "", options); },
+                        "m.sfm: metadata precision must be fp32 or bf16");
+  model.metadata["precision"] = "bf16";
+  for (const char* bad : {"a", "{}", "[1]", "[[\"a\"]]"}) {
+    model.metadata["fp32_layers"] = bad;
+    testing::expect_error([&] { choose_model_precision(model, "m.sfm", "", options); },
+                          "m.sfm: metadata fp32_layers");
+  }
+}
+
 TEST(ImageInput, TheLayoutComesFromTheMetadataOrTheShape) {
   ModelFile nchw = nchw_model();
   EXPECT_TRUE(input_is_nchw(nchw));

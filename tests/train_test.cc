@@ -88,6 +88,27 @@ TEST(TrainTest, SameSeedOneThreadIsBitForBitReproducible) {
   std::filesystem::remove_all(b);
 }
 
+// Mixed precision: a few steps in bf16 follow the fp32 run. The products' inputs keep 8 bits
+// (relative error at most 2^-8 each), which moves the first logits by well under 1%; over 8
+// small SGD steps the two runs drift apart slowly, so the epoch's mean loss (about 2) agrees
+// within 2% and test accuracy within a few images.
+TEST(TrainTest, Bf16StepsTrackFp32) {
+  REQUIRE_MNIST();
+  const std::string a = testing::make_temp_dir("sf-fp32"), b = testing::make_temp_dir("sf-bf16");
+  TrainOptions bf16 = tiny_run(b, 256, 1);
+  bf16.precision = "bf16";
+  const EpochReport fp32_report = train(tiny_run(a, 256, 1), {}).at(0);
+  const EpochReport bf16_report = train(bf16, {}).at(0);
+  EXPECT_EQ(fp32_report.precision, "fp32");
+  EXPECT_EQ(bf16_report.precision, "bf16");
+  EXPECT_NE(bf16_report.precision_reason.find("requested"), std::string::npos);
+  EXPECT_NE(epoch_report_json(bf16_report).find(R"("precision":"bf16")"), std::string::npos);
+  EXPECT_NEAR(bf16_report.loss, fp32_report.loss, 0.02 * fp32_report.loss);
+  EXPECT_NEAR(bf16_report.test_accuracy, fp32_report.test_accuracy, 0.02);
+  std::filesystem::remove_all(a);
+  std::filesystem::remove_all(b);
+}
+
 TEST(TrainTest, ResumingMidEpochMatchesAnUninterruptedRun) {
   REQUIRE_MNIST();
   std::string whole = testing::make_temp_dir("sf-whole"), parts = testing::make_temp_dir("sf-parts");

@@ -116,7 +116,10 @@ sf_model* sf_model_load(const char* path) {
                                    .dim_names = std::vector<std::string>(type.shape.size())});
       }
       model->output_names = run.file.outputs;
-      model->session = std::make_unique<sf::Session>(run.file.graph);
+      // A `quantize --mode bf16` file computes in bf16, as the command runs it by default.
+      sf::SessionOptions options;
+      sf::choose_model_precision(run.file, path, "", options);
+      model->session = std::make_unique<sf::Session>(run.file.graph, options);
     }
     model->inputs.resize(model->declared.size());
     return model.release();

@@ -258,17 +258,20 @@ const char* encoding_name(Encoding encoding) {
       return "binary";
     case Encoding::ternary:
       return "ternary";
+    case Encoding::bf16:
+      return "bf16";
   }
   return "?";
 }
 
 uint32_t first_format_version(Encoding encoding) {
+  if (encoding == Encoding::bf16) return 4;
   return encoding == Encoding::binary || encoding == Encoding::ternary ? 3 : 1;
 }
 
 bool parse_encoding(const std::string& name, Encoding* encoding) {
   for (Encoding e : {Encoding::linear, Encoding::kmeans, Encoding::f16, Encoding::sparse,
-                     Encoding::binary, Encoding::ternary})
+                     Encoding::binary, Encoding::ternary, Encoding::bf16})
     if (name == encoding_name(e)) {
       *encoding = e;
       return true;
@@ -284,6 +287,8 @@ EncodedTensor encode(const Tensor& tensor, Encoding kind, int bits, int axis) {
       return encode_kmeans(tensor, bits);
     case Encoding::f16:
       return encode_f16(tensor);
+    case Encoding::bf16:
+      return encode_bf16(tensor);
     case Encoding::binary:
       return encode_binary(tensor);
     case Encoding::ternary:
@@ -295,7 +300,7 @@ EncodedTensor encode(const Tensor& tensor, Encoding kind, int bits, int axis) {
 }
 
 void write_fields(const WeightEncoding& e, EncodingFieldWriter& out) {
-  if (e.kind == Encoding::f16 || e.kind == Encoding::sparse) return;
+  if (e.kind == Encoding::f16 || e.kind == Encoding::bf16 || e.kind == Encoding::sparse) return;
   out.integer("bits", e.bits);
   if (e.kind == Encoding::kmeans) {
     out.floats("codebook", e.codebook);
@@ -312,7 +317,8 @@ void write_fields(const WeightEncoding& e, EncodingFieldWriter& out) {
 }
 
 WeightEncoding read_fields(Encoding kind, const EncodingFieldReader& in) {
-  if (kind == Encoding::f16) return WeightEncoding{.kind = kind, .bits = kHalfBits};
+  if (kind == Encoding::f16 || kind == Encoding::bf16)
+    return WeightEncoding{.kind = kind, .bits = kHalfBits};
   if (kind == Encoding::sparse) return WeightEncoding{.kind = kind, .bits = 0};
   WeightEncoding e{.kind = kind, .bits = in.integer("bits")};
   if (kind == Encoding::kmeans) {
@@ -348,6 +354,8 @@ std::string WeightEncoding::describe() const {
       return fmt::format("kmeans {}-bit ({} centroids)", bits, codebook.size());
     case Encoding::f16:
       return "f16";
+    case Encoding::bf16:
+      return "bf16";
     case Encoding::sparse:
       return "sparse";
     case Encoding::binary:
@@ -364,7 +372,9 @@ uint64_t packed_bytes(uint64_t count, int bits) {
 
 uint64_t data_bytes(const WeightEncoding& encoding, uint64_t count) {
   SF_CHECK(encoding.kind != Encoding::sparse, "sparse data has no size of its own");
-  return encoding.kind == Encoding::f16 ? count * 2 : packed_bytes(count, encoding.bits);
+  return encoding.kind == Encoding::f16 || encoding.kind == Encoding::bf16
+             ? count * 2
+             : packed_bytes(count, encoding.bits);
 }
 
 namespace {
@@ -521,21 +531,35 @@ EncodedTensor encode_kmeans(const Tensor& tensor, int bits) {
   return out;
 }
 
-EncodedTensor encode_f16(const Tensor& tensor) {
-  const float* x = checked_values(tensor, "f16");
+namespace {
+
+// f16 and bf16: each element as 16 little-endian bits, `infinity` being the format's.
+EncodedTensor encode_halves(const Tensor& tensor, Encoding kind, uint16_t (*convert)(float),
+                            uint16_t infinity) {
+  const float* x = checked_values(tensor, encoding_name(kind));
   const int64_t n = tensor.numel();
   EncodedTensor out;
   out.shape = tensor.shape();
-  out.encoding = WeightEncoding{.kind = Encoding::f16, .bits = kHalfBits};
+  out.encoding = WeightEncoding{.kind = kind, .bits = kHalfBits};
   out.data.resize(static_cast<size_t>(n) * 2);
   for (int64_t i = 0; i < n; ++i) {
-    const uint16_t h = float_to_half(x[i]);
-    if ((h & 0x7fffu) == 0x7c00u)
-      fail("cannot f16-encode: element {} ({}) is beyond half precision's range", i, x[i]);
+    const uint16_t h = convert(x[i]);
+    if ((h & 0x7fffu) == infinity)
+      fail("cannot {}-encode: element {} ({}) is beyond its range", encoding_name(kind), i, x[i]);
     out.data[static_cast<size_t>(2 * i)] = static_cast<uint8_t>(h);
     out.data[static_cast<size_t>(2 * i + 1)] = static_cast<uint8_t>(h >> 8);
   }
   return out;
+}
+
+}  // namespace
+
+EncodedTensor encode_f16(const Tensor& tensor) {
+  return encode_halves(tensor, Encoding::f16, float_to_half, 0x7c00u);
+}
+
+EncodedTensor encode_bf16(const Tensor& tensor) {
+  return encode_halves(tensor, Encoding::bf16, float_to_bf16, 0x7f80u);
 }
 
 constexpr uint64_t kMaxSparseExpansion = 1024;
@@ -613,8 +637,9 @@ void validate(const Shape& shape, const WeightEncoding& e, uint64_t bytes) {
     validate_signed_levels(shape, e, bytes, count);
     return;
   }
-  if (e.kind == Encoding::f16) {
-    if (e.bits != kHalfBits) fail("f16 bits {} must be {}", e.bits, kHalfBits);
+  if (e.kind == Encoding::f16 || e.kind == Encoding::bf16) {
+    if (e.bits != kHalfBits)
+      fail("{} bits {} must be {}", encoding_name(e.kind), e.bits, kHalfBits);
   } else if (e.bits < kMinBits || e.bits > kMaxBits) {
     fail("{} bits {} is outside [{}, {}]", encoding_name(e.kind), e.bits, kMinBits, kMaxBits);
   }
@@ -662,9 +687,10 @@ Tensor decode(const Shape& shape, const WeightEncoding& e, const uint8_t* data, 
   Tensor out(DType::f32, shape);
   float* y = out.data<float>();
   const auto count = static_cast<uint64_t>(out.numel());
-  if (e.kind == Encoding::f16) {
+  if (e.kind == Encoding::f16 || e.kind == Encoding::bf16) {
+    float (*convert)(uint16_t) = e.kind == Encoding::f16 ? half_to_float : bf16_to_float;
     for (uint64_t i = 0; i < count; ++i)
-      y[i] = half_to_float(static_cast<uint16_t>(data[2 * i] | (data[2 * i + 1] << 8)));
+      y[i] = convert(static_cast<uint16_t>(data[2 * i] | (data[2 * i + 1] << 8)));
     return out;
   }
   const std::vector<uint8_t> q = unpack(data, count, e.bits);
@@ -731,5 +757,15 @@ float half_to_float(uint16_t half) {
   if (exponent == 31) return std::bit_cast<float>(sign | 0x7f800000u | (mantissa << 13));
   return std::bit_cast<float>(sign | (exponent + 112u) << 23 | (mantissa << 13));
 }
+
+uint16_t float_to_bf16(float value) {
+  const auto x = std::bit_cast<uint32_t>(value);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);  // quiet NaN
+  // Adding 0x7fff plus the kept lowest bit rounds to nearest, ties to even; a carry correctly
+  // bumps the exponent (to infinity above bf16's largest finite value).
+  return static_cast<uint16_t>((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+}
+
+float bf16_to_float(uint16_t value) { return std::bit_cast<float>(static_cast<uint32_t>(value) << 16); }
 
 }  // namespace sf::quant

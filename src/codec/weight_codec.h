@@ -6,6 +6,8 @@
 //           tensor or per channel of one axis: x ~= scale[c] * (q - zero_point[c]).
 //   kmeans  bits 2..8; a codebook of 2^bits f32 centroids (1-D k-means): x ~= codebook[q].
 //   f16     IEEE half precision, rounded to nearest even.
+//   bf16    bfloat16 (the top 16 bits of an f32), rounded to nearest even: f32's range, 8 bits
+//           of precision; `quantize --mode bf16` stores a model's weights so and runs it in bf16.
 //   sparse  pruned weights: nonzeros with relative indices, values f32, i8 or codebook indices,
 //           optionally Huffman-coded; the data is a self-describing blob (codec/sparse_codec.h)
 //           with no parameters in the entry, validated in full when decoded.
@@ -29,7 +31,7 @@
 
 namespace sf::quant {
 
-enum class Encoding { linear, kmeans, f16, sparse, binary, ternary };
+enum class Encoding { linear, kmeans, f16, sparse, binary, ternary, bf16 };
 
 inline constexpr int kMinBits = 2;
 inline constexpr int kMaxBits = 8;
@@ -47,7 +49,7 @@ uint32_t first_format_version(Encoding encoding);
 // Everything except the packed data: what a file stores in the tensor's JSON entry.
 struct WeightEncoding {
   Encoding kind = Encoding::linear;
-  int bits = 8;                      // 16 for f16; 0 for sparse (the blob says)
+  int bits = 8;                      // 16 for f16 and bf16; 0 for sparse (the blob says)
   int axis = kNoAxis;                // linear: the per-channel axis, or kNoAxis; binary and
                                      // ternary: the last axis
   std::vector<float> scales;         // linear: one per channel (one when axis is kNoAxis);
@@ -70,7 +72,7 @@ struct EncodedTensor {
   Shape shape;               // of the tensor it decodes to
   DType dtype = DType::f32;  // of the tensor it decodes to: f32, or i8 for sparse int8 weights
   WeightEncoding encoding;
-  std::vector<uint8_t> data;  // packed indices (linear, kmeans) or little-endian halves (f16)
+  std::vector<uint8_t> data;  // packed indices (linear, kmeans) or little-endian halves (f16, bf16)
 
   size_t stored_bytes() const { return data.size() + encoding.parameter_bytes(); }
 };
@@ -120,13 +122,15 @@ void fake_quantize_linear(const Tensor& tensor, int bits, int axis, Tensor& out)
 // values the codebook holds them exactly.
 EncodedTensor encode_kmeans(const Tensor& tensor, int bits);
 EncodedTensor encode_f16(const Tensor& tensor);
+// Rejects values that round beyond bf16's largest finite value (within 2^-9 of f32's).
+EncodedTensor encode_bf16(const Tensor& tensor);
 // Tensors whose channels (last axis) hold only -scale, +scale (binary) and 0 (ternary), as
 // binarized training leaves them (binary_weights.h); anything else is rejected, since these
 // encodings are lossless only for such tensors. encode_binary rejects zeros in a channel whose
 // scale is not 0.
 EncodedTensor encode_binary(const Tensor& tensor);
 EncodedTensor encode_ternary(const Tensor& tensor);
-// The encoder of `kind` (`bits` is ignored by f16, `axis` used by linear only). Sparse blobs
+// The encoder of `kind` (`bits` is ignored by f16 and bf16, `axis` used by linear only). Sparse blobs
 // take options of their own: codec/sparse_codec.h.
 EncodedTensor encode(const Tensor& tensor, Encoding kind, int bits, int axis = kNoAxis);
 
@@ -147,5 +151,9 @@ inline Tensor decode(const EncodedTensor& encoded) {
 // IEEE 754 binary16 conversions (round to nearest, ties to even; NaN stays NaN).
 uint16_t float_to_half(float value);
 float half_to_float(uint16_t half);
+// bfloat16 conversions (round to nearest, ties to even; NaN stays NaN). Every bf16 value is
+// exactly an f32.
+uint16_t float_to_bf16(float value);
+float bf16_to_float(uint16_t value);
 
 }  // namespace sf::quant

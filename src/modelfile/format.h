@@ -13,7 +13,8 @@ inline constexpr const char* kDenseEncoding = "dense";
 
 // Version 1 is written whenever the metadata is stored as plain JSON, so that builds that read
 // only version 1 still load those files; version 2 adds the flags field; version 3 adds the
-// binary and ternary weight encodings (written only by files that hold them).
+// binary and ternary weight encodings, version 4 the bf16 one (each written only by files that
+// hold them).
 inline constexpr uint32_t kPlainMetadataVersion = 1;
 inline constexpr uint32_t kFlagsVersion = 2;
 inline constexpr uint32_t kDeflatedMetadataFlag = 1u << 0;  // metadata is one zlib stream

@@ -5,7 +5,7 @@
 //
 //   offset  size  field
 //        0     8  magic "SFMODEL\0"
-//        8     4  u32 format_version (this build reads 1 and 2)
+//        8     4  u32 format_version (this build reads 1 to 4)
 //       12     4  u32 flags (version 2; reserved in version 1: written as 0, ignored when read)
 //       16     8  u64 meta_offset   \ the metadata section: JSON, zlib-deflated when flagged
 //       24     8  u64 meta_size     /
@@ -26,7 +26,7 @@
 // data_offset and a multiple of 64, so with a page-aligned mapping every tensor is 64-byte
 // aligned. Non-finite floats are written as the strings "nan", "inf" and "-inf".
 //
-// Besides "dense", f32 weights may be stored "linear", "kmeans" (quantized) or "f16", with
+// Besides "dense", f32 weights may be stored "linear", "kmeans" (quantized), "f16" or "bf16", with
 // their parameters (bits, axis, scales, zero_points, codebook) as further entry fields; see
 // codec/weight_codec.h. The loader validates and decodes them once into plain f32 tensors,
 // so everything after loading sees dense weights.
@@ -49,7 +49,7 @@
 namespace sf {
 
 // The newest format version this build reads.
-inline constexpr uint32_t kModelFormatVersion = 3;
+inline constexpr uint32_t kModelFormatVersion = 4;
 // Deflated metadata that inflates to more is rejected (a bound on what a file can make the
 // loader allocate); save_model writes larger metadata as plain JSON.
 inline constexpr size_t kMaxInflatedMetadataBytes = size_t{64} << 20;

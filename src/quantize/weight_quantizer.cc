@@ -32,7 +32,8 @@ std::vector<Candidate> find_candidates(const Graph& g) {
 
 void check_options(const Graph& g, const WeightQuantizeOptions& o,
                    const std::vector<Candidate>& candidates) {
-  if (o.encoding != Encoding::f16 && (o.bits < kMinBits || o.bits > kMaxBits))
+  const bool halves = o.encoding == Encoding::f16 || o.encoding == Encoding::bf16;
+  if (!halves && (o.bits < kMinBits || o.bits > kMaxBits))
     fail("bits {} is outside [{}, {}]", o.bits, kMinBits, kMaxBits);
   if (o.per_channel && o.encoding != Encoding::linear)
     fail("per-channel scales need the linear scheme, not {}", encoding_name(o.encoding));
@@ -54,6 +55,15 @@ bool is_excluded(const Graph& g, const Candidate& c, const std::set<std::string>
   for (const WeightUse& use : weight_uses(g))
     if (use.weight.node == c.const_id && exclude.count(g.node(use.layer).name)) return true;
   return false;
+}
+
+// Every layer that reads an excluded weight, or is named in `exclude` itself.
+std::set<std::string> layers_reading_excluded(const Graph& g, const std::set<std::string>& exclude) {
+  std::set<std::string> layers;
+  for (const WeightUse& use : weight_uses(g))
+    if (exclude.count(g.node(use.layer).name) || exclude.count(g.node(use.weight.node).name))
+      layers.insert(g.node(use.layer).name);
+  return layers;
 }
 
 void measure_error(const Tensor& w, const EncodedTensor& encoded, WeightRow& row) {
@@ -78,6 +88,7 @@ WeightQuantizeReport quantize_model_weights(ModelFile& model,
   const std::vector<Candidate> candidates = find_candidates(g);
   check_options(g, options, candidates);
   WeightQuantizeReport report;
+  report.excluded_layers = layers_reading_excluded(g, options.exclude);
   report.fp32_bytes = weight_bytes(model);
   report.quantized_bytes = report.fp32_bytes;
   for (const Candidate& c : candidates) {

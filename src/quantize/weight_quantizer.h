@@ -36,7 +36,7 @@ struct WeightRow {
   std::string layer_op;  // e.g. op_names::kFusedConv2D
   Shape shape;
   bool encoded = false;
-  std::string encoding = "dense";  // "linear", "kmeans", "f16" or "dense"
+  std::string encoding = "dense";  // "linear", "kmeans", "f16", "bf16" or "dense"
   std::string description;         // WeightEncoding::describe(), or "dense"
   int bits = 32;
   bool per_channel = false;
@@ -50,6 +50,8 @@ struct WeightRow {
 
 struct WeightQuantizeReport {
   std::vector<WeightRow> rows;   // in graph order
+  // Layers reading an excluded weight or excluded by name (what bf16 keeps computing in fp32).
+  std::set<std::string> excluded_layers;
   uint64_t fp32_bytes = 0;       // all of the model's tensors, dense
   uint64_t quantized_bytes = 0;  // the same with the encoded weights at their stored size
 
@@ -60,8 +62,8 @@ struct WeightQuantizeReport {
   }
 };
 
-// Checks the options (one-line sf::Error: bits range, per-channel with kmeans or f16, unknown
-// exclude names) and fills model.encoded_weights, which save_model then writes.
+// Checks the options (one-line sf::Error: bits range, per-channel with kmeans, f16 or bf16,
+// unknown exclude names) and fills model.encoded_weights, which save_model then writes.
 WeightQuantizeReport quantize_model_weights(ModelFile& model, const WeightQuantizeOptions& options);
 
 }  // namespace sf::quant

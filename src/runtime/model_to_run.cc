@@ -1,5 +1,8 @@
 #include "runtime/model_to_run.h"
 
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
 #include "transforms/execution_passes.h"
 #include "transforms/image_input.h"
 
@@ -54,6 +57,36 @@ ImagePort take_nhwc_images(ModelToRun& model, size_t index) {
   const ImageFeed feed =
       feed_nhwc_images(file.graph, file.inputs.at(index), input_is_nchw(file, index), file.outputs);
   return ImagePort{Output{file.graph.id_of(feed.placeholder), 0}, feed.nchw};
+}
+
+PrecisionChoice choose_model_precision(const ModelFile& model, const std::string& path,
+                                       const std::string& requested, SessionOptions& options) {
+  const auto stored = model.metadata.find(kPrecisionMetadataKey);
+  if (stored != model.metadata.end() && stored->second != "fp32" && stored->second != "bf16")
+    fail("{}: metadata {} must be fp32 or bf16 ({} bytes of something else)", path,
+         kPrecisionMetadataKey, stored->second.size());
+  PrecisionChoice choice;
+  if (!requested.empty())
+    choice = choose_precision(requested, "--precision");
+  else if (stored != model.metadata.end() && stored->second == "bf16")
+    choice = {Precision::bf16, "the model's (quantize --mode bf16); " + bf16_hardware()};
+  else
+    choice = {Precision::fp32, "default"};
+  options.precision = choice.precision;
+  options.fp32_layers.clear();
+  if (const auto layers = model.metadata.find(kFp32LayersMetadataKey);
+      layers != model.metadata.end()) {
+    const nlohmann::json names = nlohmann::json::parse(layers->second, nullptr, false);
+    if (!names.is_array())
+      fail("{}: metadata {} is not a JSON array of node names", path, kFp32LayersMetadataKey);
+    for (const nlohmann::json& name : names) {
+      if (!name.is_string())
+        fail("{}: metadata {} holds a {}, not a node name", path, kFp32LayersMetadataKey,
+             name.type_name());
+      options.fp32_layers.insert(name.get<std::string>());
+    }
+  }
+  return choice;
 }
 
 }  // namespace sf

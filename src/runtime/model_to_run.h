@@ -10,6 +10,8 @@
 #include "core/shape.h"
 #include "graph/graph.h"
 #include "modelfile/model_file.h"
+#include "runtime/precision.h"
+#include "runtime/session.h"
 
 namespace sf {
 
@@ -27,6 +29,14 @@ struct ModelToRun {
 ModelToRun load_for_run(const std::string& path);
 // Prepares a model already in memory (an imported ONNX model) to run.
 ModelToRun prepare_for_run(ModelFile model);
+
+// Sets the precision to run `model` (the file `path`) in: `requested` (a --precision value:
+// fp32, bf16 or auto) when not empty, else the one the file was quantized for (metadata
+// "precision" from `quantize --mode bf16`), else fp32. Under bf16 the layers the file keeps in
+// fp32 (metadata "fp32_layers", from --exclude) stay fp32. Throws sf::Error "<path>: ..." on
+// malformed metadata.
+PrecisionChoice choose_model_precision(const ModelFile& model, const std::string& path,
+                                       const std::string& requested, SessionOptions& options);
 
 // Whether 4-D input `index` holds images NCHW (the interface of imported ONNX models, which the
 // importer records as metadata "input_layout": "NCHW") rather than slimflow's NHWC. Files

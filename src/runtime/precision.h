@@ -19,6 +19,15 @@ struct PrecisionChoice {
 // `what` (the flag).
 PrecisionChoice choose_precision(const std::string& requested, const std::string& what);
 
+// What bf16 runs on here: AMX tiles, AVX-512 BF16, or oneDNN's emulation (slower than fp32).
+std::string bf16_hardware();
+
+// Model-file metadata written by `quantize --mode bf16` (runtime/model_to_run.h reads it): the
+// precision the model runs in unless a command asks for another, and the layers kept in fp32
+// (a JSON array of node names, from --exclude).
+inline constexpr const char* kPrecisionMetadataKey = "precision";
+inline constexpr const char* kFp32LayersMetadataKey = "fp32_layers";
+
 const char* precision_name(Precision precision);
 
 }  // namespace sf

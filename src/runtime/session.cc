@@ -155,7 +155,7 @@ Session::Plan& Session::plan_for(const Feeds& feeds, const std::vector<Output>& 
     if (step_of[static_cast<size_t>(id)] < 0) continue;
     const Node& n = g.node(id);
     KernelSpec spec{n, {}};
-    spec.bf16 = options_.precision == Precision::bf16;
+    spec.bf16 = options_.precision == Precision::bf16 && !options_.fp32_layers.count(n.name);
     for (const Output& in : n.inputs) {
       spec.inputs.push_back(g.type(in));
       spec.constant_inputs.push_back(g.node(in.node).op == op_names::kConst);

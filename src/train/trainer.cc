@@ -249,7 +249,9 @@ json report_json(const EpochReport& r) {
           {"comm_seconds", r.comm_seconds},
           {"comm_bytes", r.comm_bytes},
           {"comm_bytes_per_step", r.comm_bytes_per_step},
-          {"overlap_fraction", r.overlap_fraction}};
+          {"overlap_fraction", r.overlap_fraction},
+          {"precision", r.precision},
+          {"precision_reason", r.precision_reason}};
   if (r.parameter_servers > 0) {
     j["data_parallel"] = "async";
     j["parameter_servers"] = r.parameter_servers;
@@ -516,16 +518,21 @@ std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks
       rng_owner = DeviceName::parse(n.device, "train").task;
       break;
     }
+  const PrecisionChoice precision = choose_precision(options.precision, "--precision");
   Session session(t.model.graph,
                   SessionOptions{.threads = options.threads,
                                  .kernel_impl = options.kernel_impl,
                                  // Each replica draws its own dropout masks.
                                  .seed = config.seed + 1 + 1000003ull * static_cast<uint64_t>(comm ? rank : 0),
+                                 .precision = precision.precision,
                                  .device_threads = options.device_threads,
                                  .processes = links ? &*links : nullptr,
                                  .local_fetches = job ? fetched_where_computed
                                                       : std::vector<Output>{}},
                   store);
+  if (options.precision != "fp32")
+    message(fmt::format("precision {} ({})", precision_name(precision.precision),
+                        precision.reason));
   Optimizer optimizer(OptimizerConfig{.kind = config.optimizer,
                                       .momentum = config.momentum,
                                       .weight_decay = config.weight_decay});
@@ -567,7 +574,9 @@ std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks
                                     r.value("parameter_servers", int64_t{0}),
                                     r.value("workers", int64_t{0}),
                                     r.value("staleness_max", int64_t{0}),
-                                    r.value("staleness_mean", 0.0)});
+                                    r.value("staleness_mean", 0.0),
+                                    r.value("precision", std::string("fp32")),
+                                    r.value("precision_reason", std::string())});
     if (options.epochs) config.epochs = epoch + *options.epochs;
     const int64_t saved_world = pos.value("world_size", int64_t{1});
     if (saved_world != shards || start_offset % batches.global_batch() != 0)
@@ -925,7 +934,9 @@ std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks
                        servers,
                        async ? shards : 0,
                        staleness_max,
-                       staleness_mean};
+                       staleness_mean,
+                       precision_name(precision.precision),
+                       precision.reason};
     history.push_back(report);
     epoch_loss_sum = 0.0;
     epoch_correct = epoch_seen = 0;

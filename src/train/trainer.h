@@ -60,6 +60,10 @@ struct TrainOptions {
   int device_threads = 1;
   bool strict_placement = false;
   std::string kernel_impl;  // "" best available; "reference" for debugging
+  // Mixed precision (runtime/precision.h): fp32, bf16 (conv and matmul products, forward and
+  // backward, in bf16 through oneDNN; master weights, optimizer state, losses and softmax fp32)
+  // or auto (bf16 where the CPU has AMX). Chosen per invocation; checkpoints stay fp32.
+  std::string precision = "fp32";
   bool profile = false;     // report per-node training-step times at the end
   // Synchronous data parallelism (train/data_parallel.h) over this job's communicator; null:
   // one process. Each rank trains `batch` examples per step; rank 0 alone reports and writes.
@@ -120,6 +124,9 @@ struct EpochReport {
   int64_t workers = 0;
   int64_t staleness_max = 0;
   double staleness_mean = 0.0;
+  // The products' precision and why (auto: what the CPU has).
+  std::string precision = "fp32";
+  std::string precision_reason;
 };
 
 // One epoch as a JSON object on one line (what `train --json` prints and checkpoints keep).

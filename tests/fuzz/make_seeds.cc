@@ -49,7 +49,8 @@ sf::ModelFile convnet() {
   return m;
 }
 
-// Weights stored encoded, so that the fuzzer starts from valid linear, k-means and f16 entries.
+// Weights stored encoded, so that the fuzzer starts from valid linear, k-means, f16 and bf16
+// entries.
 sf::ModelFile with_encoded_weights(sf::ModelFile m, const std::string& node,
                                    sf::quant::EncodedTensor encoded) {
   m.encoded_weights[node] = std::move(encoded);
@@ -96,6 +97,9 @@ int main(int argc, char** argv) {
                    with_encoded_weights(c, "k", sf::quant::encode_kmeans(value_of(c, "k"), 2)));
     sf::save_model(dir + "/mlp-f16.sfm",
                    with_encoded_weights(m, "b", sf::quant::encode_f16(value_of(m, "b"))));
+    sf::ModelFile bf16 = with_encoded_weights(m, "w", sf::quant::encode_bf16(value_of(m, "w")));
+    bf16.metadata["precision"] = "bf16";  // as `quantize --mode bf16` marks it
+    sf::save_model(dir + "/mlp-bf16.sfm", bf16);
   } catch (const sf::Error& e) {
     std::fprintf(stderr, "make_seeds: %s\n", e.what());
     return 1;

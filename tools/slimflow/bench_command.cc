@@ -57,10 +57,9 @@ Action add_bench_command(CLI::App& app) {
   return [a, placement]() {
     if (a->batch <= 0 || a->runs <= 0) fail("--batch and --runs must be positive");
     const std::map<std::string, Shape> given = parse_input_shapes(a->input_shapes);
-    const PrecisionChoice precision = choose_precision(a->precision, "--precision");
-    ModelRunner runner(a->model, {},
-                       SessionOptions{.threads = a->threads, .precision = precision.precision},
+    ModelRunner runner(a->model, {}, SessionOptions{.threads = a->threads}, a->precision,
                        placement.get(), a->json);
+    const PrecisionChoice& precision = runner.precision();
     std::vector<Tensor> values;
     nlohmann::json timed_shapes = nlohmann::json::object();
     std::mt19937 rng(1);

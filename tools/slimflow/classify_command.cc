@@ -39,6 +39,7 @@ Action add_classify_command(CLI::App& app) {
     std::optional<float> mean, std;
     int threads = 0;
     std::vector<std::string> input_shapes;
+    std::string precision;
   };
   auto a = std::make_shared<Args>();
   cmd->add_option("--model", a->model, "Model (.sfm or .onnx)")->required();
@@ -52,6 +53,7 @@ Action add_classify_command(CLI::App& app) {
   cmd->add_option("--input-mean", a->mean, "Subtracted from each pixel (0..255) before scaling");
   cmd->add_option("--input-std", a->std, "Pixels are divided by this after the mean");
   cmd->add_option("--threads", a->threads, "Threads (0: all cores)");
+  add_precision_option(cmd, a->precision);
   cmd->add_option("--input-shape", a->input_shapes,
                   "Specialize a symbolic ONNX input, NAME=D1,D2,... (repeatable; by default "
                   "--height/--width or the image's own size)");
@@ -84,7 +86,9 @@ Action add_classify_command(CLI::App& app) {
     Tensor input = image_to_tensor(image, width, height, channels, mean, std);
     const ImagePort images = take_nhwc_images(model);
     if (images.nchw) input = nhwc_to_nchw(input);
-    Session session(file.graph, SessionOptions{.threads = a->threads});
+    SessionOptions options{.threads = a->threads};
+    choose_model_precision(file, a->model, a->precision, options);
+    Session session(file.graph, options);
     Tensor out = session.run({{images.port, input}}, {model.output_ports[0]})[0];
     Tensor probs = as_probabilities(out);
     const int64_t classes = probs.dim(1);

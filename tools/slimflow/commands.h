@@ -32,8 +32,8 @@ inline void add_precision_option(CLI::App* cmd, std::string& precision) {
   cmd->add_option("--precision", precision,
                   "fp32, bf16 (convolutions and matrix products round their inputs and weights "
                   "to bf16, accumulate and output fp32; layers without a bf16 kernel stay fp32) "
-                  "or auto (bf16 where the CPU has AMX)")
-      ->default_val("fp32")
+                  "or auto (bf16 where the CPU has AMX); default: the model's (bf16 for a "
+                  "quantize --mode bf16 file), else fp32")
       ->check(CLI::IsMember({"fp32", "bf16", "auto"}));
 }
 

@@ -18,8 +18,10 @@ namespace sf::cli {
 namespace {
 
 // Accuracy of a deployed model (.sfm / .onnx) on a data set's test split.
+// Runs in `precision` (a --precision value, or empty for the model's), which `chosen` reports.
 EvalResult evaluate_model_file(const std::string& path, const std::string& data, int64_t limit,
-                               const SessionOptions& options,
+                               SessionOptions options, const std::string& precision,
+                               PrecisionChoice& chosen,
                                const std::map<std::string, Shape>& input_shapes) {
   const Dataset all = load_test_split(data);
   Dataset test = limit > 0 && limit < all.size() ? take(all, limit) : all;
@@ -35,6 +37,7 @@ EvalResult evaluate_model_file(const std::string& path, const std::string& data,
   const float mean = static_cast<float>(metadata_number(file, "input_mean", 0.0));
   const float std = static_cast<float>(metadata_number(file, "input_std", 255.0));
   const ImagePort images = take_nhwc_images(model);
+  chosen = choose_model_precision(file, path, precision, options);
   Session session(file.graph, options);
   BatchIterator it(test, BatchOptions{.batch_size = 100, .shuffle = false});
   Tensor batch, labels;
@@ -67,7 +70,8 @@ EvalResult evaluate_model_file(const std::string& path, const std::string& data,
 // takes them): the split by name hash with the percentages the model stores, the folder's
 // labels matched to the model's by name, each image preprocessed as the model's metadata says.
 EvalResult evaluate_on_images(const std::string& path, const std::string& images, int64_t limit,
-                              const SessionOptions& options) {
+                              SessionOptions options, const std::string& precision,
+                              PrecisionChoice& chosen) {
   ModelToRun model = open_model_to_run(path);
   const ModelFile& file = model.file;
   if (file.inputs.size() != 1) fail("{}: eval needs a model with one input", path);
@@ -95,6 +99,7 @@ EvalResult evaluate_on_images(const std::string& path, const std::string& images
   if (!std::isfinite(std) || std == 0.0f)
     fail("{}: its metadata input_std {} must be finite and non-zero", path, std);
   const ImagePort port = take_nhwc_images(model);
+  chosen = choose_model_precision(file, path, precision, options);
   Session session(file.graph, options);
   EvalResult result;
   int64_t correct = 0;
@@ -149,18 +154,21 @@ Action add_eval_command(CLI::App& app) {
                   "Specialize a symbolic ONNX input, NAME=D1,D2,... (repeatable; by default "
                   "the data set's image size)");
   return [args]() {
-    const PrecisionChoice precision = choose_precision(args->precision, "--precision");
     const bool run_dir = args->images.empty() && std::filesystem::is_directory(args->model);
-    if (run_dir && precision.precision != Precision::fp32)
+    PrecisionChoice precision;
+    if (run_dir && !args->precision.empty() &&
+        choose_precision(args->precision, "--precision").precision != Precision::fp32)
       fail("--precision {}: a run directory evaluates its training graph in fp32; freeze it and "
            "evaluate the .sfm",
            args->precision);
-    const SessionOptions options{.threads = args->threads, .precision = precision.precision};
+    const SessionOptions options{.threads = args->threads};
     EvalResult r = !args->images.empty()
-                       ? evaluate_on_images(args->model, args->images, args->limit, options)
+                       ? evaluate_on_images(args->model, args->images, args->limit, options,
+                                            args->precision, precision)
                    : run_dir
                        ? evaluate_run(args->model, args->data, args->limit, args->threads)
                        : evaluate_model_file(args->model, args->data, args->limit, options,
+                                             args->precision, precision,
                                              parse_input_shapes(args->input_shapes));
     if (args->json) {
       nlohmann::json j = {{"accuracy", r.accuracy},

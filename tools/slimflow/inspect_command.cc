@@ -17,7 +17,8 @@ namespace sf::cli {
 
 namespace {
 
-// How a Const's tensor is stored: "dense", "linear8", "linear4/ch", "kmeans4 (16)", "f16".
+// How a Const's tensor is stored: "dense", "linear8", "linear4/ch", "kmeans4 (16)", "f16",
+// "bf16".
 std::string storage_text(const quant::WeightEncoding& e) {
   switch (e.kind) {
     case quant::Encoding::linear:
@@ -26,6 +27,8 @@ std::string storage_text(const quant::WeightEncoding& e) {
       return fmt::format("kmeans{} ({})", e.bits, e.codebook.size());
     case quant::Encoding::f16:
       return "f16";
+    case quant::Encoding::bf16:
+      return "bf16";
     case quant::Encoding::sparse:
       return "sparse";
     case quant::Encoding::binary:

@@ -129,10 +129,12 @@ std::map<std::string, Shape> image_input_shapes(const std::string& path,
 }
 
 ModelRunner::ModelRunner(const std::string& path, const std::map<std::string, Shape>& input_shapes,
-                         SessionOptions options, const PlacementFlags* placement, bool json)
+                         SessionOptions options, const std::string& precision,
+                         const PlacementFlags* placement, bool json)
     : path_(path) {
   if (placement) options.device_threads = placement->device_threads;
   if (std::optional<std::string> bytes = onnx_source(path)) {
+    precision_ = choose_model_precision(ModelFile{}, path, precision, options);
     if (placement && placement->device != "/cpu:0")
       fail("--device {}: {} is an ONNX model, which runs on /cpu:0 only (import it to .sfm to "
            "place it)",
@@ -145,6 +147,7 @@ ModelRunner::ModelRunner(const std::string& path, const std::map<std::string, Sh
     return;
   }
   fixed_ = load_for_run(path);
+  precision_ = choose_model_precision(fixed_->file, path, precision, options);
   if (placement) {
     const PlacementReport report =
         place(fixed_->file.graph, device_set(*placement), placement_options(*placement));

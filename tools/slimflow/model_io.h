@@ -53,9 +53,11 @@ class ModelRunner {
  public:
   // With `placement`, a .sfm graph is placed (and its log written) before its session is made;
   // ONNX models run on the default CPU device only.
+  // `precision` is a --precision value, or empty for the model's (choose_model_precision).
   ModelRunner(const std::string& path, const std::map<std::string, Shape>& input_shapes,
-              SessionOptions options, const PlacementFlags* placement = nullptr,
-              bool json = false);
+              SessionOptions options, const std::string& precision,
+              const PlacementFlags* placement = nullptr, bool json = false);
+  const PrecisionChoice& precision() const { return precision_; }
   const std::vector<DeclaredInput>& inputs() const { return inputs_; }
   const std::vector<std::string>& outputs() const { return outputs_; }
   size_t input_index(const std::string& name) const;
@@ -76,6 +78,7 @@ class ModelRunner {
   std::unique_ptr<ShapeSpecializer> specializer_;
   std::optional<ModelToRun> fixed_;
   std::unique_ptr<Session> session_;
+  PrecisionChoice precision_;
 };
 
 // The model's input shape with its batch dimension set to `batch`.

@@ -3,6 +3,8 @@
 //                    2..8 bits, or half precision) and decodes them at load: float compute,
 //                    smaller file (quantize/weight_quantizer.h).
 //   --mode eightbit  8-bit integer compute (quantize/eightbit_model.h).
+//   --mode bf16      weights stored bf16 (half the file) and the model marked to compute in bf16
+//                    with its fp32 interface (runtime/precision.h), --exclude layers in fp32.
 // Every argument is checked here so that a mistake is one line, not CLI11's usage text.
 #include <fmt/format.h>
 
@@ -10,12 +12,14 @@
 #include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "commands.h"
 #include "model_io.h"
 #include "modelfile/model_file.h"
 #include "quantize/eightbit_model.h"
 #include "quantize/weight_quantizer.h"
+#include "runtime/precision.h"
 
 namespace sf::cli {
 
@@ -142,6 +146,15 @@ int parse_bits(const std::string& text) {
   return bits;
 }
 
+std::set<std::string> excluded_nodes(const QuantizeArgs& args) {
+  std::set<std::string> names;
+  for (const std::string& name : args.exclude) {
+    if (name.empty()) fail("--exclude has an empty node name");
+    names.insert(name);
+  }
+  return names;
+}
+
 quant::WeightQuantizeOptions weight_options(const QuantizeArgs& args) {
   if (args.out.empty()) fail("quantize needs --out FILE (the .sfm to write)");
   quant::WeightQuantizeOptions o;
@@ -164,15 +177,16 @@ quant::WeightQuantizeOptions weight_options(const QuantizeArgs& args) {
       fail("--per-channel needs --scheme linear (k-means keeps one codebook per tensor)");
     o.per_channel = args.per_channel;
   }
-  for (const std::string& name : args.exclude) {
-    if (name.empty()) fail("--exclude has an empty node name");
-    o.exclude.insert(name);
-  }
+  o.exclude = excluded_nodes(args);
   return o;
 }
 
+bool sixteen_bit(quant::Encoding encoding) {
+  return encoding == quant::Encoding::f16 || encoding == quant::Encoding::bf16;
+}
+
 std::string scheme_text(const quant::WeightQuantizeOptions& o) {
-  if (o.encoding == quant::Encoding::f16) return "f16";
+  if (sixteen_bit(o.encoding)) return quant::encoding_name(o.encoding);
   return fmt::format("{} {}-bit{}", quant::encoding_name(o.encoding), o.bits,
                      o.per_channel ? " per-channel" : "");
 }
@@ -199,9 +213,9 @@ nlohmann::json report_json(const QuantizeArgs& args, const quant::WeightQuantize
   }
   return {{"model", args.model},
           {"out", args.out},
-          {"mode", "weights"},
+          {"mode", args.mode},
           {"scheme", quant::encoding_name(o.encoding)},
-          {"bits", o.encoding == quant::Encoding::f16 ? quant::kHalfBits : o.bits},
+          {"bits", sixteen_bit(o.encoding) ? quant::kHalfBits : o.bits},
           {"per_channel", o.per_channel},
           {"tensors", std::move(rows)},
           {"fp32_bytes", report.fp32_bytes},
@@ -230,8 +244,15 @@ void print_table(const QuantizeArgs& args, const quant::WeightQuantizeOptions& o
               static_cast<unsigned long long>(file_bytes));
 }
 
-int run_weight_quantization(const QuantizeArgs& args) {
-  const quant::WeightQuantizeOptions options = weight_options(args);
+// --mode weights, and --mode bf16 (`bf16` set), which also marks the model to compute in bf16,
+// the excluded layers in fp32.
+int run_weight_quantization(const QuantizeArgs& args, bool bf16) {
+  const quant::WeightQuantizeOptions options =
+      // Every weight, however small: the products read them as bf16 anyway.
+      bf16 ? quant::WeightQuantizeOptions{.encoding = quant::Encoding::bf16,
+                                          .exclude = excluded_nodes(args),
+                                          .min_elements = 1}
+           : weight_options(args);
   ModelFile model = open_model(args.model, parse_input_shapes(args.input_shapes));
   quant::WeightQuantizeReport report;
   try {
@@ -240,6 +261,14 @@ int run_weight_quantization(const QuantizeArgs& args) {
     fail("{}: {}", args.model, e.what());
   }
   model.metadata["weight_quantization"] = scheme_text(options);
+  // A bf16 model quantized again runs as its new weights say.
+  model.metadata.erase(kPrecisionMetadataKey);
+  model.metadata.erase(kFp32LayersMetadataKey);
+  if (bf16) {
+    model.metadata[kPrecisionMetadataKey] = "bf16";
+    if (!report.excluded_layers.empty())
+      model.metadata[kFp32LayersMetadataKey] = nlohmann::json(report.excluded_layers).dump();
+  }
   save_model(args.out, model);
   const uint64_t file_bytes = std::filesystem::file_size(args.out);
   if (args.json)
@@ -255,15 +284,19 @@ Action add_quantize_command(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "quantize",
       "Make a model smaller and faster: --mode weights (2..8-bit or half-precision weights, "
-      "float compute) or --mode eightbit (the integer graph, optionally calibrated)");
+      "float compute), --mode eightbit (the integer graph, optionally calibrated) or --mode bf16 "
+      "(bf16 weights and compute, fp32 interface)");
   auto args = std::make_shared<QuantizeArgs>();
   cmd->add_option("model", args->model, "Model (.sfm or .onnx)");
-  cmd->add_option("--mode", args->mode, "weights (weights-only, float compute) or eightbit");
+  cmd->add_option("--mode", args->mode,
+                  "weights (weights-only, float compute), eightbit or bf16 (bf16 weights and "
+                  "compute)");
   cmd->add_option("--bits", args->bits, "Bits per weight, 2..8 (default 8)");
   cmd->add_option("--scheme", args->scheme, "linear (default) or kmeans");
   cmd->add_flag("--per-channel", args->per_channel, "One scale per output channel (linear only)");
   cmd->add_flag("--float16", args->float16, "Store weights as IEEE half precision instead");
-  cmd->add_option("--exclude", args->exclude, "Nodes whose weights stay fp32: NODE,...")
+  cmd->add_option("--exclude", args->exclude,
+                  "Nodes whose weights stay fp32 (bf16: and compute in fp32): NODE,...")
       ->delimiter(',');
   cmd->add_option("--out", args->out, "Model file to write (.sfm)");
   cmd->add_flag("--json", args->json, "Print one JSON object");
@@ -285,9 +318,19 @@ Action add_quantize_command(CLI::App& app) {
   return [args]() {
     if (args->model.empty()) fail("quantize needs a MODEL (.sfm or .onnx)");
     if (args->mode == "eightbit") return run_eightbit_quantization(*args);
-    if (args->mode.empty()) fail("quantize needs --mode weights (or eightbit)");
-    if (args->mode != "weights") fail("--mode '{}' is not weights or eightbit", args->mode);
-    return run_weight_quantization(*args);
+    if (args->mode.empty()) fail("quantize needs --mode weights, eightbit or bf16");
+    if (args->mode == "bf16") {
+      if (args->float16 || !args->scheme.empty() || !args->bits.empty() || args->per_channel)
+        fail("--bits, --scheme, --per-channel and --float16 are for --mode weights; bf16 stores "
+             "every weight as a 16-bit bfloat16");
+      if (!args->calib_data.empty() || args->report)
+        fail("--calib-data and --report are for --mode eightbit; bf16 needs no calibration");
+      if (args->out.empty()) fail("quantize needs --out FILE (the .sfm to write)");
+      return run_weight_quantization(*args, true);
+    }
+    if (args->mode != "weights")
+      fail("--mode '{}' is not weights, eightbit or bf16", args->mode);
+    return run_weight_quantization(*args, false);
   };
 }
 

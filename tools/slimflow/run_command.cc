@@ -32,10 +32,7 @@ Action add_run_command(CLI::App& app) {
   add_placement_flags(cmd, *placement);
   return [a, placement]() {
     ModelRunner runner(a->model, parse_input_shapes(a->input_shapes),
-                       SessionOptions{.threads = a->threads,
-                                      .precision = choose_precision(a->precision, "--precision")
-                                                       .precision},
-                       placement.get());
+                       SessionOptions{.threads = a->threads}, a->precision, placement.get());
     const std::vector<DeclaredInput>& inputs = runner.inputs();
     std::vector<Tensor> values(inputs.size());
     std::vector<std::string> files(inputs.size());

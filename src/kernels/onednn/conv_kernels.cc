@@ -4,6 +4,13 @@
 // its fastest (blocked) layouts; activations and weights are reordered into kernel-owned
 // buffers on each call (weights change every training step). On 2 AVX-512 cores the blocked
 // jit kernels beat the plain-NHWC ones by more than the reorders cost, most of all backwards.
+//
+// Under KernelSpec::bf16 (mixed-precision training) each direction reads its two inputs as bf16
+// (rounded by the staging reorders) and writes fp32, accumulating in fp32: the forward output,
+// the input gradient and the filter gradient stay fp32, so fp32 master weights take them as
+// they are. Where oneDNN has no bf16 kernel for a node, it runs in fp32.
+#include <vector>
+
 #include "kernels/onednn/onednn_common.h"
 #include "ops/conv_geometry.h"
 #include "ops/op_names.h"
@@ -63,18 +70,25 @@ struct ConvPds {
   }
 };
 
-ConvPds make_pds(const KernelSpec& spec, ConvDir dir, Layout layout) {
+// The products' inputs are of type `product`; the node's output (the forward output or one of
+// the gradients) is fp32 whatever `product` is.
+ConvPds make_pds(const KernelSpec& spec, ConvDir dir, Layout layout,
+                 dnnl::memory::data_type product) {
   ConvPds p;
   p.s = conv_shapes(spec, dir);
   const Window2D& g = p.s.g;
   const auto f32 = dnnl::memory::data_type::f32;
-  auto act = [&](const Shape& nhwc) {
+  auto act = [&](const Shape& nhwc, dnnl::memory::data_type type) {
     return layout == Layout::Nhwc
-               ? nhwc_desc(nhwc)
-               : dnnl::memory::desc({nhwc[0], nhwc[3], nhwc[1], nhwc[2]}, f32, tag::any);
+               ? with_data_type(nhwc_desc(nhwc), type)
+               : dnnl::memory::desc({nhwc[0], nhwc[3], nhwc[1], nhwc[2]}, type, tag::any);
   };
-  dnnl::memory::desc x = act(p.s.x), y = act(p.s.y);
-  dnnl::memory::desc w(hwio_desc(p.s.w, p.s.groups).dims(), f32, tag::any);
+  auto filter = [&](dnnl::memory::data_type type) {
+    return dnnl::memory::desc(hwio_desc(p.s.w, p.s.groups).dims(), type, tag::any);
+  };
+  // The forward pass (or the backward passes' hint) reads x and w in `product`.
+  const dnnl::memory::desc x = act(p.s.x, product), w = filter(product);
+  const dnnl::memory::desc y = act(p.s.y, dir == ConvDir::Forward ? f32 : product);
   const dnnl::memory::dims strides{g.h.stride, g.w.stride};
   const dnnl::memory::dims dilates{g.h.dilation - 1, g.w.dilation - 1};
   const dnnl::memory::dims pad_l{g.h.pad_before, g.w.pad_before};
@@ -87,26 +101,32 @@ ConvPds make_pds(const KernelSpec& spec, ConvDir dir, Layout layout) {
       attr, engine());
   if (dir == ConvDir::BackpropInput)
     p.bwd_data = dnnl::convolution_backward_data::primitive_desc(
-        dnnl::convolution_backward_data::desc(algo, x, w, y, strides, dilates, pad_l, pad_r), attr,
-        engine(), p.fwd);
+        dnnl::convolution_backward_data::desc(algo, act(p.s.x, f32), w, y, strides, dilates,
+                                              pad_l, pad_r),
+        attr, engine(), p.fwd);
   if (dir == ConvDir::BackpropFilter)
     p.bwd_weights = dnnl::convolution_backward_weights::primitive_desc(
-        dnnl::convolution_backward_weights::desc(algo, x, w, y, strides, dilates, pad_l, pad_r),
+        dnnl::convolution_backward_weights::desc(algo, x, filter(f32), y, strides, dilates,
+                                                 pad_l, pad_r),
         attr, engine(), p.fwd);
   return p;
 }
 
 // The fastest available descriptors: blocked layouts first, plain NHWC when only oneDNN's
-// reference loops handle the blocked ones. nullopt when oneDNN has nothing but those loops.
+// reference loops handle the blocked ones; bf16 products first under spec.bf16. nullopt when
+// oneDNN has nothing but those loops.
 std::optional<ConvPds> best_pds(const KernelSpec& spec, ConvDir dir) {
-  for (Layout layout : {Layout::Any, Layout::Nhwc}) {
-    try {
-      ConvPds p = make_pds(spec, dir, layout);
-      if (!is_reference_impl(p.impl(dir))) return p;
-    } catch (const dnnl::error&) {
-      // This layout has no implementation for the shape; try the next.
+  std::vector<dnnl::memory::data_type> products = {dnnl::memory::data_type::f32};
+  if (spec.bf16) products.insert(products.begin(), dnnl::memory::data_type::bf16);
+  for (dnnl::memory::data_type product : products)
+    for (Layout layout : {Layout::Any, Layout::Nhwc}) {
+      try {
+        ConvPds p = make_pds(spec, dir, layout, product);
+        if (!is_reference_impl(p.impl(dir))) return p;
+      } catch (const dnnl::error&) {
+        // This layout has no implementation for the shape; try the next.
+      }
     }
-  }
   return std::nullopt;
 }
 
@@ -126,6 +146,7 @@ class ConvKernel : public Kernel {
     std::optional<ConvPds> best = best_pds(spec, dir);
     SF_CHECK(best.has_value(), "node '{}': no oneDNN convolution", spec.node.name);
     const ConvPds& p = *best;
+    bf16_ = p.fwd.weights_desc().data_type() == dnnl::memory::data_type::bf16;
     const dnnl::memory::desc x = nhwc_desc(p.s.x), y = nhwc_desc(p.s.y);
     const dnnl::memory::desc w = hwio_desc(p.s.w, p.s.groups);
     switch (dir) {
@@ -169,10 +190,13 @@ class ConvKernel : public Kernel {
     out_->finish();
     stream().wait();
   }
+  // Profiles tell bf16 products from fp32 ones.
+  std::string running_impl() const override { return bf16_ ? "onednn:bf16" : ""; }
 
  private:
   ConvDir dir_;
   bool constant_b_;  // frozen weights: reordered once
+  bool bf16_ = false;
   // Inputs 0 and 1 of the node, and its output.
   std::optional<StagedArg> a_, b_, out_;
   Runner runner_;

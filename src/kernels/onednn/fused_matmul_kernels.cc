@@ -27,14 +27,9 @@ dnnl::matmul::primitive_desc make_typed_pd(const KernelSpec& spec,
 // Under spec.bf16, a bf16 product (inputs rounded to bf16, output fp32) where oneDNN has a
 // kernel for it; fp32 otherwise.
 dnnl::matmul::primitive_desc make_pd(const KernelSpec& spec) {
-  if (spec.bf16) {
-    try {
-      dnnl::matmul::primitive_desc pd = make_typed_pd(spec, dnnl::memory::data_type::bf16);
-      if (!is_reference_impl(pd.impl_info_str())) return pd;
-    } catch (const dnnl::error&) {
-    }
-  }
-  return make_typed_pd(spec, dnnl::memory::data_type::f32);
+  return bf16_or_f32(spec.bf16, [&](dnnl::memory::data_type product) {
+    return make_typed_pd(spec, product);
+  });
 }
 
 class FusedMatMulKernel : public Kernel {

@@ -1,5 +1,7 @@
 // oneDNN MatMul. Transposes are expressed as strides on the plain row-major buffers, so no
-// copies are made.
+// copies are made. Under KernelSpec::bf16 (mixed-precision training: forward and both gradient
+// products are MatMuls) the two inputs are rounded to bf16 into kernel-owned buffers and the
+// product accumulates and writes fp32; BatchMatMul stays fp32.
 #include "kernels/onednn/onednn_common.h"
 #include "ops/op_names.h"
 
@@ -7,13 +9,21 @@ namespace sf::onednn {
 
 namespace {
 
-dnnl::matmul::primitive_desc make_pd(const KernelSpec& spec) {
+dnnl::matmul::primitive_desc make_typed_pd(const KernelSpec& spec,
+                                           dnnl::memory::data_type product) {
   const bool ta = spec.node.attrs.get_bool("transpose_a");
   const bool tb = spec.node.attrs.get_bool("transpose_b");
-  return dnnl::matmul::primitive_desc(dnnl::matmul::desc(matrix_desc(spec.inputs[0].shape, ta),
-                                                         matrix_desc(spec.inputs[1].shape, tb),
-                                                         plain_desc(spec.node.outputs[0].shape)),
-                                      user_scratchpad_attr(), engine());
+  return dnnl::matmul::primitive_desc(
+      dnnl::matmul::desc(with_data_type(matrix_desc(spec.inputs[0].shape, ta), product),
+                         with_data_type(matrix_desc(spec.inputs[1].shape, tb), product),
+                         plain_desc(spec.node.outputs[0].shape)),
+      user_scratchpad_attr(), engine());
+}
+
+dnnl::matmul::primitive_desc make_pd(const KernelSpec& spec) {
+  return bf16_or_f32(spec.bf16, [&](dnnl::memory::data_type product) {
+    return make_typed_pd(spec, product);
+  });
 }
 
 // A batched operand as oneDNN takes it: padded with leading 1s to the output's rank (oneDNN
@@ -47,23 +57,31 @@ class MatMulKernel : public Kernel {
   explicit MatMulKernel(const KernelSpec& spec)
       : MatMulKernel(spec.node.op == op_names::kBatchMatMul ? make_batched_pd(spec)
                                                              : make_pd(spec)) {}
-  explicit MatMulKernel(const dnnl::matmul::primitive_desc& pd) {
-    a_ = dnnl::memory(pd.src_desc(), engine(), DNNL_MEMORY_NONE);
-    b_ = dnnl::memory(pd.weights_desc(), engine(), DNNL_MEMORY_NONE);
+  explicit MatMulKernel(const dnnl::matmul::primitive_desc& pd)
+      : bf16_(pd.src_desc().data_type() == dnnl::memory::data_type::bf16) {
+    // Our f32 inputs, staged (rounded to bf16) only for a bf16 product.
+    const auto f32 = dnnl::memory::data_type::f32;
+    a_.emplace(with_data_type(pd.src_desc(), f32), pd.src_desc(), StagedArg::Direction::In);
+    b_.emplace(with_data_type(pd.weights_desc(), f32), pd.weights_desc(),
+               StagedArg::Direction::In);
     y_ = dnnl::memory(pd.dst_desc(), engine(), DNNL_MEMORY_NONE);
     runner_.init<dnnl::matmul::primitive_desc, dnnl::matmul>(pd);
   }
 
   void compute(KernelContext& ctx) override {
-    a_.set_data_handle(ctx.inputs[0].raw());
-    b_.set_data_handle(ctx.inputs[1].raw());
+    const dnnl::memory& a = a_->bind(ctx.inputs[0].raw());
+    const dnnl::memory& b = b_->bind(ctx.inputs[1].raw());
     y_.set_data_handle(ctx.outputs[0].raw());
-    runner_.run({{DNNL_ARG_SRC, a_}, {DNNL_ARG_WEIGHTS, b_}, {DNNL_ARG_DST, y_}});
+    runner_.run({{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, y_}});
     stream().wait();
   }
+  // Profiles tell a bf16 product from the fp32 one.
+  std::string running_impl() const override { return bf16_ ? "onednn:bf16" : ""; }
 
  private:
-  dnnl::memory a_, b_, y_;
+  bool bf16_;
+  std::optional<StagedArg> a_, b_;
+  dnnl::memory y_;
   Runner runner_;
 };
 

@@ -44,6 +44,21 @@ dnnl::primitive_attr user_scratchpad_attr();
 // True for implementations we would rather not run (oneDNN's naive reference loops).
 bool is_reference_impl(const char* impl_info);
 
+// A bf16 product (`make(bf16)`) when `bf16` asks for one and oneDNN has more than its reference
+// loops for it; `make(f32)` otherwise (a layer's fallback to fp32).
+template <typename Make>
+auto bf16_or_f32(bool bf16, Make make) -> decltype(make(dnnl::memory::data_type::f32)) {
+  if (bf16) {
+    try {
+      auto pd = make(dnnl::memory::data_type::bf16);
+      if (!is_reference_impl(pd.impl_info_str())) return pd;
+    } catch (const dnnl::error&) {
+      // No bf16 kernel for this shape.
+    }
+  }
+  return make(dnnl::memory::data_type::f32);
+}
+
 // Whether oneDNN's u8 x s8 products are exact here: its VNNI kernels (vpdpbusd) are, the others
 // (vpmaddubsw) may saturate pairs of products to int16. The CPU must have VNNI and oneDNN's ISA
 // limit (ONEDNN_MAX_CPU_ISA) must allow it.
