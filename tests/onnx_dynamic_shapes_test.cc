@@ -98,6 +98,40 @@ TEST_F(OnnxDynamicShapesTest, MatchesOnnxRuntimeAtSeveralShapes) {
   }
 }
 
+// The sequence models users bring, as PyTorch exports them: a transformer encoder (batched
+// MatMul, Softmax, decomposed LayerNormalization, Erf GELU) and a 1-D conv + bidirectional GRU,
+// each at two shapes (batch and sequence length) against ONNX Runtime.
+TEST_F(OnnxDynamicShapesTest, SequenceModelsMatchOnnxRuntimeAtTwoShapes) {
+  ASSERT_EQ(run_command("node --version").exit_code, 0)
+      << "node is not installed; scripts/setup.sh installs it and onnxruntime-node";
+  const std::string runner = testing::source_path("bench/ort_runner.js");
+  struct Case {
+    std::string model;
+    std::vector<Shape> shapes;
+  };
+  for (const Case& c : {Case{"encoder", {{1, 12, 16}, {3, 7, 16}}},
+                        Case{"audio", {{1, 8, 20}, {2, 8, 33}}}}) {
+    const std::string model = dir_ + "/" + c.model + ".onnx";
+    ASSERT_TRUE(std::filesystem::exists(model)) << export_log_;
+    for (size_t k = 0; k < c.shapes.size(); ++k) {
+      const std::string tag = c.model + std::to_string(k);
+      const std::string x = dir_ + "/" + tag + ".npy";
+      write_npy(x, testing::random_tensor(c.shapes[k], 60 + static_cast<uint32_t>(k), -2.0f, 2.0f));
+      const CommandResult ort = run_command("node " + runner + " " + model + " " + x + " " + dir_ +
+                                            "/" + tag + "-ort.npy --runs 1 --threads 1");
+      ASSERT_EQ(ort.exit_code, 0) << ort.out;
+      const testing::CliResult ran = testing::run_cli("run --model " + model + " --input x=" + x +
+                                                      " --output-dir " + dir_ + "/" + tag +
+                                                      " --threads 1");
+      ASSERT_EQ(ran.exit_code, 0) << ran.out;
+      EXPECT_LE(max_abs_diff(read_npy(dir_ + "/" + tag + "/y.npy"),
+                             read_npy(dir_ + "/" + tag + "-ort.npy")),
+                1e-4f)
+          << c.model << " at " << shape_str(c.shapes[k]);
+    }
+  }
+}
+
 TEST_F(OnnxDynamicShapesTest, InconsistentInputIsOneLineNamingTheDimension) {
   const std::string x = dir_ + "/bad.npy";
   write_npy(x, testing::random_tensor({1, 4, 8, 8}, 3));

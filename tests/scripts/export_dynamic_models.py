@@ -1,10 +1,18 @@
 """Exports the PyTorch 1.13 models of tests/onnx_dynamic_shapes_test.cc into a folder.
 
-  /usr/bin/python3 tests/scripts/export_dynamic_models.py OUT_DIR
+  /usr/bin/python3 tests/scripts/export_dynamic_models.py OUT_DIR [--encoder LAYERSxWIDTH]
 
 dynamic_cnn.onnx: a conv net whose batch, height and width are symbolic; it flattens with the
 batch read from the input (Shape -> Gather -> Concat -> Reshape) and upsamples to the input's
 own size (Shape -> Slice -> Concat -> Resize), so its shape subgraphs depend on the input.
+
+encoder.onnx: a small transformer encoder (2 layers, width 64 unless --encoder says otherwise,
+4 heads, feed-forward twice the width, GELU, batch-first), the
+ONNX the exporter writes for nn.TransformerEncoder: batched MatMul, Softmax, the decomposed
+LayerNormalization (ReduceMean/Sub/Pow/Sqrt/Div) and Erf-based GELU; batch and sequence length
+symbolic.
+
+audio.onnx: a 1-D conv followed by a bidirectional GRU over time (batch and time symbolic).
 """
 import sys
 
@@ -29,9 +37,43 @@ class DynamicCnn(torch.nn.Module):
         return self.head(flat), mixed
 
 
+class Encoder(torch.nn.Module):
+    def __init__(self, layers, width):
+        super().__init__()
+        self.embed = torch.nn.Linear(16, width)
+        layer = torch.nn.TransformerEncoderLayer(width, 4, dim_feedforward=2 * width, dropout=0.0,
+                                                 activation="gelu", batch_first=True)
+        self.encoder = torch.nn.TransformerEncoder(layer, layers)
+        self.head = torch.nn.Linear(width, 10)
+
+    def forward(self, x):
+        return self.head(self.encoder(self.embed(x)).mean(dim=1))
+
+
+class Audio(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv1d(8, 16, 5, padding=2)
+        self.gru = torch.nn.GRU(16, 32, batch_first=True, bidirectional=True)
+        self.head = torch.nn.Linear(64, 5)
+
+    def forward(self, x):
+        y, _ = self.gru(F.relu(self.conv(x)).transpose(1, 2))
+        return self.head(y[:, -1])
+
+
 def main():
     out = sys.argv[1]
+    layers, width = 2, 64
+    if len(sys.argv) == 4 and sys.argv[2] == "--encoder":
+        layers, width = (int(v) for v in sys.argv[3].split("x"))
     torch.manual_seed(0)
+    torch.onnx.export(Encoder(layers, width).eval(), torch.randn(2, 12, 16), f"{out}/encoder.onnx",
+                      opset_version=14, input_names=["x"], output_names=["y"],
+                      dynamic_axes={"x": {0: "batch", 1: "sequence"}})
+    torch.onnx.export(Audio().eval(), torch.randn(2, 8, 20), f"{out}/audio.onnx",
+                      opset_version=14, input_names=["x"], output_names=["y"],
+                      dynamic_axes={"x": {0: "batch", 2: "time"}})
     model = DynamicCnn().eval()
     x = torch.randn(2, 3, 12, 10)
     torch.onnx.export(
