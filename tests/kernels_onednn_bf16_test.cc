@@ -6,6 +6,7 @@
 
 #include <bit>
 #include <cstring>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
@@ -105,6 +106,30 @@ TEST(OneDnnBf16, Fp32SessionsKeepFp32Products) {
   const auto [y, impl] = run_node(c, random_tensor(c.x, 1), random_tensor(c.w, 2),
                                   random_tensor({c.w.back()}, 3), SessionOptions{});
   EXPECT_EQ(impl.find("bf16"), std::string::npos) << impl;
+}
+
+// A layer kept in fp32 (quantize --mode bf16 --exclude L) stays fp32 in every node a pass split
+// it into (named under it: L/part, L/part_1, ...), and its neighbours still compute in bf16.
+TEST(OneDnnBf16, ExcludedLayerStaysFp32InEveryPart) {
+  if (!cpu_features().avx512_bf16 && !cpu_features().amx_bf16) GTEST_SKIP() << "no bf16 kernels";
+  const Case c{"FusedMatMul", {4, 32}, {32, 32},
+               Attrs{{"transpose_a", false}, {"transpose_b", false}, {"activation", "relu"}}};
+  Graph g;
+  Output in = ops::placeholder(g, DType::f32, c.x);
+  auto layer = [&](Output x, const std::string& name, uint32_t seed) {
+    return g.add(c.op, {x, ops::constant(g, random_tensor(c.w, seed)),
+                        ops::constant(g, random_tensor({c.w.back()}, seed + 1))},
+                 c.attrs, name);
+  };
+  Output y = layer(layer(layer(in, "fc/part", 1), "fc", 3), "fc2", 5);
+  Session session(g, SessionOptions{.precision = Precision::bf16, .fp32_layers = {"fc"}});
+  session.set_profiling(true);
+  session.run({{in, random_tensor(c.x, 7)}}, {y});
+  std::map<std::string, std::string> impl;
+  for (const NodeProfile& p : session.profile()) impl[p.name] = p.impl;
+  EXPECT_EQ(impl.at("fc/part").find("bf16"), std::string::npos) << impl.at("fc/part");
+  EXPECT_EQ(impl.at("fc").find("bf16"), std::string::npos) << impl.at("fc");
+  EXPECT_NE(impl.at("fc2").find("bf16"), std::string::npos) << impl.at("fc2");
 }
 
 // Mixed-precision training: the gradients of a conv and of a matmul (Conv2DBackpropInput and

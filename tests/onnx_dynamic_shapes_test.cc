@@ -211,8 +211,11 @@ TEST_F(OnnxDynamicShapesTest, CApiRunsASymbolicFileAtEveryShape) {
       ASSERT_EQ(sf_model_output(model, k, &y, &y_dims, &y_rank), 0) << sf_last_error();
       const Tensor& want = expected[static_cast<size_t>(k)];
       ASSERT_EQ(Shape(y_dims, y_dims + y_rank), want.shape()) << sf_model_output_name(model, k);
+      // Not bit-equal: each side measures its conv layouts (blocked, NHWC, Winograd) when it
+      // plans, so a busy machine can give the two plans different summation orders.
       for (int64_t e = 0; e < want.numel(); ++e)
-        ASSERT_EQ(y[e], want.data<float>()[e]) << sf_model_output_name(model, k) << " at " << e;
+        ASSERT_NEAR(y[e], want.data<float>()[e], 1e-4f)
+            << sf_model_output_name(model, k) << " at " << e;
     }
   }
   const Shape bad = {1, 4, 8, 8};

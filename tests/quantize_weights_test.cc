@@ -735,6 +735,14 @@ TEST_F(QuantizeCliTest, Bf16HalvesTheFileAndRunsInBf16) {
                                  {Output{loaded.graph.id_of(loaded.outputs[0]), 0}})[0];
   testing::expect_close(want, got, {.rtol = 0.05, .atol = 0.05}, "bf16 vs fp32 model");
 
+  // The integer model of a bf16 file runs as its new graph says: its float leftovers in fp32.
+  const std::string int8 = dir_ + "/bf16-eightbit.sfm";
+  r = run_cli("quantize " + out + " --mode eightbit --out " + int8, false);
+  ASSERT_EQ(r.exit_code, 0) << r.out;
+  const ModelFile requantized = load_model(int8);
+  EXPECT_EQ(requantized.metadata.count("precision"), 0u);
+  EXPECT_EQ(requantized.metadata.count("fp32_layers"), 0u);
+
   const std::string again = " --out " + dir_ + "/q.sfm";
   expect_one_line_error(model_ + " --mode bf16 --bits 8" + again, "are for --mode weights");
   expect_one_line_error(model_ + " --mode bf16 --float16" + again, "are for --mode weights");

@@ -12,6 +12,7 @@
 #include "ops/op_names.h"
 #include "quantize/learned_ranges.h"
 #include "runtime/model_to_run.h"
+#include "runtime/precision.h"
 #include "transforms/image_input.h"
 
 namespace sf {
@@ -174,6 +175,9 @@ EightbitModel quantize_model_eightbit(const ModelFile& float_model, const std::s
   out.inputs = float_model.inputs;
   out.outputs = q.outputs;
   out.metadata = float_model.metadata;
+  // A bf16 model made integer runs as its new graph says (what stays float, in fp32).
+  out.metadata.erase(kPrecisionMetadataKey);
+  out.metadata.erase(kFp32LayersMetadataKey);
   out.metadata["quantization"] = fmt::format("eightbit, {}", result.ranges);
   // Binarized layers stay float (their binary kernels beat int8) and stay stored in 1-2 bits.
   for (const auto& [name, stored] : float_model.stored_weights) {

@@ -19,6 +19,12 @@ namespace sf {
 
 namespace {
 
+bool in_layers(const std::set<std::string>& layers, const std::string& name) {
+  for (size_t end = name.size(); end != std::string::npos && end > 0; end = name.rfind('/', end - 1))
+    if (layers.count(name.substr(0, end))) return true;
+  return false;
+}
+
 bool is_source(const std::string& op) {
   return op == op_names::kPlaceholder || op == op_names::kVariable || op == op_names::kConst;
 }
@@ -155,7 +161,7 @@ Session::Plan& Session::plan_for(const Feeds& feeds, const std::vector<Output>& 
     if (step_of[static_cast<size_t>(id)] < 0) continue;
     const Node& n = g.node(id);
     KernelSpec spec{n, {}};
-    spec.bf16 = options_.precision == Precision::bf16 && !options_.fp32_layers.count(n.name);
+    spec.bf16 = options_.precision == Precision::bf16 && !in_layers(options_.fp32_layers, n.name);
     for (const Output& in : n.inputs) {
       spec.inputs.push_back(g.type(in));
       spec.constant_inputs.push_back(g.node(in.node).op == op_names::kConst);

@@ -32,7 +32,8 @@ struct SessionOptions {
   std::string kernel_impl;  // "" picks the best kernel; "reference" forces reference kernels
   uint64_t seed = 0;        // for dropout masks
   Precision precision = Precision::fp32;
-  // Under bf16: layers (node names) that compute in fp32 all the same.
+  // Under bf16: layers that compute in fp32 all the same: a node named L, and the nodes a pass
+  // split it into (named under it, `L/...`).
   std::set<std::string> fp32_layers;
   // A graph placed on several devices (placement/placer.h) runs each device's part on its
   // own thread with this many OpenMP threads (runtime/partitioned_run.h).
