@@ -232,6 +232,49 @@ std::vector<KernelCase> transpose_cases() {
           {"size1", {f32({1})}, {{"perm", std::vector<int64_t>{0}}}}};
 }
 
+// Gru / Lstm in every direction; GRU with and without linear_before_reset, LSTM with and without
+// initial states and peepholes; weights frozen (rearranged on the first run only) or fed.
+std::vector<KernelCase> recurrent_cases(bool lstm) {
+  struct Form {
+    std::string name, direction;
+    bool option;  // GRU: linear_before_reset; LSTM: peepholes
+    bool states, frozen;
+    int64_t steps, batch;
+  };
+  const std::vector<Form> forms = {
+      {"forward", "forward", false, false, true, 5, 3},
+      {"reverse_option_states", "reverse", true, true, true, 4, 2},
+      {"bidirectional_states_fed", "bidirectional", false, true, false, 3, 3},
+      {"bidirectional_option_one_step", "bidirectional", true, false, true, 1, 1},
+      {"forward_option_fed", "forward", true, false, false, 2, 5}};
+  const int64_t gates = lstm ? 4 : 3, in = 7, hidden = 6;
+  std::vector<KernelCase> cases;
+  for (const Form& f : forms) {
+    const int64_t dirs = f.direction == "bidirectional" ? 2 : 1;
+    const auto weight = [&](Shape shape) {
+      InputSpec s = f32(std::move(shape));
+      s.constant = f.frozen;
+      return s;
+    };
+    const Shape state{dirs, f.batch, hidden};
+    const InputSpec initial = f.states ? f32(state) : f32(state, 0.0, 0.0);
+    KernelCase c{f.name,
+                 {f32({f.steps, f.batch, in}), weight({dirs, gates * hidden, in}),
+                  weight({dirs, gates * hidden, hidden}), weight({dirs, 2 * gates * hidden}),
+                  initial},
+                 {{"direction", f.direction}}};
+    if (lstm) {
+      c.inputs.push_back(initial);
+      c.inputs.push_back(weight({dirs, 3 * hidden}));
+      c.attrs.set("peepholes", f.option);
+    } else {
+      c.attrs.set("linear_before_reset", f.option);
+    }
+    cases.push_back(std::move(c));
+  }
+  return cases;
+}
+
 // ---- the integer ops ---------------------------------------------------------------------------
 
 // Output params for accumulators of `depth` products of the inputs quantized_inputs() draws,
@@ -411,6 +454,9 @@ std::map<std::string, ShapeSet> build_shape_sets() {
     sets[op] = {float_pool_cases(op), close};
   sets["GlobalAvgPool"] = {global_avg_pool_cases(), close};
   sets["Transpose"] = {transpose_cases(), exact};
+  // Gates are sums of ~13 products through sigmoid / tanh; oneDNN sums in float.
+  sets["Gru"] = {recurrent_cases(false), {.rtol = 1e-5, .atol = 1e-5}};
+  sets["Lstm"] = {recurrent_cases(true), {.rtol = 1e-5, .atol = 1e-5}};
   sets["QuantizedConv2D"] = {quantized_conv_cases(false), exact};
   sets["QuantizedConv2DRequantized"] = {quantized_conv_cases(true), {.units = 1}};
   sets["QuantizedMatMul"] = {quantized_matmul_cases(false), exact};
