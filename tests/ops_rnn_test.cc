@@ -16,12 +16,12 @@ TEST(RnnOps, DifferentiatingFailsNamingTheNode) {
   Graph g;
   const int64_t H = 2;
   Output x = ops::placeholder(g, DType::f32, {2, 1, 3});
-  Output gru = g.add(op_names::kGru,
-                     {x, ops::placeholder(g, DType::f32, {1, 3 * H, 3}),
-                      ops::placeholder(g, DType::f32, {1, 3 * H, H}),
-                      ops::placeholder(g, DType::f32, {1, 6 * H}),
-                      ops::placeholder(g, DType::f32, {1, 1, H})},
-                     {}, "encoder_gru");
+  Output gru = g.add(
+      op_names::kGru,
+      {x, ops::placeholder(g, DType::f32, {1, 3 * H, 3}),
+       ops::placeholder(g, DType::f32, {1, 3 * H, H}), ops::placeholder(g, DType::f32, {1, 6 * H}),
+       ops::placeholder(g, DType::f32, {1, 1, H})},
+      {}, "encoder_gru");
   Output loss = ops::reduce_sum(g, gru, {0, 1, 2, 3});
   testing::expect_error([&] { gradients(g, loss, {x}); },
                         "node 'encoder_gru' (Gru): op has no gradient");

@@ -50,8 +50,8 @@ void recurrent(Context& c, bool lstm) {
   const auto input = [&](int i, const char* what, const Shape& want) {
     Value& v = c.in(i);
     if (v.shape != want)
-      c.fail("{} {} must be {} (X {}, hidden_size {}, {} direction(s))", what,
-             shape_str(v.shape), shape_str(want), shape_str(s), hidden, dirs);
+      c.fail("{} {} must be {} (X {}, hidden_size {}, {} direction(s))", what, shape_str(v.shape),
+             shape_str(want), shape_str(s), hidden, dirs);
     return c.plain(v);
   };
   const auto transpose = [&](Output v, std::vector<int64_t> perm, const std::string& what) {
@@ -62,7 +62,8 @@ void recurrent(Context& c, bool lstm) {
   std::vector<Output> inputs{x, input(1, "W", {dirs, gates * hidden, in}),
                              input(2, "R", {dirs, gates * hidden, hidden})};
   const Shape bias{dirs, 2 * gates * hidden};
-  inputs.push_back(c.has_input(3) ? input(3, "B", bias) : c.constant(Tensor(DType::f32, bias), "b"));
+  inputs.push_back(c.has_input(3) ? input(3, "B", bias)
+                                  : c.constant(Tensor(DType::f32, bias), "b"));
   // Initial states; batch-first models give them as [batch, directions, hidden].
   const Shape state = batch_first ? Shape{batch, dirs, hidden} : Shape{dirs, batch, hidden};
   for (int i : lstm ? std::vector<int>{5, 6} : std::vector<int>{5}) {
@@ -84,8 +85,8 @@ void recurrent(Context& c, bool lstm) {
   } else {
     attrs.set("linear_before_reset", c.attr_int("linear_before_reset", 0) != 0);
   }
-  const Output y = c.add(lstm ? op_names::kLstm : op_names::kGru, std::move(inputs),
-                         std::move(attrs));
+  const Output y =
+      c.add(lstm ? op_names::kLstm : op_names::kGru, std::move(inputs), std::move(attrs));
   const auto out = [&](int i) {
     const Output o{y.node, i};
     if (!batch_first) return o;

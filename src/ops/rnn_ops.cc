@@ -31,8 +31,8 @@ std::vector<TensorType> infer_recurrent(const InferContext& ctx, int64_t gates, 
   const int64_t dirs = direction_count(ctx);
   const int64_t steps = x[0], batch = x[1], in = x[2];
   if (w[0] != dirs || w[1] % gates != 0 || w[1] == 0 || w[2] != in)
-    ctx.fail("w {} vs x {}: must be [{}, {} * hidden, {}]", shape_str(w), shape_str(x), dirs,
-             gates, in);
+    ctx.fail("w {} vs x {}: must be [{}, {} * hidden, {}]", shape_str(w), shape_str(x), dirs, gates,
+             in);
   const int64_t hidden = w[1] / gates;
   const auto expect = [&](int i, const Shape& want, const char* what) {
     if (ctx.shape(i) != want)

@@ -76,10 +76,9 @@ void gru(KernelContext& ctx) {
               static_cast<float>(reset[static_cast<size_t>(j)] * h[static_cast<size_t>(j)]);
         }
         for (int64_t j = 0; j < H; ++j) {
-          const double recurrent = linear_before_reset
-                                       ? reset[static_cast<size_t>(j)] *
-                                             rc.recurrent_part(d, 2, j, h.data())
-                                       : rc.recurrent_part(d, 2, j, reset_h.data());
+          const double recurrent = linear_before_reset ? reset[static_cast<size_t>(j)] *
+                                                             rc.recurrent_part(d, 2, j, h.data())
+                                                       : rc.recurrent_part(d, 2, j, reset_h.data());
           const double candidate = std::tanh(rc.input_part(d, t, n, 2, j) + recurrent);
           const double zj = z[static_cast<size_t>(j)];
           next[static_cast<size_t>(j)] =
