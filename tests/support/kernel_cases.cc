@@ -248,7 +248,7 @@ std::vector<KernelCase> recurrent_cases(bool lstm) {
       {"bidirectional_states_fed", "bidirectional", false, true, false, 3, 3},
       {"bidirectional_option_one_step", "bidirectional", true, false, true, 1, 1},
       {"forward_option_fed", "forward", true, false, false, 2, 5},
-      {"bidirectional_large_step", "bidirectional", true, true, true, 2, 8, 160}};
+      {"bidirectional_large_step", "bidirectional", true, true, true, 1, 16, 105}};
   const int64_t gates = lstm ? 4 : 3, in = 7;
   std::vector<KernelCase> cases;
   for (const Form& f : forms) {
