@@ -9,7 +9,7 @@ and each round gives a ratio of medians (> 1: slimflow faster). Outputs are chec
 ONNX Runtime first (max abs difference).
 
     /usr/bin/python3 bench/sequence_models.py [--encoder 4x256] [--sequence 128] [--time 100]
-        [--runs 20] [--rounds 3] [--threads 2] [--json]
+        [--runs 20] [--rounds 3] [--threads 2] [--models encoder,audio] [--json]
 """
 import argparse
 import json
@@ -31,6 +31,8 @@ def main():
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--dir", default="runs/sequence")
     parser.add_argument("--slimflow", default="build/release/slimflow")
+    parser.add_argument("--models", default="encoder,audio",
+                        help="which of encoder, audio (the conv + GRU model) to run")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     out = os.path.join(ROOT, args.dir)
@@ -38,7 +40,11 @@ def main():
     run(["/usr/bin/python3", "tests/scripts/export_dynamic_models.py", out, "--encoder", args.encoder])
     t = str(args.threads)
     rows = []
-    for model, shape in [("encoder", [1, args.sequence, 16]), ("audio", [1, 8, args.time])]:
+    models = [("encoder", [1, args.sequence, 16]), ("audio", [1, 8, args.time])]
+    unknown = set(args.models.split(",")) - {name for name, _ in models}
+    if unknown:
+        parser.error(f"--models: unknown {', '.join(sorted(unknown))} (encoder, audio)")
+    for model, shape in [(m, s) for m, s in models if m in args.models.split(",")]:
         onnx_path = os.path.join(out, f"{model}.onnx")
         x = os.path.join(out, f"{model}-input.npy")
         np.save(x, np.random.RandomState(0).randn(*shape).astype(np.float32))

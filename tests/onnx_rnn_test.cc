@@ -1,4 +1,4 @@
-// GRU and LSTM import (unrolled): linear_before_reset against a GRU written out here, and the
+// GRU and LSTM import: linear_before_reset against a GRU written out here, and the
 // reverse and bidirectional forms against forward runs on the time-reversed sequence (the
 // forward forms are checked by ONNX's node tests in onnx_conformance).
 #include <gtest/gtest.h>

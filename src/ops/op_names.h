@@ -19,6 +19,10 @@ inline constexpr char kConcat[] = "Concat";
 inline constexpr char kSlice[] = "Slice";
 inline constexpr char kCast[] = "Cast";
 
+// rnn_ops.cc
+inline constexpr char kGru[] = "Gru";
+inline constexpr char kLstm[] = "Lstm";
+
 // math_ops.cc
 inline constexpr char kAdd[] = "Add";
 inline constexpr char kSub[] = "Sub";

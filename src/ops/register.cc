@@ -22,6 +22,7 @@ void register_builtin_ops(OpRegistry& registry) {
   register_onnx_quant_ops(registry);
   register_fake_quant_ops(registry);
   register_binary_ops(registry);
+  register_rnn_ops(registry);
 }
 
 OpRegistry& OpRegistry::global() {

@@ -24,5 +24,6 @@ void register_quantized_ops(OpRegistry& registry);  // after nn ops: reuses thei
 void register_onnx_quant_ops(OpRegistry& registry);  // after nn ops: reuses their attributes
 void register_fake_quant_ops(OpRegistry& registry);
 void register_binary_ops(OpRegistry& registry);
+void register_rnn_ops(OpRegistry& registry);
 
 }  // namespace sf

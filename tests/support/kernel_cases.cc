@@ -159,8 +159,8 @@ std::vector<KernelCase> float_conv_cases(const std::string& op) {
 // Batch dimensions equal, broadcast from 1, missing on one side; both transposes.
 std::vector<KernelCase> batch_matmul_cases() {
   auto bmm = [](const char* name, Shape a, Shape b, bool ta, bool tb) {
-    return KernelCase{name, {f32(std::move(a)), f32(std::move(b))},
-                      {{"transpose_a", ta}, {"transpose_b", tb}}};
+    return KernelCase{
+        name, {f32(std::move(a)), f32(std::move(b))}, {{"transpose_a", ta}, {"transpose_b", tb}}};
   };
   return {bmm("rank3", {3, 5, 7}, {3, 7, 4}, false, false),
           bmm("rank3_by_matrix", {2, 40, 12}, {12, 36}, false, false),
@@ -230,6 +230,51 @@ std::vector<KernelCase> transpose_cases() {
           {"matrix", {f32({7, 13})}, {{"perm", std::vector<int64_t>{1, 0}}}},
           {"rank5", {f32({2, 3, 4, 5, 6})}, {{"perm", std::vector<int64_t>{4, 2, 0, 3, 1}}}},
           {"size1", {f32({1})}, {{"perm", std::vector<int64_t>{0}}}}};
+}
+
+// Gru / Lstm in every direction; GRU with and without linear_before_reset, LSTM with and without
+// initial states and peepholes; weights frozen (rearranged on the first run only) or fed; steps
+// small enough for one thread per direction, and one large enough for all threads.
+std::vector<KernelCase> recurrent_cases(bool lstm) {
+  struct Form {
+    std::string name, direction;
+    bool option;  // GRU: linear_before_reset; LSTM: peepholes
+    bool states, frozen;
+    int64_t steps, batch, hidden = 6;
+  };
+  const std::vector<Form> forms = {
+      {"forward", "forward", false, false, true, 5, 3},
+      {"reverse_option_states", "reverse", true, true, true, 4, 2},
+      {"bidirectional_states_fed", "bidirectional", false, true, false, 3, 3},
+      {"bidirectional_option_one_step", "bidirectional", true, false, true, 1, 1},
+      {"forward_option_fed", "forward", true, false, false, 2, 5},
+      {"bidirectional_large_step", "bidirectional", true, true, true, 1, 16, 105}};
+  const int64_t gates = lstm ? 4 : 3, in = 7;
+  std::vector<KernelCase> cases;
+  for (const Form& f : forms) {
+    const int64_t dirs = f.direction == "bidirectional" ? 2 : 1, hidden = f.hidden;
+    const auto weight = [&](Shape shape) {
+      InputSpec s = f32(std::move(shape));
+      s.constant = f.frozen;
+      return s;
+    };
+    const Shape state{dirs, f.batch, hidden};
+    const InputSpec initial = f.states ? f32(state) : f32(state, 0.0, 0.0);
+    KernelCase c{
+        f.name,
+        {f32({f.steps, f.batch, in}), weight({dirs, gates * hidden, in}),
+         weight({dirs, gates * hidden, hidden}), weight({dirs, 2 * gates * hidden}), initial},
+        {{"direction", f.direction}}};
+    if (lstm) {
+      c.inputs.push_back(initial);
+      c.inputs.push_back(weight({dirs, 3 * hidden}));
+      c.attrs.set("peepholes", f.option);
+    } else {
+      c.attrs.set("linear_before_reset", f.option);
+    }
+    cases.push_back(std::move(c));
+  }
+  return cases;
 }
 
 // ---- the integer ops ---------------------------------------------------------------------------
@@ -411,6 +456,9 @@ std::map<std::string, ShapeSet> build_shape_sets() {
     sets[op] = {float_pool_cases(op), close};
   sets["GlobalAvgPool"] = {global_avg_pool_cases(), close};
   sets["Transpose"] = {transpose_cases(), exact};
+  // Gates are sums of ~13 products through sigmoid / tanh; oneDNN sums in float.
+  sets["Gru"] = {recurrent_cases(false), {.rtol = 1e-5, .atol = 1e-5}};
+  sets["Lstm"] = {recurrent_cases(true), {.rtol = 1e-5, .atol = 1e-5}};
   sets["QuantizedConv2D"] = {quantized_conv_cases(false), exact};
   sets["QuantizedConv2DRequantized"] = {quantized_conv_cases(true), {.units = 1}};
   sets["QuantizedMatMul"] = {quantized_matmul_cases(false), exact};

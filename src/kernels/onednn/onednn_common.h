@@ -122,6 +122,7 @@ void register_fused_conv_kernels(KernelRegistry& registry);
 void register_fused_matmul_kernels(KernelRegistry& registry);
 void register_transpose_kernels(KernelRegistry& registry);
 void register_quantized_kernels(KernelRegistry& registry);  // int8 conv / matmul
+void register_rnn_kernels(KernelRegistry& registry);
 
 // oneDNN kernels outrank the reference kernels (priority 0).
 inline constexpr int kPriority = 10;

@@ -22,5 +22,6 @@ void register_reference_quantized_kernels(KernelRegistry& registry);
 void register_reference_onnx_quant_kernels(KernelRegistry& registry);
 void register_reference_fake_quant_kernels(KernelRegistry& registry);
 void register_reference_binary_kernels(KernelRegistry& registry);
+void register_reference_rnn_kernels(KernelRegistry& registry);
 
 }  // namespace sf

@@ -19,6 +19,7 @@ void register_reference_kernels(KernelRegistry& registry) {
   register_reference_onnx_quant_kernels(registry);
   register_reference_fake_quant_kernels(registry);
   register_reference_binary_kernels(registry);
+  register_reference_rnn_kernels(registry);
 }
 
 }  // namespace sf
