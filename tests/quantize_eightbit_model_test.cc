@@ -182,6 +182,15 @@ TEST(EightbitModel, BatchedProductByConstantWeightsIsQuantized) {
   float max_abs = 0.0f;
   for (float v : want) max_abs = std::max(max_abs, std::fabs(v));
   for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 0.05f * max_abs) << i;
+
+  // Made at batch 2, the model still runs at batch 1: the rows' reshapes leave the batch free.
+  Session session(q.model.graph);
+  const Tensor one = testing::random_tensor({1, 3, 8}, 25);
+  EXPECT_EQ(session
+                .run({{Output{q.model.graph.id_of("x"), 0}, one}},
+                     {Output{q.model.graph.id_of("scores"), 0}})[0]
+                .shape(),
+            (Shape{1, 3, 3}));
 }
 
 TEST(EightbitModel, ErrorsNameTheNodeOrTheModel) {

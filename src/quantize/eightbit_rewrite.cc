@@ -325,9 +325,12 @@ class EightbitRewriter {
       y.data = ops::requantize(out_, acc, x.params, ws, y.params, activation,
                                fresh(name + result_suffix));
     }
-    if (batched)
-      y.data =
-          ops::reshape(out_, y.data, src_.type({node.id, 0}).shape, fresh(name + "/quantized"));
+    if (batched) {
+      // The batch stays free, so that the model still runs at other batch sizes.
+      Shape rows_back = src_.type({node.id, 0}).shape;
+      rows_back[0] = -1;
+      y.data = ops::reshape(out_, y.data, rows_back, fresh(name + "/quantized"));
+    }
     produced(node, name, {node.id, 0}, quantized_op, y);
     return true;
   }
