@@ -8,6 +8,11 @@ Batch 1 and 8, --threads threads; the engines take turns for --rounds rounds of 
 and each round gives a ratio of medians (> 1: slimflow faster). Outputs are checked against
 ONNX Runtime first (max abs difference).
 
+Row "encoder-int8": our `quantize --mode eightbit` of the encoder (made at each batch's shape,
+activation ranges at run time), in the same rounds, against ONNX Runtime on the float model.
+ONNX Runtime's int8 of the same model is not measured: our QDQ export needs calibrated ranges,
+and calibration reads images, which the encoder does not take.
+
     /usr/bin/python3 bench/sequence_models.py [--encoder 4x256] [--sequence 128] [--time 100]
         [--runs 20] [--rounds 3] [--threads 2] [--models encoder,audio] [--json]
 """
@@ -54,9 +59,19 @@ def main():
              os.path.join(out, f"{model}-slimflow"), "--threads", t])
         diff = float(np.abs(np.load(os.path.join(out, f"{model}-slimflow", "y.npy")) -
                             np.load(ort_out)).max())
+        int8, int8_diff = model == "encoder", None
         for batch in [1, 8]:
             dims = ",".join(str(d) for d in [batch] + shape[1:])
-            ours, theirs = [], []
+            quantized = os.path.join(out, f"{model}-int8-b{batch}.sfm")
+            if int8:
+                run([args.slimflow, "quantize", onnx_path, "--input-shape", f"x={dims}", "--mode",
+                     "eightbit", "--out", quantized, "--threads", t])
+                if batch == 1:  # the difference at batch 1, as for the float model
+                    run([args.slimflow, "run", "--model", quantized, "--input", f"x={x}",
+                         "--output-dir", os.path.join(out, f"{model}-int8"), "--threads", t])
+                    int8_diff = float(np.abs(np.load(os.path.join(out, f"{model}-int8", "y.npy")) -
+                                             np.load(ort_out)).max())
+            ours, ours_int8, theirs = [], [], []
             for _ in range(args.rounds):
                 theirs.append(last_json(run(["node", "bench/ort_runner.js", onnx_path, x, "",
                                              "--runs", str(args.runs), "--threads", t,
@@ -64,22 +79,29 @@ def main():
                 ours.append(last_json(run([args.slimflow, "bench", "--model", onnx_path,
                                            "--input-shape", f"x={dims}", "--threads", t,
                                            "--runs", str(args.runs), "--json"])))
-            ratios = [o["latency_ms_median"] / s["latency_ms_median"] for s, o in zip(ours, theirs)]
-            rows.append({"model": model, "input": [batch] + shape[1:], "max_abs_diff": diff,
-                         "slimflow_ms": statistics.median(r["latency_ms_median"] for r in ours),
-                         "ort_ms": statistics.median(r["latency_ms_median"] for r in theirs),
-                         "ratio": statistics.median(ratios), "ratio_rounds": ratios,
-                         "omp_wait_policy": ours[-1].get("omp_wait_policy")})
+                if int8:
+                    ours_int8.append(last_json(run([args.slimflow, "bench", "--model", quantized,
+                                                    "--batch", str(batch), "--threads", t,
+                                                    "--runs", str(args.runs), "--json"])))
+            for name, mine, max_diff in [(model, ours, diff)] + (
+                    [(model + "-int8", ours_int8, int8_diff)] if int8 else []):
+                ratios = [o["latency_ms_median"] / s["latency_ms_median"]
+                          for s, o in zip(mine, theirs)]
+                rows.append({"model": name, "input": [batch] + shape[1:], "max_abs_diff": max_diff,
+                             "slimflow_ms": statistics.median(r["latency_ms_median"] for r in mine),
+                             "ort_ms": statistics.median(r["latency_ms_median"] for r in theirs),
+                             "ratio": statistics.median(ratios), "ratio_rounds": ratios,
+                             "omp_wait_policy": mine[-1].get("omp_wait_policy")})
     if args.json:
         print(json.dumps({"rows": rows, "encoder": args.encoder, "cpu_flags": cpu_flags()}))
         return
     print(f"\nencoder {args.encoder}, sequence {args.sequence}; GRU over {args.time} steps; "
           f"{args.threads} threads, {args.rounds} alternating rounds of {args.runs} runs, medians; "
           f"CPU: {cpu_flags()}")
-    print(f"{'model':10}{'input':>16}{'max diff':>10}{'slimflow ms':>13}{'ORT ms':>9}{'ratio':>7}{'rounds':>13}")
+    print(f"{'model':14}{'input':>16}{'max diff':>10}{'slimflow ms':>13}{'ORT ms':>9}{'ratio':>7}{'rounds':>13}")
     for r in rows:
         spread = f"{min(r['ratio_rounds']):.2f}-{max(r['ratio_rounds']):.2f}"
-        print(f"{r['model']:10}{str(r['input']):>16}{r['max_abs_diff']:10.1e}{r['slimflow_ms']:13.2f}"
+        print(f"{r['model']:14}{str(r['input']):>16}{r['max_abs_diff']:10.1e}{r['slimflow_ms']:13.2f}"
               f"{r['ort_ms']:9.2f}{r['ratio']:6.2f}x{spread:>13}")
 
 

@@ -119,8 +119,8 @@ TEST(OnnxExtremumImport, ReduceAxesAttributeAndDefaultKeepDims) {
   EXPECT_EQ(out[1].data<float>()[0], *std::min_element(xv.begin(), xv.end()));
 }
 
-// From opset 18 axes are an optional input. The importer accepts opsets up to 17 so far, so
-// these tests drive the converters directly with an opset-18 context.
+// From opset 18 axes are an optional input. These tests drive the converters directly with an
+// opset-18 context (onnx_opset18_test.cc imports whole opset-18 models).
 struct Opset18 {
   Graph g;
   onnx_import::Context c{g, "opset18.onnx", 18};

@@ -1,18 +1,18 @@
 // The eightbit pipeline (quantize/eightbit_model.h) makes what its steps make one by one, and
 // an NCHW model calibrated on NHWC images that skip its input move gets the ranges it got from
 // permuted images.
-#include "quantize/eightbit_model.h"
-
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 
 #include "codec/sparse_codec.h"
 #include "modelfile/model_file.h"
-
 #include "ops/ops.h"
+#include "quantize/eightbit_model.h"
 #include "runtime/session.h"
 #include "support/mnist.h"
 #include "support/testing.h"
@@ -119,6 +119,78 @@ TEST(EightbitModel, WithoutCalibrationRangesAreFoundAtRunTime) {
   EXPECT_EQ(q.ranges, "activation ranges at run time");
   EXPECT_EQ(q.model.metadata.count("calibration"), 0u);
   EXPECT_FALSE(q.float_ops.empty());  // the input transpose
+}
+
+// x [2,8] -> MatMul "proj" -> ReduceMean/Sub (a normalization) -> Softmax "probs" -> MatMul
+// "out": the first MatMul is quantized and every op left in float is named with its reason.
+TEST(EightbitModel, NamesTheOpsThatStayFloatAndWhy) {
+  ModelFile model;
+  Graph& g = model.graph;
+  const Output x = ops::placeholder(g, DType::f32, {2, 8}, "x");
+  const Output h = ops::matmul(g, x, ops::constant(g, testing::random_tensor({8, 8}, 21), "proj/w"),
+                               false, false, "proj");
+  const Output centered =
+      ops::sub(g, h, ops::reduce_mean(g, h, {1}, true, "norm/mean"), "norm/sub");
+  const Output probs = ops::softmax(g, centered, "probs");
+  ops::matmul(g, probs, ops::constant(g, testing::random_tensor({8, 4}, 22), "out/w"), false, false,
+              "out");
+  model.inputs = {"x"};
+  model.outputs = {"out"};
+  EightbitModelOptions options;
+  options.exclude = {"out"};
+  const EightbitModel q = quantize_model_eightbit(model, "small.sfm", options);
+
+  ASSERT_EQ(q.layers.size(), 1u);
+  EXPECT_EQ(q.layers[0].name, "proj");
+  std::vector<std::string> named;
+  for (const FloatNode& n : q.float_nodes) named.push_back(n.name + " " + n.op + ": " + n.reason);
+  EXPECT_EQ(named, (std::vector<std::string>{
+                       "norm/mean ReduceMean: no integer kernel", "norm/sub Sub: no integer kernel",
+                       "probs Softmax: no integer kernel", "out MatMul: excluded"}));
+  EXPECT_EQ(float_nodes_summary(q.float_nodes),
+            "MatMul x1 (excluded), ReduceMean x1 (no integer kernel), Softmax x1 (no integer "
+            "kernel), Sub x1 (no integer kernel)");
+  EXPECT_EQ(float_nodes_summary({}), "nothing");
+}
+
+// A dense layer on a sequence ([2,3,8] by constant [8,4], a BatchMatMul as ONNX imports it) is
+// quantized on its rows; the product of two activations after it stays float, saying why.
+TEST(EightbitModel, BatchedProductByConstantWeightsIsQuantized) {
+  ModelFile model;
+  Graph& g = model.graph;
+  const Output x = ops::placeholder(g, DType::f32, {2, 3, 8}, "x");
+  const Output dense = ops::batch_matmul(
+      g, x, ops::constant(g, testing::random_tensor({8, 4}, 23), "dense/w"), false, false, "dense");
+  ops::batch_matmul(g, dense, dense, false, true, "scores");
+  model.inputs = {"x"};
+  model.outputs = {"scores"};
+  const EightbitModel q = quantize_model_eightbit(model, "seq.sfm", {});
+
+  ASSERT_EQ(q.layers.size(), 1u);
+  EXPECT_EQ(q.layers[0].name, "dense");
+  ASSERT_EQ(q.float_nodes.size(), 1u);
+  EXPECT_EQ(q.float_nodes[0].name, "scores");
+  EXPECT_EQ(q.float_nodes[0].reason, "its right operand is not constant weights");
+  const Tensor xv = testing::random_tensor({2, 3, 8}, 24);
+  const auto scores = [&](const Graph& graph) {
+    Session session(graph);
+    return testing::values<float>(
+        session.run({{Output{graph.id_of("x"), 0}, xv}}, {Output{graph.id_of("scores"), 0}})[0]);
+  };
+  const std::vector<float> want = scores(model.graph), got = scores(q.model.graph);
+  ASSERT_EQ(got.size(), 2u * 3 * 3);
+  float max_abs = 0.0f;
+  for (float v : want) max_abs = std::max(max_abs, std::fabs(v));
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 0.05f * max_abs) << i;
+
+  // Made at batch 2, the model still runs at batch 1: the rows' reshapes leave the batch free.
+  Session session(q.model.graph);
+  const Tensor one = testing::random_tensor({1, 3, 8}, 25);
+  EXPECT_EQ(session
+                .run({{Output{q.model.graph.id_of("x"), 0}, one}},
+                     {Output{q.model.graph.id_of("scores"), 0}})[0]
+                .shape(),
+            (Shape{1, 3, 3}));
 }
 
 TEST(EightbitModel, ErrorsNameTheNodeOrTheModel) {

@@ -762,6 +762,11 @@ TEST_F(QuantizeCliTest, EightbitWithRunTimeRanges) {
   const json report = json::parse(r.out);
   EXPECT_FALSE(report.at("calibrated").get<bool>());
   EXPECT_EQ(report.at("layers").size(), 4u);  // conv1, conv2, fc1, fc2
+  // What stays float is named with its reason (none of the four layers is among them).
+  for (const json& node : report.at("float_nodes")) {
+    EXPECT_FALSE(node.at("reason").get<std::string>().empty()) << node.dump();
+    for (const json& layer : report.at("layers")) EXPECT_NE(node.at("name"), layer.at("name"));
+  }
   const ModelFile fp32 = load_model(model_);
   const ModelFile q8 = load_model(out);
   int range_nodes = 0;

@@ -249,8 +249,9 @@ ModelFile import_onnx_bytes(const std::string& bytes, const std::string& name,
     fail("{}: not a valid ONNX model (protobuf parse failed)", name);
   check_supported(proto.graph(), name);
   int opset = default_opset(proto, name);
-  if (opset > 17)
-    throw OnnxUnsupported(fmt::format("{}: opset {} is not supported (1 to 17 are)", name, opset));
+  if (opset > kNewestOnnxOpset)
+    throw OnnxUnsupported(
+        fmt::format("{}: opset {} is not supported (1 to {} are)", name, opset, kNewestOnnxOpset));
   if (opset < 9) {
     proto = upgraded(proto, opset, name);
     opset = default_opset(proto, name);

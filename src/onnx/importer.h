@@ -1,4 +1,4 @@
-// Imports ONNX models (float, opsets 9-17; older ones upgraded by the ONNX version converter)
+// Imports ONNX models (float, opsets 9-18; older ones upgraded by the ONNX version converter)
 // into a slimflow inference graph.
 //
 // The model keeps its ONNX interface: inputs are fed in ONNX layout (NCHW images) and outputs
@@ -27,6 +27,9 @@ class OnnxUnsupported : public Error {
  public:
   using Error::Error;
 };
+
+// The newest default-domain opset the importer reads; newer models are refused by name.
+inline constexpr int kNewestOnnxOpset = 18;
 
 struct ImportOptions {
   // Shapes for graph inputs (ONNX layout), overriding the declared ones. Needed when spatial

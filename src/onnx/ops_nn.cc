@@ -2,12 +2,14 @@
 // Resize) and the dense ones (Gemm, MatMul). Image ops take the NHWC form of their input and
 // produce NHWC; ONNX's OIHW filters are permuted to HWIO once, at import. The filter and window
 // attribute helpers are shared with the quantized converters (ops_quant.cc, qdq_fusion.cc).
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <map>
 
 #include "core/limits.h"
 #include "onnx/context.h"
+#include "onnx/shape_args.h"
 #include "ops/op_names.h"
 #include "ops/ops.h"
 
@@ -560,6 +562,27 @@ void matmul(Context& c) {
             Layout::kPlain);
 }
 
+// Opset 18's Resize may give roi/scales/sizes for the axes of its `axes` attribute only; `all`
+// holds the full-rank defaults (per axis one value, or for roi starts then ends), which the
+// given values replace on their axes. Without `axes`, `given` as it is.
+template <typename T>
+std::vector<T> on_all_axes(Context& c, const std::vector<T>& given,
+                           const std::vector<int64_t>& axes, std::vector<T> all, const char* what) {
+  if (axes.empty()) return given;
+  const size_t rank = c.in(0).shape.size();
+  const size_t parts = all.size() / rank;
+  if (given.size() != parts * axes.size())
+    c.fail("{} has {} entries for axes [{}]", what, given.size(), fmt::join(axes, ","));
+  std::vector<bool> seen(rank, false);
+  for (size_t i = 0; i < axes.size(); ++i) {
+    const size_t a = static_cast<size_t>(normalize_axis(c, axes[i], static_cast<int64_t>(rank)));
+    if (seen[a]) c.fail("axes [{}] repeat axis {}", fmt::join(axes, ","), a);
+    seen[a] = true;
+    for (size_t p = 0; p < parts; ++p) all[a + p * rank] = given[i + p * axes.size()];
+  }
+  return all;
+}
+
 void resize(Context& c) {
   Value& x = image_in(c);
   const std::string mode = c.attr_string("mode", "nearest");
@@ -573,9 +596,17 @@ void resize(Context& c) {
   if (ctm != "half_pixel" && ctm != "asymmetric" && ctm != "align_corners" &&
       ctm != "pytorch_half_pixel" && ctm != "tf_half_pixel_for_nn" && ctm != "tf_crop_and_resize")
     c.unsupported("coordinate_transformation_mode '{}' is not supported", ctm);
+  if (c.attr_int("antialias", 0) != 0) c.unsupported("antialias=1 is not supported");
+  const std::string policy = c.attr_string("keep_aspect_ratio_policy", "stretch");
+  if (policy != "stretch")
+    c.unsupported("keep_aspect_ratio_policy '{}' is not supported (only 'stretch' is)", policy);
+  const std::vector<int64_t> axes = c.attr_ints("axes");
   std::vector<double> roi;  // the spatial axes' [starts, ends]
   if (ctm == "tf_crop_and_resize") {
-    const std::vector<float> full = to_floats(c.const_in(1, "roi"));
+    std::vector<float> whole(2 * x.shape.size(), 0.0f);
+    std::fill(whole.begin() + static_cast<std::ptrdiff_t>(x.shape.size()), whole.end(), 1.0f);
+    const std::vector<float> full =
+        on_all_axes(c, to_floats(c.const_in(1, "roi")), axes, whole, "roi");
     if (full.size() != 8) c.fail("roi must have 8 entries for a 4-D input, got {}", full.size());
     roi = {full[2], full[3], full[6], full[7]};
   }
@@ -583,10 +614,12 @@ void resize(Context& c) {
   std::vector<int64_t> sizes;
   std::vector<double> spatial_scales;  // the model's, which the coordinates use (ONNX)
   if (!v10 && c.has_input(sizes_at)) {
-    sizes = to_ints(c.const_in(sizes_at, "sizes"));
+    sizes = on_all_axes(c, to_ints(c.const_in(sizes_at, "sizes")), axes,
+                        std::vector<int64_t>(x.shape.begin(), x.shape.end()), "sizes");
     if (sizes.size() != 4) c.fail("sizes must have 4 entries");
   } else {
-    std::vector<float> scales = to_floats(c.const_in(scales_at, "scales"));
+    std::vector<float> scales = on_all_axes(c, to_floats(c.const_in(scales_at, "scales")), axes,
+                                            std::vector<float>(x.shape.size(), 1.0f), "scales");
     if (scales.size() != 4) c.fail("scales must have 4 entries");
     for (size_t i = 0; i < 4; ++i) {
       const double exact = static_cast<double>(x.shape[i]) * scales[i];

@@ -132,7 +132,8 @@ void gather(Context& c) {
 }
 
 // Split: one Slice per output; sizes from the attribute (opset < 13) or the input read at plan
-// time, else equal parts (the last one smaller when the axis does not divide, as opset 18).
+// time, else equal parts (the last one smaller when the axis does not divide, as opset 18's
+// num_outputs, which must then agree with the node's outputs).
 void split(Context& c) {
   Value& x = c.in(0);
   const int64_t rank = static_cast<int64_t>(x.shape.size());
@@ -144,6 +145,12 @@ void split(Context& c) {
     sizes = to_ints(c.const_in(1, "split"));
   else if (c.opset < 13)
     sizes = c.attr_ints("split");
+  if (c.opset >= 18 && c.attr("num_outputs")) {
+    if (!sizes.empty()) c.fail("has both the split input and num_outputs; ONNX allows one");
+    const int64_t num_outputs = c.attr_int("num_outputs", 0);
+    if (num_outputs != outputs)
+      c.fail("num_outputs is {} but the node has {} outputs", num_outputs, outputs);
+  }
   if (sizes.empty()) {
     const int64_t part = (total + outputs - 1) / outputs;
     for (int64_t i = 0; i < outputs; ++i)
@@ -171,6 +178,24 @@ void slice(Context& c) {
             Layout::kPlain);
 }
 
+// Opset 18's Pad may give pads for the axes of its `axes` input only; the others get none.
+std::vector<int64_t> pads_on_all_axes(Context& c, const std::vector<int64_t>& pads, size_t rank) {
+  std::vector<int64_t> axes = to_ints(c.const_in(3, "axes"));
+  if (pads.size() != 2 * axes.size())
+    c.fail("pads [{}] for axes [{}]: expected two per axis", fmt::join(pads, ","),
+           fmt::join(axes, ","));
+  std::vector<int64_t> all(2 * rank, 0);
+  std::vector<bool> seen(rank, false);
+  for (size_t i = 0; i < axes.size(); ++i) {
+    const size_t a = static_cast<size_t>(normalize_axis(c, axes[i], static_cast<int64_t>(rank)));
+    if (seen[a]) c.fail("axes [{}] repeat axis {}", fmt::join(axes, ","), a);
+    seen[a] = true;
+    all[a] = pads[i];
+    all[a + rank] = pads[i + axes.size()];
+  }
+  return all;
+}
+
 void pad(Context& c) {
   Value& x = c.in(0);
   const std::string mode = c.attr_string("mode", "constant");
@@ -188,6 +213,7 @@ void pad(Context& c) {
     }
   }
   const size_t rank = x.shape.size();
+  if (c.opset >= 18 && c.has_input(3)) pads = pads_on_all_axes(c, pads, rank);
   if (pads.size() != 2 * rank) c.fail("pads [{}] for rank {}", fmt::join(pads, ","), rank);
   const Layout l = layout_of(x);
   if (l == Layout::kNhwc) {

@@ -24,6 +24,8 @@ const std::map<std::string, std::set<int>>& shape_argument_slots() {
       {"Tile", {1}},      {"Slice", {1, 2, 3, 4}}, {"ConstantOfShape", {0}}, {"TopK", {1}},
       {"Split", {1}},     {"ReduceSum", {1}},      {"Range", {0, 1, 2}},     {"OneHot", {1}},
       {"Dropout", {1, 2}}, {"GRU", {4}},         {"LSTM", {4}},
+      // Opset 18 moves the axes of these from an attribute to input 1.
+      {"ReduceMean", {1}}, {"ReduceMax", {1}},     {"ReduceMin", {1}},
   };
   return slots;
 }

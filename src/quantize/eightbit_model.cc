@@ -126,6 +126,19 @@ void store_pruned_weights_sparse(ModelFile& model) {
 
 }  // namespace
 
+std::string float_nodes_summary(const std::vector<FloatNode>& nodes) {
+  std::map<std::pair<std::string, std::string>, int> counts;
+  for (const FloatNode& n : nodes) ++counts[{n.op, n.reason}];
+  std::vector<std::pair<std::pair<std::string, std::string>, int>> sorted(counts.begin(),
+                                                                          counts.end());
+  std::stable_sort(sorted.begin(), sorted.end(),
+                   [](const auto& a, const auto& b) { return a.second > b.second; });
+  std::string out;
+  for (const auto& [key, n] : sorted)
+    out += fmt::format("{}{} x{} ({})", out.empty() ? "" : ", ", key.first, n, key.second);
+  return out.empty() ? "nothing" : out;
+}
+
 EightbitModel quantize_model_eightbit(const ModelFile& float_model, const std::string& name,
                                       const EightbitModelOptions& options) {
   if (options.report && options.calib_data.empty())
@@ -193,6 +206,7 @@ EightbitModel quantize_model_eightbit(const ModelFile& float_model, const std::s
                     range_method_name(options.method));
   result.layers = q.layers;
   result.float_ops = float_ops(q.graph);
+  result.float_nodes = q.float_nodes;
   result.fp32_weight_bytes = const_bytes(graph);
   result.weight_bytes = const_bytes(q.graph);
   store_pruned_weights_sparse(out);

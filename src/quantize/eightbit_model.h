@@ -44,6 +44,7 @@ struct EightbitModel {
   std::string ranges;           // where the activation ranges come from, in words
   int64_t calibration_images = 0;
   std::map<std::string, int> float_ops;  // ops still computing in float, by count
+  std::vector<FloatNode> float_nodes;    // the model's nodes left in float, with why
   int64_t fp32_weight_bytes = 0;         // bytes of Const values before and after
   int64_t weight_bytes = 0;
   EightbitReport report;  // with options.report
@@ -51,6 +52,10 @@ struct EightbitModel {
 
 // Throws sf::Error naming `name` (the model's path) for a model calibration cannot feed, and
 // the errors of the rewrite and calibration (an excluded node that does not exist, bad images).
+// "BatchMatMul x4 (no integer kernel), Softmax x2 (no integer kernel)": the float nodes by op
+// and reason, most frequent first; "nothing" when none.
+std::string float_nodes_summary(const std::vector<FloatNode>& nodes);
+
 EightbitModel quantize_model_eightbit(const ModelFile& float_model, const std::string& name,
                                       const EightbitModelOptions& options);
 

@@ -1,5 +1,7 @@
 #include "quantize/eightbit_rewrite.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -99,7 +101,16 @@ class EightbitRewriter {
     for (const Node& node : src_.nodes()) {
       if (!uses_.needed(node.id) || absorbed_.count(node.id)) continue;
       if (node.op == op_names::kConst) continue;  // copied or quantized when a consumer asks
-      if (options_.exclude.count(node.name) || !rewrite(node)) copy_float(node);
+      if (options_.exclude.count(node.name)) {
+        copy_float(node);
+        stays_float(node, "excluded");
+      } else if (!rewrite(node)) {
+        copy_float(node);
+        if (node.op != op_names::kPlaceholder && !node.outputs.empty() &&
+            node.outputs[0].dtype == DType::f32)
+          stays_float(node, why_float_.empty() ? "no integer kernel" : why_float_);
+      }
+      why_float_.clear();
     }
     EightbitGraph result;
     for (const Output& output : outputs_) {
@@ -108,6 +119,7 @@ class EightbitRewriter {
     }
     result.graph = std::move(out_);
     result.layers = std::move(layers_);
+    result.float_nodes = std::move(float_nodes_);
     return result;
   }
 
@@ -225,6 +237,16 @@ class EightbitRewriter {
     rw_.copy(node, inputs);
   }
 
+  void stays_float(const Node& node, const std::string& reason) {
+    float_nodes_.push_back(FloatNode{node.name, node.op, reason});
+  }
+
+  // false, saying why `node` stays float.
+  bool not_rewritten(std::string reason) {
+    why_float_ = std::move(reason);
+    return false;
+  }
+
   void produced(const Node& node, const std::string& tensor, Output tensor_output,
                 const std::string& quantized_op, U8Form form) {
     u8_[tensor_output] = form;
@@ -237,7 +259,8 @@ class EightbitRewriter {
     if (node.outputs.empty() || node.outputs[0].dtype != DType::f32) return false;
     const std::string& op = node.op;
     if (op == op_names::kFusedConv2D || op == op_names::kConv2D) return rewrite_linear(node, true);
-    if (op == op_names::kFusedMatMul || op == op_names::kMatMul) return rewrite_linear(node, false);
+    if (op == op_names::kFusedMatMul || op == op_names::kMatMul || op == op_names::kBatchMatMul)
+      return rewrite_linear(node, false);
     if (op == op_names::kMaxPool || op == op_names::kAvgPool) return rewrite_pool(node);
     if (op == op_names::kGlobalAvgPool) return rewrite_global_avg_pool(node);
     if (op == op_names::kAdd) return rewrite_add(node);
@@ -246,23 +269,33 @@ class EightbitRewriter {
     return false;
   }
 
+  // A BatchMatMul of activations [..., M, K] by constant weights [K, N] (a dense layer on a
+  // sequence, as ONNX exporters write it) runs as the 2-D product on its rows, between u8
+  // reshapes.
   bool rewrite_linear(const Node& node, bool conv) {
     const bool fused = node.op.rfind("Fused", 0) == 0;
+    const bool batched = node.op == op_names::kBatchMatMul;
     const Tensor* w = const_value(src_, node.inputs[1]);
-    if (!w || w->dtype() != DType::f32 || !is_f32_rank(node.inputs[0], conv ? 4 : 2)) return false;
-    if (w->rank() != (conv ? 4 : 2)) return false;
-    if (fused && !is_f32(node.inputs[2])) return false;
+    if (!w || w->dtype() != DType::f32)
+      return not_rewritten("its right operand is not constant weights");
+    const int rank = conv ? 4 : 2;
+    const auto x_rank = static_cast<int>(src_.type(node.inputs[0]).shape.size());
+    if (!is_f32(node.inputs[0]) || w->rank() != rank || (batched ? x_rank < 2 : x_rank != rank))
+      return not_rewritten(fmt::format("the integer kernel takes {}-D inputs", rank));
+    if (fused && !is_f32(node.inputs[2])) return not_rewritten("the bias is not float");
     // A binarized layer (1-2-bit weights, `train --binarize`) keeps its binary kernels, which
     // beat the int8 ones; a one-row matrix has that form trivially and is quantized as usual.
-    if (w->numel() > w->dim(-1) && quant::signed_levels(*w)) return false;
+    if (w->numel() > w->dim(-1) && quant::signed_levels(*w))
+      return not_rewritten("binarized weights keep their binary kernels");
     Tensor weights = *w;
     if (!conv) {
-      if (node.attrs.get_bool("transpose_a")) return false;
+      if (node.attrs.get_bool("transpose_a")) return not_rewritten("transpose_a is set");
       if (node.attrs.get_bool("transpose_b")) weights = transposed_2d(weights);
     }
     const std::string& name = node.name;
     const Activation activation = activation_of(node);
-    const U8Form x = u8_of(node.inputs[0]);
+    U8Form x = u8_of(node.inputs[0]);
+    if (batched) x.data = ops::reshape(out_, x.data, {-1, weights.dim(0)}, fresh(name + "/rows"));
     SymmetricWeights q = quantize_weights_symmetric(weights, options_.per_channel);
     const Output wq = ops::constant(out_, q.values, fresh(name + "/weights_quantized"));
     const Output ws = ops::constant(out_, q.scales, fresh(name + "/weight_scales"));
@@ -272,6 +305,7 @@ class EightbitRewriter {
     const std::vector<Output> inputs = {x.data, x.params, wq, ws, bias};
     const std::string accumulate = conv ? op_names::kQuantizedConv2D : op_names::kQuantizedMatMul;
     const Attrs attrs = attrs_for(accumulate, node);
+    const std::string result_suffix = batched ? "/quantized_rows" : "/quantized";
     U8Form y;
     std::string quantized_op;
     if (std::optional<TensorRange> range = range_of(name)) {
@@ -281,7 +315,7 @@ class EightbitRewriter {
       a.set("activation", activation_name(activation));
       std::vector<Output> all = inputs;
       all.push_back(y.params);
-      y.data = out_.add(quantized_op, all, a, fresh(name + "/quantized"));
+      y.data = out_.add(quantized_op, all, a, fresh(name + result_suffix));
     } else {
       // Without a calibrated range the output range is measured on each run's accumulators.
       quantized_op = accumulate;
@@ -289,7 +323,13 @@ class EightbitRewriter {
       y.params = ops::requantization_range(out_, acc, x.params, ws, activation,
                                            fresh(name + "/requantization_range"));
       y.data = ops::requantize(out_, acc, x.params, ws, y.params, activation,
-                               fresh(name + "/quantized"));
+                               fresh(name + result_suffix));
+    }
+    if (batched) {
+      // The batch stays free, so that the model still runs at other batch sizes.
+      Shape rows_back = src_.type({node.id, 0}).shape;
+      rows_back[0] = -1;
+      y.data = ops::reshape(out_, y.data, rows_back, fresh(name + "/quantized"));
     }
     produced(node, name, {node.id, 0}, quantized_op, y);
     return true;
@@ -298,7 +338,8 @@ class EightbitRewriter {
   // Pooling follows its input: on a float input it stays float, since quantizing after it
   // converts fewer elements than quantizing before it.
   bool rewrite_pool(const Node& node) {
-    if (!is_f32_rank(node.inputs[0], 4) || !u8_.count(node.inputs[0])) return false;
+    if (!is_f32_rank(node.inputs[0], 4) || !u8_.count(node.inputs[0]))
+      return not_rewritten("input not quantized");
     const U8Form x = u8_of(node.inputs[0]);
     const std::string op = "Quantized" + node.op;
     const Output y = out_.add(op, {x.data}, attrs_for(op, node), fresh(node.name + "/quantized"));
@@ -309,7 +350,8 @@ class EightbitRewriter {
   // [N,H,W,C] -> [N,C] as an average pool over the whole image and a reshape, so that the
   // classifier heads of ResNet-like models stay 8-bit (on a u8 input, as rewrite_pool).
   bool rewrite_global_avg_pool(const Node& node) {
-    if (!is_f32_rank(node.inputs[0], 4) || !u8_.count(node.inputs[0])) return false;
+    if (!is_f32_rank(node.inputs[0], 4) || !u8_.count(node.inputs[0]))
+      return not_rewritten("input not quantized");
     const Shape& in = src_.type(node.inputs[0]).shape;
     if (in[1] <= 0 || in[2] <= 0) return false;
     const U8Form x = u8_of(node.inputs[0]);
@@ -324,13 +366,14 @@ class EightbitRewriter {
 
   bool rewrite_add(const Node& node) {
     const Output a = node.inputs[0], b = node.inputs[1];
-    if (!is_f32(a) || !is_f32(b) || src_.type(a).shape != src_.type(b).shape) return false;
+    if (!is_f32(a) || !is_f32(b) || src_.type(a).shape != src_.type(b).shape)
+      return not_rewritten("inputs of different shapes");
     const Node* act = fusable_activation(uses_, node.id);
     if (act && options_.exclude.count(act->name)) act = nullptr;
     const Node& last = act ? *act : node;
     // Without a calibrated output range there are no out_params to give QuantizedAdd.
     std::optional<TensorRange> range = range_of(last.name);
-    if (!range) return false;
+    if (!range) return not_rewritten("needs a calibrated output range");
     const U8Form qa = u8_of(a), qb = u8_of(b);
     U8Form y;
     y.params = ops::constant(out_, params_for_range(*range), fresh(node.name + "/out_params"));
@@ -345,7 +388,7 @@ class EightbitRewriter {
     for (const Output& in : node.inputs)
       if (!is_f32(in)) return false;
     std::optional<TensorRange> range = range_of(node.name);
-    if (!range) return false;
+    if (!range) return not_rewritten("needs a calibrated output range");
     std::vector<std::pair<Output, Output>> inputs;
     for (const Output& in : node.inputs) {
       const U8Form q = u8_of(in);
@@ -364,7 +407,7 @@ class EightbitRewriter {
   bool pass_u8_through(const Node& node) {
     if (node.inputs.size() != 1) return false;
     auto it = u8_.find(node.inputs[0]);
-    if (it == u8_.end()) return false;
+    if (it == u8_.end()) return not_rewritten("input not quantized");
     const U8Form x = it->second;
     const Output y = out_.add(node.op, {x.data}, node.attrs, fresh(node.name + "/quantized"));
     u8_[{node.id, 0}] = {y, x.params};
@@ -381,6 +424,8 @@ class EightbitRewriter {
   std::set<int> absorbed_;  // activations fused into the node before them
   std::map<Output, U8Form> u8_;
   std::vector<EightbitLayer> layers_;
+  std::vector<FloatNode> float_nodes_;
+  std::string why_float_;  // set by a rewrite that declines its node
 };
 
 }  // namespace

@@ -3,16 +3,17 @@
 //
 //   FusedConv2D / Conv2D     -> QuantizedConv2DRequantized              (calibrated)
 //   FusedMatMul / MatMul        QuantizedConv2D -> RequantizationRange -> Requantize  (not)
-//                               (and the MatMul forms); weights become symmetric i8 Consts
-//                               with f32 scales per tensor or per output channel
+//   BatchMatMul by constant     (and the MatMul forms; a BatchMatMul's rows as one matrix);
+//     [K, N] weights            weights become symmetric i8 Consts with f32 scales per tensor
+//                               or per output channel
 //   MaxPool / AvgPool        -> QuantizedMaxPool / QuantizedAvgPool (the input's params),
 //   GlobalAvgPool               and QuantizedAvgPool + Reshape, when their input is u8
 //   Add (+ a sole Relu/Relu6) -> QuantizedAdd with the activation      (calibrated only)
 //   Concat                   -> QuantizedConcat                       (calibrated only)
 //   Reshape, Flatten, Identity, Transpose, StridedSlice  move u8 data when their input is u8
-//   anything else            stays float, behind a Dequantize; where its result feeds an
-//                            integer op, Quantize follows (params: a calibrated Const, or
-//                            ChooseQParams at run time)
+//   anything else            stays float (listed in float_nodes with why), behind a
+//                            Dequantize; where its result feeds an integer op, Quantize
+//                            follows (params: a calibrated Const, or ChooseQParams at run time)
 //
 // Conversions are made once per tensor, only where a consumer needs the other form, so data
 // stays 8-bit from one integer layer to the next: the result never holds a Dequantize whose
@@ -56,10 +57,20 @@ struct EightbitLayer {
   Output params;             // f32[2] = [scale, zero_point]
 };
 
+// A source node with a float result that the rewrite left in float, and why: "excluded",
+// "no integer kernel", "input not quantized" (ops that follow their input), or what the
+// integer kernel would need (a constant 2-D weight, a calibrated output range, ...).
+struct FloatNode {
+  std::string name;
+  std::string op;
+  std::string reason;
+};
+
 struct EightbitGraph {
   Graph graph;
-  std::vector<std::string> outputs;   // the same names as the source graph's outputs
-  std::vector<EightbitLayer> layers;  // in graph order
+  std::vector<std::string> outputs;    // the same names as the source graph's outputs
+  std::vector<EightbitLayer> layers;   // in graph order
+  std::vector<FloatNode> float_nodes;  // in graph order
 };
 
 // Throws sf::Error naming the node when an excluded or output name does not exist.

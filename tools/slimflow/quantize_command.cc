@@ -56,6 +56,9 @@ void print_eightbit(const QuantizeArgs& args, const EightbitModel& q) {
     nlohmann::json layers = nlohmann::json::array();
     for (const EightbitLayer& l : q.layers)
       layers.push_back({{"name", l.name}, {"op", l.op}, {"quantized_op", l.quantized_op}});
+    nlohmann::json float_nodes = nlohmann::json::array();
+    for (const FloatNode& n : q.float_nodes)
+      float_nodes.push_back({{"name", n.name}, {"op", n.op}, {"reason", n.reason}});
     nlohmann::json errors = nlohmann::json::array();
     for (const LayerError& e : q.report.layers)
       errors.push_back({{"name", e.name}, {"op", e.op}, {"quantized_op", e.quantized_op},
@@ -69,6 +72,7 @@ void print_eightbit(const QuantizeArgs& args, const EightbitModel& q) {
                         {"per_channel", args.per_channel},
                         {"layers", layers},
                         {"float_ops", q.float_ops},
+                        {"float_nodes", float_nodes},
                         {"fp32_weight_bytes", q.fp32_weight_bytes},
                         {"weight_bytes", q.weight_bytes},
                         {"sparse_weights", sparse_tensors},
@@ -79,9 +83,7 @@ void print_eightbit(const QuantizeArgs& args, const EightbitModel& q) {
   }
   std::printf("%zu layers rewritten to 8-bit integer ops (%s weights, %s)\n", q.layers.size(),
               args.per_channel ? "per-channel" : "per-tensor", q.ranges.c_str());
-  std::string rest;
-  for (const auto& [op, n] : q.float_ops) rest += fmt::format(" {} x{}", op, n);
-  std::printf("still float:%s\n", rest.empty() ? " nothing" : rest.c_str());
+  std::printf("still float: %s\n", float_nodes_summary(q.float_nodes).c_str());
   const std::string sparse =
       sparse_tensors == 0 ? std::string()
                           : fmt::format(", {} pruned tensors stored sparse", sparse_tensors);
