@@ -58,7 +58,7 @@ def main():
     half = args.global_batch // 2
     common = ["train", "--overwrite", "--model", "models/deep-mnist.yaml", "--data", "mnist", "--epochs", "1",
               "--train-limit", str(args.limit), "--test-limit", "1000", "--threads", "1",
-              "--json", "--quiet", "--lr-schedule", "constant"]
+              "--json", "--quiet", "--lr-schedule", "constant", "--precision", "fp32"]
     one_cmd = [slimflow] + common + ["--batch", str(args.global_batch), "--out",
                                      os.path.join(ROOT, "runs/bench-dp1")]
     two_cmd = MPIRUN + ["-np", "2", slimflow] + common + [
@@ -155,7 +155,7 @@ def convergence_lines(rows):
 def accuracy_runs(args, slimflow, env):
     """Test accuracy after --accuracy-epochs: one process vs 2 ranks, plain and compressed."""
     common = ["train", "--overwrite", "--model", "models/deep-mnist.yaml", "--data", "mnist", "--epochs",
-              str(args.accuracy_epochs), "--threads", "1", "--json", "--quiet"]
+              str(args.accuracy_epochs), "--threads", "1", "--json", "--quiet", "--precision", "fp32"]
     if args.accuracy_limit:
         common += ["--train-limit", str(args.accuracy_limit)]
     half = str(args.global_batch // 2)

@@ -51,7 +51,8 @@ def main():
         theirs_cmd += ["--limit", str(args.limit)]
     env = {"OPENBLAS_CORETYPE": "Cooperlake", "OPENBLAS_NUM_THREADS": "1"}
 
-    ours = run_json_lines(ours_cmd)
+    # fp32 against PyTorch's fp32 (train's default, auto, is bf16 where the CPU has AMX).
+    ours = run_json_lines(ours_cmd + ["--precision", "fp32"])
     theirs = run_json_lines(theirs_cmd + ["--default-malloc"], env)
     tuned = run_json_lines(theirs_cmd, env)
     if args.bf16:

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "cpu/cpu_features.h"
 #include "support/cli.h"
 #include "support/mnist.h"
 
@@ -114,6 +115,9 @@ TEST(CliTest, JsonEpochLinesAndEval) {
       EXPECT_TRUE(j.contains(key)) << key;
     EXPECT_GE(j["test_accuracy"].get<double>(), 0.0);
     EXPECT_LE(j["test_accuracy"].get<double>(), 1.0);
+    // The default precision is auto: bf16 exactly where the CPU has AMX.
+    EXPECT_EQ(j["precision"], cpu_features().amx_bf16 ? "bf16" : "fp32");
+    EXPECT_EQ(j["precision_reason"].get<std::string>().rfind("auto:", 0), 0u) << j["precision_reason"];
     ++epochs;
   }
   EXPECT_EQ(epochs, 2);

@@ -530,7 +530,7 @@ std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks
                                  .local_fetches = job ? fetched_where_computed
                                                       : std::vector<Output>{}},
                   store);
-  if (options.precision != "fp32")
+  if (precision.precision != Precision::fp32)
     message(fmt::format("precision {} ({})", precision_name(precision.precision),
                         precision.reason));
   Optimizer optimizer(OptimizerConfig{.kind = config.optimizer,

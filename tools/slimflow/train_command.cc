@@ -53,10 +53,13 @@ void add_training_flags(CLI::App* cmd, TrainOptions& options, bool& json_output,
   cmd->add_flag("--binarize-all", options.binarize_all,
                 "With --binarize: binarize the first conv and the last dense layer too");
   cmd->add_option("--kernels", options.kernel_impl, "Force a kernel implementation (reference)");
+  // AMX trains the CNN in bf16 1.5x faster than fp32 to the same accuracy; elsewhere bf16
+  // products are slower than fp32, so auto keeps fp32 there.
+  options.precision = "auto";
   cmd->add_option("--precision", options.precision,
-                  "fp32 (default), bf16 (mixed precision: conv and matmul forward and backward in "
-                  "bf16, fp32 master weights, optimizer state, losses and checkpoints) or auto "
-                  "(bf16 where the CPU has AMX); the epoch JSON says which ran and why")
+                  "auto (default: bf16 where the CPU has AMX, fp32 elsewhere), fp32 or bf16 (mixed "
+                  "precision: conv and matmul forward and backward in bf16, fp32 master weights, "
+                  "optimizer state, losses and checkpoints); the epoch JSON says which ran and why")
       ->check(CLI::IsMember({"fp32", "bf16", "auto"}));
   cmd->add_flag("--json", json_output, "Print one JSON object per epoch on stdout");
   cmd->add_flag("--quiet", quiet, "No progress line");
