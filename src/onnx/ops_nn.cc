@@ -562,27 +562,6 @@ void matmul(Context& c) {
             Layout::kPlain);
 }
 
-// Opset 18's Resize may give roi/scales/sizes for the axes of its `axes` attribute only; `all`
-// holds the full-rank defaults (per axis one value, or for roi starts then ends), which the
-// given values replace on their axes. Without `axes`, `given` as it is.
-template <typename T>
-std::vector<T> on_all_axes(Context& c, const std::vector<T>& given,
-                           const std::vector<int64_t>& axes, std::vector<T> all, const char* what) {
-  if (axes.empty()) return given;
-  const size_t rank = c.in(0).shape.size();
-  const size_t parts = all.size() / rank;
-  if (given.size() != parts * axes.size())
-    c.fail("{} has {} entries for axes [{}]", what, given.size(), fmt::join(axes, ","));
-  std::vector<bool> seen(rank, false);
-  for (size_t i = 0; i < axes.size(); ++i) {
-    const size_t a = static_cast<size_t>(normalize_axis(c, axes[i], static_cast<int64_t>(rank)));
-    if (seen[a]) c.fail("axes [{}] repeat axis {}", fmt::join(axes, ","), a);
-    seen[a] = true;
-    for (size_t p = 0; p < parts; ++p) all[a + p * rank] = given[i + p * axes.size()];
-  }
-  return all;
-}
-
 void resize(Context& c) {
   Value& x = image_in(c);
   const std::string mode = c.attr_string("mode", "nearest");

@@ -178,24 +178,6 @@ void slice(Context& c) {
             Layout::kPlain);
 }
 
-// Opset 18's Pad may give pads for the axes of its `axes` input only; the others get none.
-std::vector<int64_t> pads_on_all_axes(Context& c, const std::vector<int64_t>& pads, size_t rank) {
-  std::vector<int64_t> axes = to_ints(c.const_in(3, "axes"));
-  if (pads.size() != 2 * axes.size())
-    c.fail("pads [{}] for axes [{}]: expected two per axis", fmt::join(pads, ","),
-           fmt::join(axes, ","));
-  std::vector<int64_t> all(2 * rank, 0);
-  std::vector<bool> seen(rank, false);
-  for (size_t i = 0; i < axes.size(); ++i) {
-    const size_t a = static_cast<size_t>(normalize_axis(c, axes[i], static_cast<int64_t>(rank)));
-    if (seen[a]) c.fail("axes [{}] repeat axis {}", fmt::join(axes, ","), a);
-    seen[a] = true;
-    all[a] = pads[i];
-    all[a + rank] = pads[i + axes.size()];
-  }
-  return all;
-}
-
 void pad(Context& c) {
   Value& x = c.in(0);
   const std::string mode = c.attr_string("mode", "constant");
@@ -213,7 +195,10 @@ void pad(Context& c) {
     }
   }
   const size_t rank = x.shape.size();
-  if (c.opset >= 18 && c.has_input(3)) pads = pads_on_all_axes(c, pads, rank);
+  // Opset 18: pads for the axes of the `axes` input only; the others get none.
+  if (c.opset >= 18 && c.has_input(3))
+    pads = on_all_axes(c, pads, to_ints(c.const_in(3, "axes")), std::vector<int64_t>(2 * rank, 0),
+                       "pads");
   if (pads.size() != 2 * rank) c.fail("pads [{}] for rank {}", fmt::join(pads, ","), rank);
   const Layout l = layout_of(x);
   if (l == Layout::kNhwc) {

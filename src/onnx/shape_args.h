@@ -24,4 +24,26 @@ std::vector<int64_t> transpose_perm_of(Context& c, size_t rank);
 // An axis in [0, rank); fails naming the node when out of range.
 int64_t normalize_axis(Context& c, int64_t axis, int64_t rank);
 
+// Opset 18's Resize and Pad may give their per-axis values (Resize's roi/scales/sizes, Pad's
+// pads) for the axes of an `axes` argument only; `all` holds the full-rank defaults (per axis
+// one value, or starts then ends), which the given values replace on their axes. Without
+// `axes`, `given` as it is.
+template <typename T>
+inline std::vector<T> on_all_axes(Context& c, const std::vector<T>& given,
+                           const std::vector<int64_t>& axes, std::vector<T> all, const char* what) {
+  if (axes.empty()) return given;
+  const size_t rank = c.in(0).shape.size();
+  const size_t parts = all.size() / rank;
+  if (given.size() != parts * axes.size())
+    c.fail("{} has {} entries for axes [{}]", what, given.size(), fmt::join(axes, ","));
+  std::vector<bool> seen(rank, false);
+  for (size_t i = 0; i < axes.size(); ++i) {
+    const size_t a = static_cast<size_t>(normalize_axis(c, axes[i], static_cast<int64_t>(rank)));
+    if (seen[a]) c.fail("axes [{}] repeat axis {}", fmt::join(axes, ","), a);
+    seen[a] = true;
+    for (size_t p = 0; p < parts; ++p) all[a + p * rank] = given[i + p * axes.size()];
+  }
+  return all;
+}
+
 }  // namespace sf::onnx_import
