@@ -50,12 +50,12 @@ struct EightbitModel {
   EightbitReport report;  // with options.report
 };
 
-// Throws sf::Error naming `name` (the model's path) for a model calibration cannot feed, and
-// the errors of the rewrite and calibration (an excluded node that does not exist, bad images).
 // "BatchMatMul x4 (no integer kernel), Softmax x2 (no integer kernel)": the float nodes by op
 // and reason, most frequent first; "nothing" when none.
 std::string float_nodes_summary(const std::vector<FloatNode>& nodes);
 
+// Throws sf::Error naming `name` (the model's path) for a model calibration cannot feed, and
+// the errors of the rewrite and calibration (an excluded node that does not exist, bad images).
 EightbitModel quantize_model_eightbit(const ModelFile& float_model, const std::string& name,
                                       const EightbitModelOptions& options);
 
