@@ -1,12 +1,14 @@
 // Algorithm bandwidth of the data-parallel gradient averaging (train/data_parallel.h: buckets
-// of --bucket-mb, each an MPI_Iallreduce) against OpenMPI's own MPI_Allreduce on one contiguous
-// buffer of the same bytes, in one mpirun job; rounds alternate between the two. The gradients
+// of --bucket-mb, each a ring average straight from the gradients: comm/ring_average.h) against
+// OpenMPI's own MPI_Allreduce on one contiguous buffer of the same bytes, in one mpirun job;
+// rounds alternate between the two, and the medians are compared. The gradients
 // are shaped as a network's parameters (Deep-MNIST by default; --resnet18 for ~11.7 M floats).
 // Prints one JSON object from rank 0. bench/data_parallel.py runs it:
-//   mpirun -np 2 build/release/bench/allreduce_bench [--bucket-mb 4] [--rounds 20] [--resnet18]
+//   mpirun -np 2 build/release/bench/allreduce_bench [--bucket-mb 4] [--rounds 40] [--resnet18]
 // --floats N reduces one gradient of N floats instead (bench/scaling_model.py's size sweep).
 #include <mpi.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -19,6 +21,12 @@
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
 
 std::vector<sf::Shape> deep_mnist_gradients() {
   // Backward order: fc2, fc1, conv2, conv1 (bias after weights).
@@ -41,7 +49,7 @@ std::vector<sf::Shape> resnet18_gradients() {
 
 int main(int argc, char** argv) {
   double bucket_mb = 4.0;
-  int rounds = 20;
+  int rounds = 40;
   bool resnet = false;
   int64_t floats = 0;
   for (int i = 1; i < argc; ++i) {
@@ -69,7 +77,7 @@ int main(int argc, char** argv) {
     }
     sf::GradientBuckets buckets(comm, shapes, bucket_mb);
     std::vector<float> flat(static_cast<size_t>(total), 1.0f);
-    double ours = 0.0, plain = 0.0;
+    std::vector<double> ours, plain;
     for (int round = -1; round < rounds; ++round) {  // round -1: warm-up, not timed
       comm.barrier("bench");
       auto start = Clock::now();
@@ -81,8 +89,11 @@ int main(int argc, char** argv) {
       MPI_Allreduce(MPI_IN_PLACE, flat.data(), static_cast<int>(total), MPI_FLOAT, MPI_SUM,
                     MPI_COMM_WORLD);
       const double t_plain = std::chrono::duration<double>(Clock::now() - start).count();
-      if (round >= 0) ours += t_ours, plain += t_plain;
+      if (round >= 0) ours.push_back(t_ours), plain.push_back(t_plain);
     }
+    // Medians: on a shared 2-core machine a round that another process interrupts takes several
+    // times longer, and a mean would report the interruptions.
+    const double t_ours = median(ours), t_plain = median(plain);
     const double bytes = static_cast<double>(total) * sizeof(float);
     if (comm.rank() == 0)
       std::printf(
@@ -90,8 +101,8 @@ int main(int argc, char** argv) {
           "\"buckets\": %lld, \"rounds\": %d, \"ours_seconds\": %.6f, \"mpi_seconds\": %.6f, "
           "\"ours_algbw_gbps\": %.3f, \"mpi_algbw_gbps\": %.3f, \"efficiency\": %.3f}\n",
           floats > 0 ? "one-buffer" : resnet ? "resnet18" : "deep-mnist", comm.size(), bytes, bucket_mb,
-          static_cast<long long>(buckets.buckets()), rounds, ours / rounds, plain / rounds,
-          bytes * 8e-9 / (ours / rounds), bytes * 8e-9 / (plain / rounds), plain / ours);
+          static_cast<long long>(buckets.buckets()), rounds, t_ours, t_plain,
+          bytes * 8e-9 / t_ours, bytes * 8e-9 / t_plain, t_plain / t_ours);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "allreduce_bench: %s\n", e.what());
     return 1;

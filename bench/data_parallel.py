@@ -2,7 +2,9 @@
 """Data-parallel training figures, in one run (docs/SCALING.md explains them):
 
 1. Scaling: `slimflow train` Deep-MNIST, 2 ranks x 1 thread (mpirun) vs 1 rank x 1 thread at the
-   same global batch: images/s ratio, with the 2-rank run's comm_seconds and overlap_fraction.
+   same global batch: images/s ratio, with the 2-rank run's comm_seconds and overlap_fraction;
+   next to the machine's own ceiling: two independent 1-thread processes at half the batch each,
+   run at once with no communication (what 2 ranks would reach if averaging cost nothing).
 2. Against PyTorch 1.13 DistributedDataParallel (gloo), same network, data and global batch,
    2 processes x 1 thread: images/s ratio and peak RSS per process.
 4. With --accuracy-epochs E: test accuracy after E epochs of 1 rank (global batch) vs 2 ranks,
@@ -39,6 +41,19 @@ def run_json_lines(cmd, env=None):
     return [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
 
 
+def run_pair(cmds, env):
+    """Runs the commands at once; their JSON lines, in order."""
+    for cmd in cmds:
+        print("  " + " ".join(cmd) + " &", file=sys.stderr)
+    procs = [subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True)
+             for cmd in cmds]
+    outs = [p.communicate()[0] for p in procs]
+    for cmd, p in zip(cmds, procs):
+        if p.returncode != 0:
+            sys.exit(f"benchmark command failed ({p.returncode}): {' '.join(cmd)}")
+    return [[json.loads(l) for l in out.splitlines() if l.startswith("{")][-1] for out in outs]
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--limit", type=int, default=6400, help="training images per epoch")
@@ -64,6 +79,9 @@ def main():
     two_cmd = MPIRUN + ["-np", "2", slimflow] + common + [
         "--batch", str(half), "--lr-scaling", "none", "--bucket-mb", str(args.bucket_mb),
         "--out", os.path.join(ROOT, "runs/bench-dp2")]
+    pair_cmds = [[slimflow] + common + ["--batch", str(half),
+                                        "--out", os.path.join(ROOT, f"runs/bench-dp-alone{i}")]
+                 for i in (0, 1)]
     ddp_cmd = ["/usr/bin/python3", os.path.join(ROOT, "bench/pytorch_ddp_deep_mnist.py"),
                "--procs", "2", "--threads", "1", "--global-batch", str(args.global_batch),
                "--limit", str(args.limit)]
@@ -79,11 +97,12 @@ def main():
         print(f"CPU: {result['cores']} cores, {result['cpu']}")
         print_accuracy(result)
         return
-    one, two, ddp = [], [], []
+    one, two, ddp, pair = [], [], [], []
     for round_ in range(args.rounds):
         print(f"round {round_ + 1}/{args.rounds}", file=sys.stderr)
         one += run_json_lines(one_cmd, env)
         two += run_json_lines(two_cmd, env)
+        pair.append(sum(r["images_per_sec"] for r in run_pair(pair_cmds, env)))
         ddp += run_json_lines(ddp_cmd, env)
     allreduce = run_json_lines(MPIRUN + ["-np", "2", os.path.join(args.build, "bench/allreduce_bench"),
                                          "--bucket-mb", str(args.bucket_mb)])[0]
@@ -101,6 +120,9 @@ def main():
         "one_rank_images_per_sec": best(one),
         "two_ranks_images_per_sec": best(two),
         "scaling": best(two) / best(one),
+        "ceiling_images_per_sec": max(pair),
+        "ceiling_scaling": max(pair) / best(one),
+        "of_ceiling": best(two) / max(pair),
         "two_ranks_comm_seconds": two_best["comm_seconds"],
         "two_ranks_overlap_fraction": two_best["overlap_fraction"],
         "two_ranks_epoch_seconds": two_best["epoch_seconds"],
@@ -122,6 +144,9 @@ def main():
     print(f"  2 ranks x 1 thread:       {result['two_ranks_images_per_sec']:8.1f} images/s  "
           f"scaling {result['scaling']:.2f}x (goal 1.85)  comm {result['two_ranks_comm_seconds']:.2f} s"
           f"  overlap {result['two_ranks_overlap_fraction']:.2f}")
+    print(f"  ceiling, 2 independent 1-thread processes at batch {half}, no communication: "
+          f"{result['ceiling_images_per_sec']:.1f} images/s = {result['ceiling_scaling']:.2f}x; "
+          f"2 ranks reach {100 * result['of_ceiling']:.0f}% of it")
     print(f"  PyTorch DDP 2 x 1 thread: {result['pytorch_ddp_images_per_sec']:8.1f} images/s  "
           f"slimflow/PyTorch {result['vs_pytorch_ddp']:.2f}x (goal 2)")
     print(f"  peak RSS per process: slimflow {result['two_ranks_peak_rss_mb']:.0f} MB (rank 0), "

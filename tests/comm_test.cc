@@ -71,6 +71,24 @@ TEST(Communicator, HungPeerEndsTheJobAfterTheTimeoutNamingTheRank) {
       << r.out;
 }
 
+TEST(Communicator, RingAverageGivesEveryRankTheSameAverageOnTwoAndThreeRanks) {
+  for (const char* ranks : {"2", "3"}) {
+    auto r = run_shell(std::string("timeout -k 5 60 ") + SLIMFLOW_MPIRUN + " -np " + ranks + " " +
+                       SLIMFLOW_COMM_CHECK + " ring-average");
+    EXPECT_EQ(r.exit_code, 0) << ranks << " ranks\n" << r.out;
+    EXPECT_NE(r.out.find("rank 1 ok"), std::string::npos) << r.out;
+  }
+}
+
+TEST(Communicator, RingAverageWithAHungPeerNamesTheOperationAndTheRank) {
+  auto r = run_scenario("ring-hung-peer", "2");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.out.find("slimflow: error: rank 0: allreduce of gradients (step 3): "),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("from rank 1 got no answer in 2 s"), std::string::npos) << r.out;
+}
+
 TEST(Communicator, KilledPeerEndsTheJobNamingTheRank) {
   auto r = run_scenario("dead-peer");
   EXPECT_NE(r.exit_code, 0);

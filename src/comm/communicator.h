@@ -79,9 +79,10 @@ class Communicator {
 
   // Point-to-point, non-blocking, matched by (peer, tag). The receiver passes a tensor of the
   // dtype and shape it expects; a message of another dtype or shape is an error naming the tag,
-  // the peer and both types. 0 <= tag <= max_tag().
-  CommRequest isend(const Tensor& t, int dest, int tag);
-  CommRequest irecv(Tensor& t, int source, int tag);
+  // the peer and both types. 0 <= tag <= max_tag(). `what`, when given, names the transfer in
+  // errors instead of its tag ("allreduce of gradients (step 12): receive from rank 1 ...").
+  CommRequest isend(const Tensor& t, int dest, int tag, std::string_view what = {});
+  CommRequest irecv(Tensor& t, int source, int tag, std::string_view what = {});
   int max_tag() const;
 
   // True once `request` is complete (and then it is no longer active); drives MPI's progress.

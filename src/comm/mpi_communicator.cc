@@ -253,7 +253,7 @@ void Communicator::barrier(std::string_view what) {
   wait(request);
 }
 
-CommRequest Communicator::isend(const Tensor& t, int dest, int tag) {
+CommRequest Communicator::isend(const Tensor& t, int dest, int tag, std::string_view what) {
   if (dest < 0 || dest >= impl_->size || dest == impl_->rank)
     fail("rank {}: send with tag {}: {} is not another rank of this {}-rank job", impl_->rank, tag,
          dest, impl_->size);
@@ -266,7 +266,8 @@ CommRequest Communicator::isend(const Tensor& t, int dest, int tag) {
   CommRequest request;
   request.state_ = std::make_unique<CommRequest::State>();
   auto& s = *request.state_;
-  s.what = fmt::format("send of tag {} to rank {}", tag, dest);
+  s.what = what.empty() ? fmt::format("send of tag {} to rank {}", tag, dest)
+                        : fmt::format("{}: send to rank {}", what, dest);
   s.header.assign(kHeaderWords, 0);
   s.header[0] = static_cast<int64_t>(t.dtype());
   s.header[1] = t.rank();
@@ -281,7 +282,7 @@ CommRequest Communicator::isend(const Tensor& t, int dest, int tag) {
   return request;
 }
 
-CommRequest Communicator::irecv(Tensor& t, int source, int tag) {
+CommRequest Communicator::irecv(Tensor& t, int source, int tag, std::string_view what) {
   if (source < 0 || source >= impl_->size || source == impl_->rank)
     fail("rank {}: receive with tag {}: {} is not another rank of this {}-rank job", impl_->rank,
          tag, source, impl_->size);
@@ -291,7 +292,8 @@ CommRequest Communicator::irecv(Tensor& t, int source, int tag) {
   CommRequest request;
   request.state_ = std::make_unique<CommRequest::State>();
   auto& s = *request.state_;
-  s.what = fmt::format("receive of tag {} from rank {}", tag, source);
+  s.what = what.empty() ? fmt::format("receive of tag {} from rank {}", tag, source)
+                        : fmt::format("{}: receive from rank {}", what, source);
   s.is_receive = true;
   s.peer = source;
   s.tag = tag;

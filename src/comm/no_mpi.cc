@@ -39,8 +39,8 @@ void Communicator::broadcast(Tensor&, int, std::string_view) {}
 std::vector<uint64_t> Communicator::allgather(uint64_t value, std::string_view) { return {value}; }
 CommRequest Communicator::iallgather(const Tensor&, Tensor&, std::string_view) { return {}; }
 void Communicator::barrier(std::string_view) {}
-CommRequest Communicator::isend(const Tensor&, int, int) { return {}; }
-CommRequest Communicator::irecv(Tensor&, int, int) { return {}; }
+CommRequest Communicator::isend(const Tensor&, int, int, std::string_view) { return {}; }
+CommRequest Communicator::irecv(Tensor&, int, int, std::string_view) { return {}; }
 bool Communicator::test(CommRequest&) { return true; }
 void Communicator::wait(CommRequest&) {}
 void Communicator::wait(CommRequest&, double) {}

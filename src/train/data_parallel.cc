@@ -10,6 +10,15 @@
 
 namespace sf {
 
+namespace {
+
+// Each bucket's ring has its own tag, so rings in flight at once never take each other's
+// messages (tags 11, 12 and 21 are the parameter servers' and the residuals').
+constexpr int kFirstBucketTag = 1000;
+constexpr int kBucketTags = 4096;
+
+}  // namespace
+
 void check_lr_scaling(const std::string& scaling) {
   if (scaling != "linear" && scaling != "sqrt" && scaling != "none")
     fail("train: --lr-scaling must be linear, sqrt or none, got '{}'", scaling);
@@ -57,6 +66,12 @@ void GradientBuckets::build() {
     elements += num_elements(shapes_[i]);
   }
   if (current) current->data = Tensor(DType::f32, {elements});
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    buckets_[b].sources.resize(buckets_[b].members.size());
+    if (compression_.kind == GradCompression::Kind::none)
+      buckets_[b].ring =
+          std::make_unique<RingAverage>(comm_, kFirstBucketTag + static_cast<int>(b) % kBucketTags);
+  }
   if (compression_.kind != GradCompression::Kind::none)
     for (Bucket& b : buckets_) {
       b.residual = Tensor(DType::f32, b.data.shape());
@@ -83,8 +98,14 @@ void GradientBuckets::pack(size_t index, const Tensor& gradient) {
          shape_str(gradient.shape()), shape_str(shapes_[index]));
   if (packed_[index]) return;
   packed_[index] = true;
-  std::memcpy(averaged_[index].raw(), gradient.raw(), gradient.bytes());
   Bucket& bucket = buckets_[bucket_of_[index]];
+  if (compression_.kind == GradCompression::Kind::none) {
+    // The session keeps a fetched gradient's memory untouched until its next run.
+    const auto member = std::find(bucket.members.begin(), bucket.members.end(), index);
+    bucket.sources[static_cast<size_t>(member - bucket.members.begin())] = gradient;
+  } else {
+    std::memcpy(averaged_[index].raw(), gradient.raw(), gradient.bytes());
+  }
   if (--bucket.pending == 0) launch(bucket);
 }
 
@@ -93,8 +114,7 @@ void GradientBuckets::launch(Bucket& bucket) {
   in_flight_ = true;
   const std::string what = fmt::format("gradients (step {})", step_);
   if (compression_.kind == GradCompression::Kind::none) {
-    bucket.request = comm_.iallreduce(bucket.data, ReduceOp::sum, what);
-    stats_.bytes += static_cast<int64_t>(bucket.data.bytes());
+    bucket.ring->start(bucket.sources, bucket.data, "allreduce of " + what);
   } else {
     float* residual = bucket.residual.data<float>();
     const float* gradient = bucket.data.data<float>();
@@ -111,10 +131,14 @@ void GradientBuckets::note_done() { last_done_ = Clock::now(); }
 void GradientBuckets::progress() {
   // Buckets complete in launch order on every rank; testing the oldest drives MPI forward.
   while (next_to_finish_ < buckets_.size() && buckets_[next_to_finish_].launched &&
-         comm_.test(buckets_[next_to_finish_].request)) {
+         done(buckets_[next_to_finish_])) {
     note_done();
     ++next_to_finish_;
   }
+}
+
+bool GradientBuckets::done(Bucket& bucket) {
+  return bucket.ring ? bucket.ring->progress() : comm_.test(bucket.request);
 }
 
 void GradientBuckets::ready(size_t index, const Tensor& gradient) {
@@ -140,9 +164,13 @@ const std::vector<Tensor>& GradientBuckets::finish(const std::vector<Tensor>& gr
   for (size_t i : order_) pack(i, gradients[i]);
   const auto wait_start = Clock::now();
   for (; next_to_finish_ < buckets_.size(); ++next_to_finish_) {
-    comm_.wait(buckets_[next_to_finish_].request);
+    Bucket& bucket = buckets_[next_to_finish_];
+    if (bucket.ring) bucket.ring->wait();
+    else comm_.wait(bucket.request);
     note_done();
   }
+  for (const Bucket& b : buckets_)
+    if (b.ring) stats_.bytes += b.ring->bytes_sent();
   const auto wait_end = Clock::now();
   ++stats_.steps;
   if (in_flight_) {
@@ -150,7 +178,8 @@ const std::vector<Tensor>& GradientBuckets::finish(const std::vector<Tensor>& gr
     stats_.exposed_seconds +=
         std::chrono::duration<double>(wait_end - std::max(wait_start, first_launch_)).count();
   }
-  if (compression_.kind != GradCompression::Kind::none)
+  if (compression_.kind != GradCompression::Kind::none) {
+    const float scale = 1.0f / static_cast<float>(comm_.size());
     for (Bucket& b : buckets_) {
       // Every rank adds the same messages in the same order: the same sum everywhere.
       std::memset(b.data.raw(), 0, b.data.bytes());
@@ -158,11 +187,9 @@ const std::vector<Tensor>& GradientBuckets::finish(const std::vector<Tensor>& gr
       for (int r = 0; r < comm_.size(); ++r)
         add_decoded(compression_, b.gathered.data<uint8_t>() + r * message_bytes, b.data.numel(),
                     b.data.data<float>());
+      float* p = b.data.data<float>();
+      for (int64_t k = 0; k < b.data.numel(); ++k) p[k] *= scale;
     }
-  const float scale = 1.0f / static_cast<float>(comm_.size());
-  for (Bucket& b : buckets_) {
-    float* p = b.data.data<float>();
-    for (int64_t k = 0; k < b.data.numel(); ++k) p[k] *= scale;
   }
   // Ready for the next step.
   for (Bucket& b : buckets_) {

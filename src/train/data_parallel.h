@@ -4,10 +4,12 @@
 // check_replicas).
 //
 // GradientBuckets overlaps the averaging with the backward pass, as PyTorch DDP and Horovod do:
-// the gradients are packed, in the order the backward pass produces them, into buckets of about
-// --bucket-mb; a bucket's MPI_Iallreduce starts as soon as its last gradient is computed (the
-// session reports each fetch as it is produced) while the backward pass goes on, and MPI is
-// driven forward each time another gradient arrives. The first step learns the order and
+// the gradients are grouped, in the order the backward pass produces them, into buckets of about
+// --bucket-mb; a bucket's ring average (comm/ring_average.h, straight from the gradients'
+// memory into the bucket) starts as soon as its last gradient is computed (the session reports
+// each fetch as it is produced) while the backward pass goes on, and the ring is driven forward
+// each time another gradient arrives. With compression the gradients are packed into the bucket
+// and its compressed message allgathered. The first step learns the order and
 // reduces after the backward pass; every rank learns the same order (same graph, same plan), so
 // the ranks start the same reductions in the same order.
 #pragma once
@@ -15,10 +17,12 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "comm/communicator.h"
+#include "comm/ring_average.h"
 #include "core/tensor.h"
 #include "graph/variable_store.h"
 #include "train/grad_compression.h"
@@ -65,9 +69,11 @@ class GradientBuckets {
  private:
   using Clock = std::chrono::steady_clock;
   struct Bucket {
-    Tensor data;                  // f32 [elements]
+    Tensor data;                  // f32 [elements]: the averaged gradients
     std::vector<size_t> members;  // gradient indices
     size_t pending = 0;           // members not packed yet this step
+    std::vector<Tensor> sources;  // uncompressed: this step's gradients, by member
+    std::unique_ptr<RingAverage> ring;  // uncompressed
     Tensor residual;  // compression: what earlier messages left out
     Tensor message;   // compression: this rank's message (u8)
     Tensor gathered;  // compression: every rank's message, by rank (u8)
@@ -78,6 +84,7 @@ class GradientBuckets {
   void pack(size_t index, const Tensor& gradient);
   void launch(Bucket& bucket);
   void progress();
+  bool done(Bucket& bucket);  // drives the bucket's reduction; true once it is complete
   void note_done();
 
   Communicator& comm_;

@@ -7,9 +7,12 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "comm/communicator.h"
+#include "comm/ring_average.h"
 #include "core/error.h"
 #include "graph/variable_store.h"
 #include "train/data_parallel.h"
@@ -102,6 +105,62 @@ void mismatch(Communicator& comm, DType sent, sf::Shape sent_shape) {
   comm.barrier("end");
 }
 
+// Pieces of odd sizes (one empty, some smaller than a chunk, one spanning chunks), filled with
+// small integers so that every sum is exact: each rank must hold the average bit for bit.
+void ring_average(Communicator& comm) {
+  const int n = comm.size(), r = comm.rank();
+  const std::vector<int64_t> sizes = {3, 0, 7, 1, 4099, 13};
+  auto value = [](int rank, int64_t k) { return static_cast<float>((rank * 7 + k) % 11); };
+  // Two rings in flight at once (each bucket has its own tag), driven in turn.
+  std::vector<std::vector<Tensor>> pieces(2);
+  std::vector<Tensor> outs;
+  std::vector<std::unique_ptr<sf::RingAverage>> rings;
+  int64_t total = 0;
+  for (int64_t size : sizes) total += size;
+  for (int ring = 0; ring < 2; ++ring) {
+    int64_t k = 0;
+    for (int64_t size : sizes) {
+      Tensor p(DType::f32, {size});
+      for (int64_t i = 0; i < size; ++i, ++k) p.data<float>()[i] = value(r + ring, k);
+      pieces[static_cast<size_t>(ring)].push_back(p);
+    }
+    outs.emplace_back(DType::f32, sf::Shape{total});
+    rings.push_back(std::make_unique<sf::RingAverage>(comm, 1000 + ring));
+    rings.back()->start(pieces[static_cast<size_t>(ring)], outs.back(), "test ring");
+  }
+  for (bool done = false; !done;) {
+    const bool first = rings[0]->progress();
+    const bool second = rings[1]->progress();
+    done = first && second;
+  }
+  rings[0]->wait();
+  rings[1]->wait();
+  for (int ring = 0; ring < 2; ++ring)
+    for (int64_t k = 0; k < total; ++k) {
+      float sum = 0.0f;
+      for (int q = 0; q < n; ++q) sum += value(q + ring, k);
+      const float average = sum * (1.0f / static_cast<float>(n));
+      expect(outs[static_cast<size_t>(ring)].data<float>()[k] == average,
+             "ring average of element " + std::to_string(k));
+    }
+  expect(n != 2 || rings[0]->bytes_sent() == static_cast<int64_t>(sizeof(float)) * total,
+         "a ring of 2 ranks sends the vector once");
+  // Again on the same rings: they are reusable from step to step.
+  for (int ring = 0; ring < 2; ++ring) {
+    rings[static_cast<size_t>(ring)]->start(pieces[static_cast<size_t>(ring)],
+                                            outs[static_cast<size_t>(ring)], "test ring");
+    rings[static_cast<size_t>(ring)]->wait();
+  }
+  expect(outs[1].data<float>()[total - 1] ==
+             [&] {
+               float sum = 0.0f;
+               for (int q = 0; q < n; ++q) sum += value(q + 1, total - 1);
+               return sum * (1.0f / static_cast<float>(n));
+             }(),
+         "second round");
+  comm.barrier("end");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -133,6 +192,14 @@ int main(int argc, char** argv) {
       if (comm->rank() == comm->size() - 1) raise(SIGSTOP);
       Tensor t(DType::f32, {4});
       comm->allreduce(t, sf::ReduceOp::sum, "gradients");
+    } else if (scenario == "ring-average") {
+      ring_average(*comm);
+    } else if (scenario == "ring-hung-peer") {
+      if (comm->rank() == comm->size() - 1) raise(SIGSTOP);
+      Tensor t(DType::f32, {1000});
+      sf::RingAverage ring(*comm, 1000);
+      ring.start({t}, Tensor(DType::f32, {1000}), "allreduce of gradients (step 3)");
+      ring.wait();
     } else if (scenario == "dead-peer") {
       if (comm->rank() == comm->size() - 1) raise(SIGKILL);
       Tensor t(DType::f32, {4});
