@@ -11,6 +11,7 @@
 #include "modelfile/model_file.h"
 #include "ops/op_names.h"
 #include "ops/ops.h"
+#include "ops/quantized_ops.h"
 #include "support/cli.h"
 #include "support/mnist.h"
 #include "support/testing.h"
@@ -125,6 +126,33 @@ TEST(OpTraits, FlopsAreTwiceTheMultiplyAdds) {
   EXPECT_EQ(flops("fused_mm"), flops("mm"));
   EXPECT_EQ(flops("relu"), 0.0);
   EXPECT_EQ(flops("bias"), 0.0);
+}
+
+// An int8 product does as many multiply-accumulates as its float form (bench/op_rates.py puts
+// the int8 kernels' GOP/s next to the AMX / VNNI ceilings).
+TEST(OpTraits, QuantizedConvAndMatMulCountTheFlopsOfTheirFloatForms) {
+  Graph g;
+  auto input = [&](DType dtype, Shape shape, const std::string& name) {
+    return ops::placeholder(g, dtype, std::move(shape), name);
+  };
+  Output params = input(DType::f32, {2}, "params");
+  Output x = input(DType::u8, {1, 5, 5, 3}, "x");
+  Output w = input(DType::i8, {3, 3, 3, 4}, "w");
+  Output scales4 = input(DType::f32, {4}, "scales4"), bias4 = input(DType::f32, {4}, "bias4");
+  ops::quantized_conv2d(g, {x, params, w, scales4, bias4}, {.padding = "SAME"}, "qconv");
+  ops::quantized_conv2d_requantized(g, {x, params, w, scales4, bias4}, params,
+                                    {.padding = "SAME"}, Activation::Relu, "qconv_rq");
+  Output a = input(DType::u8, {2, 3}, "a");
+  Output b = input(DType::i8, {3, 5}, "b");
+  Output scales5 = input(DType::f32, {5}, "scales5"), bias5 = input(DType::f32, {5}, "bias5");
+  ops::quantized_matmul(g, {a, params, b, scales5, bias5}, "qmm");
+  ops::quantized_matmul_requantized(g, {a, params, b, scales5, bias5}, params, Activation::None,
+                                    "qmm_rq");
+  auto flops = [&](const std::string& name) { return node_flops(g, g.id_of(name)); };
+  EXPECT_EQ(flops("qconv"), 2.0 * (5 * 5 * 4) * (3 * 3 * 3));
+  EXPECT_EQ(flops("qconv_rq"), flops("qconv"));
+  EXPECT_EQ(flops("qmm"), 2.0 * (2 * 5) * 3);
+  EXPECT_EQ(flops("qmm_rq"), flops("qmm"));
 }
 
 // bench --profile reports GFLOP/s = FLOPs / time, so FLOPs = GFLOP/s x ms x 1e6 per node.

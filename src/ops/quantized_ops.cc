@@ -241,15 +241,28 @@ void register_quantized_ops(OpRegistry& r) {
   r.add(OpDef{.name = op_names::kDequantize, .inputs = {"q", "params"}, .infer = infer_dequantize});
   // The i8 weights w / b [.., out]: output channels last, as their per-channel scales.
   const std::vector<WeightInput> weights{{.input = 2, .channel_axis = -1}};
+  // Multiply-accumulates count as 2 OPs, as the float ops count theirs (bench --profile's
+  // GOP/s, the placement log's per-device totals).
+  const auto conv_ops = [](const Node& node, const std::vector<Shape>& inputs) {
+    const Shape& w = inputs[2];  // [kh, kw, in, out]
+    return 2.0 * static_cast<double>(num_elements(node.outputs[0].shape)) *
+           static_cast<double>(w[0] * w[1] * w[2]);
+  };
+  const auto matmul_ops = [](const Node& node, const std::vector<Shape>& inputs) {
+    return 2.0 * static_cast<double>(num_elements(node.outputs[0].shape)) *
+           static_cast<double>(inputs[0].back());
+  };
   r.add(OpDef{.name = op_names::kQuantizedConv2D,
               .inputs = {"x", "x_params", "w", "w_scales", "bias"},
               .attrs = conv_attrs,
               .infer = infer_quantized_conv2d,
-              .weights = weights});
+              .weights = weights,
+              .flops = conv_ops});
   r.add(OpDef{.name = op_names::kQuantizedMatMul,
               .inputs = {"a", "a_params", "b", "b_scales", "bias"},
               .infer = infer_quantized_matmul,
-              .weights = weights});
+              .weights = weights,
+              .flops = matmul_ops});
   r.add(OpDef{.name = op_names::kRequantizationRange,
               .inputs = {"acc", "x_params", "w_scales"},
               .attrs = with_activation({}),
@@ -262,12 +275,14 @@ void register_quantized_ops(OpRegistry& r) {
               .inputs = {"x", "x_params", "w", "w_scales", "bias", "out_params"},
               .attrs = with_activation(conv_attrs),
               .infer = infer_quantized_conv2d_requantized,
-              .weights = weights});
+              .weights = weights,
+              .flops = conv_ops});
   r.add(OpDef{.name = op_names::kQuantizedMatMulRequantized,
               .inputs = {"a", "a_params", "b", "b_scales", "bias", "out_params"},
               .attrs = with_activation({}),
               .infer = infer_quantized_matmul_requantized,
-              .weights = weights});
+              .weights = weights,
+              .flops = matmul_ops});
   r.add(OpDef{.name = op_names::kQuantizedMaxPool,
               .inputs = {"x"},
               .attrs = max_pool_attrs,
