@@ -7,9 +7,11 @@
 
 #include "core/error.h"
 #include "io/image.h"
+#include "io/npy.h"
 #include "ops/ops.h"
 #include "quantize/calibration.h"
 #include "support/mnist.h"
+#include "support/testing.h"
 
 namespace sf {
 namespace {
@@ -207,6 +209,67 @@ void write_idx_u8(const std::string& path, const std::vector<uint32_t>& dims,
   }
   std::fwrite(bytes.data(), 1, bytes.size(), f);
   std::fclose(f);
+}
+
+// Example inputs as .npy (a model whose inputs are not images): each input gets its file, by
+// name or in order, examples along dimension 0, fed as they are.
+TEST(QuantizeCalibrationTest, NpySourceFeedsEachInputItsExamplesAsTheyAre) {
+  const std::string dir = testing::make_temp_dir("calib-npy");
+  Graph g;
+  ops::placeholder(g, DType::f32, {1, 3}, "tokens");
+  ops::placeholder(g, DType::f32, {1, 2, 2}, "mask");
+  Tensor tokens(DType::f32, {5, 3}), mask(DType::f32, {5, 2, 2});
+  for (int64_t i = 0; i < tokens.numel(); ++i) tokens.data<float>()[i] = static_cast<float>(i);
+  for (int64_t i = 0; i < mask.numel(); ++i) mask.data<float>()[i] = -static_cast<float>(i);
+  write_npy(dir + "/tokens.npy", tokens);
+  write_npy(dir + "/mask.npy", mask);
+  const std::vector<std::string> inputs = {"tokens", "mask"};
+  EXPECT_TRUE(names_npy_examples("x.npy"));
+  EXPECT_TRUE(names_npy_examples("a=x.npy,b=y.npy"));
+  EXPECT_FALSE(names_npy_examples("mnist"));
+
+  auto named = open_npy_source("mask=" + dir + "/mask.npy,tokens=" + dir + "/tokens.npy", 0, g,
+                               inputs);
+  ASSERT_EQ(named->size(), 5);
+  const std::vector<Tensor> batch = named->batch(1, 3);
+  ASSERT_EQ(batch.size(), 2u);
+  EXPECT_EQ(batch[0].shape(), (Shape{2, 3}));
+  EXPECT_EQ(batch[0].data<float>()[0], 3.0f);  // example 1 of tokens
+  EXPECT_EQ(batch[1].shape(), (Shape{2, 2, 2}));
+  EXPECT_EQ(batch[1].data<float>()[0], -4.0f);  // example 1 of mask
+  auto in_order = open_npy_source(dir + "/tokens.npy," + dir + "/mask.npy", 2, g, inputs);
+  EXPECT_EQ(in_order->size(), 2);  // --calib-count
+
+  auto message = [&](const std::string& spec) {
+    try {
+      open_npy_source(spec, 0, g, inputs);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  const std::string t = dir + "/tokens.npy", m = dir + "/mask.npy";
+  EXPECT_EQ(message(t), "calibration data '" + t +
+                            "': no .npy file for input 'mask' (give INPUT=FILE.npy for each of: "
+                            "tokens, mask)");
+  EXPECT_EQ(message("nope=" + t), "calibration data 'nope=" + t +
+                                      "': the model has no input 'nope' (inputs: tokens, mask)");
+  EXPECT_EQ(message("tokens=" + t + ",tokens=" + t + ",mask=" + m),
+            "calibration data 'tokens=" + t + ",tokens=" + t + ",mask=" + m +
+                "': input 'tokens' is given twice");
+  EXPECT_EQ(message(m + "," + t), m + ": examples for input 'tokens' must be f32[N,3] (N "
+                                      "examples), the file holds f32[5,2,2]");
+  Tensor fewer(DType::f32, {4, 2, 2});
+  write_npy(dir + "/fewer.npy", fewer);
+  EXPECT_EQ(message(t + "," + dir + "/fewer.npy"),
+            dir + "/fewer.npy: 4 examples, but " + t + " holds 5");
+  Tensor ints(DType::i32, {5, 3});
+  write_npy(dir + "/ints.npy", ints);
+  EXPECT_NE(message(dir + "/ints.npy," + m)
+                .find("must be f32[N,3] (N examples), the file holds i32[5,3]"),
+            std::string::npos);
+  EXPECT_NE(message(dir + "/missing.npy," + m).find(dir + "/missing.npy"), std::string::npos);
+  std::filesystem::remove_all(dir);
 }
 
 TEST(QuantizeCalibrationTest, ImageSourcesScaleAndLayOutLikeTheModel) {

@@ -10,6 +10,7 @@
 #include <filesystem>
 
 #include "codec/sparse_codec.h"
+#include "io/npy.h"
 #include "modelfile/model_file.h"
 #include "ops/ops.h"
 #include "quantize/eightbit_model.h"
@@ -208,7 +209,46 @@ TEST(EightbitModel, ErrorsNameTheNodeOrTheModel) {
   EightbitModelOptions calibrated;
   calibrated.calib_data = "mnist";
   testing::expect_error([&] { quantize_model_eightbit(flat, "flat.sfm", calibrated); },
-                        "flat.sfm: calibration needs an image input, the model's is [1,40]");
+                        "flat.sfm: calibration on images needs an image input, the model's is "
+                        "[1,40] (give example inputs as .npy instead: --calib-data FILE.npy)");
+}
+
+// A model whose input is no image (features [1,40]) calibrates on example inputs in a .npy.
+TEST(EightbitModel, CalibratesOnNpyExamplesOfAModelWithoutImageInput) {
+  const std::string dir = testing::make_temp_dir("eightbit-npy");
+  ModelFile flat;
+  Graph& g = flat.graph;
+  Output x = ops::placeholder(g, DType::f32, {1, 40}, "x");
+  Output w1 = ops::constant(g, testing::random_tensor({40, 16}, 7), "fc1/w");
+  Output h = ops::relu(g, ops::matmul(g, x, w1, false, false, "fc1"), "fc1/relu");
+  Output w2 = ops::constant(g, testing::random_tensor({16, 10}, 8), "fc2/w");
+  ops::matmul(g, h, w2, false, false, "logits");
+  flat.inputs = {"x"};
+  flat.outputs = {"logits"};
+  const Tensor examples = testing::random_tensor({24, 40}, 9);
+  write_npy(dir + "/features.npy", examples);
+  EightbitModelOptions options;
+  options.calib_data = dir + "/features.npy";
+  options.calib_count = 16;
+  const EightbitModel q = quantize_model_eightbit(flat, "flat.sfm", options);
+  EXPECT_TRUE(q.calibrated);
+  EXPECT_EQ(q.calibration_images, 16);
+  EXPECT_EQ(q.model.metadata.at("calibration"),
+            "16 examples from " + dir + "/features.npy, minmax");
+  EXPECT_EQ(q.layers.size(), 2u);
+  // The calibrated integer model computes what the float one does, within 8-bit error.
+  Tensor one(DType::f32, {1, 40});
+  std::memcpy(one.raw(), examples.raw(), one.bytes());
+  const auto logits = [&](const Graph& graph) {
+    Session session(graph);
+    return testing::values<float>(session.run({{Output{graph.id_of("x"), 0}, one}},
+                                              {Output{graph.id_of("logits"), 0}})[0]);
+  };
+  const std::vector<float> want = logits(flat.graph), got = logits(q.model.graph);
+  float max_abs = 0.0f;
+  for (float v : want) max_abs = std::max(max_abs, std::fabs(v));
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 0.05f * max_abs) << i;
+  std::filesystem::remove_all(dir);
 }
 
 // x [1,256] -> dense 256x512 with 90% of its weights pruned -> logits.

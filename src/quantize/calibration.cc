@@ -1,5 +1,7 @@
 #include "quantize/calibration.h"
 
+#include <fmt/ranges.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -10,6 +12,7 @@
 #include "io/dataset.h"
 #include "io/idx.h"
 #include "io/image.h"
+#include "io/npy.h"
 #include "ops/op_names.h"
 #include "runtime/session.h"
 
@@ -339,6 +342,68 @@ std::vector<Tensor> TensorSource::batch(int64_t begin, int64_t end) {
   std::vector<Tensor> out;
   for (const Tensor& t : inputs_) out.push_back(slice_examples(t, begin, end));
   return out;
+}
+
+bool names_npy_examples(const std::string& spec) {
+  return spec.find('=') != std::string::npos ||
+         (spec.size() > 4 && spec.compare(spec.size() - 4, 4, ".npy") == 0);
+}
+
+std::unique_ptr<CalibrationSource> open_npy_source(const std::string& spec, int64_t count,
+                                                   const Graph& graph,
+                                                   const std::vector<std::string>& inputs) {
+  std::vector<std::string> files(inputs.size());
+  size_t unnamed = 0;
+  for (size_t begin = 0; begin <= spec.size();) {
+    size_t end = spec.find(',', begin);
+    if (end == std::string::npos) end = spec.size();
+    const std::string item = spec.substr(begin, end - begin);
+    begin = end + 1;
+    if (item.empty()) fail("calibration data '{}': an empty entry", spec);
+    const size_t eq = item.find('=');
+    size_t index = unnamed;
+    if (eq == std::string::npos) {
+      ++unnamed;
+      if (index >= inputs.size())
+        fail("calibration data '{}': {} files for a model of {} input(s)", spec, unnamed,
+             inputs.size());
+    } else {
+      const std::string name = item.substr(0, eq);
+      const auto it = std::find(inputs.begin(), inputs.end(), name);
+      if (it == inputs.end())
+        fail("calibration data '{}': the model has no input '{}' (inputs: {})", spec, name,
+             fmt::join(inputs, ", "));
+      index = static_cast<size_t>(it - inputs.begin());
+    }
+    if (!files[index].empty())
+      fail("calibration data '{}': input '{}' is given twice", spec, inputs[index]);
+    files[index] = eq == std::string::npos ? item : item.substr(eq + 1);
+  }
+  std::vector<Tensor> examples;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (files[i].empty())
+      fail("calibration data '{}': no .npy file for input '{}' (give INPUT=FILE.npy for each "
+           "of: {})",
+           spec, inputs[i], fmt::join(inputs, ", "));
+    const TensorType& want = graph.node(graph.id_of(inputs[i])).outputs[0];
+    Tensor t = read_npy(files[i]);
+    Shape past_first = want.shape;
+    if (!past_first.empty()) past_first.erase(past_first.begin());
+    Shape got_past_first = t.shape();
+    if (!got_past_first.empty()) got_past_first.erase(got_past_first.begin());
+    if (t.dtype() != want.dtype || t.rank() != static_cast<int>(want.shape.size()) ||
+        got_past_first != past_first)
+      fail("{}: examples for input '{}' must be {}[N{}{}] (N examples), the file holds {}{}",
+           files[i], inputs[i], dtype_name(want.dtype), past_first.empty() ? "" : ",",
+           fmt::join(past_first, ","), dtype_name(t.dtype()), shape_str(t.shape()));
+    if (!examples.empty() && t.dim(0) != examples[0].dim(0))
+      fail("{}: {} examples, but {} holds {}", files[i], t.dim(0), files[0], examples[0].dim(0));
+    if (t.dim(0) == 0) fail("{}: no examples (dimension 0 is 0)", files[i]);
+    examples.push_back(std::move(t));
+  }
+  if (count > 0 && count < examples[0].dim(0))
+    for (Tensor& t : examples) t = slice_examples(t, 0, count);
+  return std::make_unique<TensorSource>(std::move(examples));
 }
 
 std::unique_ptr<CalibrationSource> open_image_source(const std::string& spec, int64_t count,

@@ -120,6 +120,21 @@ struct ImageInputSpec {
 std::unique_ptr<CalibrationSource> open_image_source(const std::string& spec, int64_t count,
                                                      const ImageInputSpec& input);
 
+// Whether a --calib-data spec names .npy examples ("FILE.npy", "INPUT=FILE.npy,...") rather
+// than images.
+bool names_npy_examples(const std::string& spec);
+
+// Calibration examples from .npy files, fed to the model's inputs as they are (the model's own
+// layout and scaling, no image preprocessing; for models whose inputs are not images, such as
+// a sequence of embeddings): "FILE.npy" for a one-input model, or "INPUT=FILE.npy,..." naming
+// each input of `inputs` (placeholders of `graph`); files without a name go to the inputs in
+// order. Examples lie along dimension 0: each file has its input's dtype and rank, and its
+// input's shape past dimension 0, and every file holds as many examples. At most `count`
+// examples (all when count <= 0). Throws sf::Error naming the file and the input.
+std::unique_ptr<CalibrationSource> open_npy_source(const std::string& spec, int64_t count,
+                                                   const Graph& graph,
+                                                   const std::vector<std::string>& inputs);
+
 struct CalibrationOptions {
   RangeOptions range;
   int64_t batch_size = 32;

@@ -158,17 +158,24 @@ EightbitModel quantize_model_eightbit(const ModelFile& float_model, const std::s
     // First, so that a bad exclude list fails before any image is read.
     const std::vector<std::string> wanted = eightbit_range_tensors(graph, rewrite);
     const Shape& in = graph.node(graph.id_of(float_model.inputs.at(0))).outputs[0].shape;
-    const Shape hwc = image_input_hwc(float_model);
-    if (hwc.empty())
-      fail("{}: calibration needs an image input, the model's is {}", name, shape_str(in));
-    fed = take_images(float_model);
-    ImageInputSpec spec{.height = hwc[0],
-                        .width = hwc[1],
-                        .channels = hwc[2],
-                        .mean = options.input_mean,
-                        .std = options.input_std,
-                        .nchw = fed->nchw};
-    source = open_image_source(options.calib_data, options.calib_count, spec);
+    if (names_npy_examples(options.calib_data)) {
+      fed = FedGraph{graph, float_model.inputs, float_model.inputs.at(0)};
+      source = open_npy_source(options.calib_data, options.calib_count, graph, float_model.inputs);
+    } else {
+      const Shape hwc = image_input_hwc(float_model);
+      if (hwc.empty())
+        fail("{}: calibration on images needs an image input, the model's is {} (give example "
+             "inputs as .npy instead: --calib-data FILE.npy)",
+             name, shape_str(in));
+      fed = take_images(float_model);
+      ImageInputSpec spec{.height = hwc[0],
+                          .width = hwc[1],
+                          .channels = hwc[2],
+                          .mean = options.input_mean,
+                          .std = options.input_std,
+                          .nchw = fed->nchw};
+      source = open_image_source(options.calib_data, options.calib_count, spec);
+    }
     // A graph built for one batch size (ONNX Reshape to [1, N]) calibrates one image at a time.
     if (in[0] == 1) co.batch_size = 1;
     if (options.on_calibrating) options.on_calibrating(source->size());
@@ -202,8 +209,9 @@ EightbitModel quantize_model_eightbit(const ModelFile& float_model, const std::s
   }
   if (result.calibrated)
     out.metadata["calibration"] =
-        fmt::format("{} images from {}, {}", result.calibration_images, options.calib_data,
-                    range_method_name(options.method));
+        fmt::format("{} {} from {}, {}", result.calibration_images,
+                    names_npy_examples(options.calib_data) ? "examples" : "images",
+                    options.calib_data, range_method_name(options.method));
   result.layers = q.layers;
   result.float_ops = float_ops(q.graph);
   result.float_nodes = q.float_nodes;

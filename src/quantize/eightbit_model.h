@@ -24,7 +24,9 @@ namespace sf {
 struct EightbitModelOptions {
   bool per_channel = false;
   std::set<std::string> exclude;  // nodes kept in float (the rewrite rejects unknown names)
-  std::string calib_data;         // images as open_image_source takes them; empty: no calibration
+  // Images as open_image_source takes them, or .npy examples as open_npy_source takes them
+  // (names_npy_examples); empty: no calibration.
+  std::string calib_data;
   int64_t calib_count = 1000;
   RangeMethod method = RangeMethod::minmax;
   float input_mean = 0.0f;  // calibration images are fed as (pixel - mean) / std

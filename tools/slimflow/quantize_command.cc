@@ -92,8 +92,9 @@ void print_eightbit(const QuantizeArgs& args, const EightbitModel& q) {
               static_cast<double>(q.weight_bytes) / 1024, args.out.c_str(),
               static_cast<double>(file_bytes) / 1024, sparse.c_str());
   if (args.report) {
-    std::printf("\nper-layer error on %lld calibration images (worst first)\n",
-                static_cast<long long>(q.calibration_images));
+    std::printf("\nper-layer error on %lld calibration %s (worst first)\n",
+                static_cast<long long>(q.calibration_images),
+                names_npy_examples(args.calib_data) ? "examples" : "images");
     std::printf("%-40s %-28s %9s %13s %13s\n", "layer", "quantized op", "SQNR dB", "max |error|",
                 "max |value|");
     for (const LayerError& e : q.report.layers)
@@ -124,8 +125,10 @@ int run_eightbit_quantization(const QuantizeArgs& args) {
                                .threads = args.threads};
   if (!args.json)
     options.on_calibrating = [&](int64_t images) {
-      std::fprintf(stderr, "calibrating on %lld images from %s (%s) ...\n",
-                   static_cast<long long>(images), args.calib_data.c_str(), args.method.c_str());
+      std::fprintf(stderr, "calibrating on %lld %s from %s (%s) ...\n",
+                   static_cast<long long>(images),
+                   names_npy_examples(args.calib_data) ? "examples" : "images",
+                   args.calib_data.c_str(), args.method.c_str());
     };
   const EightbitModel q = quantize_model_eightbit(model, args.model, options);
   save_model(args.out, q.model);
@@ -303,9 +306,12 @@ Action add_quantize_command(CLI::App& app) {
   cmd->add_option("--out", args->out, "Model file to write (.sfm)");
   cmd->add_flag("--json", args->json, "Print one JSON object");
   cmd->add_option("--calib-data", args->calib_data,
-                  "eightbit: calibrate activation ranges on mnist, fashion-mnist, IDX files or "
-                  "a folder of images (without it: ranges at run time)");
-  cmd->add_option("--calib-count", args->calib_count, "eightbit: calibration images (1000)");
+                  "eightbit: calibrate activation ranges on mnist, fashion-mnist, IDX files, "
+                  "a folder of images, or example inputs as .npy (FILE.npy, or "
+                  "INPUT=FILE.npy,... for several inputs; examples along dimension 0, fed as "
+                  "they are) (without it: ranges at run time)");
+  cmd->add_option("--calib-count", args->calib_count,
+                  "eightbit: calibration images or examples (1000)");
   cmd->add_option("--method", args->method, "eightbit: minmax | percentile | entropy")
       ->default_str("minmax");
   cmd->add_flag("--report", args->report,
