@@ -181,6 +181,33 @@ TEST(OnnxExportTest, FloatGraphRoundTripsThroughTheImporter) {
   EXPECT_LE(max_abs_diff(run_model(model, x), run_model(imported, x)), 1e-5f);
 }
 
+// A transformer block's float ops (imported from ONNX, written back): BatchMatMul with each
+// operand transposed, ReduceMean over the last axis, Erf.
+TEST(OnnxExportTest, SequenceOpsRoundTripThroughTheImporter) {
+  ModelFile model;
+  Graph& g = model.graph;
+  Output x = ops::placeholder(g, DType::f32, {2, 5, 4}, "x");
+  Output w = ops::constant(g, testing::random_tensor({3, 4}, 21), "w");
+  Output dense = ops::batch_matmul(g, x, w, false, true, "dense");            // [2,5,3]
+  Output scores = ops::batch_matmul(g, dense, dense, false, true, "scores");  // [2,5,5]
+  Output mixed = ops::batch_matmul(g, scores, x, true, false, "mixed");       // [2,5,4]
+  Output mean = ops::reduce_mean(g, mixed, {-1}, true, "mean");
+  ops::erf(g, ops::sub(g, mixed, mean, "centered"), "y");
+  model.inputs = {"x"};
+  model.outputs = {"y"};
+  const std::string bytes = export_onnx_bytes(model, "seq");
+  const onnx::ModelProto proto = parse(bytes);
+  const onnx::GraphProto& exported = proto.graph();
+  EXPECT_EQ(count_nodes(exported, "MatMul"), 3);
+  EXPECT_EQ(count_nodes(exported, "ReduceMean"), 1);
+  EXPECT_EQ(count_nodes(exported, "Erf"), 1);
+  ImportOptions options;
+  options.input_shapes["x"] = {2, 5, 4};
+  const ModelFile imported = import_onnx_bytes(bytes, "exported", options);
+  const Tensor xv = testing::random_tensor({2, 5, 4}, 22);
+  EXPECT_LE(max_abs_diff(run_model(model, xv), run_model(imported, xv)), 1e-5f);
+}
+
 TEST(OnnxExportTest, EightbitGraphBecomesQdq) {
   const ModelFile q = eightbit_model();
   const std::string bytes = export_onnx_bytes(q, "eightbit");

@@ -186,6 +186,30 @@ void concat(Context& c) {
            axis_in(form, c.node->attrs.get_int("axis"), rank));
 }
 
+// ONNX MatMul has no transpose flags: an operand read transposed is written with its last two
+// axes swapped (a Transpose node, or folded into constant weights).
+void batch_matmul(Context& c) {
+  std::vector<std::string> inputs;
+  for (int i = 0; i < 2; ++i) {
+    Form form = kAsIs;
+    if (c.node->attrs.get_bool(i == 0 ? "transpose_a" : "transpose_b")) {
+      const auto rank = static_cast<int64_t>(c.shape(in(c, i)).size());
+      for (int64_t axis = 0; axis < rank; ++axis) form.push_back(axis);
+      std::swap(form[static_cast<size_t>(rank - 2)], form[static_cast<size_t>(rank - 1)]);
+    }
+    inputs.push_back(c.get(in(c, i), form));
+  }
+  emit(c, "MatMul", inputs, kAsIs);
+}
+
+// Opsets 13-17 take ReduceMean's axes as an attribute; none means every axis, as ours.
+void reduce_mean(Context& c) {
+  onnx::NodeProto& node = emit(c, "ReduceMean", {c.get(in(c, 0))}, kAsIs);
+  const std::vector<int64_t>& axes = c.node->attrs.get_ints("axes");
+  if (!axes.empty()) set_attr(node, "axes", axes);
+  set_attr(node, "keepdims", int64_t{c.node->attrs.get_bool("keep_dims") ? 1 : 0});
+}
+
 void softmax(Context& c) {
   set_attr(emit(c, "Softmax", {c.get(in(c, 0))}, kAsIs), "axis", int64_t{-1});
 }
@@ -277,6 +301,9 @@ void add_float_writers(WriterMap& m) {
   m["Log"] = [](Context& c) { same_form(c, "Log"); };
   m["Sqrt"] = [](Context& c) { same_form(c, "Sqrt"); };
   m["Neg"] = [](Context& c) { same_form(c, "Neg"); };
+  m["Erf"] = [](Context& c) { same_form(c, "Erf"); };
+  m["BatchMatMul"] = batch_matmul;
+  m["ReduceMean"] = reduce_mean;
   m["LeakyRelu"] = [](Context& c) {
     set_attr(same_form(c, "LeakyRelu"), "alpha",
              static_cast<float>(c.node->attrs.get_float("alpha")));
