@@ -11,6 +11,7 @@ void register_builtin_kernels(KernelRegistry& registry) {
   register_binary_kernels(registry);
 #if defined(__x86_64__)
   register_image_layout_kernels(registry);
+  register_transformer_kernels(registry);
 #endif
 }
 

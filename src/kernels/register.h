@@ -15,5 +15,7 @@ void register_binary_kernels(KernelRegistry& registry);  // binarized models' co
 void register_int8_kernels(KernelRegistry& registry);  // vectorized element-wise int8 ops
 // AVX-512 NCHW -> NHWC of RGB images; x86-64 builds only.
 void register_image_layout_kernels(KernelRegistry& registry);
+// AVX-512 LayerNorm and Gelu; x86-64 builds only.
+void register_transformer_kernels(KernelRegistry& registry);
 
 }  // namespace sf
