@@ -240,6 +240,23 @@ std::vector<KernelCase> last_axis_cases(const std::string& op) {
   return cases;
 }
 
+// ONNX Slice forms: the last axis in parts (an attention block's q/k/v), negative steps and
+// negative starts on outer axes, an empty result, every axis at once.
+std::vector<KernelCase> slice_cases() {
+  using V = std::vector<int64_t>;
+  auto slice = [](const char* name, Shape x, V starts, V ends, V axes, V steps) {
+    return KernelCase{name,
+                      {f32(std::move(x))},
+                      {{"starts", starts}, {"ends", ends}, {"axes", axes}, {"steps", steps}}};
+  };
+  return {slice("qkv_part", {9, 1, 48}, {16}, {32}, {-1}, {1}),
+          slice("outer_steps", {7, 5, 17}, {-1, 1, 2}, {-8, 5, 15}, {0, 1, 2}, {-2, 3, 1}),
+          slice("rows_only", {6, 4}, {1}, {5}, {0}, {2}),
+          slice("empty", {4, 3}, {2}, {2}, {0}, {1}),
+          slice("last_axis_stepped", {3, 10}, {0}, {10}, {1}, {3}),
+          slice("vector", {33}, {-20}, {100}, {0}, {1})};
+}
+
 std::vector<KernelCase> transpose_cases() {
   const std::vector<int64_t> to_nhwc{0, 2, 3, 1};
   return {{"rgb_to_nhwc", {f32({1, 3, 17, 19})}, {{"perm", to_nhwc}}},
@@ -476,6 +493,7 @@ std::map<std::string, ShapeSet> build_shape_sets() {
     sets[op] = {float_pool_cases(op), close};
   sets["GlobalAvgPool"] = {global_avg_pool_cases(), close};
   sets["Transpose"] = {transpose_cases(), exact};
+  sets["StridedSlice"] = {slice_cases(), exact};
   // Sums in float in other orders; erf by a rational approximation (a few float roundings).
   for (const char* op : {"LayerNorm", "Gelu", "Softmax"})
     sets[op] = {last_axis_cases(op), {.rtol = 1e-5, .atol = 1e-5}};
