@@ -10,9 +10,10 @@ void register_builtin_kernels(KernelRegistry& registry) {
   register_int8_kernels(registry);
   register_binary_kernels(registry);
   register_slice_kernels(registry);
+  register_transformer_kernels(registry);
 #if defined(__x86_64__)
   register_image_layout_kernels(registry);
-  register_transformer_kernels(registry);
+  register_transformer_kernels_avx512(registry);
 #endif
 }
 

@@ -16,7 +16,8 @@ void register_int8_kernels(KernelRegistry& registry);  // vectorized element-wis
 void register_slice_kernels(KernelRegistry& registry);  // StridedSlice by rows
 // AVX-512 NCHW -> NHWC of RGB images; x86-64 builds only.
 void register_image_layout_kernels(KernelRegistry& registry);
-// AVX-512 LayerNorm and Gelu; x86-64 builds only.
+// LayerNorm and Gelu in portable C++, and with AVX-512 (x86-64 builds only).
 void register_transformer_kernels(KernelRegistry& registry);
+void register_transformer_kernels_avx512(KernelRegistry& registry);
 
 }  // namespace sf
