@@ -9,8 +9,11 @@ void register_builtin_kernels(KernelRegistry& registry) {
   register_sparse_kernels(registry);
   register_int8_kernels(registry);
   register_binary_kernels(registry);
+  register_slice_kernels(registry);
+  register_transformer_kernels(registry);
 #if defined(__x86_64__)
   register_image_layout_kernels(registry);
+  register_transformer_kernels_avx512(registry);
 #endif
 }
 

@@ -13,7 +13,11 @@ void register_fused_kernels(KernelRegistry& registry);
 void register_sparse_kernels(KernelRegistry& registry);
 void register_binary_kernels(KernelRegistry& registry);  // binarized models' conv and dense
 void register_int8_kernels(KernelRegistry& registry);  // vectorized element-wise int8 ops
+void register_slice_kernels(KernelRegistry& registry);  // StridedSlice by rows
 // AVX-512 NCHW -> NHWC of RGB images; x86-64 builds only.
 void register_image_layout_kernels(KernelRegistry& registry);
+// LayerNorm and Gelu in portable C++, and with AVX-512 (x86-64 builds only).
+void register_transformer_kernels(KernelRegistry& registry);
+void register_transformer_kernels_avx512(KernelRegistry& registry);
 
 }  // namespace sf

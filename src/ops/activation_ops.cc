@@ -49,6 +49,10 @@ void register_activation_ops(OpRegistry& r) {
                    if (ctx.shape(0).empty()) ctx.fail("x must have rank 1 or more, got a scalar");
                    return {ctx.input(0)};
                  });
+  r.add(OpDef{.name = op_names::kGelu,
+              .inputs = {"x"},
+              .infer = infer_unary,
+              .grad = inference_only_gradient});
 }
 
 namespace ops {
@@ -64,6 +68,9 @@ Output sigmoid(Graph& g, Output x, const std::string& name) {
 }
 Output tanh(Graph& g, Output x, const std::string& name) {
   return g.add(op_names::kTanh, {x}, {}, name);
+}
+Output gelu(Graph& g, Output x, const std::string& name) {
+  return g.add(op_names::kGelu, {x}, {}, name);
 }
 Output softmax(Graph& g, Output x, const std::string& name) {
   return g.add(op_names::kSoftmax, {x}, {}, name);

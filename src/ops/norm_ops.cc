@@ -1,4 +1,5 @@
-// BatchNorm (over the last axis) and Dropout: the ops that behave differently in training.
+// BatchNorm (over the last axis) and Dropout: the ops that behave differently in training;
+// LayerNorm (over the last axis), which exists only in inference graphs.
 #include "graph/op_registry.h"
 #include "ops/op_names.h"
 #include "ops/ops.h"
@@ -25,6 +26,14 @@ void check_channels(const InferContext& ctx, int first, const std::vector<const 
 }
 
 }  // namespace
+
+// The fused ops of imported inference graphs (LayerNorm, Gelu) have no gradient: only the
+// execution passes make them, just before a model runs, and never in a graph that trains.
+std::vector<Output> inference_only_gradient(GradContext& ctx) {
+  fail("node '{}' ({}): the op exists only in imported inference graphs (fused by the execution "
+       "passes); train the unfused form of the model",
+       ctx.node.name, ctx.node.op);
+}
 
 void register_norm_ops(OpRegistry& r) {
   r.add(OpDef{.name = op_names::kBatchNorm,
@@ -62,6 +71,26 @@ void register_norm_ops(OpRegistry& r) {
                 TensorType c = ctx.input(2);
                 return {ctx.input(1), c, c};
               }});
+  r.add(OpDef{.name = op_names::kLayerNorm,
+              .inputs = {"x", "gamma", "beta"},
+              .attrs = {{"epsilon", AttrKind::Float, AttrValue{1e-5}}},
+              .infer = [](const InferContext& ctx) -> std::vector<TensorType> {
+                const Shape& x = ctx.shape(0);
+                if (x.empty()) ctx.fail("x must have rank 1 or more, got a scalar");
+                ctx.expect_dtype(0, DType::f32, "x");
+                for (int k : {1, 2}) {
+                  const char* name = k == 1 ? "gamma" : "beta";
+                  ctx.expect_dtype(k, DType::f32, name);
+                  if (ctx.shape(k) != Shape{x.back()})
+                    ctx.fail("{} {} vs x {}: must be [{}] (the last axis)", name,
+                             shape_str(ctx.shape(k)), shape_str(x), x.back());
+                }
+                if (!(ctx.attrs().get_float("epsilon") >= 0))
+                  ctx.fail("epsilon must not be negative, got {}",
+                           ctx.attrs().get_float("epsilon"));
+                return {ctx.input(0)};
+              },
+              .grad = inference_only_gradient});
   r.add(OpDef{.name = op_names::kDropout,
               .inputs = {"x"},
               .attrs = {{"rate", AttrKind::Float, AttrValue{0.5}}},
@@ -82,6 +111,11 @@ Output batch_norm(Graph& g, Output x, Output gamma, Output beta, Output moving_m
                   Output moving_var, double epsilon, const std::string& name) {
   return g.add(op_names::kBatchNorm, {x, gamma, beta, moving_mean, moving_var},
                {{"epsilon", epsilon}}, name);
+}
+
+Output layer_norm(Graph& g, Output x, Output gamma, Output beta, double epsilon,
+                  const std::string& name) {
+  return g.add(op_names::kLayerNorm, {x, gamma, beta}, {{"epsilon", epsilon}}, name);
 }
 
 Output dropout(Graph& g, Output x, double rate, const std::string& name) {

@@ -63,6 +63,7 @@ inline constexpr char kSoftmaxCrossEntropyGrad[] = "SoftmaxCrossEntropyGrad";
 // norm_ops.cc
 inline constexpr char kBatchNorm[] = "BatchNorm";
 inline constexpr char kBatchNormGrad[] = "BatchNormGrad";
+inline constexpr char kLayerNorm[] = "LayerNorm";
 inline constexpr char kDropout[] = "Dropout";
 
 // nn_ops.cc
@@ -93,6 +94,7 @@ inline constexpr char kSqrt[] = "Sqrt";
 inline constexpr char kExp[] = "Exp";
 inline constexpr char kLog[] = "Log";
 inline constexpr char kErf[] = "Erf";
+inline constexpr char kGelu[] = "Gelu";
 inline constexpr char kClip[] = "Clip";
 inline constexpr char kClipGrad[] = "ClipGrad";
 inline constexpr char kLeakyRelu[] = "LeakyRelu";

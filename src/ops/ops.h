@@ -89,6 +89,10 @@ Output softmax_cross_entropy(Graph& g, Output logits, Output labels, const std::
 // moving ones otherwise), which the trainer folds into the moving averages.
 Output batch_norm(Graph& g, Output x, Output gamma, Output beta, Output moving_mean,
                   Output moving_var, double epsilon = 1e-3, const std::string& name = "");
+// LayerNorm over the last axis: (x - mean) / sqrt(var + epsilon) * gamma + beta, gamma and
+// beta [C]. Inference only (no gradient): the execution passes fuse it from the ONNX forms.
+Output layer_norm(Graph& g, Output x, Output gamma, Output beta, double epsilon = 1e-5,
+                  const std::string& name = "");
 // Output 0: y; output 1: the scaled keep-mask (1 / (1 - rate) or 0; all ones when not training).
 Output dropout(Graph& g, Output x, double rate, const std::string& name = "");
 
@@ -158,6 +162,9 @@ Output exp(Graph& g, Output x, const std::string& name = "");
 Output log(Graph& g, Output x, const std::string& name = "");
 // The error function (Gelu's, as exporters write it: 0.5 x (1 + erf(x / sqrt 2))).
 Output erf(Graph& g, Output x, const std::string& name = "");
+// 0.5 x (1 + erf(x / sqrt 2)) in one op. Inference only (no gradient): the execution passes
+// fuse it from that form.
+Output gelu(Graph& g, Output x, const std::string& name = "");
 // min(max(x, min), max); the defaults (+-3.4e38) leave that side unclipped.
 Output clip(Graph& g, Output x, double min = -3.4e38, double max = 3.4e38,
             const std::string& name = "");

@@ -1,9 +1,13 @@
 // The explicit list of built-in ops.
 #pragma once
 
+#include <vector>
+
 namespace sf {
 
 class OpRegistry;
+struct GradContext;
+struct Output;
 void register_builtin_ops(OpRegistry& registry);
 
 // One function per op family, each defined in its family's file.
@@ -25,5 +29,9 @@ void register_onnx_quant_ops(OpRegistry& registry);  // after nn ops: reuses the
 void register_fake_quant_ops(OpRegistry& registry);
 void register_binary_ops(OpRegistry& registry);
 void register_rnn_ops(OpRegistry& registry);
+
+// The gradient of the fused ops only imported inference graphs hold (LayerNorm, Gelu): an error
+// naming the node (norm_ops.cc).
+std::vector<Output> inference_only_gradient(GradContext& ctx);
 
 }  // namespace sf

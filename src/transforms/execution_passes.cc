@@ -1,7 +1,11 @@
 #include "transforms/execution_passes.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <functional>
 #include <map>
+#include <optional>
 
 #include "ops/op_names.h"
 #include "ops/ops.h"
@@ -53,6 +57,225 @@ bool splits_over_input_channels(const Graph& graph, const Node& conv, int input_
 bool is_pointwise(const Graph& graph, const Node& conv) {
   const Shape& filter = graph.type(conv.inputs[1]).shape;
   return filter[0] == 1 && filter[1] == 1;
+}
+
+
+// The value of a Const holding exactly one f32.
+std::optional<float> scalar_value(const Graph& graph, Output o) {
+  const Tensor* t = const_value(graph, o);
+  if (t == nullptr || t->dtype() != DType::f32 || t->numel() != 1) return std::nullopt;
+  return t->data<float>()[0];
+}
+
+bool is_scalar(const Graph& graph, Output o, float value, float tolerance = 0.0f) {
+  const std::optional<float> v = scalar_value(graph, o);
+  return v && std::fabs(*v - value) <= tolerance;
+}
+
+// The node that alone reads output 0 of `id`, when it is a `op` node.
+const Node* sole(const GraphUses& uses, int id, const char* op) {
+  const Node* next = uses.sole_consumer(id);
+  return next != nullptr && next->op == op ? next : nullptr;
+}
+
+// The operand of a two-input node besides `known` (output 0 of node `known`); invalid when
+// neither or both inputs are it.
+Output other_operand(const Node& node, int known) {
+  if (node.inputs.size() != 2) return {};
+  const bool first = node.inputs[0] == Output{known, 0};
+  const bool second = node.inputs[1] == Output{known, 0};
+  if (first == second) return {};
+  return node.inputs[first ? 1 : 0];
+}
+
+// A ReduceMean over the last axis only, keeping it as 1.
+bool is_last_axis_mean(const Graph& graph, const Node& node) {
+  if (node.op != op_names::kReduceMean || !node.attrs.get_bool("keep_dims")) return false;
+  const int64_t rank = static_cast<int64_t>(graph.type(node.inputs[0]).shape.size());
+  const std::vector<int64_t> axes = node.attrs.get_ints("axes");
+  return rank > 0 && axes.size() == 1 && (axes[0] == -1 || axes[0] == rank - 1);
+}
+
+// A per-channel operand of a LayerNorm: shape [C] or [1, ..., 1, C].
+bool is_channel_vector(const Graph& graph, Output o, int64_t channels) {
+  const TensorType& t = graph.type(o);
+  if (t.dtype != DType::f32 || t.shape.empty() || t.shape.back() != channels) return false;
+  for (size_t i = 0; i + 1 < t.shape.size(); ++i)
+    if (t.shape[i] != 1) return false;
+  return true;
+}
+
+// A group of nodes that becomes one node: `members` are left out, `last` is replaced by the
+// fused node, which `make` adds to the target graph.
+struct Fusion {
+  int last;
+  std::vector<int> members;
+  std::function<Output(Rewriter&)> make;
+};
+
+Graph apply_fusions(const Graph& graph, const GraphUses& uses, std::map<int, Fusion>& by_last,
+                    std::vector<Output>& outputs) {
+  std::map<int, bool> member;
+  for (const auto& [last, fusion] : by_last)
+    for (int id : fusion.members) member[id] = true;
+  Rewriter rw(graph);
+  rw.copy_needed(uses, [&](const Node& node) {
+    auto f = by_last.find(node.id);
+    if (f != by_last.end()) {
+      rw.set({node.id, 0}, f->second.make(rw));
+      return true;
+    }
+    return member.count(node.id) > 0;
+  });
+  return rw.finish(outputs);
+}
+
+// The decomposed LayerNormalization starting at `mean` (ReduceMean of x over the last axis),
+// as PyTorch exports it (Sub, Pow 2, ReduceMean, Add eps, Sqrt, Div, Mul gamma, Add beta) or
+// as the ONNX importer writes the LayerNormalization op (Mul of the centered values by
+// themselves, Div 1 by the root, Mul). Every intermediate must be read by the group alone.
+std::optional<Fusion> match_layer_norm(const Graph& graph, const GraphUses& uses,
+                                       const Node& mean) {
+  if (!is_last_axis_mean(graph, mean) || graph.type({mean.id, 0}).dtype != DType::f32)
+    return std::nullopt;
+  const Output x = mean.inputs[0];
+  const TensorType& x_type = graph.type(x);
+  const int64_t channels = x_type.shape.back();
+  const Node* centered = sole(uses, mean.id, op_names::kSub);
+  if (!centered || centered->inputs[0] != x || centered->inputs[1] != Output{mean.id, 0} ||
+      uses.is_graph_output(centered->id))
+    return std::nullopt;
+  // The centered values feed the square and the division, nothing else.
+  const Output d{centered->id, 0};
+  const Node* square = nullptr;
+  const Node* divide = nullptr;
+  for (const auto& [reader, input] : uses.readers(centered->id)) {
+    const Node& r = graph.node(reader);
+    if (r.inputs[static_cast<size_t>(input)].index != 0) return std::nullopt;
+    const bool pow2 =
+        r.op == op_names::kPow && r.inputs[0] == d && is_scalar(graph, r.inputs[1], 2.0f);
+    const bool self_product = r.op == op_names::kMul && r.inputs[0] == d && r.inputs[1] == d;
+    if (pow2 || self_product) {
+      if (square && square != &r) return std::nullopt;
+      square = &r;
+    } else {
+      if (divide && divide != &r) return std::nullopt;
+      divide = &r;
+    }
+  }
+  if (!square || !divide) return std::nullopt;
+  const Node* var = sole(uses, square->id, op_names::kReduceMean);
+  if (!var || !is_last_axis_mean(graph, *var)) return std::nullopt;
+  const Node* var_eps = sole(uses, var->id, op_names::kAdd);
+  if (!var_eps) return std::nullopt;
+  const std::optional<float> eps = scalar_value(graph, other_operand(*var_eps, var->id));
+  if (!eps || !(*eps >= 0)) return std::nullopt;
+  const Node* root = sole(uses, var_eps->id, op_names::kSqrt);
+  if (!root) return std::nullopt;
+  std::vector<int> members{mean.id, centered->id, square->id, var->id, var_eps->id, root->id};
+  // d / root, or d * (1 / root).
+  if (divide->op == op_names::kDiv) {
+    if (divide->inputs[0] != d || divide->inputs[1] != Output{root->id, 0} ||
+        uses.sole_consumer(root->id) != divide)
+      return std::nullopt;
+  } else {
+    const Node* inverse = sole(uses, root->id, op_names::kDiv);
+    if (!inverse || !is_scalar(graph, inverse->inputs[0], 1.0f) ||
+        inverse->inputs[1] != Output{root->id, 0} || divide->op != op_names::kMul ||
+        other_operand(*divide, centered->id) != Output{inverse->id, 0} ||
+        uses.sole_consumer(inverse->id) != divide)
+      return std::nullopt;
+    members.push_back(inverse->id);
+  }
+  members.push_back(divide->id);
+  const Node* last = divide;
+  Output gamma, beta;
+  if (const Node* scale = sole(uses, last->id, op_names::kMul)) {
+    const Output g = other_operand(*scale, last->id);
+    if (g.valid() && is_channel_vector(graph, g, channels) &&
+        graph.type({scale->id, 0}) == x_type) {
+      gamma = g;
+      last = scale;
+      members.push_back(scale->id);
+    }
+  }
+  if (const Node* shift = sole(uses, last->id, op_names::kAdd)) {
+    const Output b = other_operand(*shift, last->id);
+    if (b.valid() && is_channel_vector(graph, b, channels) &&
+        graph.type({shift->id, 0}) == x_type) {
+      beta = b;
+      last = shift;
+      members.push_back(shift->id);
+    }
+  }
+  if (graph.type({last->id, 0}) != x_type) return std::nullopt;
+  members.pop_back();  // the last node is replaced, not left out
+  const std::string name = last->name;
+  const double epsilon = *eps;
+  return Fusion{last->id, members,
+                [&graph, x, gamma, beta, channels, epsilon, name](Rewriter& rw) {
+                  Graph& t = rw.target();
+                  const auto per_channel = [&](Output o, float fill, const char* what) {
+                    if (!o.valid()) {
+                      Tensor v(DType::f32, {channels});
+                      std::fill_n(v.data<float>(), channels, fill);
+                      return ops::constant(t, v, t.unique_name(name + "/" + what));
+                    }
+                    if (graph.type(o).shape == Shape{channels}) return rw.map(o);
+                    return ops::reshape(t, rw.map(o), {channels},
+                                        t.unique_name(name + "/" + what));
+                  };
+                  const Output g = per_channel(gamma, 1.0f, "gamma");
+                  const Output b = per_channel(beta, 0.0f, "beta");
+                  return ops::layer_norm(t, rw.map(x), g, b, epsilon, name);
+                }};
+}
+
+// The erf GELU starting at `erf`: x * 0.5 * (1 + erf(x / sqrt 2)) with the products in any
+// order (PyTorch: Mul(Mul(x, 1 + erf), 0.5)); x / sqrt 2 as a Div or a Mul by 1 / sqrt 2.
+std::optional<Fusion> match_gelu(const Graph& graph, const GraphUses& uses, const Node& erf) {
+  const Node& scaled = graph.node(erf.inputs[0].node);
+  if (erf.inputs[0].index != 0 || uses.sole_consumer(scaled.id) != &erf) return std::nullopt;
+  Output x;
+  if (scaled.op == op_names::kDiv && is_scalar(graph, scaled.inputs[1], 1.41421356f, 1e-6f)) {
+    x = scaled.inputs[0];
+  } else if (scaled.op == op_names::kMul) {
+    for (int side : {0, 1})
+      if (is_scalar(graph, scaled.inputs[static_cast<size_t>(side)], 0.70710678f, 1e-6f))
+        x = scaled.inputs[static_cast<size_t>(1 - side)];
+  }
+  if (!x.valid() || graph.type(x).dtype != DType::f32) return std::nullopt;
+  const Node* plus_one = sole(uses, erf.id, op_names::kAdd);
+  if (!plus_one || !is_scalar(graph, other_operand(*plus_one, erf.id), 1.0f)) return std::nullopt;
+  const Node* product = sole(uses, plus_one->id, op_names::kMul);
+  if (!product) return std::nullopt;
+  std::vector<int> members{scaled.id, erf.id, plus_one->id};
+  const Node* last = nullptr;
+  const Output other = other_operand(*product, plus_one->id);
+  const auto times = [&](const Node* n, int known, const std::function<bool(Output)>& want) {
+    return n && want(other_operand(*n, known)) ? n : nullptr;
+  };
+  const auto is_x = [&](Output o) { return o == x; };
+  const auto is_half = [&](Output o) { return is_scalar(graph, o, 0.5f); };
+  if (other == x) {  // (x * (1 + erf)) * 0.5
+    last = times(sole(uses, product->id, op_names::kMul), product->id, is_half);
+    members.push_back(product->id);
+  } else if (is_half(other)) {  // ((1 + erf) * 0.5) * x
+    last = times(sole(uses, product->id, op_names::kMul), product->id, is_x);
+    members.push_back(product->id);
+  } else if (other.valid() && other.index == 0) {  // (x * 0.5) * (1 + erf)
+    const Node& half_x = graph.node(other.node);
+    if (half_x.op == op_names::kMul && uses.sole_consumer(half_x.id) == product &&
+        ((half_x.inputs[0] == x && is_half(half_x.inputs[1])) ||
+         (half_x.inputs[1] == x && is_half(half_x.inputs[0])))) {
+      last = product;
+      members.push_back(half_x.id);
+    }
+  }
+  if (!last || graph.type({last->id, 0}) != graph.type(x)) return std::nullopt;
+  const std::string name = last->name;
+  return Fusion{last->id, members,
+                [=](Rewriter& rw) { return ops::gelu(rw.target(), rw.map(x), name); }};
 }
 
 }  // namespace
@@ -173,10 +396,32 @@ Graph fuse_residual_add(const Graph& graph, std::vector<Output>& outputs) {
   return rw.finish(outputs);
 }
 
+Graph fuse_layer_norm(const Graph& graph, std::vector<Output>& outputs) {
+  const GraphUses uses(graph, outputs);
+  std::map<int, Fusion> fusions;
+  for (const Node& node : graph.nodes()) {
+    if (!uses.needed(node.id) || node.op != op_names::kReduceMean) continue;
+    if (std::optional<Fusion> f = match_layer_norm(graph, uses, node)) fusions[f->last] = *f;
+  }
+  return apply_fusions(graph, uses, fusions, outputs);
+}
+
+Graph fuse_gelu(const Graph& graph, std::vector<Output>& outputs) {
+  const GraphUses uses(graph, outputs);
+  std::map<int, Fusion> fusions;
+  for (const Node& node : graph.nodes()) {
+    if (!uses.needed(node.id) || node.op != op_names::kErf) continue;
+    if (std::optional<Fusion> f = match_gelu(graph, uses, node)) fusions[f->last] = *f;
+  }
+  return apply_fusions(graph, uses, fusions, outputs);
+}
+
 Graph optimize_for_execution(const Graph& graph, std::vector<std::string>& output_names) {
   std::vector<Output> outputs;
   for (const std::string& name : output_names) outputs.push_back({graph.id_of(name), 0});
-  Graph pooled = pool_before_concat(graph, outputs);
+  Graph normalized = fuse_layer_norm(graph, outputs);
+  Graph activated = fuse_gelu(normalized, outputs);
+  Graph pooled = pool_before_concat(activated, outputs);
   Graph split = split_channel_concat(pooled, outputs);
   Graph fused = fuse_residual_add(split, outputs);
   for (size_t i = 0; i < outputs.size(); ++i) output_names[i] = fused.node(outputs[i].node).name;

@@ -1,6 +1,12 @@
 // Graph rewrites made just before a model runs (bench, run, eval, classify, the C API). They
 // are not stored in model files, so quantize, export and inspect still see the graph as frozen.
 //
+//   fuse_layer_norm       the decomposed LayerNormalization PyTorch exports (ReduceMean, Sub,
+//                         Pow 2, ReduceMean, Add eps, Sqrt, Div, Mul gamma, Add beta; opsets
+//                         13-17) and the importer's form of the ONNX op, over the last axis,
+//                         become one LayerNorm
+//   fuse_gelu             x * 0.5 * (1 + erf(x / sqrt 2)), products in any order, becomes one
+//                         Gelu
 //   pool_before_concat    MaxPool(Concat(a, b)) over channels becomes Concat(MaxPool(a),
 //                         MaxPool(b)): the concat then copies a quarter of the data
 //   split_channel_concat  a channel Concat read only by convs disappears: each conv becomes a
@@ -17,6 +23,8 @@
 
 namespace sf {
 
+Graph fuse_layer_norm(const Graph& graph, std::vector<Output>& outputs);
+Graph fuse_gelu(const Graph& graph, std::vector<Output>& outputs);
 Graph pool_before_concat(const Graph& graph, std::vector<Output>& outputs);
 Graph split_channel_concat(const Graph& graph, std::vector<Output>& outputs);
 Graph fuse_residual_add(const Graph& graph, std::vector<Output>& outputs);

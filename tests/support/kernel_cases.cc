@@ -167,7 +167,9 @@ std::vector<KernelCase> batch_matmul_cases() {
           bmm("rank4_broadcast", {2, 1, 6, 8}, {1, 3, 8, 5}, false, false),
           bmm("transpose_b_attention", {2, 4, 9, 16}, {2, 4, 9, 16}, false, true),
           bmm("transpose_a", {3, 7, 5}, {3, 7, 2}, true, false),
-          bmm("matrix_by_rank3", {6, 5}, {4, 5, 3}, false, false)};
+          bmm("matrix_by_rank3", {6, 5}, {4, 5, 3}, false, false),
+          bmm("rows_of_one_by_matrix_transposed", {17, 1, 12}, {36, 12}, false, true),
+          bmm("rank4_by_unit_batch", {2, 3, 5, 8}, {1, 1, 8, 6}, false, false)};
 }
 
 std::vector<KernelCase> float_matmul_cases(bool fused) {
@@ -220,6 +222,41 @@ std::vector<KernelCase> global_avg_pool_cases() {
 }
 
 // The NCHW -> NHWC transposes of RGB images (widths around the vector width) and others.
+// Rows of the last axis: 1 channel, fewer than a vector, the vector width +-1, an encoder's 256;
+// LayerNorm with its gamma and beta, Gelu over a range where erf saturates, Softmax.
+std::vector<KernelCase> last_axis_cases(const std::string& op) {
+  const std::vector<Shape> shapes = {{3, 1}, {2, 7}, {5, 15}, {4, 16}, {3, 17}, {2, 3, 33},
+                                     {128, 256}, {1}};
+  std::vector<KernelCase> cases;
+  for (const Shape& shape : shapes) {
+    KernelCase k{shape_str(shape), {f32(shape, -6.0, 6.0)}, {}};
+    if (op == "LayerNorm") {
+      k.inputs.push_back(f32({shape.back()}, 0.5, 1.5));
+      k.inputs.push_back(f32({shape.back()}));
+      k.attrs.set("epsilon", cases.size() % 2 ? 1e-5 : 1e-3);
+    }
+    cases.push_back(std::move(k));
+  }
+  return cases;
+}
+
+// ONNX Slice forms: the last axis in parts (an attention block's q/k/v), negative steps and
+// negative starts on outer axes, an empty result, every axis at once.
+std::vector<KernelCase> slice_cases() {
+  using V = std::vector<int64_t>;
+  auto slice = [](const char* name, Shape x, V starts, V ends, V axes, V steps) {
+    return KernelCase{name,
+                      {f32(std::move(x))},
+                      {{"starts", starts}, {"ends", ends}, {"axes", axes}, {"steps", steps}}};
+  };
+  return {slice("qkv_part", {9, 1, 48}, {16}, {32}, {-1}, {1}),
+          slice("outer_steps", {7, 5, 17}, {-1, 1, 2}, {-8, 5, 15}, {0, 1, 2}, {-2, 3, 1}),
+          slice("rows_only", {6, 4}, {1}, {5}, {0}, {2}),
+          slice("empty", {4, 3}, {2}, {2}, {0}, {1}),
+          slice("last_axis_stepped", {3, 10}, {0}, {10}, {1}, {3}),
+          slice("vector", {33}, {-20}, {100}, {0}, {1})};
+}
+
 std::vector<KernelCase> transpose_cases() {
   const std::vector<int64_t> to_nhwc{0, 2, 3, 1};
   return {{"rgb_to_nhwc", {f32({1, 3, 17, 19})}, {{"perm", to_nhwc}}},
@@ -456,6 +493,10 @@ std::map<std::string, ShapeSet> build_shape_sets() {
     sets[op] = {float_pool_cases(op), close};
   sets["GlobalAvgPool"] = {global_avg_pool_cases(), close};
   sets["Transpose"] = {transpose_cases(), exact};
+  sets["StridedSlice"] = {slice_cases(), exact};
+  // Sums in float in other orders; erf by a rational approximation (a few float roundings).
+  for (const char* op : {"LayerNorm", "Gelu", "Softmax"})
+    sets[op] = {last_axis_cases(op), {.rtol = 1e-5, .atol = 1e-5}};
   // Gates are sums of ~13 products through sigmoid / tanh; oneDNN sums in float.
   sets["Gru"] = {recurrent_cases(false), {.rtol = 1e-5, .atol = 1e-5}};
   sets["Lstm"] = {recurrent_cases(true), {.rtol = 1e-5, .atol = 1e-5}};

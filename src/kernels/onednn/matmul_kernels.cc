@@ -42,10 +42,33 @@ dnnl::memory::desc batched_desc(const Shape& stored, size_t rank, bool t) {
   return dnnl::memory::desc(dims, dnnl::memory::data_type::f32, strides);
 }
 
+// Whether a's batch dimensions can join its rows: b is one matrix (rank 2, or batch dimensions
+// all 1) and a is not transposed. A [128,1,256] x [256,768] product (an exported attention
+// projection) is then one [128,256] x [256,768] GEMM instead of 128 of one row each (0.9 ms
+// batched, 0.3 ms as one).
+bool rows_collapse(const KernelSpec& spec) {
+  const Shape& a = spec.inputs[0].shape;
+  const Shape& b = spec.inputs[1].shape;
+  if (a.size() < 3 || spec.node.attrs.get_bool("transpose_a")) return false;
+  for (size_t i = 0; i + 2 < b.size(); ++i)
+    if (b[i] != 1) return false;
+  return true;
+}
+
 dnnl::matmul::primitive_desc make_batched_pd(const KernelSpec& spec) {
   const bool ta = spec.node.attrs.get_bool("transpose_a");
   const bool tb = spec.node.attrs.get_bool("transpose_b");
   const Shape& out = spec.node.outputs[0].shape;
+  if (rows_collapse(spec)) {
+    const Shape& a = spec.inputs[0].shape;
+    const Shape& b = spec.inputs[1].shape;
+    const int64_t k = a.back(), rows = num_elements(a) / k;
+    return dnnl::matmul::primitive_desc(
+        dnnl::matmul::desc(matrix_desc({rows, k}, false),
+                           matrix_desc({b[b.size() - 2], b.back()}, tb),
+                           plain_desc({rows, out.back()})),
+        user_scratchpad_attr(), engine());
+  }
   return dnnl::matmul::primitive_desc(
       dnnl::matmul::desc(batched_desc(spec.inputs[0].shape, out.size(), ta),
                          batched_desc(spec.inputs[1].shape, out.size(), tb), plain_desc(out)),

@@ -121,6 +121,7 @@ void register_pool_kernels(KernelRegistry& registry);
 void register_fused_conv_kernels(KernelRegistry& registry);
 void register_fused_matmul_kernels(KernelRegistry& registry);
 void register_transpose_kernels(KernelRegistry& registry);
+void register_softmax_kernels(KernelRegistry& registry);  // over the last axis
 void register_quantized_kernels(KernelRegistry& registry);  // int8 conv / matmul
 void register_rnn_kernels(KernelRegistry& registry);
 

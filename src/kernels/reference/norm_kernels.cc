@@ -1,4 +1,4 @@
-// Reference kernels for BatchNorm, BatchNormGrad and Dropout. Per-channel sums run over the
+// Reference kernels for BatchNorm, BatchNormGrad, LayerNorm and Dropout. Per-channel sums run over the
 // rows in order, in double, so results do not depend on the thread count.
 #include <cmath>
 #include <vector>
@@ -111,6 +111,30 @@ void batch_norm_grad(KernelContext& ctx) {
     }
 }
 
+// Each row of the last axis: (x - mean) / sqrt(var + epsilon) * gamma + beta, the mean and the
+// (population) variance summed in double, in two passes.
+void layer_norm(KernelContext& ctx) {
+  const Tensor& x = ctx.inputs[0];
+  const auto [rows, channels] = rows_of(x);
+  const float* px = x.data<float>();
+  const float* gamma = ctx.inputs[1].data<float>();
+  const float* beta = ctx.inputs[2].data<float>();
+  float* y = ctx.outputs[0].data<float>();
+  const double epsilon = ctx.node.attrs.get_float("epsilon");
+#pragma omp parallel for if (rows * channels >= (1 << 15))
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = px + r * channels;
+    double sum = 0.0;
+    for (int64_t c = 0; c < channels; ++c) sum += xr[c];
+    const double mean = sum / static_cast<double>(channels);
+    double sq = 0.0;
+    for (int64_t c = 0; c < channels; ++c) sq += (xr[c] - mean) * (xr[c] - mean);
+    const double inv = 1.0 / std::sqrt(sq / static_cast<double>(channels) + epsilon);
+    for (int64_t c = 0; c < channels; ++c)
+      y[r * channels + c] = static_cast<float>((xr[c] - mean) * inv * gamma[c] + beta[c]);
+  }
+}
+
 void dropout(KernelContext& ctx) {
   const Tensor& x = ctx.inputs[0];
   const float* px = x.data<float>();
@@ -138,6 +162,7 @@ void dropout(KernelContext& ctx) {
 void register_reference_norm_kernels(KernelRegistry& r) {
   r.add(simple_kernel(op_names::kBatchNorm, DType::f32, "reference", batch_norm));
   r.add(simple_kernel(op_names::kBatchNormGrad, DType::f32, "reference", batch_norm_grad));
+  r.add(simple_kernel(op_names::kLayerNorm, DType::f32, "reference", layer_norm));
   r.add(simple_kernel(op_names::kDropout, DType::f32, "reference", dropout));
 }
 

@@ -146,6 +146,9 @@ void register_reference_pointwise_kernels(KernelRegistry& r) {
   r.add(unary(op_names::kExp, [](A) { return [](double x) { return std::exp(x); }; }));
   r.add(unary(op_names::kLog, [](A) { return [](double x) { return std::log(x); }; }));
   r.add(unary(op_names::kErf, [](A) { return [](double x) { return std::erf(x); }; }));
+  r.add(unary(op_names::kGelu, [](A) {
+    return [](double x) { return 0.5 * x * (1.0 + std::erf(x * 0.70710678118654752440)); };
+  }));
   // min(max(x, lo), hi): when lo > hi every element becomes hi, as ONNX specifies.
   r.add(unary(op_names::kClip, [](A a) {
     return [lo = a.get_float("min"), hi = a.get_float("max")](double x) {

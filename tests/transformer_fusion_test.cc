@@ -1,0 +1,223 @@
+// The execution passes that fuse a transformer's decomposed LayerNorm and erf GELU: the fused
+// graph computes what the decomposed one does (within 1e-5), forms that differ from the
+// exported ones stay unfused, the fused ops refuse gradients by name, and the Gelu kernels' erf
+// (portable and AVX-512) stays within a few float roundings of std::erf.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <vector>
+
+#include "autodiff/gradients.h"
+#include "core/error.h"
+#include "cpu/cpu_features.h"
+#include "graph/graph.h"
+#include "kernels/erf_rational.h"
+#include "ops/ops.h"
+#include "runtime/session.h"
+#include "support/testing.h"
+#include "transforms/execution_passes.h"
+#if defined(__x86_64__)
+#include "kernels/transformer_kernels_avx512.h"
+#endif
+
+namespace sf {
+namespace {
+
+// How a decomposed LayerNorm is written.
+struct LayerNormForm {
+  bool importer_form = false;  // Mul(d, d) and d * (1 / root), as ops_nn.cc writes the ONNX op
+  float exponent = 2.0f;
+  bool eps_after_sqrt = false;
+  int64_t axis = -1;
+  bool affine = true;
+  bool mean_read_elsewhere = false;
+};
+
+// x [.., C] -> LayerNorm(x) written as `form` says; gamma and beta random [C].
+Output decomposed_layer_norm(Graph& g, Output x, const LayerNormForm& form, uint32_t seed) {
+  const Shape& shape = g.type(x).shape;
+  const int64_t channels = shape.back();
+  Output mean = ops::reduce_mean(g, x, {form.axis}, true, "mean");
+  Output d = ops::sub(g, x, mean, "centered");
+  Output square = form.importer_form
+                      ? ops::mul(g, d, d, "square")
+                      : ops::pow(g, d, ops::scalar(g, form.exponent, "two"), "square");
+  Output var = ops::reduce_mean(g, square, {form.axis}, true, "var");
+  Output eps = ops::scalar(g, 1e-5f, "eps");
+  Output root = form.eps_after_sqrt ? ops::add(g, ops::sqrt(g, var, "root0"), eps, "root")
+                                    : ops::sqrt(g, ops::add(g, var, eps, "var_eps"), "root");
+  Output y = form.importer_form
+                 ? ops::mul(g, d, ops::div(g, ops::scalar(g, 1.0f, "one"), root, "inv"), "norm")
+                 : ops::div(g, d, root, "norm");
+  if (form.affine) {
+    y = ops::mul(g, ops::constant(g, testing::random_tensor({channels}, seed, 0.5f, 1.5f)), y,
+                 "scaled");
+    y = ops::add(g, y, ops::constant(g, testing::random_tensor({channels}, seed + 1)), "shifted");
+  }
+  if (form.mean_read_elsewhere) y = ops::add(g, y, mean, "uses_mean");
+  return y;
+}
+
+enum class GeluForm { kPyTorch, kHalfFirst, kHalfOfSum, kWrongConstant };
+
+Output decomposed_gelu(Graph& g, Output x, GeluForm form) {
+  const float root2 = form == GeluForm::kWrongConstant ? 1.5f : 1.41421356f;
+  Output e = ops::erf(g, ops::div(g, x, ops::scalar(g, root2, "root2"), "scaled"), "erf");
+  Output p = ops::add(g, e, ops::scalar(g, 1.0f, "one"), "plus_one");
+  Output half = ops::scalar(g, 0.5f, "half");
+  switch (form) {
+    case GeluForm::kHalfFirst:
+      return ops::mul(g, ops::mul(g, x, half, "half_x"), p, "gelu");
+    case GeluForm::kHalfOfSum:
+      return ops::mul(g, ops::mul(g, p, half, "half_p"), x, "gelu");
+    default:
+      return ops::mul(g, ops::mul(g, x, p, "x_p"), half, "gelu");
+  }
+}
+
+std::map<std::string, int> op_counts(const Graph& g) {
+  std::map<std::string, int> counts;
+  for (const Node& n : g.nodes()) ++counts[n.op];
+  return counts;
+}
+
+Tensor run_graph(const Graph& g, const std::string& output, const Tensor& x) {
+  Session session(g);
+  return session.run({{Output{g.id_of("x"), 0}, x}}, {Output{g.id_of(output), 0}})[0].clone();
+}
+
+// Optimizes `g` (output node `y`) for execution, checks the fused graph against the original
+// on random inputs and returns the fused graph.
+Graph expect_fused_matches(const Graph& g, const std::string& y, float scale = 3.0f) {
+  std::vector<std::string> names{y};
+  Graph fused = optimize_for_execution(g, names);
+  const Shape& shape = g.type({g.id_of("x"), 0}).shape;
+  for (uint32_t seed : {7u, 8u}) {
+    const Tensor x = testing::random_tensor(shape, seed, -scale, scale);
+    const Tensor want = run_graph(g, y, x);
+    const Tensor got = run_graph(fused, names[0], x);
+    EXPECT_EQ(want.shape(), got.shape());
+    for (int64_t i = 0; i < want.numel(); ++i)
+      EXPECT_NEAR(want.data<float>()[i], got.data<float>()[i],
+                  1e-5 * (1.0 + std::fabs(want.data<float>()[i])))
+          << "element " << i;
+  }
+  return fused;
+}
+
+TEST(TransformerFusion, LayerNormFormsFuseAndMatchOnRandomShapes) {
+  const std::vector<Shape> shapes = {{1, 256}, {2, 7, 33}, {3, 16}, {2, 3, 5, 17}, {4, 1}};
+  for (bool importer_form : {false, true})
+    for (bool affine : {true, false})
+      for (const Shape& shape : shapes) {
+        SCOPED_TRACE(shape_str(shape) + (importer_form ? " importer" : " pytorch") +
+                     (affine ? " affine" : ""));
+        Graph g;
+        Output x = ops::placeholder(g, DType::f32, shape, "x");
+        LayerNormForm form;
+        form.importer_form = importer_form;
+        form.affine = affine;
+        form.axis = importer_form ? static_cast<int64_t>(shape.size()) - 1 : -1;
+        const Output y = decomposed_layer_norm(g, x, form, 3);
+        const Graph fused = expect_fused_matches(g, g.node(y.node).name);
+        auto counts = op_counts(fused);
+        EXPECT_EQ(counts["LayerNorm"], 1);
+        EXPECT_EQ(counts["ReduceMean"] + counts["Sqrt"] + counts["Sub"] + counts["Div"], 0);
+      }
+}
+
+TEST(TransformerFusion, LayerNormVariantsOutsideThePatternStayUnfused) {
+  LayerNormForm eps_after_sqrt, first_axis, cube, mean_shared;
+  eps_after_sqrt.eps_after_sqrt = true;
+  first_axis.axis = 0;
+  cube.exponent = 3.0f;
+  mean_shared.mean_read_elsewhere = true;
+  for (const LayerNormForm& form : {eps_after_sqrt, first_axis, cube, mean_shared}) {
+    Graph g;
+    Output x = ops::placeholder(g, DType::f32, {4, 6}, "x");
+    const Output y = decomposed_layer_norm(g, x, form, 5);
+    std::vector<std::string> names{g.node(y.node).name};
+    const Graph out = optimize_for_execution(g, names);
+    EXPECT_EQ(op_counts(out)["LayerNorm"], 0);
+    EXPECT_EQ(op_counts(out)["ReduceMean"], 2);
+  }
+}
+
+TEST(TransformerFusion, GeluFormsFuseAndMatch) {
+  for (GeluForm form : {GeluForm::kPyTorch, GeluForm::kHalfFirst, GeluForm::kHalfOfSum}) {
+    for (const Shape& shape : {Shape{1, 128, 17}, Shape{5}, Shape{3, 33}}) {
+      Graph g;
+      Output x = ops::placeholder(g, DType::f32, shape, "x");
+      decomposed_gelu(g, x, form);
+      const Graph fused = expect_fused_matches(g, "gelu", 5.0f);
+      auto counts = op_counts(fused);
+      EXPECT_EQ(counts["Gelu"], 1);
+      EXPECT_EQ(counts["Erf"] + counts["Mul"] + counts["Div"], 0);
+    }
+  }
+}
+
+TEST(TransformerFusion, GeluWithAnotherScaleStaysUnfused) {
+  Graph g;
+  Output x = ops::placeholder(g, DType::f32, {2, 9}, "x");
+  decomposed_gelu(g, x, GeluForm::kWrongConstant);
+  std::vector<std::string> names{"gelu"};
+  const Graph out = optimize_for_execution(g, names);
+  EXPECT_EQ(op_counts(out)["Gelu"], 0);
+  EXPECT_EQ(op_counts(out)["Erf"], 1);
+}
+
+TEST(TransformerFusion, FusedOpsRefuseGradientsByName) {
+  for (bool gelu : {false, true}) {
+    Graph g;
+    Output x = ops::placeholder(g, DType::f32, {2, 4}, "x");
+    Output gamma = ops::constant(g, testing::random_tensor({4}, 1));
+    Output beta = ops::constant(g, testing::random_tensor({4}, 2));
+    Output y = gelu ? ops::gelu(g, x, "fused") : ops::layer_norm(g, x, gamma, beta, 1e-5, "fused");
+    Output loss = ops::reduce_sum(g, y, {0, 1}, false, "loss");
+    try {
+      gradients(g, loss, {x});
+      ADD_FAILURE() << "expected an error";
+    } catch (const Error& e) {
+      const std::string want = gelu ? "node 'fused' (Gelu)" : "node 'fused' (LayerNorm)";
+      EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("inference graphs"), std::string::npos) << e.what();
+    }
+  }
+}
+
+// The largest relative error of `erf` (float in, float out) against std::erf in double over
+// [-6, 6] in steps of 1/1024, zero and tiny values.
+template <typename Erf>
+double worst_relative_error(Erf erf) {
+  std::vector<float> x;
+  for (float v = -6.0f; v <= 6.0f; v += 1.0f / 1024) x.push_back(v);
+  for (float v : {0.0f, 1e-30f, -1e-30f, 1e-6f}) x.push_back(v);
+  std::vector<float> y(x.size());
+  erf(x, y);
+  double worst = 0.0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double want = std::erf(static_cast<double>(x[i]));
+    worst = std::max(worst, std::fabs(y[i] - want) / std::max(std::fabs(want), 1e-30));
+  }
+  return worst;
+}
+
+TEST(TransformerFusion, RationalErfStaysCloseToStdErf) {
+  EXPECT_LT(worst_relative_error([](const std::vector<float>& x, std::vector<float>& y) {
+              for (size_t i = 0; i < x.size(); ++i) y[i] = erf_rational::erf(x[i]);
+            }),
+            6e-7);
+#if defined(__x86_64__)
+  if (!cpu_features().avx512f) GTEST_SKIP() << "no AVX-512";
+  EXPECT_LT(worst_relative_error([](const std::vector<float>& x, std::vector<float>& y) {
+              erf_avx512(x.data(), y.data(), static_cast<int64_t>(x.size()));
+            }),
+            6e-7);
+#endif
+}
+
+}  // namespace
+}  // namespace sf
