@@ -9,9 +9,10 @@ and each round gives a ratio of medians (> 1: slimflow faster). Outputs are chec
 ONNX Runtime first (max abs difference).
 
 Row "encoder-int8": our `quantize --mode eightbit` of the encoder (made at each batch's shape,
-activation ranges at run time), in the same rounds, against ONNX Runtime on the float model.
-ONNX Runtime's int8 of the same model is not measured: our QDQ export needs calibrated ranges,
-and calibration reads images, which the encoder does not take.
+activation ranges calibrated on 32 random example inputs given as .npy), in the same rounds,
+against ONNX Runtime on the float model; row "encoder-int8/qdq": the same int8 model against
+ONNX Runtime running it too, exported by `slimflow export` as a QDQ model (ONNX Runtime's own
+int8 kernels); its max diff is between the two engines' int8 outputs.
 
     /usr/bin/python3 bench/sequence_models.py [--encoder 4x256] [--sequence 128] [--time 100]
         [--runs 20] [--rounds 3] [--threads 2] [--models encoder,audio] [--json]
@@ -59,19 +60,27 @@ def main():
              os.path.join(out, f"{model}-slimflow"), "--threads", t])
         diff = float(np.abs(np.load(os.path.join(out, f"{model}-slimflow", "y.npy")) -
                             np.load(ort_out)).max())
-        int8, int8_diff = model == "encoder", None
+        int8, int8_diff, qdq_diff = model == "encoder", None, None
+        calibration = os.path.join(out, f"{model}-calibration.npy")
+        np.save(calibration, np.random.RandomState(1).randn(32, *shape[1:]).astype(np.float32))
         for batch in [1, 8]:
             dims = ",".join(str(d) for d in [batch] + shape[1:])
             quantized = os.path.join(out, f"{model}-int8-b{batch}.sfm")
+            qdq = os.path.join(out, f"{model}-int8-b{batch}-qdq.onnx")
             if int8:
                 run([args.slimflow, "quantize", onnx_path, "--input-shape", f"x={dims}", "--mode",
-                     "eightbit", "--out", quantized, "--threads", t])
+                     "eightbit", "--calib-data", calibration, "--out", quantized, "--threads", t])
+                run([args.slimflow, "export", quantized, "--out", qdq])
                 if batch == 1:  # the difference at batch 1, as for the float model
                     run([args.slimflow, "run", "--model", quantized, "--input", f"x={x}",
                          "--output-dir", os.path.join(out, f"{model}-int8"), "--threads", t])
-                    int8_diff = float(np.abs(np.load(os.path.join(out, f"{model}-int8", "y.npy")) -
-                                             np.load(ort_out)).max())
-            ours, ours_int8, theirs = [], [], []
+                    ours_y = np.load(os.path.join(out, f"{model}-int8", "y.npy"))
+                    int8_diff = float(np.abs(ours_y - np.load(ort_out)).max())
+                    qdq_out = os.path.join(out, f"{model}-int8-ort.npy")
+                    run(["node", "bench/ort_runner.js", qdq, x, qdq_out, "--runs", "1",
+                         "--threads", t])
+                    qdq_diff = float(np.abs(ours_y - np.load(qdq_out)).max())
+            ours, ours_int8, theirs, theirs_int8 = [], [], [], []
             for _ in range(args.rounds):
                 theirs.append(last_json(run(["node", "bench/ort_runner.js", onnx_path, x, "",
                                              "--runs", str(args.runs), "--threads", t,
@@ -83,13 +92,19 @@ def main():
                     ours_int8.append(last_json(run([args.slimflow, "bench", "--model", quantized,
                                                     "--batch", str(batch), "--threads", t,
                                                     "--runs", str(args.runs), "--json"])))
-            for name, mine, max_diff in [(model, ours, diff)] + (
-                    [(model + "-int8", ours_int8, int8_diff)] if int8 else []):
+                    theirs_int8.append(last_json(run(["node", "bench/ort_runner.js", qdq, x, "",
+                                                      "--runs", str(args.runs), "--threads", t,
+                                                      "--batch", str(batch)])))
+            compared = [(model, ours, theirs, diff)]
+            if int8:
+                compared += [(model + "-int8", ours_int8, theirs, int8_diff),
+                             (model + "-int8/qdq", ours_int8, theirs_int8, qdq_diff)]
+            for name, mine, peer, max_diff in compared:
                 ratios = [o["latency_ms_median"] / s["latency_ms_median"]
-                          for s, o in zip(mine, theirs)]
+                          for s, o in zip(mine, peer)]
                 rows.append({"model": name, "input": [batch] + shape[1:], "max_abs_diff": max_diff,
                              "slimflow_ms": statistics.median(r["latency_ms_median"] for r in mine),
-                             "ort_ms": statistics.median(r["latency_ms_median"] for r in theirs),
+                             "ort_ms": statistics.median(r["latency_ms_median"] for r in peer),
                              "ratio": statistics.median(ratios), "ratio_rounds": ratios,
                              "omp_wait_policy": mine[-1].get("omp_wait_policy")})
     if args.json:

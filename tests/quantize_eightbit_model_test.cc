@@ -248,6 +248,21 @@ TEST(EightbitModel, CalibratesOnNpyExamplesOfAModelWithoutImageInput) {
   float max_abs = 0.0f;
   for (float v : want) max_abs = std::max(max_abs, std::fabs(v));
   for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 0.05f * max_abs) << i;
+
+  // A model made for batches of 3 (as --input-shape specializes one) calibrates on whole
+  // batches of 3: 15 of the 16 examples.
+  ModelFile by3;
+  Output x3 = ops::placeholder(by3.graph, DType::f32, {3, 40}, "x");
+  ops::matmul(by3.graph, ops::reshape(by3.graph, x3, {3, 40}, "fixed"),
+              ops::constant(by3.graph, testing::random_tensor({40, 10}, 8), "fc/w"), false, false,
+              "logits");
+  by3.inputs = {"x"};
+  by3.outputs = {"logits"};
+  EXPECT_EQ(quantize_model_eightbit(by3, "by3.sfm", options).calibration_images, 15);
+  options.calib_count = 2;
+  testing::expect_error([&] { quantize_model_eightbit(by3, "by3.sfm", options); },
+                        "by3.sfm: the model takes batches of 3 (its input is [3,40]); the "
+                        "calibration data has 2 example(s)");
   std::filesystem::remove_all(dir);
 }
 

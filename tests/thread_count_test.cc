@@ -41,13 +41,13 @@ TEST(ThreadCount, MoreThanTheLimitIsAnError) {
 
 // Passive waiting only on busy cores, and never over the user's own setting.
 TEST(ThreadWaitPolicy, PassiveOnlyWhenTheCoresAreBusyAndTheUserChoseNothing) {
-  EXPECT_TRUE(should_wait_passively(nullptr, nullptr, 2.0, 2));
-  EXPECT_TRUE(should_wait_passively(nullptr, nullptr, 11.2, 2));
-  EXPECT_FALSE(should_wait_passively(nullptr, nullptr, 1.9, 2));
-  EXPECT_FALSE(should_wait_passively(nullptr, nullptr, 0.1, 16));
-  EXPECT_FALSE(should_wait_passively("active", nullptr, 11.2, 2));
-  EXPECT_FALSE(should_wait_passively(nullptr, "300000", 11.2, 2));
-  EXPECT_FALSE(should_wait_passively(nullptr, nullptr, 5.0, 0));
+  EXPECT_TRUE(should_wait_passively(nullptr, nullptr, 1, 2));
+  EXPECT_TRUE(should_wait_passively(nullptr, nullptr, 9, 2));
+  EXPECT_TRUE(should_wait_passively(nullptr, nullptr, 1, 16));
+  EXPECT_FALSE(should_wait_passively(nullptr, nullptr, 0, 2));  // idle cores, whatever came before
+  EXPECT_FALSE(should_wait_passively("active", nullptr, 9, 2));
+  EXPECT_FALSE(should_wait_passively(nullptr, "300000", 9, 2));
+  EXPECT_FALSE(should_wait_passively(nullptr, nullptr, 5, 0));
 }
 
 }  // namespace

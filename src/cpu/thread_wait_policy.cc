@@ -2,30 +2,57 @@
 
 #include <sched.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <fstream>
+#include <thread>
+#include <vector>
 
 #include <fmt/format.h>
 
 namespace sf {
 
 bool should_wait_passively(const char* omp_wait_policy, const char* gomp_spincount,
-                           double load_average, int cores) {
+                           int others_running, int cores) {
   if (omp_wait_policy != nullptr || gomp_spincount != nullptr) return false;
-  return cores > 0 && load_average >= cores;
+  return cores > 0 && others_running >= 1;
 }
 
-std::string reason_to_wait_passively() {
-  double load = 0.0;
+namespace {
+
+// Tasks ready to run or running now, this one included (/proc/loadavg's "R/T" field); -1 when
+// unreadable.
+int runnable_tasks() {
   std::ifstream in("/proc/loadavg");
-  if (!(in >> load)) return "";
+  double one = 0.0, five = 0.0, fifteen = 0.0;
+  std::string runnable_of_total;
+  if (!(in >> one >> five >> fifteen >> runnable_of_total)) return -1;
+  const int runnable = std::atoi(runnable_of_total.c_str());
+  return runnable >= 1 ? runnable : -1;
+}
+
+}  // namespace
+
+std::string reason_to_wait_passively() {
+  // A few samples: one can catch a short-lived task (a shell, a compiler's driver).
+  constexpr int kSamples = 5;
+  std::vector<int> others;
+  for (int i = 0; i < kSamples; ++i) {
+    if (i > 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    const int runnable = runnable_tasks();
+    if (runnable < 0) return "";
+    others.push_back(runnable - 1);
+  }
+  std::sort(others.begin(), others.end());
+  const int median = others[kSamples / 2];
   cpu_set_t set;
   CPU_ZERO(&set);
   const int cores = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 0;
-  if (!should_wait_passively(std::getenv("OMP_WAIT_POLICY"), std::getenv("GOMP_SPINCOUNT"), load,
+  if (!should_wait_passively(std::getenv("OMP_WAIT_POLICY"), std::getenv("GOMP_SPINCOUNT"), median,
                              cores))
     return "";
-  return fmt::format("load average {:.2f} on {} cores", load, cores);
+  return fmt::format("{} other task{} running on {} cores", median, median == 1 ? "" : "s", cores);
 }
 
 std::string thread_wait_policy() {

@@ -17,22 +17,27 @@
 namespace sf {
 
 // Whether a process about to use OpenMP should restart with OMP_WAIT_POLICY=passive: only when
-// the user set neither OMP_WAIT_POLICY nor GOMP_SPINCOUNT (the values, or null) and the
-// 1-minute load average is at least the number of cores this process may use.
+// the user set neither OMP_WAIT_POLICY nor GOMP_SPINCOUNT (the values, or null) and other tasks
+// are running now (`others_running`, besides this process) on a machine where this process
+// may use `cores` cores: one of its threads would then wait for a core while the others spin.
+// Not the 1-minute load average: it stays high for a minute after a build has ended and the
+// cores are idle again (batch-1 latencies were 2-4x worse for it), and it is slow to see a
+// process that has just started.
 bool should_wait_passively(const char* omp_wait_policy, const char* gomp_spincount,
-                           double load_average, int cores);
+                           int others_running, int cores);
 
-// The same decision for this process, from its environment, /proc/loadavg and its CPU
-// affinity mask: why it should wait passively ("load average 9.70 on 2 cores"), or "" when it
-// should not (or the load cannot be read).
+// The same decision for this process, from its environment, the runnable tasks of
+// /proc/loadavg (the median of a few samples a millisecond apart) and its CPU affinity mask:
+// why it should wait passively ("2 other tasks running on 2 cores"), or "" when it should not
+// (or the count cannot be read).
 std::string reason_to_wait_passively();
 
 // The environment variable by which a process that restarted itself with passive waiting tells
 // its new image why.
 inline constexpr const char* kWaitPolicyReasonVariable = "SLIMFLOW_WAIT_POLICY_CHOSEN";
 
-// What this process's OpenMP threads do while idle, for reports: "passive (load average 9.70
-// on 2 cores)", "active (OMP_WAIT_POLICY)", "spin, then sleep (libgomp's default)", ...
+// What this process's OpenMP threads do while idle, for reports: "passive (2 other tasks
+// running on 2 cores)", "active (OMP_WAIT_POLICY)", "spin, then sleep (libgomp's default)", ...
 std::string thread_wait_policy();
 
 }  // namespace sf

@@ -58,6 +58,19 @@ class NchwExamples : public CalibrationSource {
   CalibrationSource& nhwc_;
 };
 
+// The first examples of a source that fill whole batches of `batch`.
+class WholeBatches : public CalibrationSource {
+ public:
+  WholeBatches(std::unique_ptr<CalibrationSource> all, int64_t batch)
+      : all_(std::move(all)), size_(all_->size() / batch * batch) {}
+  int64_t size() const override { return size_; }
+  std::vector<Tensor> batch(int64_t begin, int64_t end) override { return all_->batch(begin, end); }
+
+ private:
+  std::unique_ptr<CalibrationSource> all_;
+  int64_t size_;
+};
+
 // The model's graph prepared to take the calibration images (transforms/image_input.h).
 struct FedGraph {
   Graph graph;
@@ -176,8 +189,16 @@ EightbitModel quantize_model_eightbit(const ModelFile& float_model, const std::s
                           .nchw = fed->nchw};
       source = open_image_source(options.calib_data, options.calib_count, spec);
     }
-    // A graph built for one batch size (ONNX Reshape to [1, N]) calibrates one image at a time.
-    if (in[0] == 1) co.batch_size = 1;
+    // A graph built for one batch size (an ONNX Reshape to [1, N], a model specialized by
+    // --input-shape) calibrates in batches of its own size, so only whole ones.
+    if (in[0] >= 1) {
+      co.batch_size = in[0];
+      if (source->size() < in[0])
+        fail("{}: the model takes batches of {} (its input is {}); the calibration data has {} "
+             "example(s)",
+             name, in[0], shape_str(in), source->size());
+      source = std::make_unique<WholeBatches>(std::move(source), in[0]);
+    }
     if (options.on_calibrating) options.on_calibrating(source->size());
     rewrite.ranges = calibrate_fed(*fed, wanted, *source, co);
     result.calibrated = true;
