@@ -182,7 +182,7 @@ TEST(OnnxExportTest, FloatGraphRoundTripsThroughTheImporter) {
 }
 
 // A transformer block's float ops (imported from ONNX, written back): BatchMatMul with each
-// operand transposed, ReduceMean over the last axis, Erf.
+// operand transposed, ReduceMean over the last axis, Erf, Gather of the last step.
 TEST(OnnxExportTest, SequenceOpsRoundTripThroughTheImporter) {
   ModelFile model;
   Graph& g = model.graph;
@@ -192,7 +192,10 @@ TEST(OnnxExportTest, SequenceOpsRoundTripThroughTheImporter) {
   Output scores = ops::batch_matmul(g, dense, dense, false, true, "scores");  // [2,5,5]
   Output mixed = ops::batch_matmul(g, scores, x, true, false, "mixed");       // [2,5,4]
   Output mean = ops::reduce_mean(g, mixed, {-1}, true, "mean");
-  ops::erf(g, ops::sub(g, mixed, mean, "centered"), "y");
+  Output centered = ops::erf(g, ops::sub(g, mixed, mean, "centered"), "erf");
+  Tensor last(DType::i64, {});
+  last.data<int64_t>()[0] = -1;
+  g.add("Gather", {centered, ops::constant(g, last, "last")}, {{"axis", int64_t{1}}}, "y");
   model.inputs = {"x"};
   model.outputs = {"y"};
   const std::string bytes = export_onnx_bytes(model, "seq");
@@ -201,6 +204,7 @@ TEST(OnnxExportTest, SequenceOpsRoundTripThroughTheImporter) {
   EXPECT_EQ(count_nodes(exported, "MatMul"), 3);
   EXPECT_EQ(count_nodes(exported, "ReduceMean"), 1);
   EXPECT_EQ(count_nodes(exported, "Erf"), 1);
+  EXPECT_EQ(count_nodes(exported, "Gather"), 1);
   ImportOptions options;
   options.input_shapes["x"] = {2, 5, 4};
   const ModelFile imported = import_onnx_bytes(bytes, "exported", options);

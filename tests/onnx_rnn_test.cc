@@ -6,6 +6,7 @@
 
 #include <cmath>
 
+#include "onnx/exporter.h"
 #include "onnx/importer.h"
 #include "support/onnx_models.h"
 #include "support/testing.h"
@@ -51,6 +52,27 @@ Tensor run_rnn(const std::string& op, const std::string& dir, const Weights& wts
   std::string bytes;
   EXPECT_TRUE(m.SerializeToString(&bytes));
   return run_model(import_onnx_bytes(bytes, "rnn.onnx"), x);
+}
+
+// The ONNX model of one GRU/LSTM node on x [T, N, I] (output Y [T, dirs, N, H]), with an
+// initial state.
+std::string rnn_model(const std::string& op, const std::string& dir, const Weights& wts,
+                      int64_t linear_before_reset = 0) {
+  const int64_t gates = op == "GRU" ? 3 : 4, dirs = dir == "bidirectional" ? 2 : 1;
+  onnx::ModelProto m = new_onnx_model(14);
+  add_input(m, "x", {T, N, I});
+  add_init(m, "w", {dirs, gates * H, I}, wts.w);
+  add_init(m, "r", {dirs, gates * H, H}, wts.r);
+  add_init(m, "b", {dirs, 2 * gates * H}, wts.b);
+  add_init(m, "h0", {dirs, N, H}, random_values(dirs * N * H, 77));
+  onnx::NodeProto* n = add_node(m, op, {"x", "w", "r", "b", "", "h0"}, {"y"}, "rnn");
+  set_int(n, "hidden_size", H);
+  if (op == "GRU") set_int(n, "linear_before_reset", linear_before_reset);
+  set_string(n, "direction", dir);
+  add_output(m, "y");
+  std::string bytes;
+  EXPECT_TRUE(m.SerializeToString(&bytes));
+  return bytes;
 }
 
 Tensor reversed_in_time(const Tensor& x) {
@@ -114,6 +136,36 @@ TEST(OnnxRnn, GruLinearBeforeResetMatchesTheDefinition) {
     h = next;
     for (int64_t i = 0; i < N * H; ++i)
       EXPECT_NEAR(y.data<float>()[t * N * H + i], h[i], 1e-5) << "t=" << t << " i=" << i;
+  }
+}
+
+// Exported back to ONNX, an imported GRU / LSTM is one GRU / LSTM node again and computes the
+// same outputs once imported.
+TEST(OnnxRnn, GruAndLstmExportAsOneNodeAndRoundTrip) {
+  const Tensor x = random_tensor({T, N, I}, 31);
+  struct Case {
+    const char* op;
+    const char* dir;
+    int64_t linear_before_reset;
+  };
+  for (const Case& k : {Case{"GRU", "bidirectional", 1}, Case{"GRU", "forward", 0},
+                        Case{"LSTM", "reverse", 0}, Case{"LSTM", "bidirectional", 0}}) {
+    SCOPED_TRACE(std::string(k.op) + " " + k.dir);
+    const int64_t gates = std::string(k.op) == "GRU" ? 3 : 4;
+    const int64_t dirs = std::string(k.dir) == "bidirectional" ? 2 : 1;
+    const ModelFile imported = import_onnx_bytes(
+        rnn_model(k.op, k.dir, random_weights(gates, dirs, 41), k.linear_before_reset), "rnn.onnx");
+    const std::string exported = export_onnx_bytes(imported, "rnn.sfm");
+    onnx::ModelProto proto;
+    ASSERT_TRUE(proto.ParseFromString(exported));
+    int recurrent_nodes = 0;
+    for (const onnx::NodeProto& n : proto.graph().node()) recurrent_nodes += n.op_type() == k.op;
+    EXPECT_EQ(recurrent_nodes, 1);
+    const Tensor want = run_model(imported, x);
+    const Tensor got = run_model(import_onnx_bytes(exported, "exported.onnx"), x);
+    ASSERT_EQ(got.shape(), want.shape());
+    for (int64_t i = 0; i < want.numel(); ++i)
+      EXPECT_FLOAT_EQ(got.data<float>()[i], want.data<float>()[i]) << i;
   }
 }
 

@@ -210,6 +210,27 @@ void reduce_mean(Context& c) {
   set_attr(node, "keepdims", int64_t{c.node->attrs.get_bool("keep_dims") ? 1 : 0});
 }
 
+// GRU and LSTM nodes keep ONNX's layouts (time-major X; W [dirs, gates*hidden, in], R, B; the
+// initial states; LSTM's peepholes), so their inputs pass as they are; sequence_lens is left
+// out, every sequence being whole.
+void recurrent(Context& c, bool lstm) {
+  const Attrs& a = c.node->attrs;
+  std::vector<std::string> inputs;
+  for (int i = 0; i < 4; ++i) inputs.push_back(c.get(in(c, i)));
+  inputs.push_back("");  // sequence_lens
+  inputs.push_back(c.get(in(c, 4)));
+  if (lstm) {
+    inputs.push_back(c.get(in(c, 5)));
+    if (a.get_bool("peepholes")) inputs.push_back(c.get(in(c, 6)));
+  }
+  std::vector<std::string> outputs;
+  for (int i = 0; i < (lstm ? 3 : 2); ++i) outputs.push_back(c.define_out(kAsIs, i));
+  onnx::NodeProto& node = c.add_node(lstm ? "LSTM" : "GRU", inputs, outputs);
+  set_attr(node, "hidden_size", c.shape(in(c, 1))[1] / (lstm ? 4 : 3));
+  set_attr(node, "direction", a.get_string("direction"));
+  if (!lstm && a.get_bool("linear_before_reset")) set_attr(node, "linear_before_reset", int64_t{1});
+}
+
 void softmax(Context& c) {
   set_attr(emit(c, "Softmax", {c.get(in(c, 0))}, kAsIs), "axis", int64_t{-1});
 }
@@ -303,6 +324,12 @@ void add_float_writers(WriterMap& m) {
   m["Neg"] = [](Context& c) { same_form(c, "Neg"); };
   m["Erf"] = [](Context& c) { same_form(c, "Erf"); };
   m["BatchMatMul"] = batch_matmul;
+  m["Gather"] = [](Context& c) {
+    set_attr(emit(c, "Gather", {c.get(in(c, 0)), c.get(in(c, 1))}, kAsIs), "axis",
+             c.node->attrs.get_int("axis"));
+  };
+  m["Gru"] = [](Context& c) { recurrent(c, false); };
+  m["Lstm"] = [](Context& c) { recurrent(c, true); };
   m["ReduceMean"] = reduce_mean;
   m["LeakyRelu"] = [](Context& c) {
     set_attr(same_form(c, "LeakyRelu"), "alpha",
