@@ -21,6 +21,21 @@
 
 namespace sf {
 
+namespace {
+
+// What a thread does while it spins on a value another core is about to write.
+inline void cpu_relax() {
+#if defined(__x86_64__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#else
+  std::this_thread::yield();
+#endif
+}
+
+}  // namespace
+
 // Tensors in flight between the devices of this process, one slot per edge.
 class PartitionedRun::Rendezvous {
  public:
@@ -28,26 +43,40 @@ class PartitionedRun::Rendezvous {
     {
       std::lock_guard lock(mutex_);
       Slot& slot = slots_[key];
-      slot.step = step;
       slot.value = value;
+      slot.step.store(step, std::memory_order_release);
     }
     arrived_.notify_all();
   }
 
   Tensor receive(const std::string& key, int64_t step) {
-    std::unique_lock lock(mutex_);
-    Slot& slot = slots_[key];
-    // A hand-over between running devices is usually a few microseconds away, and waking a
-    // sleeping thread costs tens: poll briefly before sleeping.
-    const auto poll_until = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
-    while (slot.step != step && aborted_.empty() && std::chrono::steady_clock::now() < poll_until) {
-      lock.unlock();
-      std::this_thread::yield();
-      lock.lock();
+    Slot* slot = nullptr;
+    {
+      std::lock_guard lock(mutex_);
+      slot = &slots_[key];  // std::map keeps its nodes where they are
     }
-    arrived_.wait(lock, [&] { return slot.step == step || !aborted_.empty(); });
-    if (slot.step != step) throw Error(aborted_);
-    return slot.value;
+    // A hand-over between running devices is usually a microsecond or less away; waking a
+    // sleeping thread costs tens. So spin on the slot (no lock) for a while before sleeping,
+    // giving the core away now and then in case the sender waits for it: the sender writes the
+    // value before it publishes the step, and writes the slot again only in a later step,
+    // after every device has finished this one.
+    const auto spin_until = std::chrono::steady_clock::now() + std::chrono::microseconds(50);
+    for (int spins = 0; slot->step.load(std::memory_order_acquire) != step &&
+                        !aborting_.load(std::memory_order_relaxed);
+         ++spins) {
+      cpu_relax();
+      if (spins % 64 != 63) continue;
+      if (std::chrono::steady_clock::now() > spin_until) break;
+      std::this_thread::yield();
+    }
+    if (slot->step.load(std::memory_order_acquire) != step) {
+      std::unique_lock lock(mutex_);
+      arrived_.wait(lock, [&] {
+        return slot->step.load(std::memory_order_acquire) == step || !aborted_.empty();
+      });
+      if (slot->step.load(std::memory_order_acquire) != step) throw Error(aborted_);
+    }
+    return slot->value;
   }
 
   // Wakes every receiver: `why` is what they throw. True for the first abort of a step (the
@@ -57,6 +86,7 @@ class PartitionedRun::Rendezvous {
     {
       std::lock_guard lock(mutex_);
       if (aborted_.empty()) aborted_ = why, first = true;
+      aborting_.store(true, std::memory_order_relaxed);
     }
     arrived_.notify_all();
     return first;
@@ -64,6 +94,7 @@ class PartitionedRun::Rendezvous {
   void reset() {
     std::lock_guard lock(mutex_);
     aborted_.clear();
+    aborting_.store(false, std::memory_order_relaxed);
   }
   bool aborted() {
     std::lock_guard lock(mutex_);
@@ -72,13 +103,14 @@ class PartitionedRun::Rendezvous {
 
  private:
   struct Slot {
-    int64_t step = -1;
+    std::atomic<int64_t> step{-1};
     Tensor value;
   };
   std::mutex mutex_;
   std::condition_variable arrived_;
   std::map<std::string, Slot> slots_;
   std::string aborted_;
+  std::atomic<bool> aborting_{false};
 };
 
 // A device's thread: it keeps its OpenMP team between steps, on its own cores when it has any.
