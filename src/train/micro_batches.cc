@@ -138,17 +138,25 @@ MicroBatchGraph micro_batch_graph(const StepGraph& step, int64_t micro_batches) 
       g.mutable_node(sums[i].node).colocate_with = g.node(grad.node).name;
     }
   }
+  // The micro-batches' rows of a tensor, in order (once however many gradients read it).
+  std::map<Output, Output> rows_of;
+  auto all_rows = [&](Output o) {
+    auto [it, added] = rows_of.emplace(o, Output{});
+    if (!added) return it->second;
+    std::vector<Output> parts;
+    for (int64_t k = 0; k < micro_batches; ++k) parts.push_back(copied(k, o));
+    const std::string& name = part.node(o.node).name;
+    it->second = ops::concat(g, parts, 0,
+                             o.index == 0 ? name + "/rows" : fmt::format("{}:{}/rows", name, o.index));
+    g.mutable_node(it->second.node).colocate_with = name_in(0, o.node);
+    return it->second;
+  };
   for (size_t i = 0; i < step.grads.size(); ++i) {
     const int id = step.grads[i].node;
     if (!once[static_cast<size_t>(id)]) continue;
     const Node& node = part.node(id);
     std::vector<Output> inputs;
-    for (size_t j = 0; j < node.inputs.size(); ++j) {
-      std::vector<Output> parts;
-      for (int64_t k = 0; k < micro_batches; ++k) parts.push_back(copied(k, node.inputs[j]));
-      inputs.push_back(ops::concat(g, parts, 0, fmt::format("{}/input{}", node.name, j)));
-      g.mutable_node(inputs.back().node).colocate_with = node.name;
-    }
+    for (const Output& in : node.inputs) inputs.push_back(all_rows(in));
     sums[i] = Output{g.add_node(node.op, std::move(inputs), node.attrs, node.name), 0};
     Node& c = g.mutable_node(sums[i].node);
     c.requested_device = node.requested_device;
