@@ -133,6 +133,8 @@ def main():
         print(f"  {name:42s} {ips:8.0f}  {ips / base:.2f}x   (rounds: {rounds})")
     print("per split: compute per step by device (kernel time less Recv, from --profile); bound = total /"
           " largest; with M micro-batches at no cost each, 2 stages take largest + smallest / M:")
+    if not d["bound"]:
+        print("  none: train --profile starts after 5 steps; give --train-limit more than 5 batches of 64")
     for name, bound in d["bound"].items():
         ms = d["device_compute_ms"][name]
         devices = ", ".join(f"{dev} {t:.1f} ms" for dev, t in ms.items())
