@@ -137,6 +137,40 @@ TEST(OneDnnBf16, ExcludedLayerStaysFp32InEveryPart) {
   EXPECT_NE(impl.at("fc2").find("bf16"), std::string::npos) << impl.at("fc2");
 }
 
+// Products that read one variable in one run (the micro-batch copies of a layer) share its
+// rounding to bf16 (RunShared): the results are those of separate roundings, and a variable the
+// optimizer changed between runs is rounded again.
+TEST(OneDnnBf16, ProductsOfOneVariableShareItsRoundingWithinARun) {
+  if (!cpu_features().avx512_bf16 && !cpu_features().amx_bf16) GTEST_SKIP() << "no bf16 kernels";
+  Graph g;
+  const Output x1 = ops::placeholder(g, DType::f32, {4, 64}, "x1");
+  const Output x2 = ops::placeholder(g, DType::f32, {4, 64}, "x2");
+  const Output w = ops::variable(g, DType::f32, {64, 32}, "w");
+  const Output y1 = ops::matmul(g, x1, w, false, false, "y1");
+  const Output y2 = ops::matmul(g, x2, w, false, false, "y2");
+  const Output dx = ops::matmul(g, y2, w, false, true, "dx");  // w transposed: its own rounding
+  const SessionOptions bf16{.precision = Precision::bf16};
+  auto store = std::make_shared<VariableStore>();
+  store->set("w", random_tensor({64, 32}, 1));
+  const Feeds feeds = {{x1, random_tensor({4, 64}, 2)}, {x2, random_tensor({4, 64}, 3)}};
+  Session shared(g, bf16, store);
+  for (uint32_t step = 0; step < 2; ++step) {
+    if (step == 1) {  // the optimizer writes the variable in place between runs
+      const Tensor next = random_tensor({64, 32}, 4);
+      std::memcpy(store->get("w").raw(), next.raw(), next.bytes());
+    }
+    const std::vector<Tensor> got = shared.run(feeds, {y1, y2, dx});
+    for (size_t i = 0; i < 3; ++i) {
+      // Each product alone in a fresh session rounds w itself.
+      const Output fetch = std::vector<Output>{y1, y2, dx}[i];
+      Session alone(g, bf16, store);
+      const Tensor want = alone.run(feeds, {fetch})[0];
+      ASSERT_EQ(got[i].bytes(), want.bytes());
+      EXPECT_EQ(std::memcmp(got[i].raw(), want.raw(), want.bytes()), 0) << "step " << step << " fetch " << i;
+    }
+  }
+}
+
 // Mixed-precision training: the gradients of a conv and of a matmul (Conv2DBackpropInput and
 // Conv2DBackpropFilter, MatMuls with transposes) in a bf16 session against an fp32 one, on
 // random shapes. Each product's two inputs are rounded to bf16 (relative error at most 2^-8

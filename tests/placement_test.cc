@@ -1,6 +1,9 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -22,7 +25,9 @@
 #include "support/mpi_jobs.h"
 #include "support/testing.h"
 #include "train/checkpoint.h"
+#include "train/micro_batches.h"
 #include "train/trainer.h"
+#include "train/training_run.h"
 
 namespace sf {
 namespace {
@@ -253,7 +258,7 @@ TEST(Placement, LogPutsTheSummaryFirstThenNodesThenTransfers) {
 
 TEST(CorePinning, DevicesGetDistinctCoresOrTheLogSaysWhyNot) {
   const int cores = static_cast<int>(std::thread::hardware_concurrency());
-  const CorePlan plan = plan_device_cores({"/cpu:1", "/cpu:0"}, 1);
+  const CorePlan plan = plan_device_cores({"/cpu:1", "/cpu:0"}, 1, /*load_average=*/0.0);
   if (cores >= 2 && !plan.cores.empty()) {
     ASSERT_EQ(plan.cores.size(), 2u);
     ASSERT_EQ(plan.cores[0].size(), 1u);
@@ -262,6 +267,14 @@ TEST(CorePinning, DevicesGetDistinctCoresOrTheLogSaysWhyNot) {
     EXPECT_EQ(plan.note, fmt::format("threads pinned: /cpu:1 on core {}; /cpu:0 on core {}",
                                      plan.cores[0][0], plan.cores[1][0]));
     EXPECT_LT(plan.cores[1][0], plan.cores[0][0]);
+  }
+  // Busy cores: a pinned device would wait for its core while another is free.
+  const CorePlan busy = plan_device_cores({"/cpu:1", "/cpu:0"}, 1, 1e6);
+  EXPECT_TRUE(busy.cores.empty());
+  if (!plan.cores.empty()) {  // the cores exist: only their load stops the pinning
+    EXPECT_EQ(busy.note.find("threads not pinned: the cores are busy (load average 1000000.00 on "),
+              0u)
+        << busy.note;
   }
   const CorePlan too_many = plan_device_cores({"/cpu:0", "/cpu:1"}, 4096);
   EXPECT_TRUE(too_many.cores.empty());
@@ -496,6 +509,217 @@ TEST(PartitionedTraining, DeepMnistOnTwoDevicesEqualsOneDevice) {
   std::filesystem::remove_all(two);
 }
 
+// --- micro-batches (GPipe-style pipelining) ---
+
+// x [N,3] -> a = x w1, b = x w1 (so w1's gradient is a sum of two products) -> relu(a + b)
+// -> logits = . w2 -> mean cross-entropy; its gradients for w1 and w2.
+struct SmallStep {
+  Graph g;
+  StepGraph step;
+};
+
+std::unique_ptr<SmallStep> small_step(int64_t batch) {
+  auto s = std::make_unique<SmallStep>();
+  Graph& g = s->g;
+  const Output x = ops::placeholder(g, DType::f32, {batch, 3}, "x");
+  const Output labels = ops::placeholder(g, DType::i32, {batch}, "labels");
+  const Output w1 = ops::variable(g, DType::f32, {3, 5}, "w1");
+  const Output w2 = ops::variable(g, DType::f32, {5, 4}, "w2");
+  const Output a = ops::matmul(g, x, w1, false, false, "a");
+  const Output b = ops::matmul(g, x, w1, false, false, "b");
+  const Output h = ops::relu(g, ops::add(g, a, b, "sum"), "h");
+  const Output logits = ops::matmul(g, h, w2, false, false, "logits");
+  const Output loss = ops::softmax_cross_entropy(g, logits, labels, "loss");
+  s->step.graph = &g;
+  s->step.first_backward = g.num_nodes();
+  s->step.grads = gradients(g, loss, {w1, w2});
+  s->step.fed = {x, labels};
+  s->step.loss = loss;
+  s->step.probs = Output{loss.node, 1};
+  return s;
+}
+
+TEST(MicroBatchGraph, SummedAndDeferredGradientsEqualTheWholeBatch) {
+  const auto whole = small_step(8);
+  const auto part = small_step(2);
+  const MicroBatchGraph mb = micro_batch_graph(part->step, 4);
+  // w2's gradient (x^T dy) runs once on the micro-batches' rows together; w1's (a sum of two
+  // products) is accumulated micro-batch by micro-batch.
+  const Node& w2_grad = mb.graph.node(mb.grads[1].node);
+  EXPECT_EQ(w2_grad.name, whole->g.node(whole->step.grads[1].node).name);
+  EXPECT_EQ(w2_grad.op, op_names::kMatMul);
+  EXPECT_EQ(mb.graph.node(w2_grad.inputs[0].node).op, op_names::kConcat);
+  EXPECT_EQ(mb.graph.node(mb.grads[0].node).op, op_names::kAdd);
+  EXPECT_EQ(mb.graph.node(mb.fed[3][0].node).name, "x/mb3");
+
+  auto store = std::make_shared<VariableStore>();
+  store->set("w1", testing::random_tensor({3, 5}, 1));
+  store->set("w2", testing::random_tensor({5, 4}, 2));
+  const Tensor x = testing::random_tensor({8, 3}, 3);
+  const Tensor labels = testing::random_labels(8, 4, 4);
+  Session one(whole->g, SessionOptions{.threads = 1}, store);
+  const std::vector<Tensor> want =
+      one.run({{whole->step.fed[0], x}, {whole->step.fed[1], labels}},
+              {whole->step.loss, whole->step.grads[0], whole->step.grads[1],
+               whole->step.probs});
+  Session piped(mb.graph, SessionOptions{.threads = 1}, store);
+  Feeds feeds;
+  for (int64_t k = 0; k < 4; ++k) {
+    Tensor xs(DType::f32, {2, 3}), ls(DType::i32, {2});
+    std::memcpy(xs.raw(), x.data<float>() + k * 6, xs.bytes());
+    std::memcpy(ls.raw(), labels.data<int32_t>() + k * 2, ls.bytes());
+    feeds.push_back({mb.fed[static_cast<size_t>(k)][0], xs});
+    feeds.push_back({mb.fed[static_cast<size_t>(k)][1], ls});
+  }
+  const std::vector<Tensor> got = piped.run(feeds, {mb.loss, mb.grads[0], mb.grads[1], mb.probs_all});
+  for (size_t i = 0; i < want.size(); ++i) {
+    ASSERT_EQ(want[i].shape(), got[i].shape()) << i;
+    for (int64_t e = 0; e < want[i].numel(); ++e)
+      EXPECT_NEAR(want[i].data<float>()[e], got[i].data<float>()[e], 1e-6) << i << "[" << e << "]";
+  }
+}
+
+// One step of the tiny CNN (tests/data/tiny-cnn-2dev.yaml, no dropout) with momentum, whose
+// velocity after one step is the gradient itself: the checkpoint's tensors.
+struct OneStep {
+  std::map<std::string, Tensor> tensors;
+  int64_t micro_batches = 0;  // as the epoch report says
+};
+
+// 32 MNIST images to train on and 32 to test, loaded once.
+std::shared_ptr<const DataSplit> few_mnist_images() {
+  static const auto split = [] {
+    const DataSplit all = load_dataset("mnist");
+    return std::make_shared<const DataSplit>(DataSplit{take(all.train, 32), take(all.test, 32)});
+  }();
+  return split;
+}
+
+OneStep one_step(const std::string& model, const std::string& out, int64_t micro_batches) {
+  TrainOptions o;
+  o.model_path = model;
+  o.data = "mnist";
+  o.data_split = few_mnist_images();
+  o.out_dir = out;
+  o.epochs = 1;
+  o.batch = 32;
+  o.train_limit = 32;
+  o.test_limit = 32;
+  o.threads = 1;
+  o.seed = 5;
+  o.cpu_devices = 2;
+  o.optimizer = "momentum";
+  o.lr = 0.1;
+  o.micro_batches = micro_batches;
+  const std::vector<EpochReport> reports = train(o, {});
+  return {load_checkpoint(checkpoint_path(out)).tensors, reports.at(0).micro_batches};
+}
+
+// The same spec with every layer on the default device.
+std::string unsplit_copy(const std::string& spec, const std::string& dir) {
+  std::string text = testing::run_shell("cat " + spec).out;
+  for (const char* request : {", device: /cpu:0", ", device: /cpu:1"})
+    for (size_t at; (at = text.find(request)) != std::string::npos;)
+      text.erase(at, std::strlen(request));
+  const std::string path = dir + "/unsplit.yaml";
+  FILE* f = std::fopen(path.c_str(), "w");
+  std::fputs(text.c_str(), f);
+  std::fclose(f);
+  return path;
+}
+
+// Equal up to float summation order: the gradients' sums over the batch run in other orders.
+void expect_close(const std::map<std::string, Tensor>& a, const std::map<std::string, Tensor>& b,
+                  const std::string& what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  for (const auto& [name, t] : a) {
+    ASSERT_TRUE(b.count(name)) << what << ": " << name;
+    ASSERT_EQ(t.shape(), b.at(name).shape()) << what << ": " << name;
+    if (t.dtype() != DType::f32) {  // the optimizer's step count
+      EXPECT_EQ(std::memcmp(t.raw(), b.at(name).raw(), t.bytes()), 0) << what << ": " << name;
+      continue;
+    }
+    const float* x = t.data<float>();
+    const float* y = b.at(name).data<float>();
+    float largest = 0.0f, worst = 0.0f;
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      largest = std::max(largest, std::fabs(x[i]));
+      worst = std::max(worst, std::fabs(x[i] - y[i]));
+    }
+    EXPECT_LE(worst, 2e-6f * std::max(largest, 1.0f)) << what << ": " << name;
+  }
+}
+
+TEST(PartitionedTraining, MicroBatchesGiveTheWholeBatchUpdate) {
+  if (!testing::mnist_available()) GTEST_SKIP() << "MNIST not installed: run scripts/setup.sh";
+  const std::string dir = testing::make_temp_dir("sf-micro");
+  const std::string split = testing::source_path("tests/data/tiny-cnn-2dev.yaml");
+  const OneStep whole = one_step(split, dir + "/m1", 1);
+  const OneStep piped = one_step(split, dir + "/m4", 4);
+  const OneStep unsplit = one_step(unsplit_copy(split, dir), dir + "/one", 1);
+  EXPECT_EQ(whole.micro_batches, 1);
+  EXPECT_EQ(piped.micro_batches, 4);
+  // M=1 is today's step: split and unsplit bit for bit.
+  ASSERT_EQ(whole.tensors.size(), unsplit.tensors.size());
+  for (const auto& [name, t] : whole.tensors)
+    EXPECT_EQ(std::memcmp(t.raw(), unsplit.tensors.at(name).raw(), t.bytes()), 0) << name;
+  // The gradients (velocity) and the weights of 4 micro-batches are the whole batch's.
+  const Tensor& gradient = whole.tensors.at(std::string(kOptimizerPrefix) + "momentum/velocity/conv1/weights");
+  float largest = 0.0f;
+  for (int64_t i = 0; i < gradient.numel(); ++i)
+    largest = std::max(largest, std::fabs(gradient.data<float>()[i]));
+  EXPECT_GT(largest, 1e-3f) << "the step must move the weights for the comparison to mean much";
+  expect_close(whole.tensors, piped.tensors, "4 micro-batches vs the whole batch");
+  expect_close(unsplit.tensors, piped.tensors, "4 micro-batches vs one device");
+  std::filesystem::remove_all(dir);
+}
+
+TEST(PartitionedTraining, MicroBatchesThatCannotGiveTheBatchUpdateAreOneLineErrors) {
+  if (!testing::mnist_available()) GTEST_SKIP() << "MNIST not installed: run scripts/setup.sh";
+  const std::string dir = testing::make_temp_dir("sf-micro-bad");
+  TrainOptions o;
+  o.data = "mnist";
+  o.data_split = few_mnist_images();
+  o.out_dir = dir;
+  o.batch = 32;
+  o.train_limit = 32;
+  o.test_limit = 32;
+  o.model_path = testing::source_path("tests/data/tiny-cnn-2dev.yaml");
+  o.micro_batches = 3;
+  expect_error([&] { train(o, {}); },
+               "train: --micro-batches 3 must divide the batch 32 (equal micro-batches give the "
+               "whole batch's mean gradient)");
+  o.micro_batches = 0;
+  expect_error([&] { train(o, {}); }, "train: --micro-batches must be 1 or more, got 0");
+  o.micro_batches = 2;
+  o.model_path = testing::source_path("models/resnet-mnist.yaml");
+  expect_error([&] { train(o, {}); },
+               "train: --micro-batches 2: " + o.model_path +
+                   " keeps batch statistics ('stem/bn/moving_mean': batch norm or learned "
+                   "activation ranges), which micro-batches would compute over 16 examples "
+                   "instead of the batch's 32; use --micro-batches 1");
+  std::filesystem::remove_all(dir);
+}
+
+TEST(PlacementCli, MicroBatchesAreValidatedAndRecorded) {
+  const std::string dir = testing::make_temp_dir("sf-micro-cli");
+  const std::string common = "train --model " +
+                             testing::source_path("tests/data/tiny-cnn-2dev.yaml") +
+                             " --batch 32 --train-limit 32 --test-limit 32 --epochs 1 --quiet "
+                             "--threads 1 --cpu-devices 2 --json --out " + dir;
+  const testing::CliResult zero = testing::run_cli(common + "/zero --micro-batches 0");
+  EXPECT_EQ(zero.exit_code, 2) << zero.out;
+  EXPECT_NE(zero.out.find("slimflow: error: --micro-batches: must be at least 1, got 0"),
+            std::string::npos)
+      << zero.out;
+  if (testing::mnist_available()) {
+    const testing::CliResult piped = testing::run_cli(common + "/piped --micro-batches 2");
+    EXPECT_EQ(piped.exit_code, 0) << piped.out;
+    EXPECT_NE(piped.out.find("\"micro_batches\":2"), std::string::npos) << piped.out;
+  }
+  std::filesystem::remove_all(dir);
+}
+
 TEST(PlacementCli, GpuFallsBackSoftlyAndStrictIsAOneLineError) {
   const std::string dir = testing::make_temp_dir("sf-place-cli");
   const std::string tiny = testing::source_path("tests/data/tiny-cnn.yaml");
@@ -616,6 +840,34 @@ TEST(ProcessDevices, TinyCnnOnTwoProcessesEqualsOneDeviceAndResumes) {
   const testing::CliResult frozen =
       testing::run_cli("freeze " + dir + "/two --out " + dir + "/two.sfm");
   EXPECT_EQ(frozen.exit_code, 0) << frozen.out;
+  std::filesystem::remove_all(dir);
+}
+
+TEST(ProcessDevices, MicroBatchesOnTwoProcessesEqualOneProcess) {
+  if (!testing::mnist_available()) GTEST_SKIP() << "MNIST not installed: run scripts/setup.sh";
+  const std::string dir = testing::make_temp_dir("sf-2proc-micro");
+  const std::string common =
+      "train --data mnist --batch 32 --train-limit 64 --test-limit 32 --threads 1 --seed 5 "
+      "--epochs 1 --micro-batches 4 --quiet --json ";
+  const testing::CliResult one = testing::run_cli(
+      common + "--model " + testing::source_path("tests/data/tiny-cnn.yaml") + " --out " + dir +
+      "/one");
+  ASSERT_EQ(one.exit_code, 0) << one.out;
+  const testing::CliResult two = testing::run_shell(
+      testing::mpirun_slimflow(2, 120) + common + "--model " +
+      testing::source_path("tests/data/tiny-cnn-2proc.yaml") + " --out " + dir + "/two");
+  ASSERT_EQ(two.exit_code, 0) << two.out;
+  const std::vector<nlohmann::json> reports = testing::json_lines(two.out);
+  ASSERT_EQ(reports.size(), 1u) << two.out;
+  EXPECT_EQ(reports[0]["micro_batches"], 4);
+  // Dropout is on one process alone, so its masks are drawn in one device's order.
+  const auto a = load_checkpoint(checkpoint_path(dir + "/one")).tensors;
+  const auto b = load_checkpoint(checkpoint_path(dir + "/two")).tensors;
+  ASSERT_EQ(a.size(), b.size());
+  for (const auto& [name, t] : a) {
+    ASSERT_TRUE(b.count(name)) << name;
+    EXPECT_EQ(std::memcmp(t.raw(), b.at(name).raw(), t.bytes()), 0) << name << " differs";
+  }
   std::filesystem::remove_all(dir);
 }
 

@@ -5,6 +5,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <fstream>
 
 namespace sf {
 
@@ -23,6 +24,14 @@ std::vector<int> allowed_cores() {
 }  // namespace
 
 CorePlan plan_device_cores(const std::vector<std::string>& devices, int threads_per_device) {
+  double load_average = 0.0;
+  std::ifstream in("/proc/loadavg");
+  if (!(in >> load_average)) load_average = 0.0;
+  return plan_device_cores(devices, threads_per_device, load_average);
+}
+
+CorePlan plan_device_cores(const std::vector<std::string>& devices, int threads_per_device,
+                           double load_average) {
   CorePlan plan;
   const std::vector<int> cores = allowed_cores();
   const size_t threads = static_cast<size_t>(std::max(threads_per_device, 1));
@@ -31,6 +40,12 @@ CorePlan plan_device_cores(const std::vector<std::string>& devices, int threads_
     plan.note = fmt::format("threads not pinned: {} device(s) x {} thread(s) need {} cores, this "
                             "process may use {}",
                             devices.size(), threads, needed, cores.size());
+    return plan;
+  }
+  if (load_average >= static_cast<double>(cores.size())) {
+    plan.note = fmt::format("threads not pinned: the cores are busy (load average {:.2f} on {} "
+                            "cores)",
+                            load_average, cores.size());
     return plan;
   }
   std::vector<std::string> sorted = devices;

@@ -8,6 +8,20 @@
 
 namespace sf {
 
+std::shared_ptr<void> RunShared::get(const void* source, const std::string& form,
+                                     const std::function<std::shared_ptr<void>()>& make,
+                                     bool& fill) {
+  for (Entry& e : entries_)
+    if (e.source == source && e.form == form) {
+      fill = e.run != run_;
+      e.run = run_;
+      return e.copy;
+    }
+  entries_.push_back(Entry{source, form, run_, make()});
+  fill = true;
+  return entries_.back().copy;
+}
+
 KernelDef simple_kernel(std::string op, DType dtype, std::string impl,
                         std::function<void(KernelContext&)> fn, int priority) {
   KernelDef def;

@@ -26,6 +26,32 @@ struct KernelSpec {
   // Products may round their float inputs and weights to bf16 (accumulating in fp32) where a
   // kernel can; the others ignore it.
   bool bf16 = false;
+  // Inputs fed by Variable nodes: unchanged during a run (the optimizer writes between runs).
+  std::vector<bool> variable_inputs = {};
+  bool input_is_variable(size_t i) const { return i < variable_inputs.size() && variable_inputs[i]; }
+};
+
+// Prepared copies of a run's variables that the kernels of one session share: a weight rounded
+// to bf16 once per run for every product that reads it (the micro-batch copies of a layer read
+// one variable M times, train/micro_batches.h). Keyed by the variable's buffer and the form the
+// kernel wants; a session's kernels run one at a time, so it needs no lock.
+class RunShared {
+ public:
+  void next_run() { ++run_; }
+  // The copy of `source` kept under `form` (made by `make` the first time), and whether it
+  // still has to be filled in this run (the caller then fills it).
+  std::shared_ptr<void> get(const void* source, const std::string& form,
+                            const std::function<std::shared_ptr<void>()>& make, bool& fill);
+
+ private:
+  struct Entry {
+    const void* source;
+    std::string form;
+    uint64_t run;
+    std::shared_ptr<void> copy;
+  };
+  std::vector<Entry> entries_;
+  uint64_t run_ = 1;
 };
 
 // Where a partitioned graph's Recv nodes get their tensors: the other side of each cross-device
@@ -46,6 +72,7 @@ struct KernelContext {
   // Set in a partitioned graph's device sessions: a Recv kernel puts what arrives in
   // outputs[0] (the planner allocates nothing for it).
   Transfers* transfers = nullptr;
+  RunShared* shared = nullptr;  // set by the session: null leaves each kernel on its own
 };
 
 class Kernel {

@@ -165,6 +165,7 @@ Session::Plan& Session::plan_for(const Feeds& feeds, const std::vector<Output>& 
     for (const Output& in : n.inputs) {
       spec.inputs.push_back(g.type(in));
       spec.constant_inputs.push_back(g.node(in.node).op == op_names::kConst);
+      spec.variable_inputs.push_back(g.node(in.node).op == op_names::kVariable);
     }
     const KernelDef& def = KernelRegistry::global().select(spec, options_.kernel_impl);
     plan->steps.push_back(Plan::Step{id, def.create(spec), def.impl, n.op == op_names::kRecv});
@@ -198,6 +199,7 @@ std::vector<Tensor> Session::run(const Feeds& feeds, const std::vector<Output>& 
   Plan& plan = plan_for(feeds, fetches);
   const Graph& g = plan.graph;
   auto& values = plan.values;
+  shared_.next_run();
 
   // Bind sources.
   for (const auto& [out, tensor] : feeds) values[static_cast<size_t>(out.node)] = {tensor};
@@ -227,8 +229,8 @@ std::vector<Tensor> Session::run(const Feeds& feeds, const std::vector<Output>& 
     for (const Output& in : n.inputs)
       if (values[static_cast<size_t>(in.node)].empty())
         fail("node '{}' ({}): input '{}' was not fed", n.name, n.op, g.node(in.node).name);
-    KernelContext ctx{n, {}, values[static_cast<size_t>(step.node)], training, draws_,
-                      options_.transfers};
+    KernelContext ctx{n,      {},   values[static_cast<size_t>(step.node)], training,
+                      draws_, options_.transfers, &shared_};
     ctx.inputs.reserve(n.inputs.size());
     for (const Output& in : n.inputs)
       ctx.inputs.push_back(values[static_cast<size_t>(in.node)][static_cast<size_t>(in.index)]);

@@ -19,6 +19,7 @@
 #include "core/tensor.h"
 #include "graph/graph.h"
 #include "graph/variable_store.h"
+#include "kernels/kernel.h"
 #include "runtime/precision.h"
 
 namespace sf {
@@ -113,6 +114,7 @@ class Session {
   std::vector<std::pair<std::string, std::unique_ptr<Plan>>> plans_;
   Plan* last_plan_ = nullptr;
   bool profiling_ = false;
+  RunShared shared_;  // what this session's kernels share within a run
   // Set when the graph's nodes are on more than one device; a graph on one device never
   // pays for partitioning.
   std::unique_ptr<PartitionedRun> partitioned_;

@@ -22,6 +22,7 @@
 #include "runtime/session.h"
 #include "train/checkpoint.h"
 #include "train/data_parallel.h"
+#include "train/micro_batches.h"
 #include "train/optimizer.h"
 #include "train/parameter_server.h"
 #include "train/sharded_batches.h"
@@ -93,6 +94,11 @@ struct TrainingGraph {
   Output label_loss;      // cross-entropy against the labels (the test loss)
   Output probs;
   std::vector<Output> grads;
+  int first_backward = 0;  // the node gradients() added first
+  // With micro-batches, evaluation runs micro-batch 0's copy (model.input, labels, label_loss,
+  // probs) and a training step feeds every copy's (input, labels) and fetches step_probs.
+  std::vector<std::pair<Output, Output>> micro_batch_inputs;
+  Output step_probs;
 };
 
 TrainingGraph build_training_graph(const ModelSpec& spec, int64_t batch,
@@ -115,12 +121,52 @@ TrainingGraph build_training_graph(const ModelSpec& spec, int64_t batch,
   t.probs = Output{t.label_loss.node, 1};
   std::vector<Output> wrt;
   for (const Parameter& p : t.model.parameters) wrt.push_back(p.output);
+  t.first_backward = g.num_nodes();
   t.grads = gradients(g, t.loss, wrt);
   for (size_t i = 0; i < wrt.size(); ++i)
     if (!t.grads[i].valid())
       fail("{}: parameter '{}' does not affect the loss", spec.origin,
            t.model.parameters[i].name);
+  t.step_probs = t.probs;
   return t;
+}
+
+// The training graph of a batch in `micro_batches` micro-batches (train/micro_batches.h);
+// `step` is one micro-batch's.
+TrainingGraph micro_batched(TrainingGraph step, int64_t micro_batches) {
+  MicroBatchGraph mb = micro_batch_graph(
+      StepGraph{.graph = &step.model.graph,
+                .first_backward = step.first_backward,
+                .fed = {step.model.input, step.labels},
+                .loss = step.loss,
+                .probs = step.probs,
+                .grads = step.grads},
+      micro_batches);
+  TrainingGraph t;
+  t.model = std::move(step.model);
+  t.model.graph = std::move(mb.graph);
+  for (Parameter& p : t.model.parameters) p.output = Output{t.model.graph.id_of(p.name), 0};
+  t.model.input = mb.fed[0][0];
+  t.labels = mb.fed[0][1];
+  t.model.logits = Output{};  // one per micro-batch
+  t.label_loss = mb.losses[0];
+  t.probs = mb.probs[0];
+  t.loss = mb.loss;
+  t.step_probs = mb.probs_all;
+  t.grads = mb.grads;
+  for (const auto& fed : mb.fed) t.micro_batch_inputs.emplace_back(fed[0], fed[1]);
+  return t;
+}
+
+// Rows [begin, end) of a batch, copied (a kernel may expect its input aligned as a new tensor is).
+Tensor batch_rows(const Tensor& batch, int64_t begin, int64_t end) {
+  Shape shape = batch.shape();
+  shape[0] = end - begin;
+  Tensor part(batch.dtype(), shape);
+  const size_t row_bytes = batch.bytes() / static_cast<size_t>(batch.dim(0));
+  std::memcpy(part.raw(), static_cast<const char*>(batch.raw()) + static_cast<size_t>(begin) * row_bytes,
+              part.bytes());
+  return part;
 }
 
 int64_t count_correct(const Tensor& probs, const Tensor& labels) {
@@ -251,7 +297,8 @@ json report_json(const EpochReport& r) {
           {"comm_bytes_per_step", r.comm_bytes_per_step},
           {"overlap_fraction", r.overlap_fraction},
           {"precision", r.precision},
-          {"precision_reason", r.precision_reason}};
+          {"precision_reason", r.precision_reason},
+          {"micro_batches", r.micro_batches}};
   if (r.parameter_servers > 0) {
     j["data_parallel"] = "async";
     j["parameter_servers"] = r.parameter_servers;
@@ -473,7 +520,33 @@ std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks
 
   // Graph, session, variables.
   const Distillation* distillation = options.distillation.get();
-  TrainingGraph t = build_training_graph(spec, config.batch, distillation);
+  const int64_t micro_batches = options.micro_batches;
+  if (micro_batches < 1) fail("train: --micro-batches must be 1 or more, got {}", micro_batches);
+  if (micro_batches > 1) {
+    if (distillation)
+      fail("train: --micro-batches {} is not supported with distillation; drop it",
+           micro_batches);
+    if (comm)
+      fail("train: --micro-batches {} pipelines a model placed over devices; data-parallel "
+           "replicas (mpirun without /job: devices in the spec) do not take it, drop it",
+           micro_batches);
+    if (config.batch % micro_batches != 0)
+      fail("train: --micro-batches {} must divide the batch {} (equal micro-batches give the "
+           "whole batch's mean gradient)",
+           micro_batches, config.batch);
+  }
+  TrainingGraph t = micro_batches == 1
+                        ? build_training_graph(spec, config.batch, distillation)
+                        : build_training_graph(spec, config.batch / micro_batches);
+  if (micro_batches > 1) {
+    if (!t.model.moving_averages.empty())
+      fail("train: --micro-batches {}: {} keeps batch statistics ('{}': batch norm or learned "
+           "activation ranges), which micro-batches would compute over {} examples instead of "
+           "the batch's {}; use --micro-batches 1",
+           micro_batches, spec.origin, t.model.moving_averages[0].variable,
+           config.batch / micro_batches, config.batch);
+    t = micro_batched(std::move(t), micro_batches);
+  }
   std::optional<TeacherOutputs> teacher;
   if (distillation)
     teacher.emplace(*distillation, train_data, /*cache=*/!config.augment.any(), config.batch,
@@ -576,7 +649,8 @@ std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks
                                     r.value("staleness_max", int64_t{0}),
                                     r.value("staleness_mean", 0.0),
                                     r.value("precision", std::string("fp32")),
-                                    r.value("precision_reason", std::string())});
+                                    r.value("precision_reason", std::string()),
+                                    r.value("micro_batches", int64_t{1})});
     if (options.epochs) config.epochs = epoch + *options.epochs;
     const int64_t saved_world = pos.value("world_size", int64_t{1});
     if (saved_world != shards || start_offset % batches.global_batch() != 0)
@@ -671,7 +745,7 @@ std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks
     save_checkpoint(checkpoint_path(out_dir), ckpt);
   };
 
-  std::vector<Output> fetches = {t.loss, t.probs};
+  std::vector<Output> fetches = {t.loss, t.step_probs};
   for (const Output& g : t.grads) fetches.push_back(g);
   for (const MovingAverage& m : t.model.moving_averages) fetches.push_back(m.batch_value);
 
@@ -839,7 +913,17 @@ std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks
     while (!server && batches.next(images, labels)) {
       lr = schedule.at(step);
       if (worker) worker->await_weights(step);
-      Feeds feeds = {{t.model.input, images}, {t.labels, labels}};
+      Feeds feeds;
+      if (t.micro_batch_inputs.empty()) {
+        feeds = {{t.model.input, images}, {t.labels, labels}};
+      } else {
+        const int64_t size = config.batch / micro_batches;
+        for (size_t k = 0; k < t.micro_batch_inputs.size(); ++k) {
+          const int64_t begin = static_cast<int64_t>(k) * size;
+          feeds.emplace_back(t.micro_batch_inputs[k].first, batch_rows(images, begin, begin + size));
+          feeds.emplace_back(t.micro_batch_inputs[k].second, batch_rows(labels, begin, begin + size));
+        }
+      }
       if (teacher)
         feeds.emplace_back(t.teacher_logits, teacher->for_batch(images, batches.batch_indices()));
       std::vector<Tensor> out = session.run(feeds, fetches, true, on_fetch_ready);
@@ -936,7 +1020,8 @@ std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks
                        staleness_max,
                        staleness_mean,
                        precision_name(precision.precision),
-                       precision.reason};
+                       precision.reason,
+                       micro_batches};
     history.push_back(report);
     epoch_loss_sum = 0.0;
     epoch_correct = epoch_seen = 0;

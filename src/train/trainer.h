@@ -59,6 +59,11 @@ struct TrainOptions {
   int cpu_devices = 0;
   int device_threads = 1;
   bool strict_placement = false;
+  // GPipe-style pipelining (train/micro_batches.h): each batch in this many equal micro-batches,
+  // which devices holding consecutive layers work on at once; the gradients are accumulated
+  // into the whole batch's, then one optimizer step. 1: the batch at once. Chosen per
+  // invocation (the update is the same).
+  int64_t micro_batches = 1;
   std::string kernel_impl;  // "" best available; "reference" for debugging
   // Mixed precision (runtime/precision.h): fp32, bf16 (conv and matmul products, forward and
   // backward, in bf16 through oneDNN; master weights, optimizer state, losses and softmax fp32)
@@ -127,6 +132,7 @@ struct EpochReport {
   // The products' precision and why (auto: what the CPU has).
   std::string precision = "fp32";
   std::string precision_reason;
+  int64_t micro_batches = 1;  // train --micro-batches
 };
 
 // One epoch as a JSON object on one line (what `train --json` prints and checkpoints keep).

@@ -4,6 +4,7 @@
 #include <map>
 #include <memory>
 
+#include "cli_hygiene.h"
 #include "commands.h"
 #include "placement_flags.h"
 #include "progress.h"
@@ -129,6 +130,13 @@ Action add_train_command(CLI::App& app) {
   add_data_parallel_options(*cmd, *options, *comm_timeout);
   auto placement = std::make_shared<PlacementFlags>();
   add_placement_flags(cmd, *placement);
+  cmd->add_option("--micro-batches", options->micro_batches,
+                  "Pipelining over a model placed on several devices (GPipe): each batch in M "
+                  "equal micro-batches that the devices work on at once, gradients accumulated "
+                  "into the whole batch's, then one optimizer step (M must divide --batch; no "
+                  "batch norm)")
+      ->default_val(1)
+      ->check(at_least(1));
 
   return [options, json_output, quiet, comm_timeout, placement]() {
     // An empty --data means mnist for a new run and the run's own data set with --resume.

@@ -2,6 +2,8 @@
 // copies are made. Under KernelSpec::bf16 (mixed-precision training: forward and both gradient
 // products are MatMuls) the two inputs are rounded to bf16 into kernel-owned buffers and the
 // product accumulates and writes fp32; BatchMatMul stays fp32.
+#include <fmt/format.h>
+
 #include "kernels/onednn/onednn_common.h"
 #include "ops/op_names.h"
 
@@ -79,7 +81,12 @@ class MatMulKernel : public Kernel {
  public:
   explicit MatMulKernel(const KernelSpec& spec)
       : MatMulKernel(spec.node.op == op_names::kBatchMatMul ? make_batched_pd(spec)
-                                                             : make_pd(spec)) {}
+                                                             : make_pd(spec)) {
+    // A variable's rounding to bf16 is shared by the products that read it in one run.
+    if (b_->staged() && spec.input_is_variable(1) && spec.node.op == op_names::kMatMul)
+      shared_form_ = fmt::format("matmul b bf16 {} {}", shape_str(spec.inputs[1].shape),
+                                 spec.node.attrs.get_bool("transpose_b"));
+  }
   explicit MatMulKernel(const dnnl::matmul::primitive_desc& pd)
       : bf16_(pd.src_desc().data_type() == dnnl::memory::data_type::bf16) {
     // Our f32 inputs, staged (rounded to bf16) only for a bf16 product.
@@ -93,7 +100,9 @@ class MatMulKernel : public Kernel {
 
   void compute(KernelContext& ctx) override {
     const dnnl::memory& a = a_->bind(ctx.inputs[0].raw());
-    const dnnl::memory& b = b_->bind(ctx.inputs[1].raw());
+    const dnnl::memory& b = shared_form_.empty() || ctx.shared == nullptr
+                                ? b_->bind(ctx.inputs[1].raw())
+                                : bind_shared_b(ctx);
     y_.set_data_handle(ctx.outputs[0].raw());
     runner_.run({{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, y_}});
     stream().wait();
@@ -102,7 +111,17 @@ class MatMulKernel : public Kernel {
   std::string running_impl() const override { return bf16_ ? "onednn:bf16" : ""; }
 
  private:
+  const dnnl::memory& bind_shared_b(KernelContext& ctx) {
+    bool fill = false;
+    shared_b_ = std::static_pointer_cast<dnnl::memory>(ctx.shared->get(
+        ctx.inputs[1].raw(), shared_form_,
+        [&] { return std::make_shared<dnnl::memory>(b_->staged_desc(), engine()); }, fill));
+    return b_->bind_shared(ctx.inputs[1].raw(), *shared_b_, fill);
+  }
+
   bool bf16_;
+  std::string shared_form_;  // empty: input b is staged by this kernel alone
+  std::shared_ptr<dnnl::memory> shared_b_;
   std::optional<StagedArg> a_, b_;
   dnnl::memory y_;
   Runner runner_;

@@ -90,6 +90,14 @@ const dnnl::memory& StagedArg::bind(void* data) {
   return staged_;
 }
 
+const dnnl::memory& StagedArg::bind_shared(void* data, const dnnl::memory& target, bool fill) {
+  if (fill) {
+    user_.set_data_handle(data);
+    reorder_->execute(stream(), {{DNNL_ARG_FROM, user_}, {DNNL_ARG_TO, target}});
+  }
+  return target;
+}
+
 const dnnl::memory& StagedArg::bind_constant(void* data) {
   if (reorder_ && data == staged_from_) return staged_;
   staged_from_ = data;

@@ -81,6 +81,11 @@ class StagedArg {
   const dnnl::memory& bind_constant(void* data);
   // Makes the next bind_constant reorder whatever it is given (after binding scratch data).
   void forget_constant() { staged_from_ = nullptr; }
+  // Inputs staged into a buffer shared with other kernels (KernelContext::shared): `target`,
+  // reordered from `data` when `fill`. Returns `target`.
+  const dnnl::memory& bind_shared(void* data, const dnnl::memory& target, bool fill);
+  // The staged layout (inputs that are staged).
+  dnnl::memory::desc staged_desc() const { return staged_.get_desc(); }
   // Outputs: reorders the staging buffer into the user buffer bound last.
   void finish();
   bool staged() const { return reorder_.has_value(); }
