@@ -99,8 +99,8 @@ TEST_F(OnnxDynamicShapesTest, MatchesOnnxRuntimeAtSeveralShapes) {
 }
 
 // The sequence models users bring, as PyTorch exports them: a transformer encoder (batched
-// MatMul, Softmax, decomposed LayerNormalization, Erf GELU) and a 1-D conv + bidirectional GRU,
-// each at two shapes (batch and sequence length) against ONNX Runtime.
+// MatMul, Softmax, decomposed LayerNormalization, Erf GELU), a 1-D conv + bidirectional GRU and
+// a Conv3d + ConvTranspose3d video model, each at two shapes against ONNX Runtime.
 TEST_F(OnnxDynamicShapesTest, SequenceModelsMatchOnnxRuntimeAtTwoShapes) {
   ASSERT_EQ(run_command("node --version").exit_code, 0)
       << "node is not installed; scripts/setup.sh installs it and onnxruntime-node";
@@ -110,7 +110,8 @@ TEST_F(OnnxDynamicShapesTest, SequenceModelsMatchOnnxRuntimeAtTwoShapes) {
     std::vector<Shape> shapes;
   };
   for (const Case& c : {Case{"encoder", {{1, 12, 16}, {3, 7, 16}}},
-                        Case{"audio", {{1, 8, 20}, {2, 8, 33}}}}) {
+                        Case{"audio", {{1, 8, 20}, {2, 8, 33}}},
+                        Case{"video", {{1, 2, 5, 6, 7}, {2, 2, 4, 5, 8}}}}) {
     const std::string model = dir_ + "/" + c.model + ".onnx";
     ASSERT_TRUE(std::filesystem::exists(model)) << export_log_;
     for (size_t k = 0; k < c.shapes.size(); ++k) {

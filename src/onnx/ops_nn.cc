@@ -288,14 +288,15 @@ void pool(Context& c, bool max) {
 // Converts a copy of the current node through `convert`: input i reads replaced[i] where given,
 // and `rewrite` adjusts each ints attribute (key, values). Returns the copy's output 0; errors
 // still name the original node.
+// Inputs from `kept_inputs` on are dropped.
 Value& convert_lifted(Context& c, Converter convert, std::map<int, Value> replaced,
                       const std::function<void(const std::string&, std::vector<int64_t>&)>& rewrite,
-                      const std::string& prefix) {
+                      const std::string& prefix, int kept_inputs = 1 << 30) {
   const onnx::NodeProto& original = *c.node;
   onnx::NodeProto n = original;
   n.clear_input();
   n.clear_output();
-  for (int i = 0; i < original.input_size(); ++i) {
+  for (int i = 0; i < std::min(original.input_size(), kept_inputs); ++i) {
     auto it = replaced.find(i);
     if (it == replaced.end()) {
       n.add_input(original.input(i));
@@ -410,6 +411,266 @@ void pool_3d(Context& c, Converter convert) {
             c.add(op_names::kReshape, {c.plain(d)},
                   {{"shape", Shape{x[0], x[1], d.shape[2], pooled[2], pooled[3]}}}),
             Layout::kPlain);
+}
+
+// --- 3-D Conv and ConvTranspose ([N, C, D, H, W]) as 2-D ones over (H, W) ---
+// Each depth tap k of the filter is a 2-D node (a copy of this one with the depth entries of its
+// window attributes dropped) that runs on all the depth slices it reads at once, the slices
+// folded into the batch. No 3-D kernel is needed; the depth arithmetic is done here.
+
+struct DepthWindow {
+  int64_t kernel, stride, dilation, pad_begin, pad_end, output_padding;
+};
+
+std::vector<int64_t> triple_attr(Context& c, const char* name, int64_t def) {
+  std::vector<int64_t> v = c.attr_ints(name, {def, def, def});
+  if (v.size() != 3)
+    c.fail("{} must have 3 entries for a 3-D op, got [{}]", name, fmt::join(v, ","));
+  return v;
+}
+
+// The depth entries of the node's window attributes; pads are left to the caller.
+DepthWindow depth_window(Context& c, const Shape& w) {
+  DepthWindow d{w[2], triple_attr(c, "strides", 1)[0], triple_attr(c, "dilations", 1)[0], 0, 0, 0};
+  if (c.op() == "ConvTranspose") d.output_padding = triple_attr(c, "output_padding", 0)[0];
+  if (d.stride < 1 || d.stride > limits::kMaxWindowPadding || d.dilation < 1 ||
+      d.dilation > limits::kMaxWindowPadding || d.output_padding < 0 ||
+      d.output_padding > limits::kMaxWindowPadding || d.kernel < 1 ||
+      d.kernel > limits::kMaxWindowExtent)
+    c.fail(
+        "the depth stride {}, dilation {}, output_padding {} and kernel {} must be in [1, {}] "
+        "([0, {}] for output_padding, [1, {}] for the kernel)",
+        d.stride, d.dilation, d.output_padding, d.kernel, limits::kMaxWindowPadding,
+        limits::kMaxWindowPadding, limits::kMaxWindowExtent);
+  const std::vector<int64_t> pads = c.attr_ints("pads", {0, 0, 0, 0, 0, 0});
+  if (pads.size() != 6)
+    c.fail("pads must have 6 entries for a 3-D op, got [{}]", fmt::join(pads, ","));
+  if (pads[0] < 0 || pads[3] < 0 || pads[0] > limits::kMaxWindowPadding ||
+      pads[3] > limits::kMaxWindowPadding)
+    c.fail("the depth pads {} and {} must be in [0, {}]", pads[0], pads[3],
+           limits::kMaxWindowPadding);
+  d.pad_begin = pads[0];
+  d.pad_end = pads[3];
+  return d;
+}
+
+// Drops the depth entries of a 3-D window attribute, for the 2-D node of one depth tap.
+void drop_depth(const std::string& key, std::vector<int64_t>& v) {
+  if (key == "pads" && v.size() == 6)
+    v = {v[1], v[2], v[4], v[5]};
+  else if ((key == "kernel_shape" || key == "strides" || key == "dilations" ||
+            key == "output_padding") &&
+           v.size() == 3)
+    v.erase(v.begin());
+  else if (key == "output_shape" && v.size() >= 3)
+    v.erase(v.end() - 3);
+}
+
+Output slice_axis(Context& c, Output x, int64_t axis, int64_t begin, int64_t count, int64_t step,
+                  const std::string& suffix) {
+  return c.add(op_names::kStridedSlice, {x},
+               {{"starts", std::vector<int64_t>{begin}},
+                {"ends", std::vector<int64_t>{begin + (count - 1) * step + 1}},
+                {"axes", std::vector<int64_t>{axis}},
+                {"steps", std::vector<int64_t>{step}}},
+               suffix);
+}
+
+// Depth tap k of a 5-D filter ([O, I, KD, KH, KW] -> [O, I, KH, KW]); constant filters stay
+// constant.
+Value filter_tap(Context& c, Value& w, int64_t k) {
+  Value tap;
+  tap.shape = {w.shape[0], w.shape[1], w.shape[3], w.shape[4]};
+  tap.dtype = w.dtype;
+  const Attrs slice{{"starts", std::vector<int64_t>{k}},
+                    {"ends", std::vector<int64_t>{k + 1}},
+                    {"axes", std::vector<int64_t>{2}},
+                    {"steps", std::vector<int64_t>{1}}};
+  if (w.is_const())
+    tap.constant =
+        evaluate_reference(op_names::kStridedSlice, {*w.constant}, slice).reshaped(tap.shape);
+  else
+    tap.plain = c.add(op_names::kReshape,
+                      {c.add(op_names::kStridedSlice, {c.plain(w)}, slice, "filter_tap")},
+                      {{"shape", tap.shape}}, "filter_tap2d");
+  return tap;
+}
+
+// The 2-D input of a tap: `out` holds [N * D, H, W, C], the NHWC form of the ONNX shape.
+Value planes_value(Output out, const Shape& onnx_shape) {
+  Value v;
+  v.shape = onnx_shape;
+  v.nhwc = out;
+  return v;
+}
+
+// [N, C, D, H, W] -> [N, D, H, W, C]: a depth slice's NHWC planes are contiguous, so the slices
+// a tap reads fold into the batch of the 2-D op without another transpose.
+Output depth_major_nhwc(Context& c) {
+  return c.add(op_names::kTranspose, {c.plain(c.in(0))},
+               {{"perm", std::vector<int64_t>{0, 2, 3, 4, 1}}}, "ndhwc_in");
+}
+
+void check_3d_inputs(Context& c) {
+  const Value& x = c.in(0);
+  if (x.dtype != DType::f32) c.unsupported("only float inputs are supported");
+  if (!c.has_input(1) || c.in(1).shape.size() != 5)
+    c.fail("a 3-D {} needs a 5-D filter, got {}", c.op(),
+           c.has_input(1) ? shape_str(c.in(1).shape) : std::string("none"));
+  for (int64_t d : x.shape)
+    if (d < 1)
+      c.unsupported("3-D {} needs a static input shape, got {}", c.op(), shape_str(x.shape));
+}
+
+// [N*D, H, W, M] (the NHWC sum of the taps) plus the bias, as ONNX's [N, M, D, H, W].
+void set_3d_out(Context& c, Output nhwc_sum, const Shape& planes_nhwc, int64_t n, int64_t depth) {
+  Output y = c.add(op_names::kReshape, {nhwc_sum},
+                   {{"shape", Shape{n * depth, planes_nhwc[1], planes_nhwc[2], planes_nhwc[3]}}},
+                   "planes");
+  y = add_bias(c, y);
+  y = c.add(op_names::kReshape, {y},
+            {{"shape", Shape{n, depth, planes_nhwc[1], planes_nhwc[2], planes_nhwc[3]}}}, "ndhwc");
+  c.set_out(0, c.add(op_names::kTranspose, {y}, {{"perm", std::vector<int64_t>{0, 4, 1, 2, 3}}}),
+            Layout::kPlain);
+}
+
+// Conv: output depth o reads padded input depths o * stride + k * dilation, so tap k is a 2-D
+// conv over those Dout slices ([N * Dout, C, H, W]); the taps' results are summed.
+void conv_3d(Context& c) {
+  check_3d_inputs(c);
+  const Shape x = c.in(0).shape, w = c.in(1).shape;
+  if (const onnx::AttributeProto* k = c.attr("kernel_shape")) {
+    const std::vector<int64_t> declared(k->ints().begin(), k->ints().end());
+    if (declared != std::vector<int64_t>{w[2], w[3], w[4]})
+      c.fail("kernel_shape [{}] contradicts the weights {} (OIDHW)", fmt::join(declared, ","),
+             shape_str(w));
+  }
+  DepthWindow d = depth_window(c, w);
+  const int64_t extent = (d.kernel - 1) * d.dilation + 1;
+  const std::string auto_pad = c.attr_string("auto_pad", "NOTSET");
+  if (auto_pad == "VALID") {
+    d.pad_begin = d.pad_end = 0;
+  } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+    const int64_t out = (x[2] + d.stride - 1) / d.stride;
+    const int64_t total = std::max<int64_t>((out - 1) * d.stride + extent - x[2], 0);
+    d.pad_begin = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
+    d.pad_end = total - d.pad_begin;
+  } else if (auto_pad != "NOTSET") {
+    c.fail("unknown auto_pad '{}'", auto_pad);
+  }
+  const int64_t padded = x[2] + d.pad_begin + d.pad_end;
+  if (padded < extent)
+    c.fail("the depth window ({} wide) does not fit the padded input depth {}", extent, padded);
+  const int64_t depth = (padded - extent) / d.stride + 1;
+  Output xt = depth_major_nhwc(c);
+  if (d.pad_begin > 0 || d.pad_end > 0)
+    xt = c.add(op_names::kPad, {xt},
+               {{"pads", std::vector<int64_t>{0, d.pad_begin, 0, 0, 0, 0, d.pad_end, 0, 0, 0}},
+                {"mode", std::string("constant")},
+                {"value", 0.0}},
+               "pad_depth");
+  Output sum;
+  Shape planes_nhwc;
+  for (int64_t k = 0; k < d.kernel; ++k) {
+    const std::string tap = "tap" + std::to_string(k);
+    Output slices = slice_axis(c, xt, 1, k * d.dilation, depth, d.stride, tap);
+    std::map<int, Value> replaced;
+    replaced[0] =
+        planes_value(c.add(op_names::kReshape, {slices},
+                           {{"shape", Shape{x[0] * depth, x[3], x[4], x[1]}}}, tap + "_planes"),
+                     {x[0] * depth, x[1], x[3], x[4]});
+    replaced[1] = filter_tap(c, c.in(1), k);
+    Value& y = convert_lifted(c, conv, std::move(replaced), drop_depth, c.fresh(tap), 2);
+    Output y_nhwc = c.nhwc(y);
+    planes_nhwc = c.g.type(y_nhwc).shape;
+    sum = sum.valid() ? c.add(op_names::kAdd, {sum, y_nhwc}, {}, "sum") : y_nhwc;
+  }
+  set_3d_out(c, sum, planes_nhwc, x[0], depth);
+}
+
+// ConvTranspose: input depth i adds tap k's 2-D result to output depth
+// i * stride + k * dilation - pad_begin. Tap k runs on all D slices at once; its result is
+// spread by stride (zeros between slices), shifted by k * dilation, and the taps summed; the
+// depth pads are then cropped.
+void conv_transpose_3d(Context& c) {
+  check_3d_inputs(c);
+  const Shape x = c.in(0).shape, w = c.in(1).shape;
+  DepthWindow d = depth_window(c, w);
+  const std::string auto_pad = c.attr_string("auto_pad", "NOTSET");
+  std::vector<int64_t> out_shape = c.attr_ints("output_shape");
+  if (!out_shape.empty() && out_shape.size() < 3)
+    c.fail("output_shape must have 3 spatial entries, got [{}]", fmt::join(out_shape, ","));
+  int64_t wanted = out_shape.empty() ? -1 : out_shape[out_shape.size() - 3];
+  if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER")
+    wanted = x[2] * d.stride;
+  else if (auto_pad != "NOTSET" && auto_pad != "VALID")
+    c.fail("unknown auto_pad '{}'", auto_pad);
+  const auto natural = [&] {
+    return d.stride * (x[2] - 1) + d.output_padding + (d.kernel - 1) * d.dilation + 1;
+  };
+  if (wanted >= 0) {
+    // Pads that give the requested depth; a shortfall becomes output padding at the end.
+    const int64_t total = natural() - wanted;
+    if (total < 0) {
+      d.output_padding += -total;
+      d.pad_begin = d.pad_end = 0;
+    } else {
+      d.pad_begin = auto_pad != "SAME_LOWER" ? total / 2 : total - total / 2;
+      d.pad_end = total - d.pad_begin;
+    }
+  }
+  const int64_t full = natural();
+  const int64_t depth = full - d.pad_begin - d.pad_end;
+  if (depth < 1)
+    c.fail("the depth pads {} and {} leave no output depth (of {})", d.pad_begin, d.pad_end, full);
+  Output folded = c.add(op_names::kReshape, {depth_major_nhwc(c)},
+                        {{"shape", Shape{x[0] * x[2], x[3], x[4], x[1]}}}, "planes");
+  const int64_t spread = (x[2] - 1) * d.stride + 1;  // depths an input slice's result reaches
+  Output sum;
+  Shape planes_nhwc;
+  for (int64_t k = 0; k < d.kernel; ++k) {
+    const std::string tap = "tap" + std::to_string(k);
+    std::map<int, Value> replaced;
+    replaced[0] = planes_value(folded, {x[0] * x[2], x[1], x[3], x[4]});
+    replaced[1] = filter_tap(c, c.in(1), k);
+    Value& y = convert_lifted(c, conv_transpose, std::move(replaced), drop_depth, c.fresh(tap), 2);
+    Output t = c.nhwc(y);  // [N * D, H', W', M]
+    planes_nhwc = c.g.type(t).shape;
+    const int64_t plane = planes_nhwc[1] * planes_nhwc[2] * planes_nhwc[3];
+    if (d.stride > 1) {
+      t = c.add(op_names::kReshape, {t}, {{"shape", Shape{x[0], x[2], 1, plane}}}, tap + "_slices");
+      t = c.add(op_names::kPad, {t},
+                {{"pads", std::vector<int64_t>{0, 0, 0, 0, 0, 0, d.stride - 1, 0}},
+                 {"mode", std::string("constant")},
+                 {"value", 0.0}},
+                tap + "_zeros");
+      t = c.add(op_names::kReshape, {t}, {{"shape", Shape{x[0], x[2] * d.stride, plane}}},
+                tap + "_strided");
+      t = slice_axis(c, t, 1, 0, spread, 1, tap + "_spread");
+    } else {
+      t = c.add(op_names::kReshape, {t}, {{"shape", Shape{x[0], x[2], plane}}}, tap + "_slices");
+    }
+    const int64_t before = k * d.dilation, after = full - spread - before;
+    if (before > 0 || after > 0)
+      t = c.add(op_names::kPad, {t},
+                {{"pads", std::vector<int64_t>{0, before, 0, 0, after, 0}},
+                 {"mode", std::string("constant")},
+                 {"value", 0.0}},
+                tap + "_shift");
+    sum = sum.valid() ? c.add(op_names::kAdd, {sum, t}, {}, "sum") : t;
+  }
+  if (d.pad_begin > 0 || d.pad_end > 0) sum = slice_axis(c, sum, 1, d.pad_begin, depth, 1, "crop");
+  set_3d_out(c, sum, planes_nhwc, x[0], depth);
+}
+
+void conv_any(Context& c) {
+  if (c.in(0).shape.size() == 5) return conv_3d(c);
+  as_2d(c, conv);
+}
+
+void conv_transpose_any(Context& c) {
+  if (c.in(0).shape.size() == 5) return conv_transpose_3d(c);
+  as_2d(c, conv_transpose);
 }
 
 void global_average_pool(Context& c) {
@@ -627,8 +888,8 @@ void resize(Context& c) {
 }  // namespace
 
 void add_nn_converters(ConverterMap& m) {
-  m["Conv"] = [](Context& c) { as_2d(c, conv); };
-  m["ConvTranspose"] = [](Context& c) { as_2d(c, conv_transpose); };
+  m["Conv"] = conv_any;
+  m["ConvTranspose"] = conv_transpose_any;
   m["MaxPool"] = [](Context& c) { pool_3d(c, [](Context& c2) { pool(c2, true); }); };
   m["AveragePool"] = [](Context& c) { pool_3d(c, [](Context& c2) { pool(c2, false); }); };
   m["GlobalAveragePool"] = global_average_pool;

@@ -13,6 +13,9 @@ LayerNormalization (ReduceMean/Sub/Pow/Sqrt/Div) and Erf-based GELU; batch and s
 symbolic.
 
 audio.onnx: a 1-D conv followed by a bidirectional GRU over time (batch and time symbolic).
+
+video.onnx: Conv3d -> ReLU -> ConvTranspose3d (stride (1, 2, 2)) over [batch, 2, depth, height,
+width], all four symbolic.
 """
 import sys
 
@@ -62,6 +65,16 @@ class Audio(torch.nn.Module):
         return self.head(y[:, -1])
 
 
+class Video(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv3d(2, 4, 3, padding=1)
+        self.up = torch.nn.ConvTranspose3d(4, 3, (3, 2, 2), stride=(1, 2, 2))
+
+    def forward(self, x):
+        return self.up(F.relu(self.conv(x)))
+
+
 def main():
     out = sys.argv[1]
     layers, width = 2, 64
@@ -74,6 +87,9 @@ def main():
     torch.onnx.export(Audio().eval(), torch.randn(2, 8, 20), f"{out}/audio.onnx",
                       opset_version=14, input_names=["x"], output_names=["y"],
                       dynamic_axes={"x": {0: "batch", 2: "time"}})
+    torch.onnx.export(Video().eval(), torch.randn(1, 2, 5, 6, 7), f"{out}/video.onnx",
+                      opset_version=13, input_names=["x"], output_names=["y"],
+                      dynamic_axes={"x": {0: "batch", 2: "depth", 3: "height", 4: "width"}})
     model = DynamicCnn().eval()
     x = torch.randn(2, 3, 12, 10)
     torch.onnx.export(
