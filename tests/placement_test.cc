@@ -258,7 +258,7 @@ TEST(Placement, LogPutsTheSummaryFirstThenNodesThenTransfers) {
 
 TEST(CorePinning, DevicesGetDistinctCoresOrTheLogSaysWhyNot) {
   const int cores = static_cast<int>(std::thread::hardware_concurrency());
-  const CorePlan plan = plan_device_cores({"/cpu:1", "/cpu:0"}, 1, /*load_average=*/0.0);
+  const CorePlan plan = plan_device_cores({"/cpu:1", "/cpu:0"}, 1, /*others_running=*/0);
   if (cores >= 2 && !plan.cores.empty()) {
     ASSERT_EQ(plan.cores.size(), 2u);
     ASSERT_EQ(plan.cores[0].size(), 1u);
@@ -269,10 +269,10 @@ TEST(CorePinning, DevicesGetDistinctCoresOrTheLogSaysWhyNot) {
     EXPECT_LT(plan.cores[1][0], plan.cores[0][0]);
   }
   // Busy cores: a pinned device would wait for its core while another is free.
-  const CorePlan busy = plan_device_cores({"/cpu:1", "/cpu:0"}, 1, 1e6);
+  const CorePlan busy = plan_device_cores({"/cpu:1", "/cpu:0"}, 1, 3);
   EXPECT_TRUE(busy.cores.empty());
   if (!plan.cores.empty()) {  // the cores exist: only their load stops the pinning
-    EXPECT_EQ(busy.note.find("threads not pinned: the cores are busy (load average 1000000.00 on "),
+    EXPECT_EQ(busy.note.find("threads not pinned: the cores are busy (3 other tasks running on "),
               0u)
         << busy.note;
   }

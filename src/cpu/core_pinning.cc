@@ -5,7 +5,8 @@
 #include <sched.h>
 
 #include <algorithm>
-#include <fstream>
+
+#include "cpu/thread_wait_policy.h"
 
 namespace sf {
 
@@ -24,14 +25,11 @@ std::vector<int> allowed_cores() {
 }  // namespace
 
 CorePlan plan_device_cores(const std::vector<std::string>& devices, int threads_per_device) {
-  double load_average = 0.0;
-  std::ifstream in("/proc/loadavg");
-  if (!(in >> load_average)) load_average = 0.0;
-  return plan_device_cores(devices, threads_per_device, load_average);
+  return plan_device_cores(devices, threads_per_device, other_tasks_running());
 }
 
 CorePlan plan_device_cores(const std::vector<std::string>& devices, int threads_per_device,
-                           double load_average) {
+                           int others_running) {
   CorePlan plan;
   const std::vector<int> cores = allowed_cores();
   const size_t threads = static_cast<size_t>(std::max(threads_per_device, 1));
@@ -42,10 +40,10 @@ CorePlan plan_device_cores(const std::vector<std::string>& devices, int threads_
                             devices.size(), threads, needed, cores.size());
     return plan;
   }
-  if (load_average >= static_cast<double>(cores.size())) {
-    plan.note = fmt::format("threads not pinned: the cores are busy (load average {:.2f} on {} "
-                            "cores)",
-                            load_average, cores.size());
+  if (others_running >= 1) {
+    plan.note = fmt::format("threads not pinned: the cores are busy ({} other task{} running on "
+                            "{} cores)",
+                            others_running, others_running == 1 ? "" : "s", cores.size());
     return plan;
   }
   std::vector<std::string> sorted = devices;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <thread>
 #include <vector>
@@ -21,7 +22,7 @@ bool should_wait_passively(const char* omp_wait_policy, const char* gomp_spincou
 
 namespace {
 
-// Tasks ready to run or running now, this one included (/proc/loadavg's "R/T" field); -1 when
+// Tasks ready to run or running now on the machine (/proc/loadavg's "R/T" field); -1 when
 // unreadable.
 int runnable_tasks() {
   std::ifstream in("/proc/loadavg");
@@ -32,27 +33,46 @@ int runnable_tasks() {
   return runnable >= 1 ? runnable : -1;
 }
 
+// This process's threads that are running or ready to run (state R in /proc/self/task/*/stat).
+int own_runnable_threads() {
+  int running = 0;
+  std::error_code ec;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task", ec)) {
+    std::ifstream in(task.path() / "stat");
+    std::string line;
+    if (!std::getline(in, line)) continue;
+    const size_t name_end = line.rfind(')');  // the name may hold spaces and parentheses
+    if (name_end != std::string::npos && name_end + 2 < line.size() && line[name_end + 2] == 'R')
+      ++running;
+  }
+  return std::max(running, 1);  // at least the thread reading
+}
+
 }  // namespace
 
-std::string reason_to_wait_passively() {
-  // A few samples: one can catch a short-lived task (a shell, a compiler's driver).
+int other_tasks_running() {
   constexpr int kSamples = 5;
   std::vector<int> others;
   for (int i = 0; i < kSamples; ++i) {
     if (i > 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     const int runnable = runnable_tasks();
-    if (runnable < 0) return "";
-    others.push_back(runnable - 1);
+    if (runnable < 0) return -1;
+    others.push_back(std::max(runnable - own_runnable_threads(), 0));
   }
   std::sort(others.begin(), others.end());
-  const int median = others[kSamples / 2];
+  return others[kSamples / 2];
+}
+
+std::string reason_to_wait_passively() {
+  const int others = other_tasks_running();
+  if (others < 0) return "";
   cpu_set_t set;
   CPU_ZERO(&set);
   const int cores = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 0;
-  if (!should_wait_passively(std::getenv("OMP_WAIT_POLICY"), std::getenv("GOMP_SPINCOUNT"), median,
+  if (!should_wait_passively(std::getenv("OMP_WAIT_POLICY"), std::getenv("GOMP_SPINCOUNT"), others,
                              cores))
     return "";
-  return fmt::format("{} other task{} running on {} cores", median, median == 1 ? "" : "s", cores);
+  return fmt::format("{} other task{} running on {} cores", others, others == 1 ? "" : "s", cores);
 }
 
 std::string thread_wait_policy() {

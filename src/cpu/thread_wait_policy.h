@@ -26,10 +26,14 @@ namespace sf {
 bool should_wait_passively(const char* omp_wait_policy, const char* gomp_spincount,
                            int others_running, int cores);
 
-// The same decision for this process, from its environment, the runnable tasks of
-// /proc/loadavg (the median of a few samples a millisecond apart) and its CPU affinity mask:
-// why it should wait passively ("2 other tasks running on 2 cores"), or "" when it should not
-// (or the count cannot be read).
+// Tasks of other processes running or ready to run now: the runnable count of /proc/loadavg
+// less this process's own runnable threads, the median of 5 samples a millisecond apart (one
+// sample can catch a short-lived task: a shell, a compiler's driver); -1 when unreadable.
+int other_tasks_running();
+
+// The same decision for this process, from its environment, other_tasks_running() and its CPU
+// affinity mask: why it should wait passively ("2 other tasks running on 2 cores"), or "" when
+// it should not (or the count cannot be read).
 std::string reason_to_wait_passively();
 
 // The environment variable by which a process that restarted itself with passive waiting tells
