@@ -35,37 +35,22 @@ Weights direction(const Weights& all, int64_t gates, int64_t d) {
   return {part(all.w, gates * H * I), part(all.r, gates * H * H), part(all.b, 2 * gates * H)};
 }
 
-// Output Y [T, dirs, N, H] of one GRU/LSTM node on x [T, N, I].
-Tensor run_rnn(const std::string& op, const std::string& dir, const Weights& wts, const Tensor& x,
-               int64_t linear_before_reset = 0) {
-  const int64_t gates = op == "GRU" ? 3 : 4, dirs = dir == "bidirectional" ? 2 : 1;
-  onnx::ModelProto m = new_onnx_model(14);
-  add_input(m, "x", {T, N, I});
-  add_init(m, "w", {dirs, gates * H, I}, wts.w);
-  add_init(m, "r", {dirs, gates * H, H}, wts.r);
-  add_init(m, "b", {dirs, 2 * gates * H}, wts.b);
-  onnx::NodeProto* n = add_node(m, op, {"x", "w", "r", "b"}, {"y"}, "rnn");
-  set_int(n, "hidden_size", H);
-  if (op == "GRU") set_int(n, "linear_before_reset", linear_before_reset);
-  set_string(n, "direction", dir);
-  add_output(m, "y");
-  std::string bytes;
-  EXPECT_TRUE(m.SerializeToString(&bytes));
-  return run_model(import_onnx_bytes(bytes, "rnn.onnx"), x);
-}
-
 // The ONNX model of one GRU/LSTM node on x [T, N, I] (output Y [T, dirs, N, H]), with an
-// initial state.
+// initial state when asked.
 std::string rnn_model(const std::string& op, const std::string& dir, const Weights& wts,
-                      int64_t linear_before_reset = 0) {
+                      int64_t linear_before_reset = 0, bool initial_state = false) {
   const int64_t gates = op == "GRU" ? 3 : 4, dirs = dir == "bidirectional" ? 2 : 1;
   onnx::ModelProto m = new_onnx_model(14);
   add_input(m, "x", {T, N, I});
   add_init(m, "w", {dirs, gates * H, I}, wts.w);
   add_init(m, "r", {dirs, gates * H, H}, wts.r);
   add_init(m, "b", {dirs, 2 * gates * H}, wts.b);
-  add_init(m, "h0", {dirs, N, H}, random_values(dirs * N * H, 77));
-  onnx::NodeProto* n = add_node(m, op, {"x", "w", "r", "b", "", "h0"}, {"y"}, "rnn");
+  std::vector<std::string> inputs = {"x", "w", "r", "b"};
+  if (initial_state) {
+    add_init(m, "h0", {dirs, N, H}, random_values(dirs * N * H, 77));
+    inputs.insert(inputs.end(), {"", "h0"});
+  }
+  onnx::NodeProto* n = add_node(m, op, inputs, {"y"}, "rnn");
   set_int(n, "hidden_size", H);
   if (op == "GRU") set_int(n, "linear_before_reset", linear_before_reset);
   set_string(n, "direction", dir);
@@ -73,6 +58,12 @@ std::string rnn_model(const std::string& op, const std::string& dir, const Weigh
   std::string bytes;
   EXPECT_TRUE(m.SerializeToString(&bytes));
   return bytes;
+}
+
+// Output Y [T, dirs, N, H] of one GRU/LSTM node on x [T, N, I].
+Tensor run_rnn(const std::string& op, const std::string& dir, const Weights& wts, const Tensor& x,
+               int64_t linear_before_reset = 0) {
+  return run_model(import_onnx_bytes(rnn_model(op, dir, wts, linear_before_reset), "rnn.onnx"), x);
 }
 
 Tensor reversed_in_time(const Tensor& x) {
@@ -154,7 +145,8 @@ TEST(OnnxRnn, GruAndLstmExportAsOneNodeAndRoundTrip) {
     const int64_t gates = std::string(k.op) == "GRU" ? 3 : 4;
     const int64_t dirs = std::string(k.dir) == "bidirectional" ? 2 : 1;
     const ModelFile imported = import_onnx_bytes(
-        rnn_model(k.op, k.dir, random_weights(gates, dirs, 41), k.linear_before_reset), "rnn.onnx");
+        rnn_model(k.op, k.dir, random_weights(gates, dirs, 41), k.linear_before_reset, true),
+        "rnn.onnx");
     const std::string exported = export_onnx_bytes(imported, "rnn.sfm");
     onnx::ModelProto proto;
     ASSERT_TRUE(proto.ParseFromString(exported));
