@@ -8,6 +8,7 @@ void register_builtin_kernels(KernelRegistry& registry) {
   register_fused_kernels(registry);
   register_sparse_kernels(registry);
   register_int8_kernels(registry);
+  register_float_loop_kernels(registry);
   register_binary_kernels(registry);
 #if defined(__x86_64__)
   register_image_layout_kernels(registry);

@@ -13,6 +13,8 @@ void register_fused_kernels(KernelRegistry& registry);
 void register_sparse_kernels(KernelRegistry& registry);
 void register_binary_kernels(KernelRegistry& registry);  // binarized models' conv and dense
 void register_int8_kernels(KernelRegistry& registry);  // vectorized element-wise int8 ops
+// Pooling, its gradient and the element-wise float ops of training, AVX-512 or portable.
+void register_float_loop_kernels(KernelRegistry& registry);
 // AVX-512 NCHW -> NHWC of RGB images; x86-64 builds only.
 void register_image_layout_kernels(KernelRegistry& registry);
 

@@ -83,6 +83,14 @@ const ConvGeometry kConvGeometries[] = {
     {"depthwise", {1, 9, 9, 16}, {3, 3, 1, 16}, {.padding = "SAME", .groups = 16}, true, 0.0},
     {"pointwise", {2, 5, 5, 33}, {1, 1, 33, 31}, {}, true, 0.9},
     {"winograd_3x3", {1, 14, 13, 32}, {3, 3, 32, 48}, {.padding = "SAME"}, false, 0.0},
+    // Single-channel images (a first layer on grey images), enough of them for threads.
+    {"single_channel_5x5", {3, 13, 12, 1}, {5, 5, 1, 33}, {.padding = "SAME"}, false, 0.0},
+    {"single_channel_strided_dilated",
+     {1, 11, 10, 1},
+     {3, 2, 1, 17},
+     {.strides = {2, 1}, .padding = "EXPLICIT", .pads = {1, 2, 0, 1}, .dilations = {2, 1}},
+     false,
+     0.0},
 };
 
 struct MatMulGeometry {
@@ -123,6 +131,9 @@ const PoolGeometry kPoolGeometries[] = {
      {.ksize = {3, 3}, .strides = {2, 1}, .padding = "EXPLICIT", .pads = {1, 0, 2, 1}}},
     {"channels_vector_width_m1", {1, 6, 5, 15}, {.ksize = {2, 2}, .strides = {1, 1}}},
     {"channels_65", {1, 5, 6, 65}, {.ksize = {3, 2}, .strides = {1, 2}, .padding = "SAME"}},
+    // Windows that tile the image, as training's 2x2 pools do (each x in exactly one window).
+    {"k2s2_tiling_channels_33", {2, 8, 6, 33}, {}},
+    {"k2s2_same_odd_tiling", {1, 7, 9, 17}, {.padding = "SAME"}},
 };
 
 // Element-wise shapes around the vector width (16 floats, 64 bytes).
@@ -207,6 +218,20 @@ std::vector<KernelCase> float_pool_cases(const std::string& op) {
         k.attrs.set("input_shape", c.x);
       }
     }
+    cases.push_back(std::move(k));
+  }
+  return cases;
+}
+
+// BiasAdd and BiasAddGrad on the element-wise shapes and one large enough for several threads
+// and blocks of rows.
+std::vector<KernelCase> float_elementwise_cases(const std::string& op) {
+  std::vector<Shape> shapes(std::begin(kElementwiseShapes), std::end(kElementwiseShapes));
+  shapes.push_back({1200, 33});
+  std::vector<KernelCase> cases;
+  for (const Shape& shape : shapes) {
+    KernelCase k{shape_str(shape), {f32(shape)}, {}};
+    if (op == "BiasAdd") k.inputs.push_back(f32({shape.back()}));
     cases.push_back(std::move(k));
   }
   return cases;
@@ -455,6 +480,8 @@ std::map<std::string, ShapeSet> build_shape_sets() {
   for (const char* op : {"MaxPoolGrad", "AvgPool", "AvgPoolGrad"})
     sets[op] = {float_pool_cases(op), close};
   sets["GlobalAvgPool"] = {global_avg_pool_cases(), close};
+  sets["BiasAdd"] = {float_elementwise_cases("BiasAdd"), exact};
+  sets["BiasAddGrad"] = {float_elementwise_cases("BiasAddGrad"), close};
   sets["Transpose"] = {transpose_cases(), exact};
   // Gates are sums of ~13 products through sigmoid / tanh; oneDNN sums in float.
   sets["Gru"] = {recurrent_cases(false), {.rtol = 1e-5, .atol = 1e-5}};
