@@ -34,7 +34,7 @@ void max_pool_grad(KernelContext& ctx) {
   if (x.numel() == 0) return;
   max_pool_grad_f32(x.data<float>(), ctx.inputs[1].data<float>(), ctx.inputs[2].data<float>(),
                     x.dim(0), x.dim(3), pool_window(ctx.node.attrs, x.shape()),
-                    ctx.outputs[0].data<float>());
+                    ctx.node.attrs.get_bool("relu"), ctx.outputs[0].data<float>());
 }
 
 void conv_filter_grad_single_channel(KernelContext& ctx) {

@@ -17,6 +17,9 @@ using namespace float_loops;
 namespace {
 
 constexpr int64_t kParallelMin = 1 << 15;  // elements; below this threads cost more than they save
+// Memory-bound loops (bias): a second thread gains little, and waiting for it on a busy machine
+// cost fc1's bias (64 x 1024) 2.8 ms where one thread takes 0.03.
+constexpr int64_t kStreamingParallelMin = 1 << 18;
 // Elements per thread's share of an element-wise loop.
 constexpr int64_t kChunk = 1 << 14;
 
@@ -53,16 +56,18 @@ void max_of_taps(const float* const* taps, int64_t count, int64_t channels, floa
 }
 
 void route_to_first_max(const float* const* x_taps, float* const* dx_taps, int64_t count,
-                        int64_t channels, const float* y, const float* dy, bool accumulate) {
+                        int64_t channels, const float* y, const float* dy, bool relu,
+                        bool accumulate) {
 #if defined(__x86_64__)
   if (has_avx512())
-    return route_to_first_max_avx512(x_taps, dx_taps, count, channels, y, dy, accumulate);
+    return route_to_first_max_avx512(x_taps, dx_taps, count, channels, y, dy, relu, accumulate);
 #endif
   for (int64_t c = 0; c < channels; ++c) {
     bool found = false;
+    const float routed = relu && !(y[c] > 0.0f) ? 0.0f : dy[c];
     for (int64_t t = 0; t < count; ++t) {
       const bool hit = !found && x_taps[t][c] == y[c];
-      const float share = hit ? dy[c] : 0.0f;
+      const float share = hit ? routed : 0.0f;
       dx_taps[t][c] = accumulate ? dx_taps[t][c] + share : share;
       found = found || hit;
     }
@@ -92,7 +97,7 @@ void max_pool_f32(const float* x, int64_t n, int64_t channels, const Window2D& g
 }
 
 void max_pool_grad_f32(const float* x, const float* y, const float* dy, int64_t n,
-                       int64_t channels, const Window2D& g, float* dx) {
+                       int64_t channels, const Window2D& g, bool relu, float* dx) {
   const int64_t work = n * g.h.in * g.w.in * channels;
   if (tiles(g.h) && tiles(g.w)) {
     // Every position of x is in exactly one window, so each is written once, and output rows
@@ -110,7 +115,7 @@ void max_pool_grad_f32(const float* x, const float* y, const float* dy, int64_t 
           window_taps(dx, b, oy, ox, channels, g, dx_taps.data());
           const int64_t at = (row * g.w.out + ox) * channels;
           route_to_first_max(x_taps.data(), dx_taps.data(), count, channels, y + at, dy + at,
-                             false);
+                             relu, false);
         }
       }
     }
@@ -131,7 +136,7 @@ void max_pool_grad_f32(const float* x, const float* y, const float* dy, int64_t 
           window_taps(dx, b, oy, ox, channels, g, dx_taps.data());
           const int64_t at = ((b * g.h.out + oy) * g.w.out + ox) * channels;
           route_to_first_max(x_taps.data(), dx_taps.data(), count, channels, y + at, dy + at,
-                             true);
+                             relu, true);
         }
     }
   }
@@ -201,7 +206,7 @@ void conv_filter_grad_single_channel_f32(const float* x, const float* dy, int64_
 void bias_add_f32(const float* x, const float* bias, int64_t rows, int64_t channels, float* y) {
   // Memory-bound: GCC's vectors of the plain loop run as fast as AVX-512 here, threads help.
   const int64_t block = std::max<int64_t>(1, kChunk / std::max<int64_t>(channels, 1));
-#pragma omp parallel for schedule(static) if (rows * channels >= kParallelMin)
+#pragma omp parallel for schedule(static) if (rows * channels >= kStreamingParallelMin)
   for (int64_t r0 = 0; r0 < rows; r0 += block)
     for (int64_t r = r0; r < std::min(r0 + block, rows); ++r)
       for (int64_t c = 0; c < channels; ++c) y[r * channels + c] = x[r * channels + c] + bias[c];
@@ -213,7 +218,7 @@ void bias_add_grad_f32(const float* dy, int64_t rows, int64_t channels, float* d
   // a given thread count always gives the same bits.
   constexpr int64_t kBlockRows = 256;
   const bool vector = has_avx512();
-  const int threads = rows * channels >= kParallelMin ? omp_get_max_threads() : 1;
+  const int threads = rows * channels >= kStreamingParallelMin ? omp_get_max_threads() : 1;
   std::vector<double> totals(static_cast<size_t>(threads * channels), 0.0);
   const int64_t blocks = (rows + kBlockRows - 1) / kBlockRows;
 #pragma omp parallel num_threads(threads)

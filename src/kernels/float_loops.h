@@ -16,10 +16,11 @@ namespace sf {
 void max_pool_f32(const float* x, int64_t n, int64_t channels, const Window2D& g, float* y);
 
 // MaxPoolGrad: dx zero but where each window's first maximum, the first tap in row-major window
-// order whose x equals y, receives the window's dy (summed where windows overlap). x is what
-// the forward pass pooled, so nothing is recomputed.
+// order whose x equals y, receives the window's dy (summed where windows overlap); with relu
+// only windows whose maximum is positive do. x is what the forward pass pooled, so nothing is
+// recomputed.
 void max_pool_grad_f32(const float* x, const float* y, const float* dy, int64_t n,
-                       int64_t channels, const Window2D& g, float* dx);
+                       int64_t channels, const Window2D& g, bool relu, float* dx);
 
 // Conv2DBackpropFilter of a single-channel image (x [n, g.h.in, g.w.in, 1], groups 1), which
 // oneDNN runs at a few percent of its speed elsewhere: df [g.h.k, g.w.k, 1, outputs] is the sum

@@ -38,10 +38,13 @@ __attribute__((target("avx512f"))) void max_of_taps_avx512(const float* const* t
 
 __attribute__((target("avx512f"))) void route_to_first_max_avx512(
     const float* const* x_taps, float* const* dx_taps, int64_t count, int64_t channels,
-    const float* y, const float* dy, bool accumulate) {
+    const float* y, const float* dy, bool relu, bool accumulate) {
   for (int64_t c = 0; c < channels; c += 16) {
     const __mmask16 m = lanes(c, channels);
-    const __m512 yv = _mm512_maskz_loadu_ps(m, y + c), dyv = _mm512_maskz_loadu_ps(m, dy + c);
+    const __m512 yv = _mm512_maskz_loadu_ps(m, y + c);
+    const __mmask16 passed =
+        relu ? _mm512_mask_cmp_ps_mask(m, yv, _mm512_setzero_ps(), _CMP_GT_OQ) : m;
+    const __m512 dyv = _mm512_maskz_loadu_ps(passed, dy + c);
     __mmask16 open = m;  // channels whose maximum is not found yet
     for (int64_t t = 0; t < count; ++t) {
       const __mmask16 hit =

@@ -14,10 +14,11 @@ namespace sf::float_loops {
 // y[c] = the maximum over taps of taps[t][c] (NaN skipped), -inf when count is 0.
 void max_of_taps_avx512(const float* const* taps, int64_t count, int64_t channels, float* y);
 
-// For each channel c, the first tap t whose x_taps[t][c] equals y[c] gets dy[c] and the others
-// 0: stored into dx_taps[t][c], or added to it with accumulate.
+// For each channel c, the first tap t whose x_taps[t][c] equals y[c] gets dy[c] (with relu,
+// only where y[c] > 0) and the others 0: stored into dx_taps[t][c], or added to it with
+// accumulate.
 void route_to_first_max_avx512(const float* const* x_taps, float* const* dx_taps, int64_t count,
-                               int64_t channels, const float* y, const float* dy,
+                               int64_t channels, const float* y, const float* dy, bool relu,
                                bool accumulate);
 
 // sums[t, o] += the sum over output pixels of padded[tap t of the pixel] * dy[pixel, o], for

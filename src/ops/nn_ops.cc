@@ -434,9 +434,11 @@ void register_nn_ops(OpRegistry& r) {
         return {ctx.graph.add(op_names::kMaxPoolGrad, {ctx.input(0), ctx.output(0), ctx.grad(0)},
                               copy_attrs(ctx.attrs(), pool_attr_specs()), ctx.name("x"))};
       }});
+  // relu: x is a Relu's output and that Relu's gradient is folded in (dx zero where x is not
+  // positive), as transforms/training_passes.h writes it for training graphs.
   r.add(OpDef{.name = op_names::kMaxPoolGrad,
               .inputs = {"x", "y", "dy"},
-              .attrs = pool_attr_specs(),
+              .attrs = with(pool_attr_specs(), {{"relu", AttrKind::Bool, no}}),
               .infer = infer_max_pool_grad});
   r.add(OpDef{.name = op_names::kAvgPool,
               .inputs = {"x"},

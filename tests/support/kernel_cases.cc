@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "graph/graph.h"
+#include "graph/op_registry.h"
 #include "ops/ops.h"
 
 namespace sf::testing {
@@ -219,6 +220,16 @@ std::vector<KernelCase> float_pool_cases(const std::string& op) {
       }
     }
     cases.push_back(std::move(k));
+  }
+  if (op == "MaxPoolGrad") {
+    // With a Relu's gradient folded in (training_passes.h): windows whose maximum is not
+    // positive route nothing; tiling, overlapping and 65-channel windows.
+    for (size_t i : {size_t{7}, size_t{2}, size_t{5}}) {
+      KernelCase k = cases.at(i);
+      k.name += "_relu";
+      k.attrs.set("relu", true);
+      cases.push_back(std::move(k));
+    }
   }
   return cases;
 }
@@ -565,10 +576,12 @@ std::vector<Tensor> make_inputs(const KernelCase& c, uint32_t seed) {
       inputs.push_back(draw(s, seed + static_cast<uint32_t>(i)));
       continue;
     }
+    // The case's attributes that op has (MaxPool takes MaxPoolGrad's but relu).
+    Attrs attrs;
+    for (const AttrSpec& a : OpRegistry::global().get(s.output_of, "kernel cases").attrs)
+      if (c.attrs.has(a.name)) attrs.set(a.name, c.attrs.all().at(a.name));
     inputs.push_back(run_once(
-        [&](Graph& g, const std::vector<Output>& in) {
-          return g.add(s.output_of, {in[0]}, c.attrs);
-        },
+        [&](Graph& g, const std::vector<Output>& in) { return g.add(s.output_of, {in[0]}, attrs); },
         {inputs[0]}, "reference"));
   }
   return inputs;

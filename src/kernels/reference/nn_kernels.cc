@@ -273,14 +273,17 @@ void max_pool_with_argmax(KernelContext& ctx) {
 }
 
 // Routes dy to the first position of each window whose x equals y, so it matches any forward
-// kernel that returns an element of the window.
+// kernel that returns an element of the window. With relu, that position's x (= y) must also
+// be positive, as the folded-in Relu's gradient requires.
 void max_pool_grad(KernelContext& ctx) {
   const float* xp = ctx.inputs[0].data<float>();
   const float* yp = ctx.inputs[1].data<float>();
   const float* dyp = ctx.inputs[2].data<float>();
+  const bool relu = ctx.node.attrs.get_bool("relu");
   std::vector<double> dx(static_cast<size_t>(ctx.outputs[0].numel()), 0.0);
   PoolDims(ctx.node.attrs, ctx.inputs[0].shape())
       .for_each_window([&](int64_t yi, const std::vector<int64_t>& xs, int64_t) {
+        if (relu && !(yp[yi] > 0.0f)) return;
         for (int64_t xi : xs)
           if (xp[xi] == yp[yi]) {
             dx[static_cast<size_t>(xi)] += dyp[yi];
