@@ -1,14 +1,15 @@
 // Kernels (impl "float_loops") for the float ops of a training step around oneDNN's products:
-// MaxPool, MaxPoolGrad, the filter gradient of single-channel convs, BiasAdd and BiasAddGrad,
-// made of kernels/float_loops.h (AVX-512 where the CPU has it, portable loops elsewhere), so they
-// run on every CPU. Measured on the Deep-MNIST layers (bench/kernels_bench.cc, one thread, Xeon
-// with AVX-512, under load): MaxPoolGrad reads each window's first maximum from x and y, which
-// the forward pass kept, where oneDNN's pooling backward runs the forward again for an argmax
-// workspace (28x28x32 at batch 64: 1.3 vs 4.5 ms); the forward pools as fast as oneDNN's and
-// keeps the pair on one definition of the first maximum. oneDNN's filter gradient of a
-// single-channel 5x5 conv costs as much as a 32-channel one in bf16 (each tap a product of
-// depth 1); here it is broadcasts and FMAs into registers. BiasAdd runs on threads (the
-// reference on one), BiasAddGrad sums blocks of rows in AVX-512 registers (2x the reference).
+// MaxPool, MaxPoolGrad, the filter gradient of single-channel convs, BiasAdd, BiasAddRelu and
+// BiasAddGrad, made of kernels/float_loops.h (AVX-512 where the CPU has it, portable loops
+// elsewhere), so they run on every CPU. Measured on the Deep-MNIST layers
+// (bench/kernels_bench.cc, one thread, Xeon with AVX-512, under load): MaxPoolGrad reads each
+// window's first maximum from x and y, which the forward pass kept, where oneDNN's pooling
+// backward runs the forward again for an argmax workspace (28x28x32 at batch 64: 1.3 vs 4.5 ms);
+// the forward pools as fast as oneDNN's and keeps the pair on one definition of the first
+// maximum. oneDNN's filter gradient of a single-channel 5x5 conv costs as much as a 32-channel
+// one in bf16 (each tap a product of depth 1); here it is broadcasts and FMAs into registers.
+// BiasAdd runs on threads (the reference on one), BiasAddGrad sums blocks of rows in AVX-512
+// registers (2x the reference).
 #include "kernels/float_loops.h"
 #include "kernels/kernel.h"
 #include "kernels/register.h"
@@ -60,7 +61,7 @@ int64_t rows_of(const Tensor& t) {
 void bias_add(KernelContext& ctx) {
   const Tensor& x = ctx.inputs[0];
   bias_add_f32(x.data<float>(), ctx.inputs[1].data<float>(), rows_of(x), x.dim(-1),
-               ctx.outputs[0].data<float>());
+               ctx.node.op == op_names::kBiasAddRelu, ctx.outputs[0].data<float>());
 }
 
 void bias_add_grad(KernelContext& ctx) {
@@ -80,6 +81,7 @@ void register_float_loop_kernels(KernelRegistry& r) {
   filter_grad.accepts = is_single_channel_conv;
   r.add(std::move(filter_grad));
   r.add(simple_kernel(op_names::kBiasAdd, DType::f32, impl, bias_add, kElementwisePriority));
+  r.add(simple_kernel(op_names::kBiasAddRelu, DType::f32, impl, bias_add, kElementwisePriority));
   r.add(simple_kernel(op_names::kBiasAddGrad, DType::f32, impl, bias_add_grad,
                       kElementwisePriority));
 }

@@ -203,13 +203,24 @@ void conv_filter_grad_single_channel_f32(const float* x, const float* dy, int64_
 
 // ---- element-wise ----
 
-void bias_add_f32(const float* x, const float* bias, int64_t rows, int64_t channels, float* y) {
-  // Memory-bound: GCC's vectors of the plain loop run as fast as AVX-512 here, threads help.
+void bias_add_f32(const float* x, const float* bias, int64_t rows, int64_t channels, bool relu,
+                  float* y) {
+  // Memory-bound: GCC's vectors of the plain loops run as fast as AVX-512 here, threads help.
   const int64_t block = std::max<int64_t>(1, kChunk / std::max<int64_t>(channels, 1));
 #pragma omp parallel for schedule(static) if (rows * channels >= kStreamingParallelMin)
   for (int64_t r0 = 0; r0 < rows; r0 += block)
-    for (int64_t r = r0; r < std::min(r0 + block, rows); ++r)
-      for (int64_t c = 0; c < channels; ++c) y[r * channels + c] = x[r * channels + c] + bias[c];
+    for (int64_t r = r0; r < std::min(r0 + block, rows); ++r) {
+      const float* xr = x + r * channels;
+      float* yr = y + r * channels;
+      if (relu) {
+        for (int64_t c = 0; c < channels; ++c) {
+          const float v = xr[c] + bias[c];
+          yr[c] = v > 0.0f ? v : 0.0f;
+        }
+      } else {
+        for (int64_t c = 0; c < channels; ++c) yr[c] = xr[c] + bias[c];
+      }
+    }
 }
 
 void bias_add_grad_f32(const float* dy, int64_t rows, int64_t channels, float* db) {

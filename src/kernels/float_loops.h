@@ -29,8 +29,9 @@ void max_pool_grad_f32(const float* x, const float* y, const float* dy, int64_t 
 void conv_filter_grad_single_channel_f32(const float* x, const float* dy, int64_t n,
                                          int64_t outputs, const Window2D& g, float* df);
 
-// y[r, j] = x[r, j] + bias[j] for rows x channels.
-void bias_add_f32(const float* x, const float* bias, int64_t rows, int64_t channels, float* y);
+// y[r, j] = x[r, j] + bias[j] for rows x channels; with relu, that sum where positive, else 0.
+void bias_add_f32(const float* x, const float* bias, int64_t rows, int64_t channels, bool relu,
+                  float* y);
 
 // db[j] = sum over rows of dy[r, j]: float partial sums over blocks of rows, totals in double.
 void bias_add_grad_f32(const float* dy, int64_t rows, int64_t channels, float* db);

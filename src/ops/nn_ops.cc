@@ -415,6 +415,9 @@ void register_nn_ops(OpRegistry& r) {
                         ctx.graph.add(op_names::kBiasAddGrad, {ctx.grad()}, {}, ctx.name("bias"))};
               }});
   r.add(OpDef{.name = op_names::kBiasAddGrad, .inputs = {"dy"}, .infer = infer_bias_add_grad});
+  // Relu(BiasAdd(x, bias)) in one pass, made by transforms/training_passes.h in training graphs
+  // after their gradients (so it has none of its own).
+  r.add(OpDef{.name = op_names::kBiasAddRelu, .inputs = {"x", "bias"}, .infer = infer_bias_add});
   r.add(OpDef{.name = op_names::kMaxPool,
               .inputs = {"x"},
               .attrs = pool_attr_specs(),

@@ -130,7 +130,7 @@ TrainingGraph build_training_graph(const ModelSpec& spec, int64_t batch,
   for (Output& grad : t.grads) held.push_back(&grad);
   std::vector<Output> outputs;
   for (const Output* o : held) outputs.push_back(*o);
-  t.model.graph = fold_relu_grad_into_max_pool_grad(t.model.graph, outputs);
+  t.model.graph = rewrite_training_graph(t.model.graph, outputs);
   for (size_t i = 0; i < held.size(); ++i) *held[i] = outputs[i];
   return t;
 }

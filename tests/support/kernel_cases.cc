@@ -234,15 +234,15 @@ std::vector<KernelCase> float_pool_cases(const std::string& op) {
   return cases;
 }
 
-// BiasAdd and BiasAddGrad on the element-wise shapes and one large enough for several threads
-// and blocks of rows.
+// BiasAdd, BiasAddRelu and BiasAddGrad on the element-wise shapes and one large enough for
+// several threads and blocks of rows.
 std::vector<KernelCase> float_elementwise_cases(const std::string& op) {
   std::vector<Shape> shapes(std::begin(kElementwiseShapes), std::end(kElementwiseShapes));
   shapes.push_back({1200, 33});
   std::vector<KernelCase> cases;
   for (const Shape& shape : shapes) {
     KernelCase k{shape_str(shape), {f32(shape)}, {}};
-    if (op == "BiasAdd") k.inputs.push_back(f32({shape.back()}));
+    if (op == "BiasAdd" || op == "BiasAddRelu") k.inputs.push_back(f32({shape.back()}));
     cases.push_back(std::move(k));
   }
   return cases;
@@ -491,7 +491,7 @@ std::map<std::string, ShapeSet> build_shape_sets() {
   for (const char* op : {"MaxPoolGrad", "AvgPool", "AvgPoolGrad"})
     sets[op] = {float_pool_cases(op), close};
   sets["GlobalAvgPool"] = {global_avg_pool_cases(), close};
-  sets["BiasAdd"] = {float_elementwise_cases("BiasAdd"), exact};
+  for (const char* op : {"BiasAdd", "BiasAddRelu"}) sets[op] = {float_elementwise_cases(op), exact};
   sets["BiasAddGrad"] = {float_elementwise_cases("BiasAddGrad"), close};
   sets["Transpose"] = {transpose_cases(), exact};
   // Gates are sums of ~13 products through sigmoid / tanh; oneDNN sums in float.
