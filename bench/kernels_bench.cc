@@ -1,6 +1,7 @@
 // The Deep-MNIST layers at batch 64 (28x28x1 -> conv5x5x32 SAME -> maxpool2 -> conv5x5x64 SAME
-// -> maxpool2 -> fc 3136x1024 -> fc 1024x10): each dense kernel forward and backward, oneDNN
-// and reference, plus one whole training step (forward and all weight gradients).
+// -> maxpool2 -> fc 3136x1024 -> fc 1024x10): each dense kernel forward and backward, oneDNN,
+// float_loops (pooling, conv1's filter gradient, bias) and reference, plus one whole training
+// step (forward and all weight gradients).
 //
 //   kernel_bench --benchmark_filter=onednn   # the reference kernels take seconds per call
 //
@@ -352,7 +353,7 @@ void register_sparse_int8_cases() {
 int register_all() {
   register_sparse_cases();
   register_sparse_int8_cases();
-  for (const char* impl : {"onednn", "reference"})
+  for (const char* impl : {"onednn", "float_loops", "reference"})
     for (const Case& c : cases()) {
       auto* b = benchmark::RegisterBenchmark(
           (std::string(c.name) + "/" + impl).c_str(),

@@ -8,6 +8,7 @@ void register_builtin_kernels(KernelRegistry& registry) {
   register_fused_kernels(registry);
   register_sparse_kernels(registry);
   register_int8_kernels(registry);
+  register_float_loop_kernels(registry);
   register_binary_kernels(registry);
   register_slice_kernels(registry);
   register_transformer_kernels(registry);

@@ -14,6 +14,8 @@ void register_sparse_kernels(KernelRegistry& registry);
 void register_binary_kernels(KernelRegistry& registry);  // binarized models' conv and dense
 void register_int8_kernels(KernelRegistry& registry);  // vectorized element-wise int8 ops
 void register_slice_kernels(KernelRegistry& registry);  // StridedSlice by rows
+// Pooling, its gradient and the element-wise float ops of training, AVX-512 or portable.
+void register_float_loop_kernels(KernelRegistry& registry);
 // AVX-512 NCHW -> NHWC of RGB images; x86-64 builds only.
 void register_image_layout_kernels(KernelRegistry& registry);
 // LayerNorm and Gelu in portable C++, and with AVX-512 (x86-64 builds only).

@@ -415,6 +415,9 @@ void register_nn_ops(OpRegistry& r) {
                         ctx.graph.add(op_names::kBiasAddGrad, {ctx.grad()}, {}, ctx.name("bias"))};
               }});
   r.add(OpDef{.name = op_names::kBiasAddGrad, .inputs = {"dy"}, .infer = infer_bias_add_grad});
+  // Relu(BiasAdd(x, bias)) in one pass, made by transforms/training_passes.h in training graphs
+  // after their gradients (so it has none of its own).
+  r.add(OpDef{.name = op_names::kBiasAddRelu, .inputs = {"x", "bias"}, .infer = infer_bias_add});
   r.add(OpDef{.name = op_names::kMaxPool,
               .inputs = {"x"},
               .attrs = pool_attr_specs(),
@@ -434,9 +437,11 @@ void register_nn_ops(OpRegistry& r) {
         return {ctx.graph.add(op_names::kMaxPoolGrad, {ctx.input(0), ctx.output(0), ctx.grad(0)},
                               copy_attrs(ctx.attrs(), pool_attr_specs()), ctx.name("x"))};
       }});
+  // relu: x is a Relu's output and that Relu's gradient is folded in (dx zero where x is not
+  // positive), as transforms/training_passes.h writes it for training graphs.
   r.add(OpDef{.name = op_names::kMaxPoolGrad,
               .inputs = {"x", "y", "dy"},
-              .attrs = pool_attr_specs(),
+              .attrs = with(pool_attr_specs(), {{"relu", AttrKind::Bool, no}}),
               .infer = infer_max_pool_grad});
   r.add(OpDef{.name = op_names::kAvgPool,
               .inputs = {"x"},

@@ -74,6 +74,7 @@ inline constexpr char kMatMul[] = "MatMul";
 inline constexpr char kBatchMatMul[] = "BatchMatMul";
 inline constexpr char kBiasAdd[] = "BiasAdd";
 inline constexpr char kBiasAddGrad[] = "BiasAddGrad";
+inline constexpr char kBiasAddRelu[] = "BiasAddRelu";
 inline constexpr char kMaxPool[] = "MaxPool";
 inline constexpr char kMaxPoolGrad[] = "MaxPoolGrad";
 inline constexpr char kMaxPoolWithArgmax[] = "MaxPoolWithArgmax";

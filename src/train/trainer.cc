@@ -27,6 +27,7 @@
 #include "train/parameter_server.h"
 #include "train/sharded_batches.h"
 #include "train/training_run.h"
+#include "transforms/training_passes.h"
 
 namespace sf {
 
@@ -127,6 +128,17 @@ TrainingGraph build_training_graph(const ModelSpec& spec, int64_t batch,
     if (!t.grads[i].valid())
       fail("{}: parameter '{}' does not affect the loss", spec.origin,
            t.model.parameters[i].name);
+  // The training rewrites, every output the loop holds mapped along.
+  std::vector<Output*> held = {&t.model.input, &t.model.logits, &t.labels,
+                               &t.loss,        &t.label_loss,   &t.probs};
+  if (t.teacher_logits.valid()) held.push_back(&t.teacher_logits);
+  for (Parameter& p : t.model.parameters) held.push_back(&p.output);
+  for (MovingAverage& m : t.model.moving_averages) held.push_back(&m.batch_value);
+  for (Output& grad : t.grads) held.push_back(&grad);
+  std::vector<Output> outputs;
+  for (const Output* o : held) outputs.push_back(*o);
+  t.model.graph = rewrite_training_graph(t.model.graph, outputs);
+  for (size_t i = 0; i < held.size(); ++i) *held[i] = outputs[i];
   t.step_probs = t.probs;
   return t;
 }

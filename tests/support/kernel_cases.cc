@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "graph/graph.h"
+#include "graph/op_registry.h"
 #include "ops/ops.h"
 
 namespace sf::testing {
@@ -83,6 +84,14 @@ const ConvGeometry kConvGeometries[] = {
     {"depthwise", {1, 9, 9, 16}, {3, 3, 1, 16}, {.padding = "SAME", .groups = 16}, true, 0.0},
     {"pointwise", {2, 5, 5, 33}, {1, 1, 33, 31}, {}, true, 0.9},
     {"winograd_3x3", {1, 14, 13, 32}, {3, 3, 32, 48}, {.padding = "SAME"}, false, 0.0},
+    // Single-channel images (a first layer on grey images), enough of them for threads.
+    {"single_channel_5x5", {3, 13, 12, 1}, {5, 5, 1, 33}, {.padding = "SAME"}, false, 0.0},
+    {"single_channel_strided_dilated",
+     {1, 11, 10, 1},
+     {3, 2, 1, 17},
+     {.strides = {2, 1}, .padding = "EXPLICIT", .pads = {1, 2, 0, 1}, .dilations = {2, 1}},
+     false,
+     0.0},
 };
 
 struct MatMulGeometry {
@@ -123,6 +132,9 @@ const PoolGeometry kPoolGeometries[] = {
      {.ksize = {3, 3}, .strides = {2, 1}, .padding = "EXPLICIT", .pads = {1, 0, 2, 1}}},
     {"channels_vector_width_m1", {1, 6, 5, 15}, {.ksize = {2, 2}, .strides = {1, 1}}},
     {"channels_65", {1, 5, 6, 65}, {.ksize = {3, 2}, .strides = {1, 2}, .padding = "SAME"}},
+    // Windows that tile the image, as training's 2x2 pools do (each x in exactly one window).
+    {"k2s2_tiling_channels_33", {2, 8, 6, 33}, {}},
+    {"k2s2_same_odd_tiling", {1, 7, 9, 17}, {.padding = "SAME"}},
 };
 
 // Element-wise shapes around the vector width (16 floats, 64 bytes).
@@ -209,6 +221,30 @@ std::vector<KernelCase> float_pool_cases(const std::string& op) {
         k.attrs.set("input_shape", c.x);
       }
     }
+    cases.push_back(std::move(k));
+  }
+  if (op == "MaxPoolGrad") {
+    // With a Relu's gradient folded in (training_passes.h): windows whose maximum is not
+    // positive route nothing; tiling, overlapping and 65-channel windows.
+    for (size_t i : {size_t{7}, size_t{2}, size_t{5}}) {
+      KernelCase k = cases.at(i);
+      k.name += "_relu";
+      k.attrs.set("relu", true);
+      cases.push_back(std::move(k));
+    }
+  }
+  return cases;
+}
+
+// BiasAdd, BiasAddRelu and BiasAddGrad on the element-wise shapes and one large enough for
+// several threads and blocks of rows.
+std::vector<KernelCase> float_elementwise_cases(const std::string& op) {
+  std::vector<Shape> shapes(std::begin(kElementwiseShapes), std::end(kElementwiseShapes));
+  shapes.push_back({1200, 33});
+  std::vector<KernelCase> cases;
+  for (const Shape& shape : shapes) {
+    KernelCase k{shape_str(shape), {f32(shape)}, {}};
+    if (op == "BiasAdd" || op == "BiasAddRelu") k.inputs.push_back(f32({shape.back()}));
     cases.push_back(std::move(k));
   }
   return cases;
@@ -492,6 +528,8 @@ std::map<std::string, ShapeSet> build_shape_sets() {
   for (const char* op : {"MaxPoolGrad", "AvgPool", "AvgPoolGrad"})
     sets[op] = {float_pool_cases(op), close};
   sets["GlobalAvgPool"] = {global_avg_pool_cases(), close};
+  for (const char* op : {"BiasAdd", "BiasAddRelu"}) sets[op] = {float_elementwise_cases(op), exact};
+  sets["BiasAddGrad"] = {float_elementwise_cases("BiasAddGrad"), close};
   sets["Transpose"] = {transpose_cases(), exact};
   sets["StridedSlice"] = {slice_cases(), exact};
   // Sums in float in other orders; erf by a rational approximation (a few float roundings).
@@ -579,10 +617,12 @@ std::vector<Tensor> make_inputs(const KernelCase& c, uint32_t seed) {
       inputs.push_back(draw(s, seed + static_cast<uint32_t>(i)));
       continue;
     }
+    // The case's attributes that op has (MaxPool takes MaxPoolGrad's but relu).
+    Attrs attrs;
+    for (const AttrSpec& a : OpRegistry::global().get(s.output_of, "kernel cases").attrs)
+      if (c.attrs.has(a.name)) attrs.set(a.name, c.attrs.all().at(a.name));
     inputs.push_back(run_once(
-        [&](Graph& g, const std::vector<Output>& in) {
-          return g.add(s.output_of, {in[0]}, c.attrs);
-        },
+        [&](Graph& g, const std::vector<Output>& in) { return g.add(s.output_of, {in[0]}, attrs); },
         {inputs[0]}, "reference"));
   }
   return inputs;

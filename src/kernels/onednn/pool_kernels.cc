@@ -113,6 +113,7 @@ class PoolKernel : public Kernel {
 };
 
 bool accepts(const KernelSpec& spec, PoolKind kind) {
+  if (kind == PoolKind::MaxBackward && spec.node.attrs.get_bool("relu")) return false;
   for (const TensorType& t : spec.inputs)
     if (num_elements(t.shape) == 0) return false;
   if (num_elements(spec.node.outputs[0].shape) == 0) return false;

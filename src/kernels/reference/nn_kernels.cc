@@ -189,6 +189,20 @@ void bias_add(KernelContext& ctx) {
     for (int64_t j = 0; j < c; ++j) yp[row * c + j] = xp[row * c + j] + bp[j];
 }
 
+void bias_add_relu(KernelContext& ctx) {
+  const Tensor& x = ctx.inputs[0];
+  const int64_t c = x.dim(-1);
+  const float* xp = x.data<float>();
+  const float* bp = ctx.inputs[1].data<float>();
+  float* yp = ctx.outputs[0].data<float>();
+  const int64_t rows = c == 0 ? 0 : x.numel() / c;
+  for (int64_t row = 0; row < rows; ++row)
+    for (int64_t j = 0; j < c; ++j) {
+      const float v = xp[row * c + j] + bp[j];
+      yp[row * c + j] = v > 0.0f ? v : 0.0f;
+    }
+}
+
 void bias_add_grad(KernelContext& ctx) {
   const Tensor& dy = ctx.inputs[0];
   const int64_t c = dy.dim(-1);
@@ -273,14 +287,17 @@ void max_pool_with_argmax(KernelContext& ctx) {
 }
 
 // Routes dy to the first position of each window whose x equals y, so it matches any forward
-// kernel that returns an element of the window.
+// kernel that returns an element of the window. With relu, that position's x (= y) must also
+// be positive, as the folded-in Relu's gradient requires.
 void max_pool_grad(KernelContext& ctx) {
   const float* xp = ctx.inputs[0].data<float>();
   const float* yp = ctx.inputs[1].data<float>();
   const float* dyp = ctx.inputs[2].data<float>();
+  const bool relu = ctx.node.attrs.get_bool("relu");
   std::vector<double> dx(static_cast<size_t>(ctx.outputs[0].numel()), 0.0);
   PoolDims(ctx.node.attrs, ctx.inputs[0].shape())
       .for_each_window([&](int64_t yi, const std::vector<int64_t>& xs, int64_t) {
+        if (relu && !(yp[yi] > 0.0f)) return;
         for (int64_t xi : xs)
           if (xp[xi] == yp[yi]) {
             dx[static_cast<size_t>(xi)] += dyp[yi];
@@ -355,6 +372,7 @@ void register_reference_nn_kernels(KernelRegistry& r) {
   add(op_names::kBatchMatMul, batch_matmul);
   add(op_names::kBiasAdd, bias_add);
   add(op_names::kBiasAddGrad, bias_add_grad);
+  add(op_names::kBiasAddRelu, bias_add_relu);
   add(op_names::kMaxPool, max_pool<float>);
   r.add(simple_kernel(op_names::kMaxPool, DType::u8, "reference", max_pool<uint8_t>));
   r.add(simple_kernel(op_names::kMaxPool, DType::i8, "reference", max_pool<int8_t>));

@@ -1,0 +1,39 @@
+// The hot loops of the float kernels a training step runs besides oneDNN's products: max pooling
+// and its gradient, the filter gradient of single-channel convs, BiasAdd and BiasAddGrad. They give the reference kernels'
+// results (the same elements chosen, sums reassociated only), vectorized with AVX-512 where the
+// CPU has it (chosen at run time: the build targets baseline x86-64; float_loops_avx512.h), in
+// portable C++ elsewhere.
+#pragma once
+
+#include <cstdint>
+
+#include "ops/conv_geometry.h"
+
+namespace sf {
+
+// MaxPool of NHWC x [n, g.h.in, g.w.in, channels] into y [n, g.h.out, g.w.out, channels]: the
+// maximum of each window's in-bounds values (NaN skipped), -inf for a window wholly in padding.
+void max_pool_f32(const float* x, int64_t n, int64_t channels, const Window2D& g, float* y);
+
+// MaxPoolGrad: dx zero but where each window's first maximum, the first tap in row-major window
+// order whose x equals y, receives the window's dy (summed where windows overlap); with relu
+// only windows whose maximum is positive do. x is what the forward pass pooled, so nothing is
+// recomputed.
+void max_pool_grad_f32(const float* x, const float* y, const float* dy, int64_t n,
+                       int64_t channels, const Window2D& g, bool relu, float* dx);
+
+// Conv2DBackpropFilter of a single-channel image (x [n, g.h.in, g.w.in, 1], groups 1), which
+// oneDNN runs at a few percent of its speed elsewhere: df [g.h.k, g.w.k, 1, outputs] is the sum
+// over images and output pixels of x at each tap times dy [n, g.h.out, g.w.out, outputs]. Each
+// image sums in float, images add up in double.
+void conv_filter_grad_single_channel_f32(const float* x, const float* dy, int64_t n,
+                                         int64_t outputs, const Window2D& g, float* df);
+
+// y[r, j] = x[r, j] + bias[j] for rows x channels; with relu, that sum where positive, else 0.
+void bias_add_f32(const float* x, const float* bias, int64_t rows, int64_t channels, bool relu,
+                  float* y);
+
+// db[j] = sum over rows of dy[r, j]: float partial sums over blocks of rows, totals in double.
+void bias_add_grad_f32(const float* dy, int64_t rows, int64_t channels, float* db);
+
+}  // namespace sf

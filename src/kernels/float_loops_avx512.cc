@@ -1,0 +1,143 @@
+#include "kernels/float_loops_avx512.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <type_traits>
+
+// GCC 12's AVX-512 intrinsics start from _mm512_undefined_ps(), which -Wmaybe-uninitialized
+// reports once they are inlined (as in kernels/int8_loops_avx512.cc).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+namespace sf::float_loops {
+
+namespace {
+
+// The lanes of channels [c, c + 16) that exist.
+__attribute__((target("avx512f"))) inline __mmask16 lanes(int64_t c, int64_t channels) {
+  const int64_t left = channels - c;
+  return left >= 16 ? static_cast<__mmask16>(0xFFFF)
+                    : static_cast<__mmask16>((1u << static_cast<unsigned>(left)) - 1u);
+}
+
+}  // namespace
+
+__attribute__((target("avx512f"))) void max_of_taps_avx512(const float* const* taps,
+                                                           int64_t count, int64_t channels,
+                                                           float* y) {
+  for (int64_t c = 0; c < channels; c += 16) {
+    const __mmask16 m = lanes(c, channels);
+    __m512 acc = _mm512_set1_ps(-INFINITY);
+    // max_ps(a, b) is a > b ? a : b, the reference's std::max(acc, a): NaN never wins.
+    for (int64_t t = 0; t < count; ++t)
+      acc = _mm512_max_ps(_mm512_maskz_loadu_ps(m, taps[t] + c), acc);
+    _mm512_mask_storeu_ps(y + c, m, acc);
+  }
+}
+
+__attribute__((target("avx512f"))) void route_to_first_max_avx512(
+    const float* const* x_taps, float* const* dx_taps, int64_t count, int64_t channels,
+    const float* y, const float* dy, bool relu, bool accumulate) {
+  for (int64_t c = 0; c < channels; c += 16) {
+    const __mmask16 m = lanes(c, channels);
+    const __m512 yv = _mm512_maskz_loadu_ps(m, y + c);
+    const __mmask16 passed =
+        relu ? _mm512_mask_cmp_ps_mask(m, yv, _mm512_setzero_ps(), _CMP_GT_OQ) : m;
+    const __m512 dyv = _mm512_maskz_loadu_ps(passed, dy + c);
+    __mmask16 open = m;  // channels whose maximum is not found yet
+    for (int64_t t = 0; t < count; ++t) {
+      const __mmask16 hit =
+          _mm512_mask_cmp_ps_mask(open, _mm512_maskz_loadu_ps(m, x_taps[t] + c), yv, _CMP_EQ_OQ);
+      open = static_cast<__mmask16>(open & ~hit);
+      float* d = dx_taps[t] + c;
+      if (accumulate) {
+        const __m512 dv = _mm512_maskz_loadu_ps(m, d);
+        _mm512_mask_storeu_ps(d, m, _mm512_mask_add_ps(dv, hit, dv, dyv));
+      } else {
+        _mm512_mask_storeu_ps(d, m, _mm512_maskz_mov_ps(hit, dyv));
+      }
+    }
+  }
+}
+
+namespace {
+
+// The sums of kTaps adjacent taps of one filter row (columns fc0.., dilation dw apart) for 32
+// outputs from o0, over every output pixel, in 2 * kTaps registers: one broadcast of x and two
+// FMAs per tap and pixel, dy's row loaded once per pixel.
+template <int kTaps>
+__attribute__((target("avx512f"))) void tap_row_sums(const float* padded, int64_t row_stride,
+                                                     const float* dy, int64_t outputs,
+                                                     int64_t o0, const Window2D& g, int64_t fr,
+                                                     int64_t fc0, float* sums, int64_t stride) {
+  const __mmask16 m0 = lanes(o0, outputs);
+  const __mmask16 m1 = o0 + 16 < outputs ? lanes(o0 + 16, outputs) : static_cast<__mmask16>(0);
+  __m512 acc[kTaps][2];
+  for (int j = 0; j < kTaps; ++j) acc[j][0] = acc[j][1] = _mm512_setzero_ps();
+  const int64_t dw = g.w.dilation;
+  for (int64_t oy = 0; oy < g.h.out; ++oy) {
+    const float* row = padded + (oy * g.h.stride + fr * g.h.dilation) * row_stride + fc0 * dw;
+    const float* d = dy + oy * g.w.out * outputs + o0;
+    for (int64_t ox = 0; ox < g.w.out; ++ox, d += outputs) {
+      const __m512 d0 = _mm512_maskz_loadu_ps(m0, d), d1 = _mm512_maskz_loadu_ps(m1, d + 16);
+      const float* tap = row + ox * g.w.stride;
+      for (int j = 0; j < kTaps; ++j) {
+        const __m512 xv = _mm512_set1_ps(tap[j * dw]);
+        acc[j][0] = _mm512_fmadd_ps(xv, d0, acc[j][0]);
+        acc[j][1] = _mm512_fmadd_ps(xv, d1, acc[j][1]);
+      }
+    }
+  }
+  for (int j = 0; j < kTaps; ++j) {
+    float* s = sums + (fr * g.w.k + fc0 + j) * stride + o0;
+    _mm512_storeu_ps(s, _mm512_add_ps(_mm512_loadu_ps(s), acc[j][0]));
+    if (m1 != 0) _mm512_storeu_ps(s + 16, _mm512_add_ps(_mm512_loadu_ps(s + 16), acc[j][1]));
+  }
+}
+
+}  // namespace
+
+__attribute__((target("avx512f"))) void single_channel_filter_sums_avx512(
+    const float* padded, int64_t row_stride, const float* dy, int64_t outputs, const Window2D& g,
+    float* sums) {
+  const int64_t stride = (outputs + 15) / 16 * 16;
+  // Filter rows in runs of up to six taps, 32 outputs at a time: twelve accumulators stay in
+  // registers through all the image's pixels (sums in memory were 5x slower).
+  for (int64_t o0 = 0; o0 < outputs; o0 += 32)
+    for (int64_t fr = 0; fr < g.h.k; ++fr)
+      for (int64_t fc0 = 0; fc0 < g.w.k; fc0 += 6) {
+        auto run = [&](auto taps) {
+          tap_row_sums<decltype(taps)::value>(padded, row_stride, dy, outputs, o0, g, fr, fc0,
+                                              sums, stride);
+        };
+        switch (std::min<int64_t>(6, g.w.k - fc0)) {
+          case 1: run(std::integral_constant<int, 1>{}); break;
+          case 2: run(std::integral_constant<int, 2>{}); break;
+          case 3: run(std::integral_constant<int, 3>{}); break;
+          case 4: run(std::integral_constant<int, 4>{}); break;
+          case 5: run(std::integral_constant<int, 5>{}); break;
+          default: run(std::integral_constant<int, 6>{}); break;
+        }
+      }
+}
+
+__attribute__((target("avx512f"))) void column_sums_avx512(const float* dy, int64_t rows,
+                                                           int64_t channels, float* sums) {
+  // Up to four vectors of channels per pass over the rows, their sums in registers.
+  for (int64_t c0 = 0; c0 < channels; c0 += 64) {
+    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
+                     _mm512_setzero_ps()};
+    __mmask16 m[4];
+    for (int k = 0; k < 4; ++k)
+      m[k] = c0 + 16 * k < channels ? lanes(c0 + 16 * k, channels) : static_cast<__mmask16>(0);
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* row = dy + r * channels + c0;
+      for (int k = 0; k < 4; ++k)
+        acc[k] = _mm512_add_ps(acc[k], _mm512_maskz_loadu_ps(m[k], row + 16 * k));
+    }
+    for (int k = 0; k < 4; ++k) _mm512_mask_storeu_ps(sums + c0 + 16 * k, m[k], acc[k]);
+  }
+}
+
+}  // namespace sf::float_loops

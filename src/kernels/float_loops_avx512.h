@@ -1,0 +1,34 @@
+// The AVX-512 builds of the inner loops of kernels/float_loops.cc (float_loops_avx512.cc,
+// compiled on x86-64 only), which it calls where cpu_features() has AVX-512 F; each has the
+// contract of the portable loop of the same name there. Channels run sixteen to a vector, the
+// last vector masked, so any channel count works.
+#pragma once
+
+#include <cstdint>
+
+#include "ops/conv_geometry.h"
+
+namespace sf::float_loops {
+
+#if defined(__x86_64__)
+// y[c] = the maximum over taps of taps[t][c] (NaN skipped), -inf when count is 0.
+void max_of_taps_avx512(const float* const* taps, int64_t count, int64_t channels, float* y);
+
+// For each channel c, the first tap t whose x_taps[t][c] equals y[c] gets dy[c] (with relu,
+// only where y[c] > 0) and the others 0: stored into dx_taps[t][c], or added to it with
+// accumulate.
+void route_to_first_max_avx512(const float* const* x_taps, float* const* dx_taps, int64_t count,
+                               int64_t channels, const float* y, const float* dy, bool relu,
+                               bool accumulate);
+
+// sums[t, o] += the sum over output pixels of padded[tap t of the pixel] * dy[pixel, o], for
+// an image zero-padded so that every tap is inside it, rows `row_stride` floats apart; the
+// sums' rows are `outputs` rounded up to whole vectors of 16.
+void single_channel_filter_sums_avx512(const float* padded, int64_t row_stride, const float* dy,
+                                       int64_t outputs, const Window2D& g, float* sums);
+
+// sums[c] = the float sum of dy[r, c] over rows r.
+void column_sums_avx512(const float* dy, int64_t rows, int64_t channels, float* sums);
+#endif
+
+}  // namespace sf::float_loops

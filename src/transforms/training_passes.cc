@@ -1,0 +1,126 @@
+#include "transforms/training_passes.h"
+
+#include <map>
+#include <numeric>
+#include <string>
+
+#include "ops/op_names.h"
+#include "transforms/rewriter.h"
+
+namespace sf {
+
+namespace {
+
+GraphUses uses_keeping_every_node(const Graph& graph, const std::vector<Output>& outputs) {
+  std::vector<int> every_node(static_cast<size_t>(graph.num_nodes()));
+  std::iota(every_node.begin(), every_node.end(), 0);
+  return GraphUses(graph, outputs, every_node);
+}
+
+// Adds `source` (op, attributes, inputs mapped) to the target with its name and placement
+// fields, its outputs standing for those of `stands_for`. Colocations with nodes folded away
+// follow them (`renamed`).
+void copy_whole(Rewriter& rw, const Node& source, Attrs attrs, const std::string& op,
+                const std::string& name, const std::vector<Output>& inputs, const Node& stands_for,
+                const std::map<std::string, std::string>& renamed) {
+  const int id = rw.target().add_node(op, inputs, std::move(attrs), name);
+  Node& copy = rw.target().mutable_node(id);
+  copy.device = source.device;
+  copy.requested_device = source.requested_device;
+  auto r = renamed.find(source.colocate_with);
+  copy.colocate_with = r == renamed.end() ? source.colocate_with : r->second;
+  for (int i = 0; i < static_cast<int>(stands_for.outputs.size()); ++i)
+    rw.set({stands_for.id, i}, {id, i});
+}
+
+}  // namespace
+
+Graph fold_relu_grad_into_max_pool_grad(const Graph& graph, std::vector<Output>& outputs) {
+  const GraphUses uses = uses_keeping_every_node(graph, outputs);
+  std::map<int, int> folded;  // ReluGrad node -> the MaxPoolGrad it absorbs
+  for (const Node& relu_grad : graph.nodes()) {
+    if (relu_grad.op != op_names::kReluGrad) continue;
+    const Node& pool_grad = graph.node(relu_grad.inputs[0].node);
+    if (pool_grad.op != op_names::kMaxPoolGrad || pool_grad.attrs.get_bool("relu") ||
+        uses.sole_consumer(pool_grad.id) != &relu_grad)
+      continue;
+    // The ReluGrad is the gradient of the Relu whose output was pooled: dx is zero where that
+    // output is not positive, which the routed position's x (= y) tells.
+    const Node& relu = graph.node(pool_grad.inputs[0].node);
+    if (relu.op != op_names::kRelu || relu.inputs[0] != relu_grad.inputs[1]) continue;
+    folded[relu_grad.id] = pool_grad.id;
+  }
+  std::map<int, bool> absorbed;
+  std::map<std::string, std::string> renamed;
+  for (const auto& [relu_grad, pool_grad] : folded) {
+    absorbed[pool_grad] = true;
+    renamed[graph.node(relu_grad).name] = graph.node(pool_grad).name;
+  }
+  Rewriter rw(graph);
+  rw.copy_needed(uses, [&](const Node& node) {
+    if (absorbed.count(node.id)) return true;
+    auto f = folded.find(node.id);
+    if (f == folded.end()) {
+      copy_whole(rw, node, node.attrs, node.op, node.name, rw.mapped(node.inputs), node, renamed);
+      return true;
+    }
+    const Node& pool_grad = graph.node(f->second);
+    Attrs attrs = pool_grad.attrs;
+    attrs.set("relu", true);
+    copy_whole(rw, pool_grad, std::move(attrs), pool_grad.op, pool_grad.name,
+               rw.mapped(pool_grad.inputs), node, renamed);
+    return true;
+  });
+  return rw.finish(outputs);
+}
+
+Graph fold_relu_into_bias_add(const Graph& graph, std::vector<Output>& outputs) {
+  const GraphUses uses = uses_keeping_every_node(graph, outputs);
+  std::map<int, int> folded;  // Relu node -> the BiasAdd it absorbs
+  for (const Node& relu : graph.nodes()) {
+    if (relu.op != op_names::kRelu) continue;
+    const Node& bias_add = graph.node(relu.inputs[0].node);
+    if (bias_add.op != op_names::kBiasAdd || uses.is_graph_output(bias_add.id)) continue;
+    // Nodes are copied in id order, so the ReluGrads must come after the Relu they will read.
+    bool only_relu_and_its_grads = true;
+    for (const auto& [reader, input] : uses.readers(bias_add.id)) {
+      const Node& r = graph.node(reader);
+      only_relu_and_its_grads =
+          only_relu_and_its_grads &&
+          (reader == relu.id || (r.op == op_names::kReluGrad && input == 1 && reader > relu.id));
+    }
+    if (only_relu_and_its_grads) folded[relu.id] = bias_add.id;
+  }
+  std::map<int, int> absorbed;  // BiasAdd -> its Relu
+  std::map<std::string, std::string> renamed;
+  for (const auto& [relu, bias_add] : folded) {
+    absorbed[bias_add] = relu;
+    renamed[graph.node(relu).name] = graph.node(bias_add).name;
+  }
+  Rewriter rw(graph);
+  rw.copy_needed(uses, [&](const Node& node) {
+    if (absorbed.count(node.id)) return true;
+    auto f = folded.find(node.id);
+    if (f == folded.end()) {
+      // A ReluGrad reading an absorbed BiasAdd reads the BiasAddRelu (its Relu's output).
+      std::vector<Output> inputs;
+      for (const Output& in : node.inputs) {
+        auto a = absorbed.find(in.node);
+        inputs.push_back(rw.map(a == absorbed.end() ? in : Output{a->second, 0}));
+      }
+      copy_whole(rw, node, node.attrs, node.op, node.name, inputs, node, renamed);
+      return true;
+    }
+    const Node& bias_add = graph.node(f->second);
+    copy_whole(rw, bias_add, {}, op_names::kBiasAddRelu, bias_add.name,
+               rw.mapped(bias_add.inputs), node, renamed);
+    return true;
+  });
+  return rw.finish(outputs);
+}
+
+Graph rewrite_training_graph(const Graph& graph, std::vector<Output>& outputs) {
+  return fold_relu_into_bias_add(fold_relu_grad_into_max_pool_grad(graph, outputs), outputs);
+}
+
+}  // namespace sf

@@ -1,0 +1,28 @@
+// Graph rewrites of a training graph (forward pass and its gradients), applied before a training
+// session plans it. Results stay those of the unrewritten graph exactly. Every node is kept
+// (variables nobody reads this step included), `outputs` are mapped into the new graph, and
+// placement requests and colocations go along (placement has not run yet); a folded node's
+// output is never among the outputs.
+//
+//   fold_relu_grad_into_max_pool_grad  ReluGrad(MaxPoolGrad(Relu(a), y, dy), a) becomes one
+//                      MaxPoolGrad with relu set: the ReluGrad's pass over the whole
+//                      pre-pooling activation (the largest tensor of a CNN's step) disappears
+//   fold_relu_into_bias_add  Relu(BiasAdd(x, b)) becomes BiasAddRelu(x, b), named as the
+//                      BiasAdd, when only the Relu and ReluGrads (as their x) read the BiasAdd;
+//                      those ReluGrads read the BiasAddRelu instead (positive exactly where the
+//                      BiasAdd was)
+#pragma once
+
+#include <vector>
+
+#include "graph/graph.h"
+
+namespace sf {
+
+Graph fold_relu_grad_into_max_pool_grad(const Graph& graph, std::vector<Output>& outputs);
+Graph fold_relu_into_bias_add(const Graph& graph, std::vector<Output>& outputs);
+
+// All of the above, in order.
+Graph rewrite_training_graph(const Graph& graph, std::vector<Output>& outputs);
+
+}  // namespace sf

@@ -1,0 +1,130 @@
+// The training rewrites keep the loss and every gradient bit for bit and remove what they
+// promise to: a Relu's gradient folds into the MaxPoolGrad of its output (tiling windows, as
+// training's 2x2 pools, and overlapping ones), a Relu into the BiasAdd it reads (its ReluGrad,
+// where one is left, reading the fused node); a MaxPoolGrad or BiasAdd something else reads
+// stays.
+#include "transforms/training_passes.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "autodiff/gradients.h"
+#include "graph/graph.h"
+#include "ops/op_names.h"
+#include "ops/ops.h"
+#include "runtime/session.h"
+#include "support/testing.h"
+
+namespace sf {
+namespace {
+
+// Two layers as a CNN's: h = max_pool(relu(a + b1)), then dense = relu(flatten(h) w + b2); the
+// loss is sum(dense * v). Feeds a, b1, w, b2, v; gradients with respect to all of them.
+struct Net {
+  Graph g;
+  std::vector<Output> feeds;
+  Output loss, pool_grad;
+  std::vector<Output> grads;
+};
+
+void build(Net& m, const ops::PoolOptions& pool) {
+  auto feed = [&](Shape shape, const std::string& name) {
+    m.feeds.push_back(ops::placeholder(m.g, DType::f32, std::move(shape), name));
+    return m.feeds.back();
+  };
+  Output a = feed({2, 7, 9, 17}, "a");
+  Output h = ops::relu(m.g, ops::bias_add(m.g, a, feed({17}, "b1"), "bias1"), "relu1");
+  h = ops::max_pool(m.g, h, pool, "pool");
+  const Shape pooled = m.g.type(h).shape;
+  h = ops::reshape(m.g, h, {2, pooled[1] * pooled[2] * pooled[3]});
+  Output dense = ops::relu(
+      m.g, ops::bias_add(m.g, ops::matmul(m.g, h, feed({m.g.type(h).shape[1], 5}, "w")),
+                         feed({5}, "b2"), "bias2"),
+      "relu2");
+  m.loss = ops::reduce_sum(m.g, ops::mul(m.g, dense, feed({2, 5}, "v")), {0, 1});
+  m.grads = gradients(m.g, m.loss, m.feeds);
+  for (const Node& n : m.g.nodes())
+    if (n.op == op_names::kMaxPoolGrad) m.pool_grad = {n.id, 0};
+}
+
+int count(const Graph& g, const std::string& op) {
+  int n = 0;
+  for (const Node& node : g.nodes()) n += node.op == op ? 1 : 0;
+  return n;
+}
+
+// The loss and gradients; values on a grid of 0.25 through zero, so pooling windows hold ties
+// and non-positive maxima.
+std::vector<Tensor> run(const Graph& g, const std::vector<Output>& feeds,
+                        const std::vector<Output>& fetches) {
+  Feeds values;
+  uint32_t seed = 7;
+  for (const Output& f : feeds) {
+    Tensor t = testing::random_tensor(g.type(f).shape, seed++);
+    for (int64_t i = 0; i < t.numel(); ++i)
+      t.data<float>()[i] = std::round(t.data<float>()[i] * 4.0f) / 4.0f;
+    values.emplace_back(f, t);
+  }
+  Session session(g);
+  std::vector<Tensor> got = session.run(values, fetches);
+  for (Tensor& t : got) t = t.clone();
+  return got;
+}
+
+void expect_rewritten_and_equal(const ops::PoolOptions& pool) {
+  Net m;
+  build(m, pool);
+  std::vector<Output> outputs = m.feeds;
+  outputs.push_back(m.loss);
+  outputs.insert(outputs.end(), m.grads.begin(), m.grads.end());
+  const Graph rewritten = rewrite_training_graph(m.g, outputs);
+  EXPECT_EQ(count(m.g, op_names::kReluGrad), 2);
+  // The pooled Relu's gradient is folded; the dense one's reads the BiasAddRelu.
+  EXPECT_EQ(count(rewritten, op_names::kReluGrad), 1);
+  EXPECT_EQ(count(rewritten, op_names::kRelu), 0);
+  EXPECT_EQ(count(rewritten, op_names::kBiasAdd), 0);
+  EXPECT_EQ(count(rewritten, op_names::kBiasAddRelu), 2);
+  for (const Node& n : rewritten.nodes()) {
+    if (n.op == op_names::kMaxPoolGrad) {
+      EXPECT_TRUE(n.attrs.get_bool("relu"));
+    }
+    if (n.op == op_names::kReluGrad) {
+      EXPECT_EQ(rewritten.node(n.inputs[1].node).op, op_names::kBiasAddRelu);
+    }
+  }
+  const size_t feeds = m.feeds.size();
+  std::vector<Output> fetches = {m.loss};
+  fetches.insert(fetches.end(), m.grads.begin(), m.grads.end());
+  const std::vector<Tensor> want = run(m.g, m.feeds, fetches);
+  const std::vector<Tensor> got =
+      run(rewritten, std::vector<Output>(outputs.begin(), outputs.begin() + feeds),
+          std::vector<Output>(outputs.begin() + feeds, outputs.end()));
+  for (size_t i = 0; i < want.size(); ++i)
+    testing::expect_close(want[i], got[i], {.rtol = 0.0, .atol = 0.0},
+                          "output " + std::to_string(i));
+}
+
+TEST(TrainingPasses, TilingPoolKeepsTheLossAndEveryGradient) {
+  expect_rewritten_and_equal({.padding = "SAME"});
+}
+
+TEST(TrainingPasses, OverlappingPoolKeepsTheLossAndEveryGradient) {
+  expect_rewritten_and_equal({.ksize = {3, 3}, .strides = {2, 2}, .padding = "SAME"});
+}
+
+TEST(TrainingPasses, NodesReadElsewhereStay) {
+  Net m;
+  build(m, {});
+  // The MaxPoolGrad's output and the first BiasAdd's are fetched too.
+  Output bias1{m.g.id_of("bias1"), 0};
+  std::vector<Output> outputs = {m.grads[0], m.pool_grad, bias1};
+  const Graph rewritten = rewrite_training_graph(m.g, outputs);
+  EXPECT_EQ(count(rewritten, op_names::kReluGrad), 2);  // the pooled one is not folded
+  EXPECT_EQ(count(rewritten, op_names::kBiasAdd), 1);
+  EXPECT_EQ(count(rewritten, op_names::kBiasAddRelu), 1);
+  EXPECT_EQ(rewritten.node(outputs[2].node).op, op_names::kBiasAdd);
+}
+
+}  // namespace
+}  // namespace sf
