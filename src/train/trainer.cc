@@ -137,7 +137,11 @@ TrainingGraph build_training_graph(const ModelSpec& spec, int64_t batch,
   for (Output& grad : t.grads) held.push_back(&grad);
   std::vector<Output> outputs;
   for (const Output* o : held) outputs.push_back(*o);
+  // The rewrite keeps the nodes' order and names, not their ids: the gradient seed is found
+  // again by name.
+  const std::string seed = t.model.graph.node(t.first_backward).name;
   t.model.graph = rewrite_training_graph(t.model.graph, outputs);
+  t.first_backward = t.model.graph.id_of(seed);
   for (size_t i = 0; i < held.size(); ++i) *held[i] = outputs[i];
   t.step_probs = t.probs;
   return t;
