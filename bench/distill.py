@@ -74,17 +74,35 @@ class Bench:
         print(f"   {name}: {time.time() - start:.0f} s", file=sys.stderr)
         return json_lines(text)
 
+    def compressed(self, name, data):
+        """Run `name` pruned (--prune-target, gradual, --prune-epochs of retraining) and quantized
+        eightbit (calibrated on 1,000 training images): the deployed figures of the int8 file."""
+        pruned = name + "-pruned"
+        if not os.path.exists(os.path.join(self.path(pruned), "checkpoint.sfck")):
+            subprocess.run(["rm", "-rf", self.path(pruned)])
+            run([self.sf, "prune", self.path(name), "--data", data, "--target", str(self.a.prune_target),
+                 "--epochs", str(self.a.prune_epochs), "--out", self.path(pruned), "--threads",
+                 str(self.a.threads), "--quiet", "--json"])
+        run([self.sf, "freeze", self.path(pruned), "--out", self.path(pruned) + ".sfm"])
+        q8 = self.path(pruned) + "-q8.sfm"
+        run([self.sf, "quantize", self.path(pruned) + ".sfm", "--mode", "eightbit", "--calib-data", data,
+             "--calib-count", "1000", "--out", q8])
+        return self.deployed_file(q8, data)
+
     def deployed(self, name, data):
         """Frozen model of run `name`: test errors, file bytes, batch-1 latency."""
         sfm = self.path(name) + ".sfm"
         run([self.sf, "freeze", self.path(name), "--out", sfm])
+        return self.deployed_file(sfm, data)
+
+    def deployed_file(self, sfm, data):
         ev = json_lines(run([self.sf, "eval", "--model", sfm, "--data", data, "--threads",
                              str(self.a.threads), "--json"]))[-1]
         b1 = json_lines(run([self.sf, "bench", "--model", sfm, "--batch", "1", "--threads",
                              str(self.a.threads), "--runs", "300", "--json"]))[-1]
-        inspect = run([self.sf, "inspect", sfm]).strip().splitlines()[-1]
+        summary = run([self.sf, "inspect", sfm]).strip().splitlines()[-1].split()
         return {"errors": round((1 - ev["accuracy"]) * ev["count"]), "count": ev["count"],
-                "parameters": int(inspect.split()[0]),
+                "parameters": int(summary[0]) if summary and summary[0].isdigit() else 0,
                 "accuracy": ev["accuracy"], "bytes": b1["model_bytes"],
                 "latency_ms": b1["latency_ms_median"]}
 
@@ -106,7 +124,7 @@ y = torch.tensor(idx("train-labels-idx1-ubyte", 8).astype(np.int64))
 tx = torch.tensor(idx("t10k-images-idx3-ubyte", 16).reshape(-1, 784) / 255.0, dtype=torch.float32)
 ty = torch.tensor(idx("t10k-labels-idx1-ubyte", 8).astype(np.int64))
 if {a.train_limit}: x, y = x[:{a.train_limit}], y[:{a.train_limit}]
-T, alpha, epochs = {a.temperature}, {a.alpha}, {a.epochs}
+T, alpha, epochs, teacher_epochs = {a.temperature}, {a.alpha}, {a.epochs}, {a.teacher_epochs or a.epochs}
 def mlp(hidden, dropout):
     layers = [nn.Flatten()] + ([nn.Dropout(0.2)] if dropout else [])
     for i, h in enumerate([hidden, hidden]):
@@ -119,7 +137,7 @@ def jitter(b):
         dy, dx = np.random.randint(0, 5, 2)
         out[i] = padded[i, :, dy:dy + 28, dx:dx + 28]
     return out
-def train(net, shift, teacher=None):
+def train(net, shift, teacher=None, epochs=epochs):
     opt = torch.optim.SGD(net.parameters(), lr=0.05, momentum=0.9)
     steps = epochs * (len(x) // 100)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, steps)
@@ -144,7 +162,7 @@ def train(net, shift, teacher=None):
         errors = int((net(tx).argmax(1) != ty).sum())
     return {{"errors": errors, "images_per_sec": epochs * len(x) / seconds}}
 teacher = mlp(1200, True)
-out = {{"mlp-1200": train(teacher, True)}}
+out = {{"mlp-1200": train(teacher, True, epochs=teacher_epochs)}}
 teacher.eval()
 out["mlp-800-alone"] = train(mlp(800, False), False)
 out["mlp-800-distilled"] = train(mlp(800, False), False, teacher)
@@ -163,12 +181,18 @@ def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--epochs", type=int, default=30, help="Hinton pair: epochs of each MLP")
+    p.add_argument("--teacher-epochs", type=int, default=0,
+                   help="Hinton pair: epochs of the teacher (default: --epochs)")
     p.add_argument("--cnn-epochs", type=int, default=5, help="Deep-MNIST teacher epochs")
     p.add_argument("--student-epochs", type=int, default=10, help="zoo student epochs")
     p.add_argument("--zoo-student", default="squeezenet-mnist")
+    p.add_argument("--cnn-data", default="mnist,fashion-mnist", help="CNN pair: data sets, in order")
     p.add_argument("--temperature", type=float, default=20.0, help="Hinton pair (the paper's)")
     p.add_argument("--cnn-temperature", type=float, default=4.0, help="CNN -> zoo student")
     p.add_argument("--alpha", type=float, default=0.9)
+    p.add_argument("--prune-target", type=float, default=0.5,
+                   help="CNN pair: model-wide sparsity before int8 (gradual pruning)")
+    p.add_argument("--prune-epochs", type=int, default=1, help="CNN pair: pruning's retraining epochs")
     p.add_argument("--train-limit", type=int, default=0, help="training images (0: all 60,000)")
     p.add_argument("--test-limit", type=int, default=0)
     p.add_argument("--skip", default="", help="comma-separated parts to leave out: hinton, cnn, "
@@ -183,10 +207,11 @@ def main():
 
     if "hinton" not in skip:
         e = a.epochs
-        teacher = b.train("mlp-1200", "models/mlp-1200.yaml", "mnist", e, ["--augment", "shift:2"])
+        te = a.teacher_epochs or e
+        teacher = b.train("mlp-1200", "models/mlp-1200.yaml", "mnist", te, ["--augment", "shift:2"])
         alone = b.train("mlp-800-alone", "models/mlp-800.yaml", "mnist", e)
         distilled = b.distill("mlp-800-distilled", "mlp-1200", "models/mlp-800.yaml", "mnist", e)
-        hinton = {"epochs": e}
+        hinton = {"epochs": e, "teacher_epochs": te}
         for name in ("mlp-1200", "mlp-800-alone", "mlp-800-distilled"):
             hinton[name] = b.deployed(name, "mnist")
         hinton["mlp-1200"]["images_per_sec"] = teacher[-1]["images_per_sec"]
@@ -199,7 +224,7 @@ def main():
     if "cnn" not in skip:
         cnn = {"teacher": "deep-mnist", "student": a.zoo_student, "temperature": a.cnn_temperature,
                "teacher_epochs": a.cnn_epochs, "student_epochs": a.student_epochs}
-        for data in ("mnist", "fashion-mnist"):
+        for data in a.cnn_data.split(","):
             tag = data.replace("-", "")
             b.train(f"deep-mnist-{tag}", "models/deep-mnist.yaml", data, a.cnn_epochs)
             b.train(f"{a.zoo_student}-{tag}-alone", f"models/{a.zoo_student}.yaml", data,
@@ -210,6 +235,8 @@ def main():
             cnn[data] = {k: b.deployed(f"{n}", data) for k, n in (
                 ("teacher", f"deep-mnist-{tag}"), ("alone", f"{a.zoo_student}-{tag}-alone"),
                 ("distilled", f"{a.zoo_student}-{tag}-distilled"))}
+            cnn[data]["distilled, pruned + int8"] = b.compressed(f"{a.zoo_student}-{tag}-distilled", data)
+            cnn[data]["teacher, pruned + int8"] = b.compressed(f"deep-mnist-{tag}", data)
         results["cnn"] = cnn
 
     if "augment" not in skip:
@@ -243,7 +270,8 @@ def main():
           f"alpha = {a.alpha}; training images: {a.train_limit or 60000}")
     if "hinton" in results:
         h = results["hinton"]
-        print(f"\nHinton pair on MNIST, {h['epochs']} epochs each (paper: 67 / 146 / 74 errors)")
+        print(f"\nHinton pair on MNIST, teacher {h['teacher_epochs']} epochs, students {h['epochs']} "
+              f"(paper: 67 / 146 / 74 errors)")
         peer = h.get("pytorch", {})
         print(f"{'model':34}{'test errors':>12}{'PyTorch':>9}{'bytes':>11}{'b1 ms':>8}"
               f"{'train img/s':>13}{'PyTorch':>9}{'ratio':>7}")
@@ -258,7 +286,7 @@ def main():
               f"({h['mlp-800-distilled']['errors']} vs {h['mlp-800-alone']['errors']})")
     if "cnn" in results:
         c = results["cnn"]
-        for data in ("mnist", "fashion-mnist"):
+        for data in a.cnn_data.split(","):
             print(f"\nDeep-MNIST CNN ({c['teacher_epochs']} epochs) -> {c['student']} "
                   f"({c['student_epochs']} epochs, T = {c['temperature']}) on {data}")
             print(f"{'model':34}{'accuracy':>10}{'parameters':>12}{'bytes':>11}{'b1 ms':>8}")

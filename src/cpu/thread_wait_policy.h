@@ -29,6 +29,7 @@ bool should_wait_passively(const char* omp_wait_policy, const char* gomp_spincou
 // Tasks of other processes running or ready to run now: the runnable count of /proc/loadavg
 // less this process's own runnable threads, the median of 5 samples a millisecond apart (one
 // sample can catch a short-lived task: a shell, a compiler's driver); -1 when unreadable.
+// Calls within a second of a reading return that reading.
 int other_tasks_running();
 
 // The same decision for this process, from its environment, other_tasks_running() and its CPU

@@ -9,6 +9,7 @@
 
 #include "kernels/erf_rational.h"
 #include "kernels/kernel.h"
+#include "kernels/layer_norm_rows.h"
 #include "kernels/register.h"
 #include "ops/op_names.h"
 
@@ -19,29 +20,19 @@ namespace {
 constexpr int kPriority = 5;
 constexpr int64_t kParallelMin = 1 << 14;  // elements; below this one thread is quicker
 
-void layer_norm(KernelContext& ctx) {
-  const Tensor& x = ctx.inputs[0];
-  const int64_t channels = x.dim(-1);
-  const int64_t rows = channels == 0 ? 0 : x.numel() / channels;
-  const float* px = x.data<float>();
-  const float* gamma = ctx.inputs[1].data<float>();
-  const float* beta = ctx.inputs[2].data<float>();
-  float* y = ctx.outputs[0].data<float>();
-  const float epsilon = static_cast<float>(ctx.node.attrs.get_float("epsilon"));
-  const float scale = channels == 0 ? 0.0f : 1.0f / static_cast<float>(channels);
-#pragma omp parallel for if (rows * channels >= kParallelMin) schedule(static)
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* xr = px + r * channels;
-    float* yr = y + r * channels;
-    float sum = 0.0f;
-    for (int64_t c = 0; c < channels; ++c) sum += xr[c];
-    const float mean = sum * scale;
-    float sq = 0.0f;
-    for (int64_t c = 0; c < channels; ++c) sq += (xr[c] - mean) * (xr[c] - mean);
-    const float inv = 1.0f / std::sqrt(sq * scale + epsilon);
-    for (int64_t c = 0; c < channels; ++c) yr[c] = (xr[c] - mean) * (inv * gamma[c]) + beta[c];
-  }
+void layer_norm_row(const float* x, const float* gamma, const float* beta, float* y,
+                    int64_t channels, float epsilon) {
+  const float scale = 1.0f / static_cast<float>(channels);
+  float sum = 0.0f;
+  for (int64_t c = 0; c < channels; ++c) sum += x[c];
+  const float mean = sum * scale;
+  float sq = 0.0f;
+  for (int64_t c = 0; c < channels; ++c) sq += (x[c] - mean) * (x[c] - mean);
+  const float inv = 1.0f / std::sqrt(sq * scale + epsilon);
+  for (int64_t c = 0; c < channels; ++c) y[c] = (x[c] - mean) * (inv * gamma[c]) + beta[c];
 }
+
+void layer_norm(KernelContext& ctx) { layer_norm_rows(ctx, kParallelMin, layer_norm_row); }
 
 void gelu(KernelContext& ctx) {
   const float* x = ctx.inputs[0].data<float>();

@@ -19,6 +19,7 @@
 #include "cpu/cpu_features.h"
 #include "kernels/erf_rational.h"
 #include "kernels/kernel.h"
+#include "kernels/layer_norm_rows.h"
 #include "kernels/register.h"
 #include "ops/op_names.h"
 
@@ -60,19 +61,7 @@ __attribute__((target("avx512f"))) void layer_norm_row(const float* x, const flo
   }
 }
 
-void layer_norm(KernelContext& ctx) {
-  const Tensor& x = ctx.inputs[0];
-  const int64_t channels = x.dim(-1);
-  const int64_t rows = channels == 0 ? 0 : x.numel() / channels;
-  const float* px = x.data<float>();
-  const float* gamma = ctx.inputs[1].data<float>();
-  const float* beta = ctx.inputs[2].data<float>();
-  float* y = ctx.outputs[0].data<float>();
-  const float epsilon = static_cast<float>(ctx.node.attrs.get_float("epsilon"));
-#pragma omp parallel for if (rows * channels >= kParallelMin) schedule(static)
-  for (int64_t r = 0; r < rows; ++r)
-    layer_norm_row(px + r * channels, gamma, beta, y + r * channels, channels, epsilon);
-}
+void layer_norm(KernelContext& ctx) { layer_norm_rows(ctx, kParallelMin, layer_norm_row); }
 
 // erf_rational::erf, sixteen lanes at a time (fused multiply-adds).
 __attribute__((target("avx512f"))) __m512 erf_ps(__m512 z) {

@@ -48,6 +48,7 @@ void GradientBuckets::build() {
   for (size_t i = 0; i < shapes_.size(); ++i)
     if (!seen_[i]) order_.push_back(i);
   bucket_of_.assign(shapes_.size(), 0);
+  slot_in_bucket_.assign(shapes_.size(), 0);
   std::vector<int64_t>& offsets = offsets_;
   offsets.assign(shapes_.size(), 0);
   Bucket* current = nullptr;
@@ -60,6 +61,7 @@ void GradientBuckets::build() {
       current = &buckets_.back();
       elements = 0;
     }
+    slot_in_bucket_[i] = current->members.size();
     current->members.push_back(i);
     bucket_of_[i] = buckets_.size() - 1;
     offsets[i] = elements;
@@ -101,8 +103,7 @@ void GradientBuckets::pack(size_t index, const Tensor& gradient) {
   Bucket& bucket = buckets_[bucket_of_[index]];
   if (compression_.kind == GradCompression::Kind::none) {
     // The session keeps a fetched gradient's memory untouched until its next run.
-    const auto member = std::find(bucket.members.begin(), bucket.members.end(), index);
-    bucket.sources[static_cast<size_t>(member - bucket.members.begin())] = gradient;
+    bucket.sources[slot_in_bucket_[index]] = gradient;
   } else {
     std::memcpy(averaged_[index].raw(), gradient.raw(), gradient.bytes());
   }

@@ -95,6 +95,7 @@ class GradientBuckets {
   std::vector<bool> seen_;
   std::vector<Bucket> buckets_;
   std::vector<size_t> bucket_of_;
+  std::vector<size_t> slot_in_bucket_;  // index of gradient i in its bucket's members
   std::vector<int64_t> offsets_;           // of each gradient in its bucket, in floats
   std::vector<Tensor> restored_residuals_;  // until the buckets are built
   std::vector<Tensor> averaged_;
