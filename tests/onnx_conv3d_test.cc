@@ -1,11 +1,16 @@
 // 3-D Conv and ConvTranspose ([N, C, D, H, W]) import as 2-D ones over (H, W), one per depth
-// tap; checked against the definitions written as plain loops.
+// tap; checked against the definitions written as plain loops, and their imported graphs'
+// gradients (through StridedSlice, Pad, Reshape, Conv2D / ConvTranspose2D) against finite
+// differences.
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
 
+#include <cmath>
 #include <string>
 
+#include "autodiff/gradients.h"
 #include "onnx/importer.h"
+#include "ops/ops.h"
 #include "runtime/session.h"
 #include "support/onnx_models.h"
 #include "support/testing.h"
@@ -107,15 +112,17 @@ Tensor reference(const Conv3dCase& t, const Tensor& x, const std::vector<float>&
   return y;
 }
 
-void expect_matches_reference(const Conv3dCase& t) {
-  SCOPED_TRACE(t.name);
-  const Shape w_shape =
-      t.transpose ? Shape{t.x[1], t.out_channels / t.groups, t.kernel[0], t.kernel[1], t.kernel[2]}
-                  : Shape{t.out_channels, t.x[1] / t.groups, t.kernel[0], t.kernel[1], t.kernel[2]};
-  int64_t w_size = 1;
-  for (int64_t d : w_shape) w_size *= d;
-  const std::vector<float> w = testing::random_values(static_cast<size_t>(w_size), 11);
-  const std::vector<float> bias = testing::random_values(static_cast<size_t>(t.out_channels), 12);
+Shape filter_shape(const Conv3dCase& t) {
+  return t.transpose
+             ? Shape{t.x[1], t.out_channels / t.groups, t.kernel[0], t.kernel[1], t.kernel[2]}
+             : Shape{t.out_channels, t.x[1] / t.groups, t.kernel[0], t.kernel[1], t.kernel[2]};
+}
+
+// The one-node ONNX model of `t`, serialized: weights w (an initializer unless the case feeds
+// them) and bias b.
+std::string conv3d_model(const Conv3dCase& t, const std::vector<float>& w,
+                         const std::vector<float>& bias) {
+  const Shape w_shape = filter_shape(t);
   onnx::ModelProto m = testing::new_onnx_model(13);
   testing::add_input(m, "x", t.x);
   if (t.filter_is_input)
@@ -139,8 +146,17 @@ void expect_matches_reference(const Conv3dCase& t) {
   if (t.transpose) testing::set_ints(node, "output_padding", t.output_padding);
   if (!t.output_shape.empty()) testing::set_ints(node, "output_shape", t.output_shape);
   std::string bytes;
-  ASSERT_TRUE(m.SerializeToString(&bytes));
-  const ModelFile model = import_onnx_bytes(bytes, "conv3d.onnx");
+  EXPECT_TRUE(m.SerializeToString(&bytes));
+  return bytes;
+}
+
+void expect_matches_reference(const Conv3dCase& t) {
+  SCOPED_TRACE(t.name);
+  const Shape w_shape = filter_shape(t);
+  const std::vector<float> w =
+      testing::random_values(static_cast<size_t>(num_elements(w_shape)), 11);
+  const std::vector<float> bias = testing::random_values(static_cast<size_t>(t.out_channels), 12);
+  const ModelFile model = import_onnx_bytes(conv3d_model(t, w, bias), "conv3d.onnx");
   const Tensor x = testing::random_tensor(t.x, 13);
   std::vector<std::pair<Output, Tensor>> feeds{
       {Output{model.graph.id_of(model.inputs.at(0)), 0}, x}};
@@ -251,6 +267,72 @@ TEST(OnnxConv3d, ConvTransposeMatchesTheDefinition) {
                    .pad_begin = {1, 0, 0},
                    .filter_is_input = true});
   for (const Conv3dCase& t : cases) expect_matches_reference(t);
+}
+
+// The imported graph trains: d(sum(y * R)) / d(x) and / d(w) (the filter fed as a graph input)
+// match central differences of the loss the same session computes.
+void expect_gradients_match_finite_differences(const Conv3dCase& t) {
+  SCOPED_TRACE(t.name);
+  const Shape w_shape = filter_shape(t);
+  const std::vector<float> w =
+      testing::random_values(static_cast<size_t>(num_elements(w_shape)), 21);
+  const std::vector<float> bias = testing::random_values(static_cast<size_t>(t.out_channels), 22);
+  ModelFile model = import_onnx_bytes(conv3d_model(t, w, bias), "conv3d.onnx");
+  Graph& g = model.graph;
+  const Output x{g.id_of(model.inputs.at(0)), 0}, wp{g.id_of(model.inputs.at(1)), 0};
+  const Output y{g.id_of(model.outputs.at(0)), 0};
+  const Shape y_shape = g.type(y).shape;
+  std::vector<int64_t> axes(y_shape.size());
+  for (size_t i = 0; i < axes.size(); ++i) axes[i] = static_cast<int64_t>(i);
+  Output loss =
+      ops::reduce_sum(g, ops::mul(g, y, ops::constant(g, testing::random_tensor(y_shape, 23))),
+                      axes, false, "loss");
+  const std::vector<Output> grads = gradients(g, loss, {x, wp});
+  std::vector<Tensor> values{testing::random_tensor(t.x, 24),
+                             Tensor::from_vector<float>(w_shape, w)};
+  Session session(g);
+  auto feeds = [&] { return Feeds{{x, values[0]}, {wp, values[1]}}; };
+  const std::vector<Tensor> analytic = session.run(feeds(), grads);
+  for (size_t i = 0; i < 2; ++i) {
+    SCOPED_TRACE(i == 0 ? "d/dx" : "d/dw");
+    ASSERT_EQ(analytic[i].shape(), values[i].shape());
+    float* v = values[i].data<float>();
+    const double eps = 1e-2;
+    for (int64_t k = 0; k < values[i].numel(); ++k) {
+      const float saved = v[k];
+      v[k] = saved + static_cast<float>(eps);
+      const double plus = session.run(feeds(), {loss})[0].data<float>()[0];
+      v[k] = saved - static_cast<float>(eps);
+      const double minus = session.run(feeds(), {loss})[0].data<float>()[0];
+      v[k] = saved;
+      const double numeric = (plus - minus) / (2 * eps);
+      ASSERT_NEAR(analytic[i].data<float>()[k], numeric, 2e-3 + 2e-2 * std::abs(numeric))
+          << "at element " << k;
+    }
+  }
+}
+
+TEST(OnnxConv3d, ImportedConvsTrainWithGradientsMatchingFiniteDifferences) {
+  expect_gradients_match_finite_differences({.name = "Conv: strides, dilations, pads, groups",
+                                             .x = {1, 4, 5, 4, 3},
+                                             .out_channels = 2,
+                                             .groups = 2,
+                                             .kernel = {2, 2, 2},
+                                             .strides = {2, 1, 1},
+                                             .dilations = {2, 1, 1},
+                                             .pad_begin = {1, 1, 0},
+                                             .pad_end = {1, 0, 1},
+                                             .filter_is_input = true});
+  expect_gradients_match_finite_differences({.name = "ConvTranspose: stride, pads, output_padding",
+                                             .transpose = true,
+                                             .x = {1, 2, 3, 2, 3},
+                                             .out_channels = 2,
+                                             .kernel = {2, 2, 2},
+                                             .strides = {2, 2, 1},
+                                             .pad_begin = {1, 0, 0},
+                                             .pad_end = {0, 1, 0},
+                                             .output_padding = {1, 1, 0},
+                                             .filter_is_input = true});
 }
 
 TEST(OnnxConv3d, A4dFilterForA5dInputIsRefusedNamingTheNode) {

@@ -150,6 +150,18 @@ TEST(OpsArrayTest, ConcatGradients) {
       [](Graph& g, const std::vector<Output>& in) { return ops::concat(g, in, 1); }, middle, 31);
 }
 
+// Slice's gradient is dy placed back into zeros of x's shape (StridedSliceGrad).
+TEST(OpsArrayTest, SliceGradient) {
+  auto slice_of = [](int64_t axis, int64_t begin, int64_t end) {
+    return [=](Graph& g, const std::vector<Output>& in) {
+      return ops::slice(g, in[0], axis, begin, end);
+    };
+  };
+  expect_gradients_match(slice_of(1, 1, 3), {random_tensor({2, 4, 3}, 41)}, 42);
+  expect_gradients_match(slice_of(-1, 0, 2), {random_tensor({3, 2, 5}, 43)}, 44);
+  expect_gradients_match(slice_of(0, 2, 3), {random_tensor({3, 2}, 45)}, 46);
+}
+
 // Gradient graphs must stay valid when a new batch size re-infers every shape.
 TEST(OpsArrayTest, FlattenGradientFollowsBatchSize) {
   Graph g;

@@ -1,5 +1,6 @@
-// ConvTranspose2D: ONNX output sizes, hand-checked values, and the adjoint identity
-// <conv_transpose(x, w), y> == <x, conv2d(y, w)> against the Conv2D reference kernel.
+// ConvTranspose2D: ONNX output sizes, hand-checked values, the adjoint identity
+// <conv_transpose(x, w), y> == <x, conv2d(y, w)> against the Conv2D reference kernel, and
+// finite-difference gradients for x and the filter.
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -145,6 +146,33 @@ TEST(OpsConvTransposeTest, IsTheAdjointOfConv2D) {
         {r, w}, "reference");
     ASSERT_EQ(back.shape(), x.shape()) << "case with x " << shape_str(c.x);
     EXPECT_NEAR(dot(y, r), dot(x, back), 1e-4) << "case with x " << shape_str(c.x);
+  }
+}
+
+TEST(OpsConvTransposeTest, GradientsMatchFiniteDifferences) {
+  struct Case {
+    Shape x, w;
+    ops::ConvTranspose2DOptions o;
+  };
+  const std::vector<Case> cases = {
+      {{1, 3, 3, 2}, {3, 3, 4, 2}, {}},
+      {{2, 3, 4, 3}, {3, 2, 2, 3}, {.strides = {2, 3}, .pads = {1, 0, 0, 2}}},
+      {{1, 4, 3, 2},
+       {2, 3, 3, 2},
+       {.strides = {2, 2}, .dilations = {1, 2}, .output_padding = {1, 1}}},
+      {{1, 3, 3, 4}, {3, 3, 3, 4}, {.strides = {2, 1}, .pads = {1, 1, 1, 1}, .groups = 2}},
+      {{2, 2, 3, 6}, {2, 2, 1, 6}, {.strides = {3, 2}, .dilations = {2, 1}, .groups = 6}},
+      // output_padding at or past the stride (the dilation allows it): rows no input reaches.
+      {{1, 3, 2, 2},
+       {2, 2, 2, 2},
+       {.strides = {1, 2}, .pads = {0, 1, 1, 0}, .dilations = {3, 3}, .output_padding = {2, 2}}},
+  };
+  uint32_t seed = 100;
+  for (const Case& c : cases) {
+    SCOPED_TRACE("x " + shape_str(c.x) + ", filter " + shape_str(c.w));
+    testing::expect_gradients_match(
+        conv_transpose(c.o), {random_tensor(c.x, seed), random_tensor(c.w, seed + 1)}, seed + 2);
+    seed += 3;
   }
 }
 

@@ -1,5 +1,6 @@
 // Resize (NHWC) against values worked out by hand from the ONNX formulas and against the
-// expected outputs of ONNX's own backend tests (onnx/backend/test/data/node/test_resize_*).
+// expected outputs of ONNX's own backend tests (onnx/backend/test/data/node/test_resize_*);
+// finite-difference gradients (ResizeGrad) in every mode.
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -179,6 +180,45 @@ TEST(OpsResizeTest, CropAndResizeExtrapolatesOutsideTheInput) {
       },
       {x});
   EXPECT_EQ(testing::values<float>(y), (std::vector<float>{0, 10, 20, 7}));
+}
+
+// Resize is linear in x for every mode, so its gradient is exact up to rounding.
+TEST(OpsResizeTest, GradientsMatchFiniteDifferences) {
+  struct Case {
+    Shape x;
+    std::vector<int64_t> sizes;
+    ops::ResizeOptions o;
+  };
+  const std::vector<Case> cases = {
+      {{1, 2, 3, 2}, {4, 6}, {}},
+      {{2, 5, 4, 1}, {2, 3}, {.nearest_mode = "ceil"}},
+      {{1, 3, 3, 2}, {5, 7}, {.mode = "linear"}},
+      {{1, 4, 5, 1}, {3, 2}, {.mode = "linear", .coordinate_transformation_mode = "align_corners"}},
+      {{1, 3, 4, 1}, {6, 3}, {.mode = "linear", .scales = {2.0, 0.8}}},
+      {{1, 4, 3, 2}, {7, 5}, {.mode = "cubic"}},
+      {{1, 5, 4, 1}, {3, 6}, {.mode = "cubic", .exclude_outside = true}},
+  };
+  uint32_t seed = 200;
+  for (const Case& c : cases) {
+    SCOPED_TRACE("x " + shape_str(c.x) + ", mode " + c.o.mode);
+    testing::expect_gradients_match(
+        [&](Graph& g, const std::vector<Output>& in) {
+          return ops::resize(g, in[0], c.sizes, c.o);
+        },
+        {testing::random_tensor(c.x, seed)}, seed + 1);
+    seed += 2;
+  }
+  // Positions cropped past the input take the extrapolation value and pass nothing back.
+  testing::expect_gradients_match(
+      [](Graph& g, const std::vector<Output>& in) {
+        return g.add("Resize", {in[0]},
+                     {{"sizes", std::vector<int64_t>{3, 4}},
+                      {"mode", std::string("linear")},
+                      {"coordinate_transformation_mode", std::string("tf_crop_and_resize")},
+                      {"roi", std::vector<double>{0.2, 0, 0.9, 1.5}},
+                      {"extrapolation_value", 7.0}});
+      },
+      {testing::random_tensor({1, 3, 3, 2}, 220)}, 221);
 }
 
 TEST(OpsResizeTest, AttributeErrorsNameTheNode) {

@@ -132,6 +132,15 @@ void register_array_ops(OpRegistry& r) {
                            shape_str(ctx.shape(0)));
                 dim = end - begin;
                 return {TensorType{ctx.dtype(0), out}};
+              },
+              // The one-axis case of StridedSlice's gradient: dy into zeros of x's shape.
+              .grad = [](GradContext& ctx) -> std::vector<Output> {
+                const Attrs& a = ctx.attrs();
+                return {ctx.graph.add(op_names::kStridedSliceGrad, {ctx.grad(), ctx.input(0)},
+                                      {{"starts", std::vector<int64_t>{a.get_int("begin")}},
+                                       {"ends", std::vector<int64_t>{a.get_int("end")}},
+                                       {"axes", std::vector<int64_t>{a.get_int("axis")}}},
+                                      ctx.name("dx"))};
               }});
   r.add(OpDef{.name = op_names::kCast,
               .inputs = {"x"},

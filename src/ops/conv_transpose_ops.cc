@@ -3,6 +3,8 @@
 // from Cout to Cin channels, whose filter has exactly this layout; the output size is ONNX's
 //   out = (in - 1) * stride - pad_begin - pad_end + dilation * (k - 1) + output_padding + 1.
 // Strides, dilations and pads are validated by ops/conv_geometry.h like every other window op.
+#include <limits>
+
 #include "graph/op_registry.h"
 #include "ops/conv_geometry.h"
 #include "ops/op_names.h"
@@ -70,10 +72,50 @@ std::vector<TensorType> infer_conv_transpose(const InferContext& ctx) {
   return {TensorType{DType::f32, y}};
 }
 
+// y = ConvTranspose(x, w) is Conv2DBackpropInput(x, w) of the adjoint Conv2D, so its gradients
+// are that Conv2D (dx) and its filter backprop (dw). That Conv2D maps y's rows back to
+// in + output_padding / stride of them: output_padding at or past the stride (allowed when the
+// dilation is larger) adds rows the forward op never read, cropped from dx and matched by zero
+// rows of x for dw. Every size here comes from the attributes, so the nodes stay right when a
+// new input shape re-infers them.
+std::vector<Output> grad_conv_transpose(GradContext& ctx) {
+  Graph& g = ctx.graph;
+  const Attrs& a = ctx.attrs();
+  const Output x = ctx.input(0), w = ctx.input(1);
+  const Attrs conv{{"strides", a.get_ints("strides")},
+                   {"padding", std::string("EXPLICIT")},
+                   {"pads", a.get_ints("pads")},
+                   {"dilations", a.get_ints("dilations")},
+                   {"groups", a.get_int("groups")}};
+  const std::vector<int64_t>& strides = a.get_ints("strides");
+  const std::vector<int64_t>& extra = a.get_ints("output_padding");
+  const int64_t more_h = extra[0] / strides[0], more_w = extra[1] / strides[1];
+  Output dx = g.add(op_names::kConv2D, {ctx.grad(), w}, conv, ctx.name("x"));
+  Output x_rows = x;
+  if (more_h > 0 || more_w > 0) {
+    // Ends counted from the end (or int64 max: the whole axis) keep the crop shape-free.
+    const auto end = [](int64_t more) {
+      return more > 0 ? -more : std::numeric_limits<int64_t>::max();
+    };
+    dx = g.add(op_names::kStridedSlice, {dx},
+               {{"starts", std::vector<int64_t>{0, 0}},
+                {"ends", std::vector<int64_t>{end(more_h), end(more_w)}},
+                {"axes", std::vector<int64_t>{1, 2}}},
+               ctx.name("x_crop"));
+    x_rows = g.add(op_names::kPad, {x},
+                   {{"pads", std::vector<int64_t>{0, 0, 0, 0, 0, more_h, more_w, 0}}},
+                   ctx.name("x_rows"));
+  }
+  Attrs filter = conv;
+  filter.set("filter_shape", g.type(w).shape);
+  Output dw =
+      g.add(op_names::kConv2DBackpropFilter, {ctx.grad(), x_rows}, filter, ctx.name("filter"));
+  return {dx, dw};
+}
+
 }  // namespace
 
 void register_conv_transpose_ops(OpRegistry& r) {
-  // No gradient: the importer only runs pretrained graphs through it.
   r.add(OpDef{.name = op_names::kConvTranspose2D,
               .inputs = {"x", "filter"},
               .attrs = {{"strides", AttrKind::Ints, kOnePair},
@@ -82,6 +124,7 @@ void register_conv_transpose_ops(OpRegistry& r) {
                         {"output_padding", AttrKind::Ints, kZeroPair},
                         {"groups", AttrKind::Int, AttrValue{int64_t{1}}}},
               .infer = infer_conv_transpose,
+              .grad = grad_conv_transpose,
               // [kh, kw, out/groups, in]: output channels on axis 2.
               .weights = {{.input = 1, .channel_axis = 2}}});
 }

@@ -4,6 +4,10 @@
 //
 // ONNX Slice is declared as StridedSlice because "Slice" is already the single-axis slice that
 // Concat's gradient uses (array_ops.cc).
+//
+// The gradients of StridedSlice and Gather are ops of their own (StridedSliceGrad, GatherGrad)
+// that take x as an input for its shape only: pads or scatter targets computed from x's shape at
+// graph-building time would go stale when the session re-infers shapes for another input.
 #include <limits>
 
 #include "graph/op_registry.h"
@@ -83,22 +87,50 @@ std::vector<Output> grad_pad(GradContext& ctx) {
   return {ops::strided_slice(ctx.graph, ctx.grad(), starts, ends, {}, {}, ctx.name("dx"))};
 }
 
-std::vector<TensorType> infer_strided_slice(const InferContext& ctx) {
+// The shape StridedSlice gives for the x of input `x_input`.
+Shape sliced_shape(const InferContext& ctx, int x_input) {
   const Attrs& a = ctx.attrs();
+  const Shape& x = ctx.shape(x_input);
   std::vector<SliceAxis> ranges;
-  std::string err = slice_ranges(ctx.shape(0), a.get_ints("starts"), a.get_ints("ends"),
-                                 a.get_ints("axes"), a.get_ints("steps"), &ranges);
-  if (!err.empty()) ctx.fail("x {}: {}", shape_str(ctx.shape(0)), err);
+  std::string err = slice_ranges(x, a.get_ints("starts"), a.get_ints("ends"), a.get_ints("axes"),
+                                 a.get_ints("steps"), &ranges);
+  if (!err.empty()) ctx.fail("x {}: {}", shape_str(x), err);
   Shape y;
   for (const SliceAxis& r : ranges) y.push_back(r.count);
-  return {TensorType{ctx.dtype(0), y}};
+  return y;
 }
 
-std::vector<TensorType> infer_gather(const InferContext& ctx) {
-  const Shape& x = ctx.shape(0);
-  const Shape& indices = ctx.shape(1);
-  if (ctx.dtype(1) != DType::i32 && ctx.dtype(1) != DType::i64)
-    ctx.fail("input 'indices' must be i32 or i64, got {}", dtype_name(ctx.dtype(1)));
+std::vector<TensorType> infer_strided_slice(const InferContext& ctx) {
+  return {TensorType{ctx.dtype(0), sliced_shape(ctx, 0)}};
+}
+
+// dy must be the f32 output StridedSlice gave for x (input 1); the result has x's shape.
+std::vector<TensorType> infer_strided_slice_grad(const InferContext& ctx) {
+  ctx.expect_dtype(0, DType::f32, "dy");
+  const Shape want = sliced_shape(ctx, 1);
+  if (ctx.shape(0) != want)
+    ctx.fail("dy {} does not match the slice {} of x {}", shape_str(ctx.shape(0)), shape_str(want),
+             shape_str(ctx.shape(1)));
+  return {TensorType{DType::f32, ctx.shape(1)}};
+}
+
+std::vector<Output> grad_strided_slice(GradContext& ctx) {
+  return {ctx.graph.add(op_names::kStridedSliceGrad, {ctx.grad(), ctx.input(0)}, ctx.attrs(),
+                        ctx.name("dx"))};
+}
+
+// StridedSliceGrad is linear in dy: its adjoint is the slice again.
+std::vector<Output> grad_strided_slice_grad(GradContext& ctx) {
+  return {ctx.graph.add(op_names::kStridedSlice, {ctx.grad()}, ctx.attrs(), ctx.name("dy")),
+          Output{}};
+}
+
+// The shape Gather gives for the x of input `x_input` and the indices of input `x_input + 1`.
+Shape gathered_shape(const InferContext& ctx, int x_input) {
+  const Shape& x = ctx.shape(x_input);
+  const Shape& indices = ctx.shape(x_input + 1);
+  if (ctx.dtype(x_input + 1) != DType::i32 && ctx.dtype(x_input + 1) != DType::i64)
+    ctx.fail("input 'indices' must be i32 or i64, got {}", dtype_name(ctx.dtype(x_input + 1)));
   const int64_t rank = static_cast<int64_t>(x.size());
   int64_t axis = ctx.attrs().get_int("axis");
   if (axis < -rank || axis >= rank)
@@ -108,7 +140,34 @@ std::vector<TensorType> infer_gather(const InferContext& ctx) {
   Shape y(x.begin(), x.begin() + axis);
   y.insert(y.end(), indices.begin(), indices.end());
   y.insert(y.end(), x.begin() + axis + 1, x.end());
-  return {TensorType{ctx.dtype(0), y}};
+  return y;
+}
+
+std::vector<TensorType> infer_gather(const InferContext& ctx) {
+  return {TensorType{ctx.dtype(0), gathered_shape(ctx, 0)}};
+}
+
+// GatherGrad(dy, x, indices): dy must be what Gather gave for x and indices.
+std::vector<TensorType> infer_gather_grad(const InferContext& ctx) {
+  ctx.expect_dtype(0, DType::f32, "dy");
+  const Shape want = gathered_shape(ctx, 1);
+  if (ctx.shape(0) != want)
+    ctx.fail("dy {} does not match the gather {} from x {}", shape_str(ctx.shape(0)),
+             shape_str(want), shape_str(ctx.shape(1)));
+  return {TensorType{DType::f32, ctx.shape(1)}};
+}
+
+// Indices select, they are not differentiable.
+std::vector<Output> grad_gather(GradContext& ctx) {
+  return {ctx.graph.add(op_names::kGatherGrad, {ctx.grad(), ctx.input(0), ctx.input(1)},
+                        ctx.attrs(), ctx.name("dx")),
+          Output{}};
+}
+
+// GatherGrad is linear in dy: its adjoint gathers again.
+std::vector<Output> grad_gather_grad(GradContext& ctx) {
+  return {ctx.graph.add(op_names::kGather, {ctx.grad(), ctx.input(2)}, ctx.attrs(), ctx.name("dy")),
+          Output{}, Output{}};
 }
 
 }  // namespace
@@ -132,11 +191,26 @@ void register_layout_ops(OpRegistry& r) {
                         {"ends", AttrKind::Ints, std::nullopt},
                         {"axes", AttrKind::Ints, kNoInts},
                         {"steps", AttrKind::Ints, kNoInts}},
-              .infer = infer_strided_slice});
+              .infer = infer_strided_slice,
+              .grad = grad_strided_slice});
+  r.add(OpDef{.name = op_names::kStridedSliceGrad,
+              .inputs = {"dy", "x"},
+              .attrs = {{"starts", AttrKind::Ints, std::nullopt},
+                        {"ends", AttrKind::Ints, std::nullopt},
+                        {"axes", AttrKind::Ints, kNoInts},
+                        {"steps", AttrKind::Ints, kNoInts}},
+              .infer = infer_strided_slice_grad,
+              .grad = grad_strided_slice_grad});
   r.add(OpDef{.name = op_names::kGather,
               .inputs = {"x", "indices"},
               .attrs = {{"axis", AttrKind::Int, AttrValue{int64_t{0}}}},
-              .infer = infer_gather});
+              .infer = infer_gather,
+              .grad = grad_gather});
+  r.add(OpDef{.name = op_names::kGatherGrad,
+              .inputs = {"dy", "x", "indices"},
+              .attrs = {{"axis", AttrKind::Int, AttrValue{int64_t{0}}}},
+              .infer = infer_gather_grad,
+              .grad = grad_gather_grad});
 }
 
 namespace ops {

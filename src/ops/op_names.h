@@ -88,6 +88,8 @@ inline constexpr char kTranspose[] = "Transpose";
 inline constexpr char kPad[] = "Pad";
 inline constexpr char kStridedSlice[] = "StridedSlice";
 inline constexpr char kGather[] = "Gather";
+inline constexpr char kStridedSliceGrad[] = "StridedSliceGrad";
+inline constexpr char kGatherGrad[] = "GatherGrad";
 
 // pointwise_ops.cc
 inline constexpr char kPow[] = "Pow";
@@ -121,6 +123,7 @@ inline constexpr char kWhere[] = "Where";
 
 // resize_ops.cc
 inline constexpr char kResize[] = "Resize";
+inline constexpr char kResizeGrad[] = "ResizeGrad";
 
 // conv_transpose_ops.cc
 inline constexpr char kConvTranspose2D[] = "ConvTranspose2D";

@@ -30,7 +30,7 @@ Output flatten(Graph& g, Output x, int64_t axis = 1, const std::string& name = "
 Output concat(Graph& g, std::vector<Output> xs, int64_t axis, const std::string& name = "");
 Output cast(Graph& g, Output x, DType dtype, const std::string& name = "");
 // Elements [begin, end) of x along `axis` (negative counts from the end). Concat's gradient;
-// not differentiable itself.
+// its own gradient scatters dy back into zeros of x's shape (StridedSliceGrad).
 Output slice(Graph& g, Output x, int64_t axis, int64_t begin, int64_t end,
              const std::string& name = "");
 
@@ -141,11 +141,14 @@ Output pad(Graph& g, Output x, std::vector<int64_t> pads, const std::string& mod
 // ONNX Slice (op StridedSlice; "Slice" is the single-axis slice above): per listed axis,
 // elements start, start + step, ... before end; negative starts/ends count from the end and
 // are clamped. axes empty: 0..len(starts)-1; steps empty: all 1; steps may be negative.
+// Gradient: StridedSliceGrad(dy, x), dy scattered into zeros of x's shape (x read for its
+// shape only, so it stays right when shapes are re-inferred).
 Output strided_slice(Graph& g, Output x, std::vector<int64_t> starts, std::vector<int64_t> ends,
                      std::vector<int64_t> axes = {}, std::vector<int64_t> steps = {},
                      const std::string& name = "");
 // y = x taken at `indices` (i32 or i64, negative counts from the end) along `axis`:
-// y.shape = x.shape[:axis] + indices.shape + x.shape[axis+1:]. Not differentiable.
+// y.shape = x.shape[:axis] + indices.shape + x.shape[axis+1:]. Gradient for x only:
+// GatherGrad(dy, x, indices) adds dy into zeros of x's shape (repeated indices add up).
 Output gather(Graph& g, Output x, Output indices, int64_t axis = 0, const std::string& name = "");
 
 // --- comparisons, masks and selection (logic_ops.cc) ---
@@ -179,7 +182,8 @@ Output hard_sigmoid(Graph& g, Output x, double alpha = 0.2, double beta = 0.5,
 Output hard_swish(Graph& g, Output x, const std::string& name = "");
 
 // --- resize (resize_ops.cc) ---
-// ONNX Resize of x [N,H,W,C] to [N, sizes[0], sizes[1], C]. Not differentiable.
+// ONNX Resize of x [N,H,W,C] to [N, sizes[0], sizes[1], C]. Linear in x for every mode, so its
+// gradient (ResizeGrad(dy, x)) spreads dy back over the taps each output read.
 struct ResizeOptions {
   // "nearest", "linear" (bilinear over H and W) or "cubic" (bicubic)
   std::string mode = "nearest";
@@ -200,7 +204,7 @@ Output resize(Graph& g, Output x, std::vector<int64_t> sizes, const ResizeOption
 // ONNX ConvTranspose on x [N,H,W,Cin] with filter [kh, kw, Cout/groups, Cin]: the adjoint of
 // conv2d (EXPLICIT pads) from Cout to Cin channels. Output size per axis:
 // (in - 1) * stride - pad_begin - pad_end + dilation * (k - 1) + output_padding + 1.
-// Not differentiable.
+// Gradients: dx is that Conv2D of dy, dw a Conv2DBackpropFilter.
 struct ConvTranspose2DOptions {
   std::vector<int64_t> strides{1, 1};
   std::vector<int64_t> pads{0, 0, 0, 0};  // top, bottom, left, right

@@ -1,6 +1,7 @@
 // Reference kernels for the layout ops (layout_ops.cc): Transpose, Pad, StridedSlice, Gather.
 // Each walks the output in row-major order and reads the input element it comes from; the
-// index geometry is ops/layout_geometry.h, the same code the shape functions use.
+// index geometry is ops/layout_geometry.h, the same code the shape functions use. The gradients
+// (StridedSliceGrad, GatherGrad) walk dy the same way and write or add where it came from.
 #include <algorithm>
 #include <cstring>
 #include <limits>
@@ -114,6 +115,41 @@ void strided_slice(KernelContext& ctx) {
   });
 }
 
+// dx = zeros of x's shape (input 1) with dy written where StridedSlice read it.
+void strided_slice_grad(KernelContext& ctx) {
+  const Tensor& dy = ctx.inputs[0];
+  const Tensor& x = ctx.inputs[1];
+  const Attrs& a = ctx.node.attrs;
+  std::vector<SliceAxis> ranges;
+  std::string err = slice_ranges(x.shape(), a.get_ints("starts"), a.get_ints("ends"),
+                                 a.get_ints("axes"), a.get_ints("steps"), &ranges);
+  SF_CHECK(err.empty(), "{}", err);
+  const std::vector<int64_t> xs = strides_of(x.shape());
+  const float* in = dy.data<float>();
+  float* out = ctx.outputs[0].data<float>();
+  std::fill_n(out, ctx.outputs[0].numel(), 0.0f);
+  // Each x element is read at most once, so writes never collide.
+  for_each_index(dy.shape(), [&](int64_t o, const std::vector<int64_t>& index) {
+    int64_t i = 0;
+    for (size_t d = 0; d < ranges.size(); ++d)
+      i += (ranges[d].start + index[d] * ranges[d].step) * xs[d];
+    out[i] = in[o];
+  });
+}
+
+// Indices are data, not attributes, so they are only checked when a kernel reads them; the
+// range check names the node and the op that ran.
+template <typename I>
+void check_indices(const KernelContext& ctx, const I* idx, int64_t count, int64_t n, int64_t axis,
+                   const Shape& x_shape) {
+  for (int64_t j = 0; j < count; ++j) {
+    const int64_t k = idx[j] < 0 ? idx[j] + n : idx[j];
+    if (k < 0 || k >= n)
+      fail("node '{}' ({}): index {} is out of range for axis {} of x {}", ctx.node.name,
+           ctx.node.op, static_cast<int64_t>(idx[j]), axis, shape_str(x_shape));
+  }
+}
+
 template <typename T, typename I>
 void gather_as(KernelContext& ctx) {
   const Tensor& x = ctx.inputs[0];
@@ -130,13 +166,7 @@ void gather_as(KernelContext& ctx) {
   const I* idx = indices.data<I>();
   const T* in = x.data<T>();
   T* out = ctx.outputs[0].data<T>();
-  for (int64_t j = 0; j < count; ++j) {
-    // Indices are data, not attributes, so they are only checked here.
-    const int64_t k = idx[j] < 0 ? idx[j] + n : idx[j];
-    if (k < 0 || k >= n)
-      fail("node '{}' (Gather): index {} is out of range for axis {} of x {}", ctx.node.name,
-           static_cast<int64_t>(idx[j]), axis, shape_str(x.shape()));
-  }
+  check_indices(ctx, idx, count, n, axis, x.shape());
   for (int64_t o = 0; o < outer; ++o)
     for (int64_t j = 0; j < count; ++j) {
       const int64_t k = idx[j] < 0 ? idx[j] + n : idx[j];
@@ -152,6 +182,43 @@ void gather(KernelContext& ctx) {
     gather_as<T, int64_t>(ctx);
 }
 
+// dx = zeros of x's shape (input 1) plus each row of dy at the index it was gathered from;
+// repeated indices add up.
+template <typename I>
+void gather_grad_as(KernelContext& ctx) {
+  const Tensor& dy = ctx.inputs[0];
+  const Tensor& x = ctx.inputs[1];
+  const Tensor& indices = ctx.inputs[2];
+  int64_t axis = ctx.node.attrs.get_int("axis");
+  if (axis < 0) axis += x.rank();
+  int64_t outer = 1, inner = 1;
+  for (int d = 0; d < x.rank(); ++d) {
+    if (d < axis) outer *= x.dim(d);
+    if (d > axis) inner *= x.dim(d);
+  }
+  const int64_t n = x.dim(static_cast<int>(axis));
+  const int64_t count = indices.numel();
+  const I* idx = indices.data<I>();
+  check_indices(ctx, idx, count, n, axis, x.shape());
+  const float* in = dy.data<float>();
+  float* out = ctx.outputs[0].data<float>();
+  std::fill_n(out, ctx.outputs[0].numel(), 0.0f);
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t j = 0; j < count; ++j) {
+      const int64_t k = idx[j] < 0 ? idx[j] + n : idx[j];
+      const float* from = in + (o * count + j) * inner;
+      float* to = out + (o * n + k) * inner;
+      for (int64_t e = 0; e < inner; ++e) to[e] += from[e];
+    }
+}
+
+void gather_grad(KernelContext& ctx) {
+  if (ctx.inputs[2].dtype() == DType::i32)
+    gather_grad_as<int32_t>(ctx);
+  else
+    gather_grad_as<int64_t>(ctx);
+}
+
 template <typename T>
 void add_layout_kernels(KernelRegistry& r) {
   const DType dtype = dtype_of<T>();
@@ -165,6 +232,8 @@ void add_layout_kernels(KernelRegistry& r) {
 
 void register_reference_layout_kernels(KernelRegistry& r) {
   add_layout_kernels<float>(r);
+  r.add(simple_kernel(op_names::kStridedSliceGrad, DType::f32, "reference", strided_slice_grad));
+  r.add(simple_kernel(op_names::kGatherGrad, DType::f32, "reference", gather_grad));
   add_layout_kernels<int32_t>(r);
   add_layout_kernels<int64_t>(r);
   add_layout_kernels<uint8_t>(r);

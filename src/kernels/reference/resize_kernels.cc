@@ -133,10 +133,37 @@ void resize(KernelContext& ctx) {
       }
 }
 
+// Resize's adjoint: each dy element is spread over the taps its output read, with their
+// weights (tf_crop_and_resize's extrapolated positions read none and pass nothing back).
+void resize_grad(KernelContext& ctx) {
+  const Tensor& dy = ctx.inputs[0];
+  const Tensor& dx = ctx.outputs[0];
+  const int64_t n = dx.dim(0), h = dx.dim(1), w = dx.dim(2), c = dx.dim(3);
+  const int64_t oh = dy.dim(1), ow = dy.dim(2);
+  const std::vector<std::vector<Tap>> rows = axis_taps(ctx.node.attrs, 0, h, oh);
+  const std::vector<std::vector<Tap>> cols = axis_taps(ctx.node.attrs, 1, w, ow);
+  const float* dyp = dy.data<float>();
+  std::vector<double> acc(static_cast<size_t>(dx.numel()), 0.0);
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t r = 0; r < oh; ++r)
+      for (int64_t col = 0; col < ow; ++col) {
+        const float* py = dyp + ((b * oh + r) * ow + col) * c;
+        for (const Tap& tr : rows[static_cast<size_t>(r)])
+          for (const Tap& tc : cols[static_cast<size_t>(col)]) {
+            const double wt = tr.weight * tc.weight;
+            double* px = acc.data() + ((b * h + tr.index) * w + tc.index) * c;
+            for (int64_t ch = 0; ch < c; ++ch) px[ch] += wt * py[ch];
+          }
+      }
+  float* dxp = dx.data<float>();
+  for (size_t i = 0; i < acc.size(); ++i) dxp[i] = static_cast<float>(acc[i]);
+}
+
 }  // namespace
 
 void register_reference_resize_kernels(KernelRegistry& r) {
   r.add(simple_kernel(op_names::kResize, DType::f32, "reference", resize));
+  r.add(simple_kernel(op_names::kResizeGrad, DType::f32, "reference", resize_grad));
 }
 
 }  // namespace sf
