@@ -1,7 +1,9 @@
 // Binary and ternary layers (`train --binarize`): the Deep-MNIST conv2 (14x14x32, 5x5x32x64
 // SAME) and fc1 (3136 -> 1024) at batch 1 and 64, with frozen binary weights, as the binary
-// kernels run them (XNOR on +-1 inputs; BinaryConnect on float inputs; ternary XNOR), next to
-// oneDNN's fp32 and int8 kernels on the same layer, and the machine's measured ceiling:
+// kernels run them (XNOR on +-1 inputs; XNOR on packed sign bits, as the execution pass
+// pack_binary_activations makes the layers; BinaryConnect on float inputs; ternary XNOR), next
+// to oneDNN's fp32 and int8 kernels on the same layer, and the machine's measured ceiling; and
+// conv2's input made by MaxPool + BinarizeActivation vs MaxPoolSignBits:
 //
 //   OMP_NUM_THREADS=1 build/release/bench/binary_kernel_bench --benchmark_repetitions=3
 //
