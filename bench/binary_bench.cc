@@ -1,7 +1,9 @@
 // Binary and ternary layers (`train --binarize`): the Deep-MNIST conv2 (14x14x32, 5x5x32x64
 // SAME) and fc1 (3136 -> 1024) at batch 1 and 64, with frozen binary weights, as the binary
-// kernels run them (XNOR on +-1 inputs; BinaryConnect on float inputs; ternary XNOR), next to
-// oneDNN's fp32 and int8 kernels on the same layer, and the machine's measured ceiling:
+// kernels run them (XNOR on +-1 inputs; XNOR on packed sign bits, as the execution pass
+// pack_binary_activations makes the layers; BinaryConnect on float inputs; ternary XNOR), next
+// to oneDNN's fp32 and int8 kernels on the same layer, and the machine's measured ceiling; and
+// conv2's input made by MaxPool + BinarizeActivation vs MaxPoolSignBits:
 //
 //   OMP_NUM_THREADS=1 build/release/bench/binary_kernel_bench --benchmark_repetitions=3
 //
@@ -18,6 +20,8 @@
 #include "codec/binary_weights.h"
 #include "cpu/cpu_features.h"
 #include "graph/graph.h"
+#include "ops/binary_ops.h"
+#include "ops/op_names.h"
 #include "ops/ops.h"
 #include "ops/quantized_ops.h"
 #include "runtime/session.h"
@@ -83,11 +87,14 @@ struct Layer {
   bool conv;
 };
 
-enum class Kind { xnor, binary_weights, ternary_xnor, fp32, int8 };
+// xnor: +-1 floats in, packed by the kernel; xnor_bits: packed sign bits in (XnorConv2D /
+// XnorMatMul, what the execution pass makes the layer when its producer writes the bits).
+enum class Kind { xnor, xnor_bits, binary_weights, ternary_xnor, fp32, int8 };
 
 const char* kind_name(Kind k) {
   switch (k) {
     case Kind::xnor: return "xnor";
+    case Kind::xnor_bits: return "xnor_bits";
     case Kind::binary_weights: return "binary_weights";
     case Kind::ternary_xnor: return "ternary_xnor";
     case Kind::fp32: return "fp32";
@@ -130,6 +137,20 @@ void run_layer(benchmark::State& state, const Layer& layer, Kind kind) {
                    : ops::quantized_matmul_requantized(g, in, params(0.05f, 0.0f), Activation::Relu);
     feeds = {{x, xv}};
     impl = "onednn";
+  } else if (kind == Kind::xnor_bits) {
+    Shape packed = layer.x;
+    packed.back() = sign_bit_elements(packed.back());
+    x = ops::placeholder(g, DType::i32, packed);
+    Tensor bits(DType::i32, packed);
+    uint32_t state = 5;
+    for (int64_t i = 0; i < bits.numel(); ++i) bits.data<int32_t>()[i] = static_cast<int32_t>(state = state * 1664525u + 1013904223u);
+    Output wc = ops::constant(g, quant::binarize_weights(random_tensor(layer.w, 2)));
+    Output bias = ops::constant(g, random_tensor({layer.w.back()}, 3));
+    Attrs a = layer.conv ? conv_attrs(true) : Attrs{};
+    a.set("activation", std::string("relu"));
+    y = g.add(layer.conv ? op_names::kXnorConv2D : op_names::kXnorMatMul, {x, wc, bias}, a);
+    feeds = {{x, bits}};
+    impl = "binary";
   } else {
     x = ops::placeholder(g, DType::f32, layer.x);
     const Tensor raw = random_tensor(layer.w, 2);
@@ -157,17 +178,38 @@ void run_layer(benchmark::State& state, const Layer& layer, Kind kind) {
   for (auto _ : state) benchmark::DoNotOptimize(session.run(feeds, {y}));
   const double macs = static_cast<double>(outputs * k);
   state.counters["MACs/s"] = benchmark::Counter(macs, benchmark::Counter::kIsIterationInvariantRate);
-  if (kind == Kind::xnor || kind == Kind::ternary_xnor) {
+  if (kind == Kind::xnor || kind == Kind::xnor_bits || kind == Kind::ternary_xnor) {
     state.counters["bit_MACs/s"] = benchmark::Counter(macs, benchmark::Counter::kIsIterationInvariantRate);
     if (const double top = ceiling_bit_macs_per_second(); top > 0.0)
       state.counters["ceiling_bit_MACs/s"] = top;
   }
 }
 
+// What feeds conv2 in a frozen XNOR Deep-MNIST: conv1's output [batch, 28, 28, 32] max-pooled
+// then binarized to +-1 floats (two nodes), or max-pooled straight into packed sign bits
+// (MaxPoolSignBits, the execution pass's form).
+void conv2_input(benchmark::State& state, int64_t batch, bool packed) {
+  Graph g;
+  const Output x = ops::placeholder(g, DType::f32, {batch, 28, 28, 32});
+  const Output y = packed ? g.add(op_names::kMaxPoolSignBits, {x}, ops::pool2d_attrs({}))
+                          : ops::binarize_activation(g, ops::max_pool(g, x));
+  const Feeds feeds = {{x, random_tensor({batch, 28, 28, 32}, 4)}};
+  Session session(g);
+  for (auto _ : state) benchmark::DoNotOptimize(session.run(feeds, {y}));
+}
+
 int register_all() {
   benchmark::RegisterBenchmark("binary/ceiling/xor_popcount_avx512", ceiling)
       ->Unit(benchmark::kMillisecond)
       ->UseRealTime();
+  for (int64_t batch : {1, 64})
+    for (bool packed : {false, true})
+      benchmark::RegisterBenchmark(("binary/conv2_input_batch" + std::to_string(batch) +
+                                    (packed ? "/max_pool_sign_bits" : "/max_pool_binarize"))
+                                       .c_str(),
+                                   [batch, packed](benchmark::State& s) { conv2_input(s, batch, packed); })
+          ->Unit(benchmark::kMicrosecond)
+          ->UseRealTime();
   const std::vector<Layer> layers = {
       {"conv2_batch1", {1, 14, 14, 32}, {5, 5, 32, 64}, true},
       {"conv2_batch64", {64, 14, 14, 32}, {5, 5, 32, 64}, true},
@@ -175,7 +217,8 @@ int register_all() {
       {"fc1_batch64", {64, 3136}, {3136, 1024}, false},
   };
   for (const Layer& layer : layers)
-    for (Kind kind : {Kind::xnor, Kind::ternary_xnor, Kind::binary_weights, Kind::fp32, Kind::int8})
+    for (Kind kind : {Kind::xnor, Kind::xnor_bits, Kind::ternary_xnor, Kind::binary_weights, Kind::fp32,
+                      Kind::int8})
       benchmark::RegisterBenchmark(("binary/" + layer.name + "/" + kind_name(kind)).c_str(),
                                    [layer, kind](benchmark::State& s) { run_layer(s, layer, kind); })
           ->Unit(benchmark::kMicrosecond)

@@ -13,6 +13,8 @@
 #include "autodiff/gradients.h"
 #include "codec/binary_weights.h"
 #include "codec/weight_codec.h"
+#include "cpu/cpu_features.h"
+#include "kernels/binary/bit_conv.h"
 #include "kernels/binary/bit_gemm.h"
 #include "modelfile/model_file.h"
 #include "models/spec.h"
@@ -24,6 +26,7 @@
 #include "quantize/eightbit_model.h"
 #include "quantize/eightbit_rewrite.h"
 #include "quantize/weight_quantizer.h"
+#include "transforms/execution_passes.h"
 #include "runtime/session.h"
 #include "support/mnist.h"
 #include "support/model_bytes.h"
@@ -278,6 +281,23 @@ TEST_F(BinaryTrainTest, XnorTrainsClipsFreezesInOneBitAndRunsTheXnorKernels) {
   }
   EXPECT_EQ(binary_layers, 2);
 
+  // As it runs (execution passes): pool1 writes conv2's input as packed bits, a SignBits packs
+  // fc1's (pool2's 16 channels do not fill a 32-bit element, so its flatten stays); the same
+  // outputs exactly.
+  std::vector<std::string> names = loaded.outputs;
+  const Graph runs = optimize_for_execution(loaded.graph, names);
+  EXPECT_EQ(testing::count_ops(runs, op_names::kMaxPoolSignBits), 1);
+  EXPECT_EQ(testing::count_ops(runs, op_names::kSignBits), 1);
+  EXPECT_EQ(testing::count_ops(runs, op_names::kXnorConv2D), 1);
+  EXPECT_EQ(testing::count_ops(runs, op_names::kXnorMatMul), 1);
+  EXPECT_EQ(testing::count_ops(runs, op_names::kBinarizeActivation), 0);
+  const Tensor images = testing::random_tensor({3, 28, 28, 1}, 4, 0.0f, 1.0f);
+  Session unfused(loaded.graph), fused(runs);
+  const Tensor want = unfused.run({{Output{loaded.graph.id_of("input"), 0}, images}},
+                                  {Output{loaded.graph.id_of(loaded.outputs[0]), 0}})[0].clone();
+  const Tensor got = fused.run({{Output{runs.id_of("input"), 0}, images}}, {Output{runs.id_of(names[0]), 0}})[0].clone();
+  EXPECT_EQ(testing::values<float>(got), testing::values<float>(want));
+
   // Eightbit and weights-only quantization keep the binarized layers binary, stored in 1 bit.
   const EightbitModel q = quantize_model_eightbit(loaded, path, {});
   for (const EightbitLayer& layer : q.layers)
@@ -469,7 +489,16 @@ struct LayerCase {
   Shape w;
   std::string padding;
   std::vector<int64_t> strides;
+  std::vector<int64_t> dilations = {1, 1};
 };
+
+// Whether the packed kernel runs a binary conv on ±1 inputs with this many input channels
+// without im2col (bit_conv.h).
+bool runs_direct(const LayerCase& c, bool ternary) {
+  const CpuFeatures& cpu = cpu_features();
+  return c.x.size() == 4 && !ternary && cpu.avx512f && cpu.avx512vl && cpu.avx512_vpopcntdq &&
+         binary::direct_conv_fits(c.w[2]);
+}
 
 TEST(BinaryLayerKernelTest, PackedEqualsReferenceExactlyAndFloatReferenceClosely) {
   const std::vector<LayerCase> cases = {
@@ -477,6 +506,12 @@ TEST(BinaryLayerKernelTest, PackedEqualsReferenceExactlyAndFloatReferenceClosely
       {{1, 14, 14, 32}, {5, 5, 32, 64}, "SAME", {1, 1}}, {{2, 9, 8, 7}, {3, 2, 7, 9}, "VALID", {2, 1}},
       {{1, 6, 6, 1}, {5, 5, 1, 3}, "EXPLICIT", {2, 2}},  {{1, 100}, {100, 7}, "", {}},
       {{64, 129}, {129, 11}, "", {}},                    {{1, 3136}, {3136, 33}, "", {}},
+      // The im2col-free path (channels padded to 32 bits wasting at most a quarter): odd
+      // channel counts, partial vectors of output channels, more than 4 vectors, batch 64,
+      // strides, dilation, every kind of padding.
+      {{64, 6, 5, 25}, {3, 3, 25, 17}, "SAME", {1, 1}},  {{1, 9, 8, 100}, {3, 2, 100, 70}, "VALID", {2, 1}},
+      {{1, 10, 9, 32}, {3, 3, 32, 5}, "SAME", {1, 1}, {2, 2}},
+      {{2, 7, 6, 64}, {5, 5, 64, 33}, "EXPLICIT", {2, 1}},
   };
   uint32_t seed = 300;
   for (const LayerCase& c : cases)
@@ -491,7 +526,8 @@ TEST(BinaryLayerKernelTest, PackedEqualsReferenceExactlyAndFloatReferenceClosely
           if (c.x.size() == 2)
             return g.add(op_names::kFusedMatMul, {in[0], in[1], in[2]},
                          {{"transpose_a", false}, {"transpose_b", false}, {"activation", std::string("relu")}});
-          Attrs a{{"padding", c.padding}, {"strides", c.strides}, {"activation", std::string("relu")}};
+          Attrs a{{"padding", c.padding}, {"strides", c.strides}, {"dilations", c.dilations},
+                  {"activation", std::string("relu")}};
           if (c.padding == "EXPLICIT") a.set("pads", std::vector<int64_t>{1, 2, 2, 0});
           return g.add(op_names::kFusedConv2D, {in[0], in[1], in[2]}, a);
         };
@@ -509,6 +545,7 @@ TEST(BinaryLayerKernelTest, PackedEqualsReferenceExactlyAndFloatReferenceClosely
                                   ops::constant(g, w, "w"), ops::constant(g, bias, "b")};
         Output y = build(g, in);
         Session packed(g, {.kernel_impl = "binary"}), oracle(g, {.kernel_impl = "binary_reference"});
+        packed.set_profiling(true);
         for (int run = 0; run < 2; ++run) {
           const Tensor want = oracle.run({{in[0], x}}, {y})[0].clone();
           const Tensor got = packed.run({{in[0], x}}, {y})[0].clone();
@@ -518,7 +555,138 @@ TEST(BinaryLayerKernelTest, PackedEqualsReferenceExactlyAndFloatReferenceClosely
             testing::expect_close(want, got, {.rtol = 1e-4, .atol = 1e-4}, what);
           }
         }
+        if (xnor) {
+          std::string impl;
+          for (const NodeProfile& p : packed.profile())
+            if (p.name == g.node(y.node).name) impl = p.impl;
+          EXPECT_EQ(impl.ends_with("xnor_direct_avx512"), runs_direct(c, ternary)) << impl;
+        }
       }
+}
+
+// --- packed sign bits (execution pass pack_binary_activations) ---
+
+// An XNOR block as `train --binarize xnor` freezes it: float input -> MaxPool -> binarize ->
+// binary conv (+ bias, relu) -> MaxPool -> flatten -> binarize -> binary dense, and a second
+// XNOR conv reading a binarized conv output directly (no pool: the SignBits path).
+struct XnorBlock {
+  Shape x;                      // [N, H, W, C]
+  ops::PoolOptions pool;
+  Shape conv_w;                 // [kh, kw, C, O]
+  ops::Conv2DOptions conv;
+  int64_t dense_out;
+  bool ternary;
+};
+
+TEST(PackBinaryActivationsTest, PoolsAndConvsWriteBitsAndTheOutputsStayExactlyEqual) {
+  ops::PoolOptions same_2x2;
+  same_2x2.padding = "SAME";
+  ops::PoolOptions overlapping;  // 3x3 windows, stride 1, padded
+  overlapping.ksize = {3, 3};
+  overlapping.strides = {1, 1};
+  overlapping.padding = "SAME";
+  ops::Conv2DOptions same;
+  same.padding = "SAME";
+  ops::Conv2DOptions strided;
+  strided.padding = "EXPLICIT";
+  strided.pads = {1, 2, 0, 1};
+  strided.strides = {2, 1};
+  const std::vector<XnorBlock> blocks = {
+      {{1, 28, 28, 32}, {}, {5, 5, 32, 64}, same, 50, false},          // Deep-MNIST's conv2 / fc1
+      {{64, 28, 28, 32}, {}, {5, 5, 32, 64}, same, 10, false},         // batch 64
+      {{1, 9, 7, 25}, same_2x2, {3, 3, 25, 17}, strided, 9, false},    // odd channels and sizes
+      {{64, 6, 5, 7}, overlapping, {3, 2, 7, 33}, same, 5, true},      // im2col path, ternary
+      {{3, 8, 8, 64}, same_2x2, {1, 1, 64, 32}, {}, 11, false},        // 1x1, flatten of 32 channels
+  };
+  uint32_t seed = 900;
+  for (const XnorBlock& c : blocks) {
+    const std::string what = shape_str(c.x) + " x " + shape_str(c.conv_w) + (c.ternary ? " ternary" : "");
+    SCOPED_TRACE(what);
+    auto levels = [&](const Shape& shape) {
+      const Tensor raw = testing::random_tensor(shape, seed++);
+      return c.ternary ? quant::ternarize_weights(raw) : quant::binarize_weights(raw);
+    };
+    Graph g;
+    const Output x = ops::placeholder(g, DType::f32, c.x, "x");
+    const Output pooled = ops::max_pool(g, x, c.pool, "pool1");
+    const Output conv = g.add(op_names::kFusedConv2D,
+                              {ops::binarize_activation(g, pooled, "conv2/binarize_input"),
+                               ops::constant(g, levels(c.conv_w), "conv2/w"),
+                               ops::constant(g, testing::random_tensor({c.conv_w[3]}, seed++), "conv2/b")},
+                              [&] {
+                                Attrs a = ops::conv2d_attrs(c.conv);
+                                a.set("activation", std::string("relu"));
+                                return a;
+                              }(),
+                              "conv2");
+    ops::PoolOptions halve;
+    halve.padding = "SAME";
+    const Output flat = ops::flatten(g, ops::max_pool(g, conv, halve, "pool2"), 1, "flatten");
+    const int64_t k = g.type(flat).shape[1];
+    const Output dense = g.add(op_names::kFusedMatMul,
+                               {ops::binarize_activation(g, flat, "fc1/binarize_input"),
+                                ops::constant(g, levels({k, c.dense_out}), "fc1/w"),
+                                ops::constant(g, testing::random_tensor({c.dense_out}, seed++), "fc1/b")},
+                               {{"transpose_a", false}, {"transpose_b", false}, {"activation", std::string("relu")}},
+                               "fc1");
+    ops::Conv2DOptions one_by_one;
+    const Output direct = ops::conv2d(g, ops::binarize_activation(g, conv, "conv3/binarize_input"),
+                                      ops::constant(g, levels({1, 1, c.conv_w[3], 3}), "conv3/w"),
+                                      one_by_one, "conv3");
+    std::vector<std::string> names = {g.node(dense.node).name, g.node(direct.node).name};
+    const Graph fused = optimize_for_execution(g, names);
+    EXPECT_EQ(testing::count_ops(fused, op_names::kBinarizeActivation), 0);
+    EXPECT_EQ(testing::count_ops(fused, op_names::kMaxPool), c.conv_w[3] % 32 == 0 ? 0 : 1);
+    EXPECT_EQ(testing::count_ops(fused, op_names::kMaxPoolSignBits), c.conv_w[3] % 32 == 0 ? 2 : 1);
+    EXPECT_EQ(testing::count_ops(fused, op_names::kSignBits), c.conv_w[3] % 32 == 0 ? 1 : 2);
+    EXPECT_EQ(testing::count_ops(fused, op_names::kXnorConv2D), 2);
+    EXPECT_EQ(testing::count_ops(fused, op_names::kXnorMatMul), 1);
+
+    Tensor images = testing::random_tensor(c.x, seed++);
+    images.data<float>()[0] = 0.0f;  // a zero is -1, as BinarizeActivation reads it
+    const std::vector<Output> unfused_outputs = {dense, direct};
+    const std::vector<Output> fused_outputs = {{fused.id_of(names[0]), 0}, {fused.id_of(names[1]), 0}};
+    Session oracle(g, {.kernel_impl = "binary_reference"});
+    Session packed(fused), packed_oracle(fused, {.kernel_impl = "binary_reference"}),
+        reference(fused, {.kernel_impl = "reference"});
+    const std::vector<Tensor> want = oracle.run({{x, images}}, unfused_outputs);
+    const std::vector<Tensor> got = packed.run({{Output{fused.id_of("x"), 0}, images}}, fused_outputs);
+    const std::vector<Tensor> got_oracle =
+        packed_oracle.run({{Output{fused.id_of("x"), 0}, images}}, fused_outputs);
+    const std::vector<Tensor> got_reference =
+        reference.run({{Output{fused.id_of("x"), 0}, images}}, fused_outputs);
+    for (size_t i = 0; i < want.size(); ++i) {
+      ASSERT_EQ(testing::values<float>(got[i]), testing::values<float>(want[i])) << names[i];
+      ASSERT_EQ(testing::values<float>(got_oracle[i]), testing::values<float>(want[i])) << names[i];
+      testing::expect_close(want[i], got_reference[i], {.rtol = 1e-4, .atol = 1e-3}, names[i]);
+    }
+  }
+}
+
+TEST(PackBinaryActivationsTest, LeavesBinarizeActivationsReadByFloatLayersOrGraphOutputs) {
+  for (bool binary_weights : {false, true}) {
+    Graph g;
+    const Output x = ops::placeholder(g, DType::f32, {1, 2, 6, 1}, "x");
+    const Output signs = ops::binarize_activation(g, ops::max_pool(g, x), "signs");
+    const Tensor w = testing::random_tensor({3, 4}, 3);
+    const Output y = ops::matmul(g, ops::reshape(g, signs, {1, 3}),
+                                 ops::constant(g, binary_weights ? quant::binarize_weights(w) : w, "w"));
+    // Float weights: no XNOR layer; binary ones, but the signs are a graph output too.
+    std::vector<std::string> names = {g.node(y.node).name};
+    if (binary_weights) names.push_back("signs");
+    const Graph fused = optimize_for_execution(g, names);
+    EXPECT_EQ(testing::count_ops(fused, op_names::kBinarizeActivation), 1) << binary_weights;
+    EXPECT_EQ(testing::count_ops(fused, op_names::kXnorMatMul), 0) << binary_weights;
+  }
+}
+
+TEST(PackBinaryActivationsTest, XnorConvChecksThatTheBitsHoldTheFilterChannels) {
+  Graph g;
+  const Output bits = ops::placeholder(g, DType::i32, {1, 4, 4, 2}, "bits");
+  const Output w = ops::constant(g, testing::random_tensor({3, 3, 65, 5}, 1), "w");
+  const Output b = ops::constant(g, testing::random_tensor({5}, 2), "b");
+  testing::expect_error([&] { g.add(op_names::kXnorConv2D, {bits, w, b}, ops::conv2d_attrs({}), "c"); },
+                        "node 'c' (XnorConv2D): bits [1,4,4,2] hold 2 elements per row, 65 channels need 3");
 }
 
 }  // namespace

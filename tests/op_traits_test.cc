@@ -9,6 +9,7 @@
 
 #include "graph/op_registry.h"
 #include "modelfile/model_file.h"
+#include "ops/binary_ops.h"
 #include "ops/op_names.h"
 #include "ops/ops.h"
 #include "ops/quantized_ops.h"
@@ -43,6 +44,8 @@ TEST(OpTraits, EachWeightedOpNamesItsWeightInputAndChannelAxis) {
       {kQLinearConv2D, {3, "w", -1, ""}},
       {kMatMulInteger, {1, "b", -1, ""}},
       {kQLinearMatMul, {3, "b", -1, ""}},
+      {kXnorConv2D, {1, "filter", -1, ""}},
+      {kXnorMatMul, {1, "b", -1, ""}},
   };
   const OpRegistry& registry = OpRegistry::global();
   for (const std::string& name : registry.names()) {

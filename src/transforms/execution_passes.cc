@@ -6,7 +6,10 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 
+#include "codec/binary_weights.h"
+#include "ops/binary_ops.h"
 #include "ops/op_names.h"
 #include "ops/ops.h"
 #include "transforms/graph_uses.h"
@@ -416,6 +419,111 @@ Graph fuse_gelu(const Graph& graph, std::vector<Output>& outputs) {
   return apply_fusions(graph, uses, fusions, outputs);
 }
 
+namespace {
+
+// A reader of a BinarizeActivation that an XNOR node can replace: input 0 of a conv or matmul
+// whose weights are a Const of binary or ternary levels (which the binary kernels pack).
+enum class XnorReader { none, conv, matmul };
+
+XnorReader xnor_reader(const Graph& graph, const Node& node, int input_index) {
+  if (input_index != 0) return XnorReader::none;
+  const Tensor* w = const_value(graph, node.inputs[1]);
+  if (w == nullptr || w->dtype() != DType::f32 || !quant::signed_levels(*w)) return XnorReader::none;
+  if ((node.op == op_names::kConv2D || node.op == op_names::kFusedConv2D) &&
+      node.attrs.get_int("groups") == 1)
+    return XnorReader::conv;
+  if ((node.op == op_names::kMatMul || node.op == op_names::kFusedMatMul) &&
+      !node.attrs.get_bool("transpose_a") && !node.attrs.get_bool("transpose_b"))
+    return XnorReader::matmul;
+  return XnorReader::none;
+}
+
+// What writes a BinarizeActivation's bits: the MaxPool before it (through a flatten when its
+// channels fill whole 32-bit elements, so that the pooled pixels' bits are the flat rows' bits),
+// else a SignBits of its input.
+struct BitsSource {
+  const Node* pool = nullptr;
+  const Node* flatten = nullptr;
+};
+
+BitsSource bits_source(const Graph& graph, const GraphUses& uses, const Node& binarize, XnorReader kind) {
+  const Node* p = &graph.node(binarize.inputs[0].node);
+  const Node* flatten = nullptr;
+  if (kind == XnorReader::matmul && (p->op == op_names::kFlatten || p->op == op_names::kReshape) &&
+      uses.sole_consumer(p->id) == &binarize) {
+    const Node& before = graph.node(p->inputs[0].node);
+    const Shape& pooled = before.outputs[0].shape;
+    if (pooled.size() != 4 || pooled[3] % 32 != 0 ||
+        p->outputs[0].shape != Shape{pooled[0], pooled[1] * pooled[2] * pooled[3]})
+      return {};
+    flatten = p;
+    p = &before;
+  }
+  if (p->op != op_names::kMaxPool || p->outputs[0].dtype != DType::f32 ||
+      uses.sole_consumer(p->id) != (flatten ? flatten : &binarize) || uses.side_outputs_used(*p))
+    return {};
+  return {p, flatten};
+}
+
+}  // namespace
+
+Graph pack_binary_activations(const Graph& graph, std::vector<Output>& outputs) {
+  const GraphUses uses(graph, outputs);
+  std::map<int, BitsSource> packings;    // keyed by the BinarizeActivation
+  std::map<int, XnorReader> readers;     // the convs and matmuls that read bits instead
+  std::set<int> absorbed;                // pools and flattens whose work the bits node does
+  for (const Node& node : graph.nodes()) {
+    if (node.op != op_names::kBinarizeActivation || !uses.needed(node.id) ||
+        uses.is_graph_output(node.id) || uses.readers(node.id).empty())
+      continue;
+    XnorReader kind = XnorReader::none;
+    for (const auto& [reader, index] : uses.readers(node.id)) {
+      const XnorReader k = xnor_reader(graph, graph.node(reader), index);
+      if (k == XnorReader::none || (kind != XnorReader::none && k != kind)) {
+        kind = XnorReader::none;
+        break;
+      }
+      kind = k;
+    }
+    if (kind == XnorReader::none) continue;
+    const BitsSource source = bits_source(graph, uses, node, kind);
+    packings[node.id] = source;
+    if (source.pool) absorbed.insert(source.pool->id);
+    if (source.flatten) absorbed.insert(source.flatten->id);
+    for (const auto& [reader, index] : uses.readers(node.id)) readers[reader] = kind;
+  }
+  if (packings.empty()) return graph;
+  Rewriter rw(graph);
+  rw.copy_needed(uses, [&](const Node& node) {
+    if (absorbed.count(node.id)) return true;  // read by nothing else
+    Graph& t = rw.target();
+    if (auto p = packings.find(node.id); p != packings.end()) {
+      const Node* pool = p->second.pool;
+      rw.set({node.id, 0}, pool ? t.add(op_names::kMaxPoolSignBits, {rw.map(pool->inputs[0])}, pool->attrs, pool->name)
+                                : t.add(op_names::kSignBits, {rw.map(node.inputs[0])}, {}, node.name));
+      return true;
+    }
+    auto r = readers.find(node.id);
+    if (r == readers.end()) return false;
+    Output bias;
+    if (node.inputs.size() > 2) {
+      bias = rw.map(node.inputs[2]);
+    } else {
+      const int64_t channels = node.outputs[0].shape.back();
+      Tensor zeros(DType::f32, {channels});
+      std::memset(zeros.raw(), 0, static_cast<size_t>(channels) * sizeof(float));
+      bias = ops::constant(t, zeros, t.unique_name(node.name + "/zero_bias"));
+    }
+    Attrs attrs;
+    if (r->second == XnorReader::conv) attrs = node.attrs;
+    if (node.attrs.has("activation")) attrs.set("activation", node.attrs.get_string("activation"));
+    rw.set({node.id, 0}, t.add(r->second == XnorReader::conv ? op_names::kXnorConv2D : op_names::kXnorMatMul,
+                               {rw.map(node.inputs[0]), rw.map(node.inputs[1]), bias}, attrs, node.name));
+    return true;
+  });
+  return rw.finish(outputs);
+}
+
 Graph optimize_for_execution(const Graph& graph, std::vector<std::string>& output_names) {
   std::vector<Output> outputs;
   for (const std::string& name : output_names) outputs.push_back({graph.id_of(name), 0});
@@ -423,7 +531,8 @@ Graph optimize_for_execution(const Graph& graph, std::vector<std::string>& outpu
   Graph activated = fuse_gelu(normalized, outputs);
   Graph pooled = pool_before_concat(activated, outputs);
   Graph split = split_channel_concat(pooled, outputs);
-  Graph fused = fuse_residual_add(split, outputs);
+  Graph residual = fuse_residual_add(split, outputs);
+  Graph fused = pack_binary_activations(residual, outputs);
   for (size_t i = 0; i < outputs.size(); ++i) output_names[i] = fused.node(outputs[i].node).name;
   return fused;
 }

@@ -14,6 +14,12 @@
 //                         sum (FusedConv2DAdd), so the concatenated tensor is never written
 //   fuse_residual_add     a 1x1 FusedConv2D (no activation) -> Add (-> Relu/Relu6) becomes
 //                         one FusedConv2DAdd, which adds the other operand inside the conv
+//   pack_binary_activations  a BinarizeActivation read only by convs / matmuls with binary or
+//                         ternary Const weights: they become XnorConv2D / XnorMatMul reading
+//                         packed sign bits (ops/binary_ops.h), written by the MaxPool before it
+//                         (MaxPoolSignBits, also through a flatten when the channels fill
+//                         whole 32-bit elements) or else by a SignBits of its input, so the +-1
+//                         floats are never written and the XNOR kernels pack nothing
 #pragma once
 
 #include <string>
@@ -28,6 +34,7 @@ Graph fuse_gelu(const Graph& graph, std::vector<Output>& outputs);
 Graph pool_before_concat(const Graph& graph, std::vector<Output>& outputs);
 Graph split_channel_concat(const Graph& graph, std::vector<Output>& outputs);
 Graph fuse_residual_add(const Graph& graph, std::vector<Output>& outputs);
+Graph pack_binary_activations(const Graph& graph, std::vector<Output>& outputs);
 
 // All of the above, in order, on a graph with named outputs; outputs whose node was replaced
 // are renamed.

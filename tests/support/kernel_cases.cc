@@ -7,6 +7,7 @@
 
 #include "graph/graph.h"
 #include "graph/op_registry.h"
+#include "ops/binary_ops.h"
 #include "ops/ops.h"
 
 namespace sf::testing {
@@ -512,6 +513,69 @@ std::vector<KernelCase> quantized_add_cases() {
   return cases;
 }
 
+// ---- packed sign bits (ops/binary_ops.h) -----------------------------------------------------
+
+// SignBits on rows of any length and MaxPoolSignBits on every pool geometry; values on a 0.5
+// grid, so that some are exactly 0 (bit 0, as BinarizeActivation reads them).
+std::vector<KernelCase> sign_bits_cases(bool pool) {
+  std::vector<KernelCase> cases;
+  for (const PoolGeometry& c : kPoolGeometries) {
+    InputSpec x = f32(c.x);
+    x.step = 0.5;
+    cases.push_back({c.name, {x}, pool ? ops::pool2d_attrs(c.options) : Attrs{}});
+  }
+  if (!pool)
+    for (const Shape& shape : {Shape{1, 1}, Shape{3, 31}, Shape{2, 64}, Shape{1, 3136}, Shape{5, 97}})
+      cases.push_back({shape_str(shape), {{.shape = shape, .step = 0.5}}, {}});
+  return cases;
+}
+
+// XnorConv2D and XnorMatMul: bits with every bit random, those past the channels included
+// (ignored), and frozen weights in {-1, 0, +1} (ternary levels of scale 1, which the binary
+// kernels take; also binary ones where no weight rounds to 0).
+std::vector<KernelCase> xnor_cases(bool conv) {
+  auto bits = [](Shape shape) {
+    return InputSpec{.dtype = DType::i32, .shape = std::move(shape), .lo = -2147483648.0, .hi = 2147483647.0};
+  };
+  auto levels = [](Shape shape, double lo) {
+    return InputSpec{.shape = std::move(shape), .lo = lo, .hi = 1.0, .step = 1.0, .constant = true};
+  };
+  std::vector<KernelCase> cases;
+  if (conv) {
+    struct Geometry {
+      const char* name;
+      Shape x, w;  // x: the values' shape
+      ops::Conv2DOptions options;
+    };
+    const Geometry geometries[] = {
+        {"deep_mnist_conv2", {1, 14, 14, 32}, {5, 5, 32, 64}, {.padding = "SAME"}},
+        {"batch64_odd_channels", {64, 5, 4, 25}, {3, 3, 25, 17}, {.padding = "SAME"}},
+        {"strided_explicit", {2, 9, 8, 100}, {3, 2, 100, 70}, {.strides = {2, 1}, .padding = "EXPLICIT", .pads = {1, 2, 0, 1}}},
+        {"dilated_small_channels", {1, 10, 9, 7}, {3, 3, 7, 5}, {.padding = "SAME", .dilations = {2, 2}}},
+    };
+    int i = 0;
+    for (const Geometry& g : geometries) {
+      Shape packed = g.x;
+      packed[3] = sign_bit_elements(g.x[3]);
+      Attrs attrs = ops::conv2d_attrs(g.options);
+      attrs.set("activation", activation(static_cast<size_t>(i)));
+      // Odd cases: [0.5, 1] rounds to 1, binary weights (the others ternary).
+      cases.push_back({g.name, {bits(packed), levels(g.w, i % 2 ? 0.5 : -1.0), f32({g.w[3]})}, attrs});
+      ++i;
+    }
+    return cases;
+  }
+  const std::pair<Shape, Shape> shapes[] = {
+      {{1, 98}, {3136, 33}}, {{64, 5}, {129, 11}}, {{3, 1}, {1, 2}}, {{2, 7, 7, 2}, {3136, 16}}};
+  int i = 0;
+  for (const auto& [a, b] : shapes) {
+    cases.push_back({shape_str(a) + "x" + shape_str(b), {bits(a), levels(b, i % 2 ? 0.5 : -1.0), f32({b[1]})},
+                     {{"activation", activation(static_cast<size_t>(i))}}});
+    ++i;
+  }
+  return cases;
+}
+
 std::map<std::string, ShapeSet> build_shape_sets() {
   // Float kernels sum in other orders (and Winograd transforms): within 1e-3 on values of
   // magnitude 1. Integer kernels are exact but where oneDNN requantizes in float (one unit).
@@ -550,6 +614,11 @@ std::map<std::string, ShapeSet> build_shape_sets() {
   sets["Requantize"] = {requantize_cases(true), exact};
   sets["RequantizationRange"] = {requantize_cases(false), exact};
   sets["QuantizedAdd"] = {quantized_add_cases(), exact};
+  sets["SignBits"] = {sign_bits_cases(false), exact};
+  sets["MaxPoolSignBits"] = {sign_bits_cases(true), exact};
+  // The reference sums +-1 * w in double; the binary kernels count bits, then scale once.
+  sets["XnorConv2D"] = {xnor_cases(true), close};
+  sets["XnorMatMul"] = {xnor_cases(false), close};
   return sets;
 }
 
