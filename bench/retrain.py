@@ -11,7 +11,7 @@ as a PNG folder with one subfolder per label (`slimflow export-images --by-label
 and for the first run: the time to build the bottleneck cache plus its first epoch, against the
 mean time of each later epoch (goal: >= 20x faster), and the cache file's size.
 
-    /usr/bin/python3 bench/retrain.py [--threads 2] [--images 6000] [--base-epochs 1]
+    /usr/bin/python3 bench/retrain.py [--threads 2] [--images 6000] [--base FILE.sfm] [--base-epochs 1]
         [--base-train-limit 20000] [--epochs 10] [--bottleneck fc1] [--fine-tune-from NODE] [--json]
 
 Writes runs/bench-retrain/ (base run and model, images, runs, results.json) and prints a table.
@@ -38,13 +38,15 @@ def main():
     p.add_argument("--fine-tune-from", default="")
     p.add_argument("--eval-limit", type=int, default=2000,
                    help="Fashion-MNIST test images each model is evaluated on (slimflow eval, 0: all)")
+    p.add_argument("--base", default="", help="a frozen base model to use instead of training one "
+                   "(e.g. runs/bench-distill/deep-mnist-mnist.sfm: 5 epochs on all of MNIST)")
     p.add_argument("--json", action="store_true")
     a = p.parse_args()
     os.makedirs(OUT, exist_ok=True)
     path = lambda name: os.path.join(OUT, name)
     common = ["--threads", str(a.threads)]
 
-    base = path("base.sfm")
+    base = a.base or path("base.sfm")
     if not os.path.exists(base):
         run([SF, "train", "--model", "models/deep-mnist.yaml", "--data", "mnist", "--epochs", str(a.base_epochs),
              "--train-limit", str(a.base_train_limit), "--out", path("base"), "--overwrite", "--quiet", *common])
@@ -74,8 +76,9 @@ def main():
                "later_epoch_seconds": sum(later) / len(later) if later else float("nan"),
                "wall_seconds": time.time() - start}
         # The data set's own test images, through `eval`, which reads the model's preprocessing.
+        limit = ["--limit", str(a.eval_limit)] if a.eval_limit else []
         ev = json_lines(run([SF, "eval", "--model", summary["model"], "--data", "fashion-mnist", "--json",
-                             "--limit", str(a.eval_limit), *common]))[-1]
+                             *limit, *common]))[-1]
         row["eval_accuracy"], row["eval_images"] = ev["accuracy"], ev["count"]
         rows.append(row)
         return row
@@ -86,14 +89,16 @@ def main():
         retrain("fine-tune", ["--fine-tune-from", a.fine_tune_from])
     first = rows[0]
     result = {"rows": rows, "images": a.images, "epochs": a.epochs, "bottleneck": a.bottleneck,
-              "base_epochs": a.base_epochs, "base_train_limit": a.base_train_limit, "threads": a.threads,
+              "base": a.base, "base_epochs": a.base_epochs, "base_train_limit": a.base_train_limit,
+              "threads": a.threads,
               "speedup": first["first_epoch_seconds"] / first["later_epoch_seconds"]}
     with open(path("results.json"), "w") as f:
         json.dump(result, f, indent=1)
     if a.json:
         print(json.dumps(result))
         return
-    print(f"Transfer: Deep-MNIST (MNIST, {a.base_epochs} epoch on {a.base_train_limit} images) -> "
+    base_text = a.base or f"MNIST, {a.base_epochs} epoch on {a.base_train_limit} images"
+    print(f"Transfer: Deep-MNIST ({base_text}) -> "
           f"Fashion-MNIST ({a.images} PNGs), bottleneck '{a.bottleneck}', {a.epochs} epochs, {a.threads} threads")
     print(f"{'head':<36} {'split test':>10} {'(images)':>9} {'eval':>8} {'(images)':>9} {'computed':>9}")
     for r in rows:
