@@ -427,15 +427,18 @@ enum class XnorReader { none, conv, matmul };
 
 XnorReader xnor_reader(const Graph& graph, const Node& node, int input_index) {
   if (input_index != 0) return XnorReader::none;
-  const Tensor* w = const_value(graph, node.inputs[1]);
-  if (w == nullptr || w->dtype() != DType::f32 || !quant::signed_levels(*w)) return XnorReader::none;
+  XnorReader kind = XnorReader::none;
   if ((node.op == op_names::kConv2D || node.op == op_names::kFusedConv2D) &&
       node.attrs.get_int("groups") == 1)
-    return XnorReader::conv;
-  if ((node.op == op_names::kMatMul || node.op == op_names::kFusedMatMul) &&
-      !node.attrs.get_bool("transpose_a") && !node.attrs.get_bool("transpose_b"))
-    return XnorReader::matmul;
-  return XnorReader::none;
+    kind = XnorReader::conv;
+  else if ((node.op == op_names::kMatMul || node.op == op_names::kFusedMatMul) &&
+           !node.attrs.get_bool("transpose_a") && !node.attrs.get_bool("transpose_b"))
+    kind = XnorReader::matmul;
+  // Only a conv's or matmul's input 1 is weights; other readers may have no second input.
+  if (kind == XnorReader::none || node.inputs.size() < 2) return XnorReader::none;
+  const Tensor* w = const_value(graph, node.inputs[1]);
+  if (w == nullptr || w->dtype() != DType::f32 || !quant::signed_levels(*w)) return XnorReader::none;
+  return kind;
 }
 
 // What writes a BinarizeActivation's bits: the MaxPool before it (through a flatten when its
