@@ -5,20 +5,26 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+# Each stage's wall time, so that a slow CI run says which stage grew.
+stage_started=$SECONDS
+stage_done() { echo "== $1 took $((SECONDS - stage_started)) s"; stage_started=$SECONDS; }
 
 echo "== release build and tests"
 bash scripts/build.sh release
 ctest --preset release
+stage_done "release build and tests"
 
 echo "== ASan + UBSan build and tests"
 bash scripts/build.sh asan
 # oneDNN's JIT and OpenMP runtime allocate at exit in ways LeakSanitizer reports as leaks in
 # third-party code; ASan's memory-error checks and UBSan stay on.
 ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1 ctest --preset asan
+stage_done "ASan + UBSan build and tests"
 
 echo "== fuzz the model-file loader and the ONNX importer (libFuzzer, 30 s each)"
 bash scripts/fuzz.sh 30 model
 bash scripts/fuzz.sh 30 onnx
+stage_done "fuzzing"
 
 echo "== aarch64 cross build and tests under qemu-aarch64"
 # The suite less thirteen end-to-end training runs (CMakePresets.json's aarch64 test filter):
@@ -30,3 +36,4 @@ echo "== aarch64 cross build and tests under qemu-aarch64"
 # training, quantization, binary, distillation, the zoo's other models and ONNX tests all run.
 bash scripts/build.sh aarch64
 ctest --preset aarch64
+stage_done "aarch64 build and tests"

@@ -517,7 +517,7 @@ std::vector<KernelCase> quantized_add_cases() {
 
 // SignBits on rows of any length and MaxPoolSignBits on every pool geometry; values on a 0.5
 // grid, so that some are exactly 0 (bit 0, as BinarizeActivation reads them).
-std::vector<KernelCase> sign_bits_cases(bool pool) {
+[[maybe_unused]] std::vector<KernelCase> sign_bits_cases(bool pool) {
   std::vector<KernelCase> cases;
   for (const PoolGeometry& c : kPoolGeometries) {
     InputSpec x = f32(c.x);
@@ -614,8 +614,11 @@ std::map<std::string, ShapeSet> build_shape_sets() {
   sets["Requantize"] = {requantize_cases(true), exact};
   sets["RequantizationRange"] = {requantize_cases(false), exact};
   sets["QuantizedAdd"] = {quantized_add_cases(), exact};
+#if defined(__x86_64__)
+  // Only x86-64 has packing kernels beside the reference (AVX-512 VPOPCNTDQ).
   sets["SignBits"] = {sign_bits_cases(false), exact};
   sets["MaxPoolSignBits"] = {sign_bits_cases(true), exact};
+#endif
   // The reference sums +-1 * w in double; the binary kernels count bits, then scale once.
   sets["XnorConv2D"] = {xnor_cases(true), close};
   sets["XnorMatMul"] = {xnor_cases(false), close};
