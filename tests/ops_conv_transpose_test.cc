@@ -59,6 +59,26 @@ double dot(const Tensor& a, const Tensor& b) {
   return sum;
 }
 
+struct Geometry {
+  Shape x, w;
+  ops::ConvTranspose2DOptions o;
+};
+
+// Strides, pads, dilations, output_padding and groups, alone and together; the last one's
+// output_padding is at or past the stride (the dilation allows it): rows no input reaches.
+const std::vector<Geometry> kGeometries = {
+    {{1, 3, 3, 2}, {3, 3, 4, 2}, {}},
+    {{2, 3, 4, 3}, {3, 2, 2, 3}, {.strides = {2, 3}, .pads = {1, 0, 0, 2}}},
+    {{1, 4, 3, 2},
+     {2, 3, 3, 2},
+     {.strides = {2, 2}, .dilations = {1, 2}, .output_padding = {1, 1}}},
+    {{1, 3, 3, 4}, {3, 3, 3, 4}, {.strides = {2, 1}, .pads = {1, 1, 1, 1}, .groups = 2}},
+    {{2, 2, 3, 6}, {2, 2, 1, 6}, {.strides = {3, 2}, .dilations = {2, 1}, .groups = 6}},
+    {{1, 3, 2, 2},
+     {2, 2, 2, 2},
+     {.strides = {1, 2}, .pads = {0, 1, 1, 0}, .dilations = {3, 3}, .output_padding = {2, 2}}},
+};
+
 TEST(OpsConvTransposeTest, OutputSizesFollowOnnx) {
   // (in - 1) * stride - pads + dilation * (k - 1) + output_padding + 1
   EXPECT_EQ(output_shape({2, 3, 3, 4}, {3, 3, 5, 4}, {}), (Shape{2, 5, 5, 5}));
@@ -115,23 +135,13 @@ TEST(OpsConvTransposeTest, MatchesOnnxBackendTests) {
   }
 }
 
-// ConvTranspose2D is the adjoint of Conv2D with the same filter, strides, dilations and pads.
+// ConvTranspose2D is the adjoint of Conv2D with the same filter, strides, dilations and pads
+// (where output_padding stays below the stride: past it, Conv2D reads rows x never had).
 TEST(OpsConvTransposeTest, IsTheAdjointOfConv2D) {
-  struct Case {
-    Shape x, w;
-    ops::ConvTranspose2DOptions o;
-  };
-  const std::vector<Case> cases = {
-      {{1, 3, 3, 2}, {3, 3, 4, 2}, {}},
-      {{2, 3, 4, 3}, {3, 2, 2, 3}, {.strides = {2, 3}, .pads = {1, 0, 0, 2}}},
-      {{1, 4, 3, 2},
-       {2, 3, 3, 2},
-       {.strides = {2, 2}, .dilations = {1, 2}, .output_padding = {1, 1}}},
-      {{1, 3, 3, 4}, {3, 3, 3, 4}, {.strides = {2, 1}, .pads = {1, 1, 1, 1}, .groups = 2}},
-      {{1, 2, 3, 6}, {2, 2, 1, 6}, {.strides = {3, 2}, .dilations = {2, 1}, .groups = 6}},
-  };
   uint32_t seed = 1;
-  for (const Case& c : cases) {
+  for (const Geometry& c : kGeometries) {
+    if (c.o.output_padding[0] >= c.o.strides[0] || c.o.output_padding[1] >= c.o.strides[1])
+      continue;
     Tensor x = random_tensor(c.x, seed++);
     Tensor w = random_tensor(c.w, seed++);
     Tensor y = run_once(conv_transpose(c.o), {x, w});
@@ -150,25 +160,8 @@ TEST(OpsConvTransposeTest, IsTheAdjointOfConv2D) {
 }
 
 TEST(OpsConvTransposeTest, GradientsMatchFiniteDifferences) {
-  struct Case {
-    Shape x, w;
-    ops::ConvTranspose2DOptions o;
-  };
-  const std::vector<Case> cases = {
-      {{1, 3, 3, 2}, {3, 3, 4, 2}, {}},
-      {{2, 3, 4, 3}, {3, 2, 2, 3}, {.strides = {2, 3}, .pads = {1, 0, 0, 2}}},
-      {{1, 4, 3, 2},
-       {2, 3, 3, 2},
-       {.strides = {2, 2}, .dilations = {1, 2}, .output_padding = {1, 1}}},
-      {{1, 3, 3, 4}, {3, 3, 3, 4}, {.strides = {2, 1}, .pads = {1, 1, 1, 1}, .groups = 2}},
-      {{2, 2, 3, 6}, {2, 2, 1, 6}, {.strides = {3, 2}, .dilations = {2, 1}, .groups = 6}},
-      // output_padding at or past the stride (the dilation allows it): rows no input reaches.
-      {{1, 3, 2, 2},
-       {2, 2, 2, 2},
-       {.strides = {1, 2}, .pads = {0, 1, 1, 0}, .dilations = {3, 3}, .output_padding = {2, 2}}},
-  };
   uint32_t seed = 100;
-  for (const Case& c : cases) {
+  for (const Geometry& c : kGeometries) {
     SCOPED_TRACE("x " + shape_str(c.x) + ", filter " + shape_str(c.w));
     testing::expect_gradients_match(
         conv_transpose(c.o), {random_tensor(c.x, seed), random_tensor(c.w, seed + 1)}, seed + 2);

@@ -262,8 +262,8 @@ std::vector<KernelCase> global_avg_pool_cases() {
 // Rows of the last axis: 1 channel, fewer than a vector, the vector width +-1, an encoder's 256;
 // LayerNorm with its gamma and beta, Gelu over a range where erf saturates, Softmax.
 std::vector<KernelCase> last_axis_cases(const std::string& op) {
-  const std::vector<Shape> shapes = {{3, 1}, {2, 7}, {5, 15}, {4, 16}, {3, 17}, {2, 3, 33},
-                                     {128, 256}, {1}};
+  const std::vector<Shape> shapes = {{3, 1},  {2, 7},     {5, 15},    {4, 16},
+                                     {3, 17}, {2, 3, 33}, {128, 256}, {1}};
   std::vector<KernelCase> cases;
   for (const Shape& shape : shapes) {
     KernelCase k{shape_str(shape), {f32(shape, -6.0, 6.0)}, {}};
@@ -525,7 +525,8 @@ std::vector<KernelCase> quantized_add_cases() {
     cases.push_back({c.name, {x}, pool ? ops::pool2d_attrs(c.options) : Attrs{}});
   }
   if (!pool)
-    for (const Shape& shape : {Shape{1, 1}, Shape{3, 31}, Shape{2, 64}, Shape{1, 3136}, Shape{5, 97}})
+    for (const Shape& shape :
+         {Shape{1, 1}, Shape{3, 31}, Shape{2, 64}, Shape{1, 3136}, Shape{5, 97}})
       cases.push_back({shape_str(shape), {{.shape = shape, .step = 0.5}}, {}});
   return cases;
 }
@@ -535,7 +536,8 @@ std::vector<KernelCase> quantized_add_cases() {
 // kernels take; also binary ones where no weight rounds to 0).
 std::vector<KernelCase> xnor_cases(bool conv) {
   auto bits = [](Shape shape) {
-    return InputSpec{.dtype = DType::i32, .shape = std::move(shape), .lo = -2147483648.0, .hi = 2147483647.0};
+    return InputSpec{
+        .dtype = DType::i32, .shape = std::move(shape), .lo = -2147483648.0, .hi = 2147483647.0};
   };
   auto levels = [](Shape shape, double lo) {
     return InputSpec{.shape = std::move(shape), .lo = lo, .hi = 1.0, .step = 1.0, .constant = true};
@@ -550,8 +552,14 @@ std::vector<KernelCase> xnor_cases(bool conv) {
     const Geometry geometries[] = {
         {"deep_mnist_conv2", {1, 14, 14, 32}, {5, 5, 32, 64}, {.padding = "SAME"}},
         {"batch64_odd_channels", {64, 5, 4, 25}, {3, 3, 25, 17}, {.padding = "SAME"}},
-        {"strided_explicit", {2, 9, 8, 100}, {3, 2, 100, 70}, {.strides = {2, 1}, .padding = "EXPLICIT", .pads = {1, 2, 0, 1}}},
-        {"dilated_small_channels", {1, 10, 9, 7}, {3, 3, 7, 5}, {.padding = "SAME", .dilations = {2, 2}}},
+        {"strided_explicit",
+         {2, 9, 8, 100},
+         {3, 2, 100, 70},
+         {.strides = {2, 1}, .padding = "EXPLICIT", .pads = {1, 2, 0, 1}}},
+        {"dilated_small_channels",
+         {1, 10, 9, 7},
+         {3, 3, 7, 5},
+         {.padding = "SAME", .dilations = {2, 2}}},
     };
     int i = 0;
     for (const Geometry& g : geometries) {
@@ -560,7 +568,8 @@ std::vector<KernelCase> xnor_cases(bool conv) {
       Attrs attrs = ops::conv2d_attrs(g.options);
       attrs.set("activation", activation(static_cast<size_t>(i)));
       // Odd cases: [0.5, 1] rounds to 1, binary weights (the others ternary).
-      cases.push_back({g.name, {bits(packed), levels(g.w, i % 2 ? 0.5 : -1.0), f32({g.w[3]})}, attrs});
+      cases.push_back(
+          {g.name, {bits(packed), levels(g.w, i % 2 ? 0.5 : -1.0), f32({g.w[3]})}, attrs});
       ++i;
     }
     return cases;
@@ -569,7 +578,8 @@ std::vector<KernelCase> xnor_cases(bool conv) {
       {{1, 98}, {3136, 33}}, {{64, 5}, {129, 11}}, {{3, 1}, {1, 2}}, {{2, 7, 7, 2}, {3136, 16}}};
   int i = 0;
   for (const auto& [a, b] : shapes) {
-    cases.push_back({shape_str(a) + "x" + shape_str(b), {bits(a), levels(b, i % 2 ? 0.5 : -1.0), f32({b[1]})},
+    cases.push_back({shape_str(a) + "x" + shape_str(b),
+                     {bits(a), levels(b, i % 2 ? 0.5 : -1.0), f32({b[1]})},
                      {{"activation", activation(static_cast<size_t>(i))}}});
     ++i;
   }

@@ -137,86 +137,71 @@ void strided_slice_grad(KernelContext& ctx) {
   });
 }
 
+// Gather's view of x as [outer, n, inner] around `axis`, with the indices resolved (negative
+// ones count from the end): row `rows[j]` of each outer slice of x is row j of that slice of y.
+struct GatherRows {
+  int64_t outer = 1, n = 0, inner = 1;
+  std::vector<int64_t> rows;
+};
+
 // Indices are data, not attributes, so they are only checked when a kernel reads them; the
 // range check names the node and the op that ran.
 template <typename I>
-void check_indices(const KernelContext& ctx, const I* idx, int64_t count, int64_t n, int64_t axis,
-                   const Shape& x_shape) {
-  for (int64_t j = 0; j < count; ++j) {
-    const int64_t k = idx[j] < 0 ? idx[j] + n : idx[j];
-    if (k < 0 || k >= n)
+GatherRows resolve_gather_rows_as(const KernelContext& ctx, const Shape& x_shape,
+                                  const Tensor& indices) {
+  int64_t axis = ctx.node.attrs.get_int("axis");
+  if (axis < 0) axis += static_cast<int64_t>(x_shape.size());
+  GatherRows g;
+  for (size_t d = 0; d < x_shape.size(); ++d) {
+    if (static_cast<int64_t>(d) < axis) g.outer *= x_shape[d];
+    if (static_cast<int64_t>(d) > axis) g.inner *= x_shape[d];
+  }
+  g.n = x_shape[static_cast<size_t>(axis)];
+  const I* idx = indices.data<I>();
+  g.rows.resize(static_cast<size_t>(indices.numel()));
+  for (size_t j = 0; j < g.rows.size(); ++j) {
+    const int64_t k = idx[j] < 0 ? idx[j] + g.n : idx[j];
+    if (k < 0 || k >= g.n)
       fail("node '{}' ({}): index {} is out of range for axis {} of x {}", ctx.node.name,
            ctx.node.op, static_cast<int64_t>(idx[j]), axis, shape_str(x_shape));
+    g.rows[j] = k;
   }
+  return g;
 }
 
-template <typename T, typename I>
-void gather_as(KernelContext& ctx) {
-  const Tensor& x = ctx.inputs[0];
-  const Tensor& indices = ctx.inputs[1];
-  int64_t axis = ctx.node.attrs.get_int("axis");
-  if (axis < 0) axis += x.rank();
-  int64_t outer = 1, inner = 1;
-  for (int d = 0; d < x.rank(); ++d) {
-    if (d < axis) outer *= x.dim(d);
-    if (d > axis) inner *= x.dim(d);
-  }
-  const int64_t n = x.dim(static_cast<int>(axis));
-  const int64_t count = indices.numel();
-  const I* idx = indices.data<I>();
-  const T* in = x.data<T>();
-  T* out = ctx.outputs[0].data<T>();
-  check_indices(ctx, idx, count, n, axis, x.shape());
-  for (int64_t o = 0; o < outer; ++o)
-    for (int64_t j = 0; j < count; ++j) {
-      const int64_t k = idx[j] < 0 ? idx[j] + n : idx[j];
-      std::copy_n(in + (o * n + k) * inner, inner, out + (o * count + j) * inner);
-    }
+GatherRows resolve_gather_rows(const KernelContext& ctx, const Shape& x_shape,
+                               const Tensor& indices) {
+  return indices.dtype() == DType::i32 ? resolve_gather_rows_as<int32_t>(ctx, x_shape, indices)
+                                       : resolve_gather_rows_as<int64_t>(ctx, x_shape, indices);
 }
 
 template <typename T>
 void gather(KernelContext& ctx) {
-  if (ctx.inputs[1].dtype() == DType::i32)
-    gather_as<T, int32_t>(ctx);
-  else
-    gather_as<T, int64_t>(ctx);
+  const Tensor& x = ctx.inputs[0];
+  const GatherRows g = resolve_gather_rows(ctx, x.shape(), ctx.inputs[1]);
+  const int64_t count = static_cast<int64_t>(g.rows.size());
+  const T* in = x.data<T>();
+  T* out = ctx.outputs[0].data<T>();
+  for (int64_t o = 0; o < g.outer; ++o)
+    for (int64_t j = 0; j < count; ++j)
+      std::copy_n(in + (o * g.n + g.rows[static_cast<size_t>(j)]) * g.inner, g.inner,
+                  out + (o * count + j) * g.inner);
 }
 
 // dx = zeros of x's shape (input 1) plus each row of dy at the index it was gathered from;
 // repeated indices add up.
-template <typename I>
-void gather_grad_as(KernelContext& ctx) {
-  const Tensor& dy = ctx.inputs[0];
-  const Tensor& x = ctx.inputs[1];
-  const Tensor& indices = ctx.inputs[2];
-  int64_t axis = ctx.node.attrs.get_int("axis");
-  if (axis < 0) axis += x.rank();
-  int64_t outer = 1, inner = 1;
-  for (int d = 0; d < x.rank(); ++d) {
-    if (d < axis) outer *= x.dim(d);
-    if (d > axis) inner *= x.dim(d);
-  }
-  const int64_t n = x.dim(static_cast<int>(axis));
-  const int64_t count = indices.numel();
-  const I* idx = indices.data<I>();
-  check_indices(ctx, idx, count, n, axis, x.shape());
-  const float* in = dy.data<float>();
+void gather_grad(KernelContext& ctx) {
+  const GatherRows g = resolve_gather_rows(ctx, ctx.inputs[1].shape(), ctx.inputs[2]);
+  const int64_t count = static_cast<int64_t>(g.rows.size());
+  const float* in = ctx.inputs[0].data<float>();
   float* out = ctx.outputs[0].data<float>();
   std::fill_n(out, ctx.outputs[0].numel(), 0.0f);
-  for (int64_t o = 0; o < outer; ++o)
+  for (int64_t o = 0; o < g.outer; ++o)
     for (int64_t j = 0; j < count; ++j) {
-      const int64_t k = idx[j] < 0 ? idx[j] + n : idx[j];
-      const float* from = in + (o * count + j) * inner;
-      float* to = out + (o * n + k) * inner;
-      for (int64_t e = 0; e < inner; ++e) to[e] += from[e];
+      const float* from = in + (o * count + j) * g.inner;
+      float* to = out + (o * g.n + g.rows[static_cast<size_t>(j)]) * g.inner;
+      for (int64_t e = 0; e < g.inner; ++e) to[e] += from[e];
     }
-}
-
-void gather_grad(KernelContext& ctx) {
-  if (ctx.inputs[2].dtype() == DType::i32)
-    gather_grad_as<int32_t>(ctx);
-  else
-    gather_grad_as<int64_t>(ctx);
 }
 
 template <typename T>
