@@ -112,8 +112,13 @@ TEST(RnnOps, OneGradientNodeDifferentiatesTheLayer) {
 TEST(RnnOps, GradientOfTheWrongShapeFailsNamingTheNode) {
   Graph g;
   std::vector<Output> in;
-  for (const Shape& s : std::vector<Shape>{{T, N, I}, {1, 3 * H, I}, {1, 3 * H, H}, {1, 6 * H},
-                                           {1, N, H}, {T, 1, N, H + 1}, {1, N, H}})
+  for (const Shape& s : std::vector<Shape>{{T, N, I},
+                                           {1, 3 * H, I},
+                                           {1, 3 * H, H},
+                                           {1, 6 * H},
+                                           {1, N, H},
+                                           {T, 1, N, H + 1},
+                                           {1, N, H}})
     in.push_back(ops::placeholder(g, DType::f32, s));
   testing::expect_error(
       [&] { g.add(op_names::kGruGrad, in, {}, "gru_backward"); },

@@ -67,8 +67,8 @@ std::vector<TensorType> infer_recurrent_grad(const InferContext& ctx, int forwar
   for (size_t o = 0; o < forward_outputs.size(); ++o) {
     const int i = forward_inputs + static_cast<int>(o);
     if (ctx.shape(i) != forward_outputs[o].shape)
-      ctx.fail("{} {}: must be {}, the shape of the output it is the gradient of",
-               kOutputNames[o], shape_str(ctx.shape(i)), shape_str(forward_outputs[o].shape));
+      ctx.fail("{} {}: must be {}, the shape of the output it is the gradient of", kOutputNames[o],
+               shape_str(ctx.shape(i)), shape_str(forward_outputs[o].shape));
   }
   std::vector<TensorType> out;
   for (int i = 0; i < forward_inputs; ++i) out.push_back(TensorType{DType::f32, ctx.shape(i)});
@@ -127,10 +127,9 @@ void register_rnn_ops(OpRegistry& r) {
   r.add(OpDef{.name = op_names::kGruGrad,
               .inputs = {"x", "w", "r", "b", "h0", "dy", "dy_h"},
               .attrs = gru_attrs,
-              .infer =
-                  [](const InferContext& ctx) {
-                    return infer_recurrent_grad(ctx, 5, infer_recurrent(ctx, 3, 1));
-                  }});
+              .infer = [](const InferContext& ctx) {
+                return infer_recurrent_grad(ctx, 5, infer_recurrent(ctx, 3, 1));
+              }});
   r.add(OpDef{.name = op_names::kLstmGrad,
               .inputs = {"x", "w", "r", "b", "h0", "c0", "p", "dy", "dy_h", "dy_c"},
               .attrs = lstm_attrs,

@@ -199,8 +199,7 @@ void gru_grad(KernelContext& ctx) {
   // is the one it wrote), its gates, the candidate, and the reset state (r * h) or, with
   // linear_before_reset, the recurrent part R_h h + Rb_h that r scales.
   std::vector<float> states(at((T + 1) * H)), reset_h(at(T * H));
-  std::vector<double> z(at(T * H)), reset(at(T * H)), candidate(at(T * H)),
-      recurrent_h(at(T * H));
+  std::vector<double> z(at(T * H)), reset(at(T * H)), candidate(at(T * H)), recurrent_h(at(T * H));
   std::vector<double> dh(at(H)), dh_prev(at(H)), da_z(at(H)), da_r(at(H)), da_h(at(H)),
       d_reset_h(at(H));
   for (int64_t d = 0; d < rc.dirs; ++d)
@@ -218,9 +217,8 @@ void gru_grad(KernelContext& ctx) {
         }
         for (int64_t j = 0; j < H; ++j) {
           const size_t s = at(i * H + j);
-          recurrent_h[s] = linear_before_reset
-                               ? rc.recurrent_part(d, 2, j, h)
-                               : rc.recurrent_part(d, 2, j, &reset_h[at(i * H)]);
+          recurrent_h[s] = linear_before_reset ? rc.recurrent_part(d, 2, j, h)
+                                               : rc.recurrent_part(d, 2, j, &reset_h[at(i * H)]);
           candidate[s] = std::tanh(rc.input_part(d, t, n, 2, j) +
                                    (linear_before_reset ? reset[s] : 1.0) * recurrent_h[s]);
           states[at((i + 1) * H + j)] =
