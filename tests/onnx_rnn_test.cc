@@ -1,13 +1,16 @@
-// GRU and LSTM import: linear_before_reset against a GRU written out here, and the
-// reverse and bidirectional forms against forward runs on the time-reversed sequence (the
-// forward forms are checked by ONNX's node tests in onnx_conformance).
+// GRU and LSTM import: linear_before_reset against a GRU written out here, the reverse and
+// bidirectional forms against forward runs on the time-reversed sequence (the forward forms are
+// checked by ONNX's node tests in onnx_conformance), and training through imported layers.
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
 
 #include <cmath>
 
+#include "autodiff/gradients.h"
 #include "onnx/exporter.h"
 #include "onnx/importer.h"
+#include "ops/ops.h"
+#include "runtime/session.h"
 #include "support/onnx_models.h"
 #include "support/testing.h"
 
@@ -158,6 +161,89 @@ TEST(OnnxRnn, GruAndLstmExportAsOneNodeAndRoundTrip) {
     ASSERT_EQ(got.shape(), want.shape());
     for (int64_t i = 0; i < want.numel(); ++i)
       EXPECT_FLOAT_EQ(got.data<float>()[i], want.data<float>()[i]) << i;
+  }
+}
+
+// The ONNX model of one GRU / LSTM node whose x and W are graph inputs (as a model being
+// fine-tuned feeds its weights), batch-first when `layout` is 1, with peepholes for the LSTM.
+std::string trainable_rnn_model(const std::string& op, const std::string& dir, int64_t layout) {
+  const int64_t gates = op == "GRU" ? 3 : 4, dirs = dir == "bidirectional" ? 2 : 1;
+  const Weights wts = random_weights(gates, dirs, 51);
+  onnx::ModelProto m = new_onnx_model(14);
+  add_input(m, "x", layout == 1 ? Shape{N, T, I} : Shape{T, N, I});
+  add_input(m, "w", {dirs, gates * H, I});
+  add_init(m, "r", {dirs, gates * H, H}, wts.r);
+  add_init(m, "b", {dirs, 2 * gates * H}, wts.b);
+  std::vector<std::string> inputs = {"x", "w", "r", "b"};
+  if (op == "LSTM") {
+    add_init(m, "p", {dirs, 3 * H}, random_values(dirs * 3 * H, 52));
+    inputs.insert(inputs.end(), {"", "", "", "p"});
+  }
+  // Y_h is computed but not a graph output: nothing downstream reads it.
+  onnx::NodeProto* n = add_node(m, op, inputs, {"y", "y_h"}, "rnn");
+  set_int(n, "hidden_size", H);
+  set_int(n, "layout", layout);
+  if (op == "GRU") set_int(n, "linear_before_reset", 1);
+  set_string(n, "direction", dir);
+  add_output(m, "y");
+  std::string bytes;
+  EXPECT_TRUE(m.SerializeToString(&bytes));
+  return bytes;
+}
+
+// d(sum(y * R)) / d(x) and / d(W) of imported layers match central differences of the loss the
+// same session computes, and a few gradient-descent steps on W lower that loss.
+TEST(OnnxRnn, ImportedGruAndLstmTrainWithGradientsMatchingFiniteDifferences) {
+  struct Case {
+    const char* op;
+    const char* dir;
+    int64_t layout;
+  };
+  for (const Case& k : {Case{"GRU", "bidirectional", 0}, Case{"GRU", "reverse", 1},
+                        Case{"LSTM", "bidirectional", 1}, Case{"LSTM", "forward", 0}}) {
+    SCOPED_TRACE(std::string(k.op) + " " + k.dir + " layout " + std::to_string(k.layout));
+    ModelFile model = import_onnx_bytes(trainable_rnn_model(k.op, k.dir, k.layout), "rnn.onnx");
+    Graph& g = model.graph;
+    const Output x{g.id_of(model.inputs.at(0)), 0}, w{g.id_of(model.inputs.at(1)), 0};
+    const Output y{g.id_of(model.outputs.at(0)), 0};
+    const Shape y_shape = g.type(y).shape;
+    Output loss = ops::reduce_sum(g, ops::mul(g, y, ops::constant(g, random_tensor(y_shape, 53))),
+                                  {0, 1, 2, 3}, false, "loss");
+    const std::vector<Output> grads = gradients(g, loss, {x, w});
+    std::vector<Tensor> values{random_tensor(g.type(x).shape, 54),
+                               random_tensor(g.type(w).shape, 55)};
+    Session session(g);
+    const auto feeds = [&] { return Feeds{{x, values[0]}, {w, values[1]}}; };
+    const auto loss_now = [&] {
+      return static_cast<double>(session.run(feeds(), {loss})[0].data<float>()[0]);
+    };
+    const std::vector<Tensor> analytic = session.run(feeds(), grads);
+    for (size_t i = 0; i < 2; ++i) {
+      SCOPED_TRACE(i == 0 ? "d/dx" : "d/dw");
+      ASSERT_EQ(analytic[i].shape(), values[i].shape());
+      float* v = values[i].data<float>();
+      const double eps = 1e-2;
+      for (int64_t e = 0; e < values[i].numel(); ++e) {
+        const float saved = v[e];
+        v[e] = saved + static_cast<float>(eps);
+        const double plus = loss_now();
+        v[e] = saved - static_cast<float>(eps);
+        const double minus = loss_now();
+        v[e] = saved;
+        const double numeric = (plus - minus) / (2 * eps);
+        ASSERT_NEAR(analytic[i].data<float>()[e], numeric, 2e-3 + 2e-2 * std::abs(numeric))
+            << "at element " << e;
+      }
+    }
+    double before = loss_now();
+    for (int step = 0; step < 3; ++step) {
+      const Tensor dw = session.run(feeds(), {grads[1]})[0].clone();
+      for (int64_t e = 0; e < dw.numel(); ++e)
+        values[1].data<float>()[e] -= 0.05f * dw.data<float>()[e];
+      const double after = loss_now();
+      EXPECT_LT(after, before) << "step " << step;
+      before = after;
+    }
   }
 }
 

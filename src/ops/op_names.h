@@ -22,6 +22,8 @@ inline constexpr char kCast[] = "Cast";
 // rnn_ops.cc
 inline constexpr char kGru[] = "Gru";
 inline constexpr char kLstm[] = "Lstm";
+inline constexpr char kGruGrad[] = "GruGrad";
+inline constexpr char kLstmGrad[] = "LstmGrad";
 
 // math_ops.cc
 inline constexpr char kAdd[] = "Add";
