@@ -12,6 +12,7 @@
 #include "onnx/importer.h"
 #include "ops/ops.h"
 #include "runtime/session.h"
+#include "support/fed_gradients.h"
 #include "support/onnx_models.h"
 #include "support/testing.h"
 
@@ -291,25 +292,7 @@ void expect_gradients_match_finite_differences(const Conv3dCase& t) {
   std::vector<Tensor> values{testing::random_tensor(t.x, 24),
                              Tensor::from_vector<float>(w_shape, w)};
   Session session(g);
-  auto feeds = [&] { return Feeds{{x, values[0]}, {wp, values[1]}}; };
-  const std::vector<Tensor> analytic = session.run(feeds(), grads);
-  for (size_t i = 0; i < 2; ++i) {
-    SCOPED_TRACE(i == 0 ? "d/dx" : "d/dw");
-    ASSERT_EQ(analytic[i].shape(), values[i].shape());
-    float* v = values[i].data<float>();
-    const double eps = 1e-2;
-    for (int64_t k = 0; k < values[i].numel(); ++k) {
-      const float saved = v[k];
-      v[k] = saved + static_cast<float>(eps);
-      const double plus = session.run(feeds(), {loss})[0].data<float>()[0];
-      v[k] = saved - static_cast<float>(eps);
-      const double minus = session.run(feeds(), {loss})[0].data<float>()[0];
-      v[k] = saved;
-      const double numeric = (plus - minus) / (2 * eps);
-      ASSERT_NEAR(analytic[i].data<float>()[k], numeric, 2e-3 + 2e-2 * std::abs(numeric))
-          << "at element " << k;
-    }
-  }
+  testing::expect_fed_gradients_match(session, loss, {x, wp}, values, grads);
 }
 
 TEST(OnnxConv3d, ImportedConvsTrainWithGradientsMatchingFiniteDifferences) {
