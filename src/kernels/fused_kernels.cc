@@ -1,14 +1,14 @@
-// Kernels for FusedConv2D / FusedConv2DAdd / FusedMatMul composed from the best registered
-// Conv2D / MatMul kernel plus one pass that adds the bias (and the addend) and applies the
-// activation while the output is hot.
-// With impl "reference" the composed kernel uses the reference conv/matmul, which makes it the
-// oracle for any dedicated fused kernel.
+// Kernels for FusedConv2D / FusedConv2DAdd / FusedMatMul / FusedBatchMatMul composed from the best
+// registered Conv2D / MatMul / BatchMatMul kernel plus one pass that adds the bias (and the addend)
+// and applies the activation while the output is hot. With impl "reference" the composed kernel
+// uses the reference conv/matmul, which makes it the oracle for any dedicated fused kernel.
 #include <algorithm>
 #include <limits>
 
 #include "graph/op_registry.h"
 #include "kernels/kernel.h"
 #include "kernels/register.h"
+#include "ops/execution_ops.h"
 #include "ops/op_names.h"
 
 namespace sf {
@@ -90,6 +90,8 @@ void register_fused_kernels(KernelRegistry& registry) {
   registry.add(composed(op_names::kFusedConv2DAdd, op_names::kConv2D, "composed", 5));
   registry.add(composed(op_names::kFusedMatMul, op_names::kMatMul, "reference", 0));
   registry.add(composed(op_names::kFusedMatMul, op_names::kMatMul, "composed", 5));
+  registry.add(composed(op_names::kFusedBatchMatMul, op_names::kBatchMatMul, "reference", 0));
+  registry.add(composed(op_names::kFusedBatchMatMul, op_names::kBatchMatMul, "composed", 5));
 }
 
 }  // namespace sf
