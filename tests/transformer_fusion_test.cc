@@ -174,8 +174,8 @@ TEST(TransformerFusion, GeluWithAnotherScaleStaysUnfused) {
 
 // Self-attention scores as PyTorch exports them: x [batch, seq, width] to sequence-major, q and k
 // projections with their biases (added on either side, [N] or [1, 1, N]), heads split by
-// Reshape, q to [heads, seq, d] and k to [heads, d, seq] by Transposes, then q.k; its transpose
-// times v is the output y [heads, seq, d] with a bias.
+// Reshape, q to [heads, seq, d] (divided by sqrt(d)) and k to [heads, d, seq] by Transposes,
+// then q.k; its transpose times v (halved) is the output y [heads, seq, d] with a bias.
 struct AttentionSizes {
   int64_t batch, seq, width, heads;
 };
@@ -198,10 +198,12 @@ Output attention_scores(Graph& g, const AttentionSizes& s) {
   const auto heads = [&](Output o, std::vector<int64_t> perm, const std::string& name) {
     return ops::transpose(g, ops::reshape(g, o, {s.seq, bh, d}, name + "_heads"), perm, name);
   };
-  Output scores = ops::batch_matmul(g, heads(q, {1, 0, 2}, "qh"), heads(k, {1, 2, 0}, "kh"), false,
-                                    false, "scores");
+  Output root_d = ops::scalar(g, std::sqrt(static_cast<float>(d)), "root_d");
+  Output scores = ops::batch_matmul(g, ops::div(g, heads(q, {1, 0, 2}, "qh"), root_d, "q_scaled"),
+                                    heads(k, {1, 2, 0}, "kh"), false, false, "scores");
   Output scores_t = ops::transpose(g, scores, {0, 2, 1}, "scores_t");
-  Output out = ops::batch_matmul(g, scores_t, heads(v, {1, 0, 2}, "vh"), false, false, "out");
+  Output half_v = ops::mul(g, ops::scalar(g, 0.5f, "half"), heads(v, {1, 0, 2}, "vh"), "half_v");
+  Output out = ops::batch_matmul(g, scores_t, half_v, false, false, "out");
   return ops::add(g, out, ops::constant(g, testing::random_tensor({d}, 17)), "y");
 }
 
@@ -213,10 +215,12 @@ TEST(TransformerFusion, ProjectionBiasesAndOperandTransposesFoldIntoProductsOnRa
     attention_scores(g, s);
     const Graph fused = expect_fused_matches(g, "y", 1.0f);
     auto counts = op_counts(fused);
-    // q, k, v and the output's bias; the two attention products.
-    EXPECT_EQ(counts[op_names::kFusedBatchMatMul], 4);
-    EXPECT_EQ(counts["BatchMatMul"], 1);
-    EXPECT_EQ(counts["Add"], 0);
+    // q, k, v and the output's bias; the scores' scale. The output's product has a bias, so v's
+    // Mul stays.
+    EXPECT_EQ(counts[op_names::kFusedBatchMatMul], 5);
+    EXPECT_EQ(counts["BatchMatMul"], 0);
+    EXPECT_EQ(counts["Add"] + counts["Div"], 0);
+    EXPECT_EQ(counts["Mul"], 1);
     // scores_t went into the flag; kh's [1,2,0] became [1,0,2] and the flag: rows move, no
     // element-wise transpose is left.
     EXPECT_EQ(counts["Transpose"], 4);
@@ -250,6 +254,36 @@ TEST(TransformerFusion, ProductsReadElsewhereOrWithOtherAddendsStayUnfused) {
   EXPECT_EQ(counts[op_names::kFusedBatchMatMul], 0);
   EXPECT_EQ(counts["BatchMatMul"], 3);
   EXPECT_EQ(counts["Transpose"], 1);
+}
+
+TEST(TransformerFusion, ScalarScaledOperandsBecomeTheProductsAlphaWhenReadByItAlone) {
+  Graph g;
+  Output x = ops::placeholder(g, DType::f32, {3, 4, 6}, "x");
+  Output w = ops::constant(g, testing::random_tensor({6, 5}, 3));
+  Output third = ops::scalar(g, 3.0f, "three");
+  // Scalar first, and both operands scaled: alpha 0.25 * 3.
+  Output both =
+      ops::batch_matmul(g, ops::mul(g, ops::scalar(g, 0.25f, "quarter"), x),
+                        ops::div(g, w, ops::scalar(g, 1.0f / 3, "third")), false, false, "both");
+  // Read by the product and by a Relu.
+  Output shared = ops::div(g, x, third, "shared");
+  Output kept = ops::batch_matmul(g, shared, w, false, false, "kept");
+  // Not a scalar.
+  Output rows = ops::mul(g, x, ops::constant(g, testing::random_tensor({4, 1}, 4)), "rows");
+  Output by_rows = ops::batch_matmul(g, rows, w, false, false, "by_rows");
+  Output sum = ops::add(g, ops::add(g, both, kept), by_rows);
+  ops::add(g, ops::reduce_sum(g, sum, {1, 2}), ops::reduce_sum(g, ops::relu(g, shared), {1, 2}),
+           "y");
+  const Graph fused = expect_fused_matches(g, "y", 1.0f);
+  auto counts = op_counts(fused);
+  EXPECT_EQ(counts[op_names::kFusedBatchMatMul], 1);
+  EXPECT_EQ(counts["BatchMatMul"], 2);
+  EXPECT_EQ(counts["Div"] + counts["Mul"], 2);
+  for (const Node& n : fused.nodes()) {
+    if (n.op == op_names::kFusedBatchMatMul) {
+      EXPECT_FLOAT_EQ(static_cast<float>(n.attrs.get_float("alpha")), 0.75f);
+    }
+  }
 }
 
 TEST(TransformerFusion, FusedOpsRefuseGradientsByName) {

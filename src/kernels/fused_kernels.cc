@@ -27,7 +27,10 @@ Attrs base_attrs(const Attrs& fused, const std::string& base_op) {
 class ComposedFusedKernel : public Kernel {
  public:
   ComposedFusedKernel(const KernelSpec& spec, const std::string& base_op, const std::string& impl)
-      : base_node_(spec.node), activation_(activation_of(spec.node)) {
+      : base_node_(spec.node),
+        activation_(activation_of(spec.node)),
+        alpha_(spec.node.attrs.has("alpha") ? static_cast<float>(spec.node.attrs.get_float("alpha"))
+                                            : 1.0f) {
     base_node_.op = base_op;
     base_node_.attrs = base_attrs(spec.node.attrs, base_op);
     base_node_.inputs.resize(2);
@@ -55,7 +58,7 @@ class ComposedFusedKernel : public Kernel {
       float* row = y + r * channels;
       const float* addend_row = addend ? addend + r * channels : nullptr;
       for (int64_t c = 0; c < channels; ++c) {
-        float v = row[c] + bias[c];
+        float v = alpha_ * (row[c] + bias[c]);
         if (addend_row) v += addend_row[c];
         row[c] = clamp ? std::min(std::max(v, 0.0f), upper) : v;
       }
@@ -65,6 +68,7 @@ class ComposedFusedKernel : public Kernel {
  private:
   Node base_node_;
   Activation activation_;
+  float alpha_;  // FusedBatchMatMul's scale of product and bias; 1 for the others
   std::unique_ptr<Kernel> base_;
 };
 

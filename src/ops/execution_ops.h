@@ -9,7 +9,9 @@
 
 namespace sf::op_names {
 // BatchMatMul (its attributes, activation included) plus a bias [N] along the output's last
-// axis: a projection's bias Add as oneDNN's bias, applied while the output is hot.
+// axis, scaled by `alpha` as oneDNN's output scale is: activation(alpha * (a.b + bias)). A
+// projection's bias Add becomes its bias, a scalar Mul or Div of an operand (attention's
+// 1 / sqrt(d)) its alpha, applied while the output is hot.
 inline constexpr char kFusedBatchMatMul[] = "FusedBatchMatMul";
 }  // namespace sf::op_names
 

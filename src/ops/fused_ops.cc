@@ -20,6 +20,11 @@ std::vector<AttrSpec> with_activation(std::vector<AttrSpec> attrs) {
   return attrs;
 }
 
+std::vector<AttrSpec> with_alpha(std::vector<AttrSpec> attrs) {
+  attrs.push_back({"alpha", AttrKind::Float, AttrValue{1.0}});
+  return attrs;
+}
+
 InferFn fused_infer(const std::string& base_op) {
   return [base_op](const InferContext& ctx) -> std::vector<TensorType> {
     activation_of(ctx.node());  // throws naming the node when the name is unknown
@@ -66,7 +71,7 @@ void register_fused_ops(OpRegistry& r) {
               .flops = matmul.flops});
   r.add(OpDef{.name = op_names::kFusedBatchMatMul,
               .inputs = {"a", "b", "bias"},
-              .attrs = with_activation(batch_matmul.attrs),
+              .attrs = with_alpha(with_activation(batch_matmul.attrs)),
               .infer = fused_infer(op_names::kBatchMatMul),
               .grad = inference_only_gradient,
               .flops = batch_matmul.flops});

@@ -305,6 +305,20 @@ std::vector<int64_t> perm_left(const Node& transpose) {
   return perm;
 }
 
+// What a Mul or Div by a constant scalar does to its other operand (`x`, set here): scale it.
+std::optional<float> scalar_factor(const Graph& graph, const Node& node, Output& x) {
+  if (node.inputs.size() != 2) return std::nullopt;
+  for (int side : {1, 0}) {
+    if (side == 0 && node.op != op_names::kMul) break;
+    const std::optional<float> c = scalar_value(graph, node.inputs[static_cast<size_t>(side)]);
+    x = node.inputs[static_cast<size_t>(1 - side)];
+    if (!c || graph.type(x) != node.outputs[0]) continue;
+    if (node.op == op_names::kMul) return *c;
+    if (node.op == op_names::kDiv && *c != 0.0f) return 1.0f / *c;
+  }
+  return std::nullopt;
+}
+
 bool is_identity(const std::vector<int64_t>& perm) {
   for (size_t i = 0; i < perm.size(); ++i)
     if (perm[i] != static_cast<int64_t>(i)) return false;
@@ -350,7 +364,19 @@ Graph fuse_batch_matmul(const Graph& graph, std::vector<Output>& outputs) {
       break;
     }
   }
-  if (folded.empty() && bias_adds.empty()) return graph;
+  // Operands scaled by a constant (attention's q / sqrt(d)) read only by a product without a
+  // bias: the product scales its output instead, keyed by the Mul or Div, with the factor.
+  std::map<int, float> scales;
+  for (const Node& node : graph.nodes()) {
+    Output x;
+    const std::optional<float> factor = node.op == op_names::kMul || node.op == op_names::kDiv
+                                            ? scalar_factor(graph, node, x)
+                                            : std::nullopt;
+    const Node* product = factor ? sole(uses, node.id, op_names::kBatchMatMul) : nullptr;
+    if (!uses.needed(node.id) || !product || absorbed.count(product->id)) continue;
+    scales[node.id] = *factor;
+  }
+  if (folded.empty() && bias_adds.empty() && scales.empty()) return graph;
   Rewriter rw(graph);
   // A product's attributes, its transpose flags flipped where it reads a folded Transpose.
   const auto product_attrs = [&](const Node& matmul) {
@@ -368,7 +394,7 @@ Graph fuse_batch_matmul(const Graph& graph, std::vector<Output>& outputs) {
       rw.set({node.id, 0}, is_identity(perm) ? x : ops::transpose(t, x, perm, node.name));
       return true;
     }
-    if (absorbed.count(node.id)) return true;
+    if (absorbed.count(node.id) || scales.count(node.id)) return true;
     if (auto f = bias_adds.find(node.id); f != bias_adds.end()) {
       const Node& matmul = graph.node(f->second.product);
       const int64_t n = matmul.outputs[0].shape.back();
@@ -380,11 +406,34 @@ Graph fuse_batch_matmul(const Graph& graph, std::vector<Output>& outputs) {
                                  product_attrs(matmul), node.name));
       return true;
     }
+    const auto rewritten = [&](Output o) { return folded.count(o.node) || scales.count(o.node); };
     if (node.op != op_names::kBatchMatMul ||
-        (!folded.count(node.inputs[0].node) && !folded.count(node.inputs[1].node)))
+        (!rewritten(node.inputs[0]) && !rewritten(node.inputs[1])))
       return false;
-    rw.set({node.id, 0},
-           t.add(op_names::kBatchMatMul, rw.mapped(node.inputs), product_attrs(node), node.name));
+    float alpha = 1.0f;
+    std::vector<Output> inputs;
+    for (const Output& o : node.inputs) {
+      auto scale = scales.find(o.node);
+      if (scale == scales.end()) {
+        inputs.push_back(rw.map(o));
+        continue;
+      }
+      Output x;
+      scalar_factor(graph, graph.node(o.node), x);
+      inputs.push_back(rw.map(x));
+      alpha *= scale->second;
+    }
+    Attrs attrs = product_attrs(node);
+    if (alpha == 1.0f) {
+      rw.set({node.id, 0}, t.add(op_names::kBatchMatMul, inputs, attrs, node.name));
+      return true;
+    }
+    const int64_t n = node.outputs[0].shape.back();
+    Tensor zeros(DType::f32, {n});
+    std::fill_n(zeros.data<float>(), n, 0.0f);
+    inputs.push_back(ops::constant(t, zeros, t.unique_name(node.name + "/zero_bias")));
+    attrs.set("alpha", static_cast<double>(alpha));
+    rw.set({node.id, 0}, t.add(op_names::kFusedBatchMatMul, inputs, attrs, node.name));
     return true;
   });
   return rw.finish(outputs);

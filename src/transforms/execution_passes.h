@@ -7,9 +7,10 @@
 //                         become one LayerNorm
 //   fuse_gelu             x * 0.5 * (1 + erf(x / sqrt 2)), products in any order, becomes one
 //                         Gelu
-//   fuse_batch_matmul     a BatchMatMul reads a Transpose of the last two axes through its
-//                         transpose flag (the Transpose goes when only products read it), and a
-//                         bias [N] added to its output becomes oneDNN's bias in one
+//   fuse_batch_matmul     a BatchMatMul reads a Transpose through its transpose flag when only
+//                         products read it (what is left moves rows, or nothing), and a bias [N]
+//                         added to its output, or else a constant scalar Mul / Div of one operand
+//                         read by it alone, become oneDNN's bias / output scale in one
 //                         FusedBatchMatMul (ops/execution_ops.h)
 //   pool_before_concat    MaxPool(Concat(a, b)) over channels becomes Concat(MaxPool(a),
 //                         MaxPool(b)): the concat then copies a quarter of the data

@@ -76,7 +76,11 @@ dnnl::matmul::primitive_desc make_batched_pd(const KernelSpec& spec) {
   const Shape& out = spec.node.outputs[0].shape;
   const bool fused = spec.node.op == op_names::kFusedBatchMatMul;
   dnnl::primitive_attr attr = user_scratchpad_attr();
-  if (fused) attr.set_post_ops(activation_post_ops(activation_of(spec.node)));
+  if (fused) {
+    attr.set_post_ops(activation_post_ops(activation_of(spec.node)));
+    const float alpha = static_cast<float>(spec.node.attrs.get_float("alpha"));
+    if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
+  }
   const auto make = [&](const dnnl::memory::desc& a, const dnnl::memory::desc& b,
                         const dnnl::memory::desc& y) {
     if (!fused) return dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, b, y), attr, engine());
