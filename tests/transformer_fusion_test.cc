@@ -1,7 +1,9 @@
-// The execution passes that fuse a transformer's decomposed LayerNorm and erf GELU: the fused
-// graph computes what the decomposed one does (within 1e-5), forms that differ from the
-// exported ones stay unfused, the fused ops refuse gradients by name, and the Gelu kernels' erf
-// (portable and AVX-512) stays within a few float roundings of std::erf.
+// The execution passes that fuse a transformer's decomposed LayerNorm and erf GELU, its
+// projections' bias Adds (FusedBatchMatMul) and the Transposes of its attention operands (the
+// products' transpose flags): the fused graph computes what the decomposed one does (within
+// 1e-5), forms that differ from the exported ones stay unfused, the fused ops refuse gradients
+// by name, and the Gelu kernels' erf (portable and AVX-512) stays within a few float roundings
+// of std::erf.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,6 +16,7 @@
 #include "cpu/cpu_features.h"
 #include "graph/graph.h"
 #include "kernels/erf_rational.h"
+#include "ops/execution_ops.h"
 #include "ops/ops.h"
 #include "runtime/session.h"
 #include "support/testing.h"
@@ -169,19 +172,139 @@ TEST(TransformerFusion, GeluWithAnotherScaleStaysUnfused) {
   EXPECT_EQ(op_counts(out)["Erf"], 1);
 }
 
+// Self-attention scores as PyTorch exports them: x [batch, seq, width] to sequence-major, q and k
+// projections with their biases (added on either side, [N] or [1, 1, N]), heads split by
+// Reshape, q to [heads, seq, d] (divided by sqrt(d)) and k to [heads, d, seq] by Transposes,
+// then q.k; its transpose times v (halved) is the output y [heads, seq, d] with a bias.
+struct AttentionSizes {
+  int64_t batch, seq, width, heads;
+};
+
+Output attention_scores(Graph& g, const AttentionSizes& s) {
+  const int64_t d = s.width / s.heads;
+  const int64_t bh = s.batch * s.heads;
+  Output x = ops::placeholder(g, DType::f32, {s.batch, s.seq, s.width}, "x");
+  Output xt = ops::transpose(g, x, {1, 0, 2}, "x_seq_major");
+  const auto projection = [&](uint32_t seed, bool bias_first, Shape bias_shape,
+                              const std::string& name) {
+    Output w = ops::constant(g, testing::random_tensor({s.width, s.width}, seed));
+    Output bias = ops::constant(g, testing::random_tensor(bias_shape, seed + 1));
+    Output p = ops::batch_matmul(g, xt, w, false, false, name + "_product");
+    return bias_first ? ops::add(g, bias, p, name) : ops::add(g, p, bias, name);
+  };
+  Output q = projection(11, true, {s.width}, "q");
+  Output k = projection(13, false, {1, 1, s.width}, "k");
+  Output v = projection(15, true, {s.width}, "v");
+  const auto heads = [&](Output o, std::vector<int64_t> perm, const std::string& name) {
+    return ops::transpose(g, ops::reshape(g, o, {s.seq, bh, d}, name + "_heads"), perm, name);
+  };
+  Output root_d = ops::scalar(g, std::sqrt(static_cast<float>(d)), "root_d");
+  Output scores = ops::batch_matmul(g, ops::div(g, heads(q, {1, 0, 2}, "qh"), root_d, "q_scaled"),
+                                    heads(k, {1, 2, 0}, "kh"), false, false, "scores");
+  Output scores_t = ops::transpose(g, scores, {0, 2, 1}, "scores_t");
+  Output half_v = ops::mul(g, ops::scalar(g, 0.5f, "half"), heads(v, {1, 0, 2}, "vh"), "half_v");
+  Output out = ops::batch_matmul(g, scores_t, half_v, false, false, "out");
+  return ops::add(g, out, ops::constant(g, testing::random_tensor({d}, 17)), "y");
+}
+
+TEST(TransformerFusion, ProjectionBiasesAndOperandTransposesFoldIntoProductsOnRandomShapes) {
+  for (const AttentionSizes& s :
+       {AttentionSizes{2, 5, 8, 2}, AttentionSizes{1, 7, 12, 3}, AttentionSizes{3, 4, 16, 4}}) {
+    SCOPED_TRACE(shape_str({s.batch, s.seq, s.width, s.heads}));
+    Graph g;
+    attention_scores(g, s);
+    const Graph fused = expect_fused_matches(g, "y", 1.0f);
+    auto counts = op_counts(fused);
+    // q, k, v and the output's bias; the scores' scale. The output's product has a bias, so v's
+    // Mul stays.
+    EXPECT_EQ(counts[op_names::kFusedBatchMatMul], 5);
+    EXPECT_EQ(counts["BatchMatMul"], 0);
+    EXPECT_EQ(counts["Add"] + counts["Div"], 0);
+    EXPECT_EQ(counts["Mul"], 1);
+    // scores_t went into the flag; kh's [1,2,0] became [1,0,2] and the flag: rows move, no
+    // element-wise transpose is left.
+    EXPECT_EQ(counts["Transpose"], 4);
+    for (const Node& n : fused.nodes()) {
+      if (n.op == "Transpose") {
+        EXPECT_EQ(n.attrs.get_ints("perm"), (std::vector<int64_t>{1, 0, 2}));
+      }
+    }
+  }
+}
+
+TEST(TransformerFusion, ProductsReadElsewhereOrWithOtherAddendsStayUnfused) {
+  Graph g;
+  Output x = ops::placeholder(g, DType::f32, {3, 4, 6}, "x");
+  Output w = ops::constant(g, testing::random_tensor({6, 5}, 3));
+  // Read by the Add and the Relu.
+  Output shared = ops::batch_matmul(g, x, w, false, false, "shared");
+  Output biased = ops::add(g, shared, ops::constant(g, testing::random_tensor({5}, 4)), "biased");
+  // Not a bias over the last axis.
+  Output product = ops::batch_matmul(g, x, w, false, false, "product");
+  Output rows = ops::add(g, product, ops::constant(g, testing::random_tensor({4, 5}, 5)), "rows");
+  // A Transpose read by a product and by a Relu keeps its perm.
+  Output xt = ops::transpose(g, x, {0, 2, 1}, "xt");
+  Output gram = ops::batch_matmul(g, xt, x, false, false, "gram");  // [3, 6, 6]
+  Output y = ops::add(g, ops::add(g, biased, rows), ops::relu(g, shared), "sum");
+  Output rest =
+      ops::add(g, ops::reduce_sum(g, gram, {1, 2}), ops::reduce_sum(g, ops::relu(g, xt), {1, 2}));
+  ops::add(g, ops::reduce_sum(g, y, {1, 2}), rest, "y");
+  const Graph fused = expect_fused_matches(g, "y", 1.0f);
+  auto counts = op_counts(fused);
+  EXPECT_EQ(counts[op_names::kFusedBatchMatMul], 0);
+  EXPECT_EQ(counts["BatchMatMul"], 3);
+  EXPECT_EQ(counts["Transpose"], 1);
+}
+
+TEST(TransformerFusion, ScalarScaledOperandsBecomeTheProductsAlphaWhenReadByItAlone) {
+  Graph g;
+  Output x = ops::placeholder(g, DType::f32, {3, 4, 6}, "x");
+  Output w = ops::constant(g, testing::random_tensor({6, 5}, 3));
+  Output third = ops::scalar(g, 3.0f, "three");
+  // Scalar first, and both operands scaled: alpha 0.25 * 3.
+  Output both =
+      ops::batch_matmul(g, ops::mul(g, ops::scalar(g, 0.25f, "quarter"), x),
+                        ops::div(g, w, ops::scalar(g, 1.0f / 3, "third")), false, false, "both");
+  // Read by the product and by a Relu.
+  Output shared = ops::div(g, x, third, "shared");
+  Output kept = ops::batch_matmul(g, shared, w, false, false, "kept");
+  // Not a scalar.
+  Output rows = ops::mul(g, x, ops::constant(g, testing::random_tensor({4, 1}, 4)), "rows");
+  Output by_rows = ops::batch_matmul(g, rows, w, false, false, "by_rows");
+  Output sum = ops::add(g, ops::add(g, both, kept), by_rows);
+  ops::add(g, ops::reduce_sum(g, sum, {1, 2}), ops::reduce_sum(g, ops::relu(g, shared), {1, 2}),
+           "y");
+  const Graph fused = expect_fused_matches(g, "y", 1.0f);
+  auto counts = op_counts(fused);
+  EXPECT_EQ(counts[op_names::kFusedBatchMatMul], 1);
+  EXPECT_EQ(counts["BatchMatMul"], 2);
+  EXPECT_EQ(counts["Div"] + counts["Mul"], 2);
+  for (const Node& n : fused.nodes()) {
+    if (n.op == op_names::kFusedBatchMatMul) {
+      EXPECT_FLOAT_EQ(static_cast<float>(n.attrs.get_float("alpha")), 0.75f);
+    }
+  }
+}
+
 TEST(TransformerFusion, FusedOpsRefuseGradientsByName) {
-  for (bool gelu : {false, true}) {
+  for (const char* op : {"LayerNorm", "Gelu", op_names::kFusedBatchMatMul}) {
     Graph g;
     Output x = ops::placeholder(g, DType::f32, {2, 4}, "x");
     Output gamma = ops::constant(g, testing::random_tensor({4}, 1));
     Output beta = ops::constant(g, testing::random_tensor({4}, 2));
-    Output y = gelu ? ops::gelu(g, x, "fused") : ops::layer_norm(g, x, gamma, beta, 1e-5, "fused");
+    const std::string fused_op = op;
+    Output y =
+        fused_op == "Gelu" ? ops::gelu(g, x, "fused")
+        : fused_op == "LayerNorm"
+            ? ops::layer_norm(g, x, gamma, beta, 1e-5, "fused")
+            : ops::fused_batch_matmul(g, x, ops::constant(g, testing::random_tensor({4, 4}, 3)),
+                                      beta, false, false, "fused");
     Output loss = ops::reduce_sum(g, y, {0, 1}, false, "loss");
     try {
       gradients(g, loss, {x});
       ADD_FAILURE() << "expected an error";
     } catch (const Error& e) {
-      const std::string want = gelu ? "node 'fused' (Gelu)" : "node 'fused' (LayerNorm)";
+      const std::string want = "node 'fused' (" + fused_op + ")";
       EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
       EXPECT_NE(std::string(e.what()).find("inference graphs"), std::string::npos) << e.what();
     }

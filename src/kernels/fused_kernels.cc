@@ -1,14 +1,14 @@
-// Kernels for FusedConv2D / FusedConv2DAdd / FusedMatMul composed from the best registered
-// Conv2D / MatMul kernel plus one pass that adds the bias (and the addend) and applies the
-// activation while the output is hot.
-// With impl "reference" the composed kernel uses the reference conv/matmul, which makes it the
-// oracle for any dedicated fused kernel.
+// Kernels for FusedConv2D / FusedConv2DAdd / FusedMatMul / FusedBatchMatMul composed from the best
+// registered Conv2D / MatMul / BatchMatMul kernel plus one pass that adds the bias (and the addend)
+// and applies the activation while the output is hot. With impl "reference" the composed kernel
+// uses the reference conv/matmul, which makes it the oracle for any dedicated fused kernel.
 #include <algorithm>
 #include <limits>
 
 #include "graph/op_registry.h"
 #include "kernels/kernel.h"
 #include "kernels/register.h"
+#include "ops/execution_ops.h"
 #include "ops/op_names.h"
 
 namespace sf {
@@ -27,7 +27,10 @@ Attrs base_attrs(const Attrs& fused, const std::string& base_op) {
 class ComposedFusedKernel : public Kernel {
  public:
   ComposedFusedKernel(const KernelSpec& spec, const std::string& base_op, const std::string& impl)
-      : base_node_(spec.node), activation_(activation_of(spec.node)) {
+      : base_node_(spec.node),
+        activation_(activation_of(spec.node)),
+        alpha_(spec.node.attrs.has("alpha") ? static_cast<float>(spec.node.attrs.get_float("alpha"))
+                                            : 1.0f) {
     base_node_.op = base_op;
     base_node_.attrs = base_attrs(spec.node.attrs, base_op);
     base_node_.inputs.resize(2);
@@ -55,7 +58,7 @@ class ComposedFusedKernel : public Kernel {
       float* row = y + r * channels;
       const float* addend_row = addend ? addend + r * channels : nullptr;
       for (int64_t c = 0; c < channels; ++c) {
-        float v = row[c] + bias[c];
+        float v = alpha_ * (row[c] + bias[c]);
         if (addend_row) v += addend_row[c];
         row[c] = clamp ? std::min(std::max(v, 0.0f), upper) : v;
       }
@@ -65,6 +68,7 @@ class ComposedFusedKernel : public Kernel {
  private:
   Node base_node_;
   Activation activation_;
+  float alpha_;  // FusedBatchMatMul's scale of product and bias; 1 for the others
   std::unique_ptr<Kernel> base_;
 };
 
@@ -90,6 +94,8 @@ void register_fused_kernels(KernelRegistry& registry) {
   registry.add(composed(op_names::kFusedConv2DAdd, op_names::kConv2D, "composed", 5));
   registry.add(composed(op_names::kFusedMatMul, op_names::kMatMul, "reference", 0));
   registry.add(composed(op_names::kFusedMatMul, op_names::kMatMul, "composed", 5));
+  registry.add(composed(op_names::kFusedBatchMatMul, op_names::kBatchMatMul, "reference", 0));
+  registry.add(composed(op_names::kFusedBatchMatMul, op_names::kBatchMatMul, "composed", 5));
 }
 
 }  // namespace sf

@@ -3,7 +3,10 @@
 // Their shape functions defer to Conv2D's and MatMul's, so the shape logic lives once.
 // FusedConv2DAdd also adds a tensor of the output's shape before the activation: a residual
 // connection, or the partial sum of a conv whose input channels were split (execution passes).
+// FusedBatchMatMul (ops/execution_ops.h) is a BatchMatMul and its bias, made by the execution
+// passes alone.
 #include "graph/op_registry.h"
+#include "ops/execution_ops.h"
 #include "ops/op_names.h"
 #include "ops/ops.h"
 #include "ops/register.h"
@@ -14,6 +17,11 @@ namespace {
 
 std::vector<AttrSpec> with_activation(std::vector<AttrSpec> attrs) {
   attrs.push_back({"activation", AttrKind::String, AttrValue{activation_name(Activation::None)}});
+  return attrs;
+}
+
+std::vector<AttrSpec> with_alpha(std::vector<AttrSpec> attrs) {
+  attrs.push_back({"alpha", AttrKind::Float, AttrValue{1.0}});
   return attrs;
 }
 
@@ -42,6 +50,7 @@ void register_fused_ops(OpRegistry& r) {
   // base op does and count the base op's FLOPs (bias and activation are not counted).
   const OpDef conv = r.get(op_names::kConv2D, "fused ops");
   const OpDef matmul = r.get(op_names::kMatMul, "fused ops");
+  const OpDef batch_matmul = r.get(op_names::kBatchMatMul, "fused ops");
   r.add(OpDef{.name = op_names::kFusedConv2D,
               .inputs = {"x", "filter", "bias"},
               .attrs = with_activation(conv.attrs),
@@ -60,6 +69,22 @@ void register_fused_ops(OpRegistry& r) {
               .infer = fused_infer(op_names::kMatMul),
               .weights = matmul.weights,
               .flops = matmul.flops});
+  r.add(OpDef{.name = op_names::kFusedBatchMatMul,
+              .inputs = {"a", "b", "bias"},
+              .attrs = with_alpha(with_activation(batch_matmul.attrs)),
+              .infer = fused_infer(op_names::kBatchMatMul),
+              .grad = inference_only_gradient,
+              .flops = batch_matmul.flops});
 }
+
+namespace ops {
+
+Output fused_batch_matmul(Graph& g, Output a, Output b, Output bias, bool transpose_a,
+                          bool transpose_b, const std::string& name) {
+  return g.add(op_names::kFusedBatchMatMul, {a, b, bias},
+               {{"transpose_a", transpose_a}, {"transpose_b", transpose_b}}, name);
+}
+
+}  // namespace ops
 
 }  // namespace sf

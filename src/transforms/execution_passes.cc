@@ -10,6 +10,7 @@
 
 #include "codec/binary_weights.h"
 #include "ops/binary_ops.h"
+#include "ops/execution_ops.h"
 #include "ops/op_names.h"
 #include "ops/ops.h"
 #include "transforms/graph_uses.h"
@@ -283,6 +284,161 @@ std::optional<Fusion> match_gelu(const Graph& graph, const GraphUses& uses, cons
 
 }  // namespace
 
+namespace {
+
+// A Transpose read as a product's operand that the operand's transpose flag can stand for in
+// part: one that brings the stored last axis to the second-to-last place. With the last two
+// entries of its perm swapped it moves whole rows (the last axis stays; a true 2-D transpose of
+// a [32,128,64] attention key costs 3 times as much), or nothing: the identity.
+bool folds_into_flag(const Node& node) {
+  if (node.op != op_names::kTranspose) return false;
+  const std::vector<int64_t> perm = node.attrs.get_ints("perm");
+  const int64_t rank = static_cast<int64_t>(node.outputs[0].shape.size());
+  return rank >= 2 && static_cast<int64_t>(perm.size()) == rank &&
+         perm[static_cast<size_t>(rank - 2)] == rank - 1;
+}
+
+// The perm of what is left of a folded Transpose once the flag swaps the last two axes.
+std::vector<int64_t> perm_left(const Node& transpose) {
+  std::vector<int64_t> perm = transpose.attrs.get_ints("perm");
+  std::swap(perm[perm.size() - 2], perm[perm.size() - 1]);
+  return perm;
+}
+
+// What a Mul or Div by a constant scalar does to its other operand (`x`, set here): scale it.
+std::optional<float> scalar_factor(const Graph& graph, const Node& node, Output& x) {
+  if (node.inputs.size() != 2) return std::nullopt;
+  for (int side : {1, 0}) {
+    if (side == 0 && node.op != op_names::kMul) break;
+    const std::optional<float> c = scalar_value(graph, node.inputs[static_cast<size_t>(side)]);
+    x = node.inputs[static_cast<size_t>(1 - side)];
+    if (!c || graph.type(x) != node.outputs[0]) continue;
+    if (node.op == op_names::kMul) return *c;
+    if (node.op == op_names::kDiv && *c != 0.0f) return 1.0f / *c;
+  }
+  return std::nullopt;
+}
+
+bool is_identity(const std::vector<int64_t>& perm) {
+  for (size_t i = 0; i < perm.size(); ++i)
+    if (perm[i] != static_cast<int64_t>(i)) return false;
+  return true;
+}
+
+}  // namespace
+
+Graph fuse_batch_matmul(const Graph& graph, std::vector<Output>& outputs) {
+  const GraphUses uses(graph, outputs);
+  // Transposes read only as products' operands: the products read the rest of the Transpose
+  // (or its input) with the operand's transpose flag flipped.
+  std::set<int> folded;
+  for (const Node& node : graph.nodes()) {
+    if (!uses.needed(node.id) || !folds_into_flag(node) || uses.is_graph_output(node.id) ||
+        uses.readers(node.id).empty())
+      continue;
+    bool only_products = true;
+    for (const auto& [reader, input] : uses.readers(node.id))
+      only_products = only_products && graph.node(reader).op == op_names::kBatchMatMul && input < 2;
+    if (only_products) folded.insert(node.id);
+  }
+  // Adds of a bias [N] (or [1, ..., 1, N]) to a product read by nothing else, keyed by the Add.
+  struct BiasAdd {
+    int product;
+    Output bias;
+  };
+  std::map<int, BiasAdd> bias_adds;
+  std::set<int> absorbed;
+  for (const Node& add : graph.nodes()) {
+    if (add.op != op_names::kAdd || !uses.needed(add.id) || add.inputs.size() != 2) continue;
+    for (int side : {0, 1}) {
+      const Output product = add.inputs[static_cast<size_t>(side)];
+      const Output bias = add.inputs[static_cast<size_t>(1 - side)];
+      const Node& matmul = graph.node(product.node);
+      const TensorType& y = matmul.outputs[0];
+      if (matmul.op != op_names::kBatchMatMul || uses.sole_consumer(matmul.id) != &add ||
+          !is_channel_vector(graph, bias, y.shape.back()) ||
+          graph.type(bias).shape.size() > y.shape.size() || add.outputs[0] != y)
+        continue;
+      bias_adds[add.id] = BiasAdd{matmul.id, bias};
+      absorbed.insert(matmul.id);
+      break;
+    }
+  }
+  // Operands scaled by a constant (attention's q / sqrt(d)) read only by a product without a
+  // bias: the product scales its output instead, keyed by the Mul or Div, with the factor.
+  std::map<int, float> scales;
+  for (const Node& node : graph.nodes()) {
+    Output x;
+    const std::optional<float> factor = node.op == op_names::kMul || node.op == op_names::kDiv
+                                            ? scalar_factor(graph, node, x)
+                                            : std::nullopt;
+    const Node* product = factor ? sole(uses, node.id, op_names::kBatchMatMul) : nullptr;
+    if (!uses.needed(node.id) || !product || absorbed.count(product->id)) continue;
+    scales[node.id] = *factor;
+  }
+  if (folded.empty() && bias_adds.empty() && scales.empty()) return graph;
+  Rewriter rw(graph);
+  // A product's attributes, its transpose flags flipped where it reads a folded Transpose.
+  const auto product_attrs = [&](const Node& matmul) {
+    Attrs attrs = matmul.attrs;
+    for (const auto& [input, flag] : {std::pair{0, "transpose_a"}, std::pair{1, "transpose_b"}})
+      if (folded.count(matmul.inputs[static_cast<size_t>(input)].node))
+        attrs.set(flag, !matmul.attrs.get_bool(flag));
+    return attrs;
+  };
+  rw.copy_needed(uses, [&](const Node& node) {
+    Graph& t = rw.target();
+    if (folded.count(node.id)) {
+      const std::vector<int64_t> perm = perm_left(node);
+      const Output x = rw.map(node.inputs[0]);
+      rw.set({node.id, 0}, is_identity(perm) ? x : ops::transpose(t, x, perm, node.name));
+      return true;
+    }
+    if (absorbed.count(node.id) || scales.count(node.id)) return true;
+    if (auto f = bias_adds.find(node.id); f != bias_adds.end()) {
+      const Node& matmul = graph.node(f->second.product);
+      const int64_t n = matmul.outputs[0].shape.back();
+      Output bias = rw.map(f->second.bias);
+      if (graph.type(f->second.bias).shape != Shape{n})
+        bias = ops::reshape(t, bias, {n}, t.unique_name(node.name + "/bias"));
+      rw.set({node.id, 0}, t.add(op_names::kFusedBatchMatMul,
+                                 {rw.map(matmul.inputs[0]), rw.map(matmul.inputs[1]), bias},
+                                 product_attrs(matmul), node.name));
+      return true;
+    }
+    const auto rewritten = [&](Output o) { return folded.count(o.node) || scales.count(o.node); };
+    if (node.op != op_names::kBatchMatMul ||
+        (!rewritten(node.inputs[0]) && !rewritten(node.inputs[1])))
+      return false;
+    float alpha = 1.0f;
+    std::vector<Output> inputs;
+    for (const Output& o : node.inputs) {
+      auto scale = scales.find(o.node);
+      if (scale == scales.end()) {
+        inputs.push_back(rw.map(o));
+        continue;
+      }
+      Output x;
+      scalar_factor(graph, graph.node(o.node), x);
+      inputs.push_back(rw.map(x));
+      alpha *= scale->second;
+    }
+    Attrs attrs = product_attrs(node);
+    if (alpha == 1.0f) {
+      rw.set({node.id, 0}, t.add(op_names::kBatchMatMul, inputs, attrs, node.name));
+      return true;
+    }
+    const int64_t n = node.outputs[0].shape.back();
+    Tensor zeros(DType::f32, {n});
+    std::fill_n(zeros.data<float>(), n, 0.0f);
+    inputs.push_back(ops::constant(t, zeros, t.unique_name(node.name + "/zero_bias")));
+    attrs.set("alpha", static_cast<double>(alpha));
+    rw.set({node.id, 0}, t.add(op_names::kFusedBatchMatMul, inputs, attrs, node.name));
+    return true;
+  });
+  return rw.finish(outputs);
+}
+
 Graph pool_before_concat(const Graph& graph, std::vector<Output>& outputs) {
   const GraphUses uses(graph, outputs);
   std::map<int, int> pool_of_concat;
@@ -532,7 +688,8 @@ Graph optimize_for_execution(const Graph& graph, std::vector<std::string>& outpu
   for (const std::string& name : output_names) outputs.push_back({graph.id_of(name), 0});
   Graph normalized = fuse_layer_norm(graph, outputs);
   Graph activated = fuse_gelu(normalized, outputs);
-  Graph pooled = pool_before_concat(activated, outputs);
+  Graph products = fuse_batch_matmul(activated, outputs);
+  Graph pooled = pool_before_concat(products, outputs);
   Graph split = split_channel_concat(pooled, outputs);
   Graph residual = fuse_residual_add(split, outputs);
   Graph fused = pack_binary_activations(residual, outputs);

@@ -7,6 +7,11 @@
 //                         become one LayerNorm
 //   fuse_gelu             x * 0.5 * (1 + erf(x / sqrt 2)), products in any order, becomes one
 //                         Gelu
+//   fuse_batch_matmul     a BatchMatMul reads a Transpose through its transpose flag when only
+//                         products read it (what is left moves rows, or nothing), and a bias [N]
+//                         added to its output, or else a constant scalar Mul / Div of one operand
+//                         read by it alone, become oneDNN's bias / output scale in one
+//                         FusedBatchMatMul (ops/execution_ops.h)
 //   pool_before_concat    MaxPool(Concat(a, b)) over channels becomes Concat(MaxPool(a),
 //                         MaxPool(b)): the concat then copies a quarter of the data
 //   split_channel_concat  a channel Concat read only by convs disappears: each conv becomes a
@@ -31,6 +36,7 @@ namespace sf {
 
 Graph fuse_layer_norm(const Graph& graph, std::vector<Output>& outputs);
 Graph fuse_gelu(const Graph& graph, std::vector<Output>& outputs);
+Graph fuse_batch_matmul(const Graph& graph, std::vector<Output>& outputs);
 Graph pool_before_concat(const Graph& graph, std::vector<Output>& outputs);
 Graph split_channel_concat(const Graph& graph, std::vector<Output>& outputs);
 Graph fuse_residual_add(const Graph& graph, std::vector<Output>& outputs);

@@ -185,6 +185,19 @@ std::vector<KernelCase> batch_matmul_cases() {
           bmm("rank4_by_unit_batch", {2, 3, 5, 8}, {1, 1, 8, 6}, false, false)};
 }
 
+// FusedBatchMatMul: the same products with a bias over the output's last axis, each activation,
+// scaled (alpha) or not.
+std::vector<KernelCase> fused_batch_matmul_cases() {
+  std::vector<KernelCase> cases = batch_matmul_cases();
+  for (size_t i = 0; i < cases.size(); ++i) {
+    KernelCase& k = cases[i];
+    k.inputs.push_back(f32({output_shape("BatchMatMul", k.inputs, k.attrs).back()}));
+    k.attrs.set("activation", activation(i));
+    k.attrs.set("alpha", i % 2 == 0 ? 1.0 : 0.125);
+  }
+  return cases;
+}
+
 std::vector<KernelCase> float_matmul_cases(bool fused) {
   std::vector<KernelCase> cases;
   for (const MatMulGeometry& c : kMatMulGeometries) {
@@ -597,6 +610,7 @@ std::map<std::string, ShapeSet> build_shape_sets() {
     sets[op] = {float_conv_cases(op), close};
   sets["MatMul"] = {float_matmul_cases(false), close};
   sets["BatchMatMul"] = {batch_matmul_cases(), close};
+  sets["FusedBatchMatMul"] = {fused_batch_matmul_cases(), close};
   sets["FusedMatMul"] = {float_matmul_cases(true), close};
   sets["MaxPool"] = {float_pool_cases("MaxPool"), exact};
   for (const char* op : {"MaxPoolGrad", "AvgPool", "AvgPoolGrad"})

@@ -1,10 +1,12 @@
 // oneDNN MatMul. Transposes are expressed as strides on the plain row-major buffers, so no
 // copies are made. Under KernelSpec::bf16 (mixed-precision training: forward and both gradient
 // products are MatMuls) the two inputs are rounded to bf16 into kernel-owned buffers and the
-// product accumulates and writes fp32; BatchMatMul stays fp32.
+// product accumulates and writes fp32; BatchMatMul stays fp32. FusedBatchMatMul is a
+// BatchMatMul with oneDNN's bias (and activation post-op).
 #include <fmt/format.h>
 
 #include "kernels/onednn/onednn_common.h"
+#include "ops/execution_ops.h"
 #include "ops/op_names.h"
 
 namespace sf::onednn {
@@ -57,31 +59,50 @@ bool rows_collapse(const KernelSpec& spec) {
   return true;
 }
 
+bool is_batched(const KernelSpec& spec) {
+  return spec.node.op == op_names::kBatchMatMul || spec.node.op == op_names::kFusedBatchMatMul;
+}
+
+// A FusedBatchMatMul's bias [N] as oneDNN broadcasts it over an output of `rank`.
+dnnl::memory::desc bias_desc(int64_t n, size_t rank) {
+  Shape dims(rank, 1);
+  dims.back() = n;
+  return plain_desc(dims);
+}
+
 dnnl::matmul::primitive_desc make_batched_pd(const KernelSpec& spec) {
   const bool ta = spec.node.attrs.get_bool("transpose_a");
   const bool tb = spec.node.attrs.get_bool("transpose_b");
   const Shape& out = spec.node.outputs[0].shape;
+  const bool fused = spec.node.op == op_names::kFusedBatchMatMul;
+  dnnl::primitive_attr attr = user_scratchpad_attr();
+  if (fused) {
+    attr.set_post_ops(activation_post_ops(activation_of(spec.node)));
+    const float alpha = static_cast<float>(spec.node.attrs.get_float("alpha"));
+    if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
+  }
+  const auto make = [&](const dnnl::memory::desc& a, const dnnl::memory::desc& b,
+                        const dnnl::memory::desc& y) {
+    if (!fused) return dnnl::matmul::primitive_desc(dnnl::matmul::desc(a, b, y), attr, engine());
+    return dnnl::matmul::primitive_desc(
+        dnnl::matmul::desc(a, b, bias_desc(out.back(), static_cast<size_t>(y.dims().size())), y),
+        attr, engine());
+  };
   if (rows_collapse(spec)) {
     const Shape& a = spec.inputs[0].shape;
     const Shape& b = spec.inputs[1].shape;
     const int64_t k = a.back(), rows = num_elements(a) / k;
-    return dnnl::matmul::primitive_desc(
-        dnnl::matmul::desc(matrix_desc({rows, k}, false),
-                           matrix_desc({b[b.size() - 2], b.back()}, tb),
-                           plain_desc({rows, out.back()})),
-        user_scratchpad_attr(), engine());
+    return make(matrix_desc({rows, k}, false), matrix_desc({b[b.size() - 2], b.back()}, tb),
+                plain_desc({rows, out.back()}));
   }
-  return dnnl::matmul::primitive_desc(
-      dnnl::matmul::desc(batched_desc(spec.inputs[0].shape, out.size(), ta),
-                         batched_desc(spec.inputs[1].shape, out.size(), tb), plain_desc(out)),
-      user_scratchpad_attr(), engine());
+  return make(batched_desc(spec.inputs[0].shape, out.size(), ta),
+              batched_desc(spec.inputs[1].shape, out.size(), tb), plain_desc(out));
 }
 
 class MatMulKernel : public Kernel {
  public:
   explicit MatMulKernel(const KernelSpec& spec)
-      : MatMulKernel(spec.node.op == op_names::kBatchMatMul ? make_batched_pd(spec)
-                                                             : make_pd(spec)) {
+      : MatMulKernel(is_batched(spec) ? make_batched_pd(spec) : make_pd(spec)) {
     // A variable's rounding to bf16 is shared by the products that read it in one run.
     if (b_->staged() && spec.input_is_variable(1) && spec.node.op == op_names::kMatMul)
       shared_form_ = fmt::format("matmul b bf16 {} {}", shape_str(spec.inputs[1].shape),
@@ -95,6 +116,7 @@ class MatMulKernel : public Kernel {
     b_.emplace(with_data_type(pd.weights_desc(), f32), pd.weights_desc(),
                StagedArg::Direction::In);
     y_ = dnnl::memory(pd.dst_desc(), engine(), DNNL_MEMORY_NONE);
+    if (!pd.bias_desc().is_zero()) bias_ = dnnl::memory(pd.bias_desc(), engine(), DNNL_MEMORY_NONE);
     runner_.init<dnnl::matmul::primitive_desc, dnnl::matmul>(pd);
   }
 
@@ -104,7 +126,13 @@ class MatMulKernel : public Kernel {
                                 ? b_->bind(ctx.inputs[1].raw())
                                 : bind_shared_b(ctx);
     y_.set_data_handle(ctx.outputs[0].raw());
-    runner_.run({{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, y_}});
+    std::unordered_map<int, dnnl::memory> args{
+        {DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, y_}};
+    if (bias_) {
+      bias_.set_data_handle(ctx.inputs[2].raw());
+      args.emplace(DNNL_ARG_BIAS, bias_);
+    }
+    runner_.run(args);
     stream().wait();
   }
   // Profiles tell a bf16 product from the fp32 one.
@@ -124,6 +152,7 @@ class MatMulKernel : public Kernel {
   std::shared_ptr<dnnl::memory> shared_b_;
   std::optional<StagedArg> a_, b_;
   dnnl::memory y_;
+  dnnl::memory bias_;  // empty but for FusedBatchMatMul
   Runner runner_;
 };
 
@@ -131,7 +160,7 @@ bool accepts(const KernelSpec& spec) {
   for (const TensorType& t : spec.inputs)
     if (num_elements(t.shape) == 0) return false;
   try {
-    const auto pd = spec.node.op == op_names::kBatchMatMul ? make_batched_pd(spec) : make_pd(spec);
+    const auto pd = is_batched(spec) ? make_batched_pd(spec) : make_pd(spec);
     return !is_reference_impl(pd.impl_info_str());
   } catch (const dnnl::error&) {
     return false;
@@ -151,6 +180,8 @@ void register_matmul_kernels(KernelRegistry& r) {
   };
   r.add(def);
   def.op = op_names::kBatchMatMul;
+  r.add(def);
+  def.op = op_names::kFusedBatchMatMul;
   r.add(std::move(def));
 }
 
