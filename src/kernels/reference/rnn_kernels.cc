@@ -15,10 +15,11 @@ namespace {
 
 double sigmoid(double v) { return 1.0 / (1.0 + std::exp(-v)); }
 
-// The sizes of one Gru/Lstm node and its weights for direction d.
+// The sizes, direction and inputs x, w, r, b, h0 of one Gru/Lstm node or its gradient.
 struct Recurrence {
   int64_t steps, batch, in, hidden, dirs, gates;
-  const float *x, *w, *r, *b;
+  bool reverse;
+  const float *x, *w, *r, *b, *h0;
 
   Recurrence(const KernelContext& ctx, int64_t gate_count)
       : steps(ctx.inputs[0].dim(0)),
@@ -27,15 +28,15 @@ struct Recurrence {
         hidden(ctx.inputs[1].dim(1) / gate_count),
         dirs(ctx.inputs[1].dim(0)),
         gates(gate_count),
+        reverse(ctx.node.attrs.get_string("direction") == "reverse"),
         x(ctx.inputs[0].data<float>()),
         w(ctx.inputs[1].data<float>()),
         r(ctx.inputs[2].data<float>()),
-        b(ctx.inputs[3].data<float>()) {}
+        b(ctx.inputs[3].data<float>()),
+        h0(ctx.inputs[4].data<float>()) {}
 
-  // Time index of step i in direction d.
-  int64_t time(const std::string& direction, int64_t d, int64_t i) const {
-    return (direction == "reverse" || d == 1) ? steps - 1 - i : i;
-  }
+  // Time index of step i in direction d (a bidirectional node's second runs backwards).
+  int64_t time(int64_t d, int64_t i) const { return (reverse || d == 1) ? steps - 1 - i : i; }
   // W x_t + Wb (gate g, unit j, batch row n, direction d).
   double input_part(int64_t d, int64_t t, int64_t n, int64_t g, int64_t j) const {
     const float* row = w + (d * gates * hidden + g * hidden + j) * in;
@@ -97,39 +98,77 @@ class WeightGradients {
   std::vector<double> dx_, dw_, dr_, db_;
 };
 
+// One GRU step of direction d at time t for batch row n from state h: each unit's gates, the
+// reset state r * h, the recurrent part that builds the candidate (R_h (r * h) + Rb_h, or with
+// linear_before_reset R_h h + Rb_h, which r then scales), the candidate and the new state.
+// gru() keeps the last step's; gru_grad() every step's, to walk them backwards.
+struct GruStep {
+  double *z, *reset, *recurrent_h, *candidate;
+  float *reset_h, *next;
+
+  void run(const Recurrence& rc, bool linear_before_reset, int64_t d, int64_t t, int64_t n,
+           const float* h) const {
+    for (int64_t j = 0; j < rc.hidden; ++j) {
+      z[j] = sigmoid(rc.input_part(d, t, n, 0, j) + rc.recurrent_part(d, 0, j, h));
+      reset[j] = sigmoid(rc.input_part(d, t, n, 1, j) + rc.recurrent_part(d, 1, j, h));
+      reset_h[j] = static_cast<float>(reset[j] * h[j]);
+    }
+    for (int64_t j = 0; j < rc.hidden; ++j) {
+      recurrent_h[j] =
+          linear_before_reset ? rc.recurrent_part(d, 2, j, h) : rc.recurrent_part(d, 2, j, reset_h);
+      candidate[j] = std::tanh(rc.input_part(d, t, n, 2, j) +
+                               (linear_before_reset ? reset[j] : 1.0) * recurrent_h[j]);
+      next[j] = static_cast<float>((1.0 - z[j]) * candidate[j] + z[j] * h[j]);
+    }
+  }
+};
+
+// One LSTM step likewise from state h and cell c: gates i, o, f, the tanh of the cell input,
+// the new cell before rounding to float, and the new cell and state. `peepholes` is direction
+// d's [3, H] (i, o, f), or null.
+struct LstmStep {
+  double *input_gate, *output_gate, *forget_gate, *cell_input, *cell;
+  float *next_cell, *next;
+
+  void run(const Recurrence& rc, const float* peepholes, int64_t d, int64_t t, int64_t n,
+           const float* h, const float* c) const {
+    const auto peep = [&](int64_t k, int64_t j) {
+      return peepholes ? static_cast<double>(peepholes[k * rc.hidden + j]) : 0.0;
+    };
+    for (int64_t j = 0; j < rc.hidden; ++j) {
+      const auto pre = [&](int64_t g) {
+        return rc.input_part(d, t, n, g, j) + rc.recurrent_part(d, g, j, h);
+      };
+      const double c_prev = c[j];
+      input_gate[j] = sigmoid(pre(0) + peep(0, j) * c_prev);
+      forget_gate[j] = sigmoid(pre(2) + peep(2, j) * c_prev);
+      cell_input[j] = std::tanh(pre(3));
+      cell[j] = forget_gate[j] * c_prev + input_gate[j] * cell_input[j];
+      output_gate[j] = sigmoid(pre(1) + peep(1, j) * cell[j]);
+      next_cell[j] = static_cast<float>(cell[j]);
+      next[j] = static_cast<float>(output_gate[j] * std::tanh(cell[j]));
+    }
+  }
+};
+
 void gru(KernelContext& ctx) {
   const Recurrence rc(ctx, 3);
-  const std::string& direction = ctx.node.attrs.get_string("direction");
   const bool linear_before_reset = ctx.node.attrs.get_bool("linear_before_reset");
   const int64_t H = rc.hidden, N = rc.batch;
+  const size_t units = static_cast<size_t>(H);
   float* y = ctx.outputs[0].data<float>();
   float* y_h = ctx.outputs[1].data<float>();
-  std::vector<float> h(static_cast<size_t>(H)), reset_h(static_cast<size_t>(H)),
-      next(static_cast<size_t>(H));
+  std::vector<float> h(units), reset_h(units), next(units);
+  std::vector<double> z(units), reset(units), recurrent_h(units), candidate(units);
+  const GruStep step{z.data(),         reset.data(),   recurrent_h.data(),
+                     candidate.data(), reset_h.data(), next.data()};
   for (int64_t d = 0; d < rc.dirs; ++d)
     for (int64_t n = 0; n < N; ++n) {
-      const float* h0 = ctx.inputs[4].data<float>() + (d * N + n) * H;
+      const float* h0 = rc.h0 + (d * N + n) * H;
       h.assign(h0, h0 + H);
       for (int64_t i = 0; i < rc.steps; ++i) {
-        const int64_t t = rc.time(direction, d, i);
-        std::vector<double> z(static_cast<size_t>(H)), reset(static_cast<size_t>(H));
-        for (int64_t j = 0; j < H; ++j) {
-          z[static_cast<size_t>(j)] =
-              sigmoid(rc.input_part(d, t, n, 0, j) + rc.recurrent_part(d, 0, j, h.data()));
-          reset[static_cast<size_t>(j)] =
-              sigmoid(rc.input_part(d, t, n, 1, j) + rc.recurrent_part(d, 1, j, h.data()));
-          reset_h[static_cast<size_t>(j)] =
-              static_cast<float>(reset[static_cast<size_t>(j)] * h[static_cast<size_t>(j)]);
-        }
-        for (int64_t j = 0; j < H; ++j) {
-          const double recurrent = linear_before_reset ? reset[static_cast<size_t>(j)] *
-                                                             rc.recurrent_part(d, 2, j, h.data())
-                                                       : rc.recurrent_part(d, 2, j, reset_h.data());
-          const double candidate = std::tanh(rc.input_part(d, t, n, 2, j) + recurrent);
-          const double zj = z[static_cast<size_t>(j)];
-          next[static_cast<size_t>(j)] =
-              static_cast<float>((1.0 - zj) * candidate + zj * h[static_cast<size_t>(j)]);
-        }
+        const int64_t t = rc.time(d, i);
+        step.run(rc, linear_before_reset, d, t, n, h.data());
         h = next;
         std::copy(h.begin(), h.end(), y + ((t * rc.dirs + d) * N + n) * H);
       }
@@ -137,42 +176,32 @@ void gru(KernelContext& ctx) {
     }
 }
 
+// Lstm(x, w, r, b, h0, c0, p) -> y, y_h, y_c.
 void lstm(KernelContext& ctx) {
   const Recurrence rc(ctx, 4);
-  const std::string& direction = ctx.node.attrs.get_string("direction");
   const bool peepholes = ctx.node.attrs.get_bool("peepholes");
   const int64_t H = rc.hidden, N = rc.batch;
+  const size_t units = static_cast<size_t>(H);
   float* y = ctx.outputs[0].data<float>();
   float* y_h = ctx.outputs[1].data<float>();
   float* y_c = ctx.outputs[2].data<float>();
-  std::vector<float> h(static_cast<size_t>(H)), cell(static_cast<size_t>(H)),
-      next_h(static_cast<size_t>(H));
+  std::vector<float> h(units), cell(units), next_h(units), next_cell(units);
+  std::vector<double> input_gate(units), output_gate(units), forget_gate(units), cell_input(units),
+      cell_sum(units);
+  const LstmStep step{input_gate.data(), output_gate.data(), forget_gate.data(), cell_input.data(),
+                      cell_sum.data(),   next_cell.data(),   next_h.data()};
   for (int64_t d = 0; d < rc.dirs; ++d) {
-    // Peepholes i, o, f; zero when the node has none.
-    const auto peep = [&](int64_t k, int64_t j) {
-      return peepholes ? static_cast<double>(ctx.inputs[6].data<float>()[(d * 3 + k) * H + j])
-                       : 0.0;
-    };
+    const float* p = peepholes ? ctx.inputs[6].data<float>() + d * 3 * H : nullptr;
     for (int64_t n = 0; n < N; ++n) {
-      const float* h0 = ctx.inputs[4].data<float>() + (d * N + n) * H;
+      const float* h0 = rc.h0 + (d * N + n) * H;
       const float* c0 = ctx.inputs[5].data<float>() + (d * N + n) * H;
       h.assign(h0, h0 + H);
       cell.assign(c0, c0 + H);
       for (int64_t i = 0; i < rc.steps; ++i) {
-        const int64_t t = rc.time(direction, d, i);
-        for (int64_t j = 0; j < H; ++j) {
-          const auto pre = [&](int64_t g) {
-            return rc.input_part(d, t, n, g, j) + rc.recurrent_part(d, g, j, h.data());
-          };
-          const double c_prev = cell[static_cast<size_t>(j)];
-          const double input_gate = sigmoid(pre(0) + peep(0, j) * c_prev);
-          const double forget_gate = sigmoid(pre(2) + peep(2, j) * c_prev);
-          const double c = forget_gate * c_prev + input_gate * std::tanh(pre(3));
-          const double output_gate = sigmoid(pre(1) + peep(1, j) * c);
-          cell[static_cast<size_t>(j)] = static_cast<float>(c);
-          next_h[static_cast<size_t>(j)] = static_cast<float>(output_gate * std::tanh(c));
-        }
+        const int64_t t = rc.time(d, i);
+        step.run(rc, p, d, t, n, h.data(), cell.data());
         h = next_h;
+        cell = next_cell;
         std::copy(h.begin(), h.end(), y + ((t * rc.dirs + d) * N + n) * H);
       }
       std::copy(h.begin(), h.end(), y_h + (d * N + n) * H);
@@ -187,7 +216,6 @@ void lstm(KernelContext& ctx) {
 // are (no saved activations to carry between the nodes).
 void gru_grad(KernelContext& ctx) {
   const Recurrence rc(ctx, 3);
-  const std::string& direction = ctx.node.attrs.get_string("direction");
   const bool linear_before_reset = ctx.node.attrs.get_bool("linear_before_reset");
   const int64_t H = rc.hidden, N = rc.batch, T = rc.steps;
   const auto at = [](int64_t i) { return static_cast<size_t>(i); };
@@ -195,39 +223,25 @@ void gru_grad(KernelContext& ctx) {
   const float* dy_h = ctx.inputs[6].data<float>();
   float* dh0 = ctx.outputs[4].data<float>();
   WeightGradients grads(rc);
-  // Per step i and unit j (index i * H + j): the state the step read (states[(i + 1) * H + j]
-  // is the one it wrote), its gates, the candidate, and the reset state (r * h) or, with
-  // linear_before_reset, the recurrent part R_h h + Rb_h that r scales.
+  // GruStep's values for every step i and unit j (index i * H + j); states[(i + 1) * H + j] is
+  // the state step i wrote, states[i * H + j] the one it read.
   std::vector<float> states(at((T + 1) * H)), reset_h(at(T * H));
   std::vector<double> z(at(T * H)), reset(at(T * H)), candidate(at(T * H)), recurrent_h(at(T * H));
   std::vector<double> dh(at(H)), dh_prev(at(H)), da_z(at(H)), da_r(at(H)), da_h(at(H)),
       d_reset_h(at(H));
   for (int64_t d = 0; d < rc.dirs; ++d)
     for (int64_t n = 0; n < N; ++n) {
-      const float* h0 = ctx.inputs[4].data<float>() + (d * N + n) * H;
+      const float* h0 = rc.h0 + (d * N + n) * H;
       std::copy(h0, h0 + H, states.begin());
       for (int64_t i = 0; i < T; ++i) {
-        const int64_t t = rc.time(direction, d, i);
-        const float* h = &states[at(i * H)];
-        for (int64_t j = 0; j < H; ++j) {
-          const size_t s = at(i * H + j);
-          z[s] = sigmoid(rc.input_part(d, t, n, 0, j) + rc.recurrent_part(d, 0, j, h));
-          reset[s] = sigmoid(rc.input_part(d, t, n, 1, j) + rc.recurrent_part(d, 1, j, h));
-          reset_h[s] = static_cast<float>(reset[s] * h[j]);
-        }
-        for (int64_t j = 0; j < H; ++j) {
-          const size_t s = at(i * H + j);
-          recurrent_h[s] = linear_before_reset ? rc.recurrent_part(d, 2, j, h)
-                                               : rc.recurrent_part(d, 2, j, &reset_h[at(i * H)]);
-          candidate[s] = std::tanh(rc.input_part(d, t, n, 2, j) +
-                                   (linear_before_reset ? reset[s] : 1.0) * recurrent_h[s]);
-          states[at((i + 1) * H + j)] =
-              static_cast<float>((1.0 - z[s]) * candidate[s] + z[s] * h[j]);
-        }
+        const size_t s = at(i * H);
+        const GruStep step{&z[s],         &reset[s],   &recurrent_h[s],
+                           &candidate[s], &reset_h[s], &states[s + at(H)]};
+        step.run(rc, linear_before_reset, d, rc.time(d, i), n, &states[s]);
       }
       for (int64_t j = 0; j < H; ++j) dh[at(j)] = dy_h[(d * N + n) * H + j];
       for (int64_t i = T - 1; i >= 0; --i) {
-        const int64_t t = rc.time(direction, d, i);
+        const int64_t t = rc.time(d, i);
         const float* h = &states[at(i * H)];
         std::fill(dh_prev.begin(), dh_prev.end(), 0.0);
         std::fill(d_reset_h.begin(), d_reset_h.end(), 0.0);
@@ -273,7 +287,6 @@ void gru_grad(KernelContext& ctx) {
 // the forward pass as gru_grad does. dp stays zero without peepholes (lstm() reads no p).
 void lstm_grad(KernelContext& ctx) {
   const Recurrence rc(ctx, 4);
-  const std::string& direction = ctx.node.attrs.get_string("direction");
   const bool peepholes = ctx.node.attrs.get_bool("peepholes");
   const int64_t H = rc.hidden, N = rc.batch, T = rc.steps;
   const auto at = [](int64_t i) { return static_cast<size_t>(i); };
@@ -285,9 +298,8 @@ void lstm_grad(KernelContext& ctx) {
   float* dp = ctx.outputs[6].data<float>();
   std::fill(dp, dp + ctx.outputs[6].numel(), 0.0f);
   WeightGradients grads(rc);
-  // Per step i and unit j (index i * H + j): the states the step read (states and cells at
-  // (i + 1) * H + j hold what it wrote), its gates i, o, f, the tanh of its cell input, and its
-  // new cell before rounding to float.
+  // LstmStep's values for every step i and unit j (index i * H + j); states and cells at
+  // (i + 1) * H + j hold what step i wrote, at i * H + j what it read.
   std::vector<float> states(at((T + 1) * H)), cells(at((T + 1) * H));
   std::vector<double> input_gate(at(T * H)), output_gate(at(T * H)), forget_gate(at(T * H)),
       cell_input(at(T * H)), cell(at(T * H));
@@ -295,39 +307,27 @@ void lstm_grad(KernelContext& ctx) {
   // The gradients of the four gates' pre-activations (i, o, f, c) at each unit.
   std::vector<double> da(at(4 * H));
   for (int64_t d = 0; d < rc.dirs; ++d) {
+    const float* p = peepholes ? ctx.inputs[6].data<float>() + d * 3 * H : nullptr;
     const auto peep = [&](int64_t k, int64_t j) {
-      return peepholes ? static_cast<double>(ctx.inputs[6].data<float>()[(d * 3 + k) * H + j])
-                       : 0.0;
+      return p ? static_cast<double>(p[k * H + j]) : 0.0;
     };
     for (int64_t n = 0; n < N; ++n) {
-      const float* h0 = ctx.inputs[4].data<float>() + (d * N + n) * H;
+      const float* h0 = rc.h0 + (d * N + n) * H;
       const float* c0 = ctx.inputs[5].data<float>() + (d * N + n) * H;
       std::copy(h0, h0 + H, states.begin());
       std::copy(c0, c0 + H, cells.begin());
       for (int64_t i = 0; i < T; ++i) {
-        const int64_t t = rc.time(direction, d, i);
-        const float* h = &states[at(i * H)];
-        for (int64_t j = 0; j < H; ++j) {
-          const auto pre = [&](int64_t g) {
-            return rc.input_part(d, t, n, g, j) + rc.recurrent_part(d, g, j, h);
-          };
-          const size_t s = at(i * H + j);
-          const double c_prev = cells[s];
-          input_gate[s] = sigmoid(pre(0) + peep(0, j) * c_prev);
-          forget_gate[s] = sigmoid(pre(2) + peep(2, j) * c_prev);
-          cell_input[s] = std::tanh(pre(3));
-          cell[s] = forget_gate[s] * c_prev + input_gate[s] * cell_input[s];
-          output_gate[s] = sigmoid(pre(1) + peep(1, j) * cell[s]);
-          cells[at((i + 1) * H + j)] = static_cast<float>(cell[s]);
-          states[at((i + 1) * H + j)] = static_cast<float>(output_gate[s] * std::tanh(cell[s]));
-        }
+        const size_t s = at(i * H);
+        const LstmStep step{&input_gate[s], &output_gate[s],   &forget_gate[s],   &cell_input[s],
+                            &cell[s],       &cells[s + at(H)], &states[s + at(H)]};
+        step.run(rc, p, d, rc.time(d, i), n, &states[s], &cells[s]);
       }
       for (int64_t j = 0; j < H; ++j) {
         dh[at(j)] = dy_h[(d * N + n) * H + j];
         dc[at(j)] = dy_c[(d * N + n) * H + j];
       }
       for (int64_t i = T - 1; i >= 0; --i) {
-        const int64_t t = rc.time(direction, d, i);
+        const int64_t t = rc.time(d, i);
         const float* h = &states[at(i * H)];
         std::fill(dh_prev.begin(), dh_prev.end(), 0.0);
         for (int64_t j = 0; j < H; ++j) {
