@@ -33,10 +33,11 @@ void probe_thread_start(int threads) {
   release.notify_all();
   for (std::thread& t : started) t.join();
   if (!failure.empty())
-    fail("cannot start {} threads for the parallel kernels: only {} could be started ({}); ask "
-         "for fewer with --threads or OMP_NUM_THREADS, or raise the process's limits (ulimit "
-         "-v, ulimit -u)",
-         threads, started.size() + 1, failure);
+    fail(
+        "cannot start {} threads for the parallel kernels: only {} could be started ({}); ask "
+        "for fewer with --threads or OMP_NUM_THREADS, or raise the process's limits (ulimit "
+        "-v, ulimit -u)",
+        threads, started.size() + 1, failure);
 }
 
 }  // namespace
@@ -54,5 +55,7 @@ void use_threads(int threads) {
   }
   if (threads > 0) omp_set_num_threads(threads);
 }
+
+bool several_threads() { return omp_get_max_threads() > 1; }
 
 }  // namespace sf

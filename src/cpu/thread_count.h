@@ -14,4 +14,9 @@ namespace sf {
 // start costs nothing.
 void use_threads(int threads);
 
+// Whether a parallel region started by the calling thread would have more than one thread. Kernels
+// start one only then: libgomp ends even a one-thread region with a futex wake, a system call
+// (1.2 us a region in this VM, more than many batch-1 layers take in all).
+bool several_threads();
+
 }  // namespace sf

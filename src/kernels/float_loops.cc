@@ -1,13 +1,14 @@
 #include "kernels/float_loops.h"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <cstring>
 #include <limits>
 #include <vector>
 
-#include <omp.h>
-
 #include "cpu/cpu_features.h"
+#include "cpu/parallel_for.h"
 #include "kernels/float_loops_avx512.h"
 
 namespace sf {
@@ -20,8 +21,6 @@ constexpr int64_t kParallelMin = 1 << 15;  // elements; below this threads cost 
 // Memory-bound loops (bias): a second thread gains little, and waiting for it on a busy machine
 // cost fc1's bias (64 x 1024) 2.8 ms where the one-thread reference took under 0.06.
 constexpr int64_t kStreamingParallelMin = 1 << 18;
-// Elements per thread's share of an element-wise loop.
-constexpr int64_t kChunk = 1 << 14;
 
 bool has_avx512() {
 #if defined(__x86_64__)
@@ -36,8 +35,8 @@ bool has_avx512() {
 // The in-bounds pixels of image b's window at output (oy, ox), in row-major window order, as
 // pointers to their channel vectors in `data` (x or dx); returns how many.
 template <typename T>
-int64_t window_taps(T* data, int64_t b, int64_t oy, int64_t ox, int64_t channels,
-                    const Window2D& g, T** taps) {
+int64_t window_taps(T* data, int64_t b, int64_t oy, int64_t ox, int64_t channels, const Window2D& g,
+                    T** taps) {
   const int64_t r0 = oy * g.h.stride - g.h.pad_before, c0 = ox * g.w.stride - g.w.pad_before;
   int64_t count = 0;
   for (int64_t r = std::max<int64_t>(r0, 0); r < std::min(r0 + g.h.k, g.h.in); ++r)
@@ -83,8 +82,7 @@ bool tiles(const Window1D& a) {
 
 void max_pool_f32(const float* x, int64_t n, int64_t channels, const Window2D& g, float* y) {
   const int64_t rows = n * g.h.out;
-#pragma omp parallel if (rows * g.w.out * channels >= kParallelMin)
-  {
+  parallel_region(rows * g.w.out * channels >= kParallelMin, [&] {
     std::vector<const float*> taps(static_cast<size_t>(g.h.k * g.w.k));
 #pragma omp for schedule(static)
     for (int64_t row = 0; row < rows; ++row)
@@ -93,18 +91,17 @@ void max_pool_f32(const float* x, int64_t n, int64_t channels, const Window2D& g
             window_taps(x, row / g.h.out, row % g.h.out, ox, channels, g, taps.data());
         max_of_taps(taps.data(), count, channels, y + (row * g.w.out + ox) * channels);
       }
-  }
+  });
 }
 
-void max_pool_grad_f32(const float* x, const float* y, const float* dy, int64_t n,
-                       int64_t channels, const Window2D& g, bool relu, float* dx) {
+void max_pool_grad_f32(const float* x, const float* y, const float* dy, int64_t n, int64_t channels,
+                       const Window2D& g, bool relu, float* dx) {
   const int64_t work = n * g.h.in * g.w.in * channels;
   if (tiles(g.h) && tiles(g.w)) {
     // Every position of x is in exactly one window, so each is written once, and output rows
     // touch disjoint rows of dx.
     const int64_t rows = n * g.h.out;
-#pragma omp parallel if (work >= kParallelMin)
-    {
+    parallel_region(work >= kParallelMin, [&] {
       std::vector<const float*> x_taps(static_cast<size_t>(g.h.k * g.w.k));
       std::vector<float*> dx_taps(x_taps.size());
 #pragma omp for schedule(static)
@@ -114,17 +111,16 @@ void max_pool_grad_f32(const float* x, const float* y, const float* dy, int64_t 
           const int64_t count = window_taps(x, b, oy, ox, channels, g, x_taps.data());
           window_taps(dx, b, oy, ox, channels, g, dx_taps.data());
           const int64_t at = (row * g.w.out + ox) * channels;
-          route_to_first_max(x_taps.data(), dx_taps.data(), count, channels, y + at, dy + at,
-                             relu, false);
+          route_to_first_max(x_taps.data(), dx_taps.data(), count, channels, y + at, dy + at, relu,
+                             false);
         }
       }
-    }
+    });
     return;
   }
   // Overlapping windows (or positions no window reads): sums per image, images in parallel.
   const int64_t image = g.h.in * g.w.in * channels;
-#pragma omp parallel if (work >= kParallelMin)
-  {
+  parallel_region(work >= kParallelMin, [&] {
     std::vector<const float*> x_taps(static_cast<size_t>(g.h.k * g.w.k));
     std::vector<float*> dx_taps(x_taps.size());
 #pragma omp for schedule(static)
@@ -135,11 +131,11 @@ void max_pool_grad_f32(const float* x, const float* y, const float* dy, int64_t 
           const int64_t count = window_taps(x, b, oy, ox, channels, g, x_taps.data());
           window_taps(dx, b, oy, ox, channels, g, dx_taps.data());
           const int64_t at = ((b * g.h.out + oy) * g.w.out + ox) * channels;
-          route_to_first_max(x_taps.data(), dx_taps.data(), count, channels, y + at, dy + at,
-                             relu, true);
+          route_to_first_max(x_taps.data(), dx_taps.data(), count, channels, y + at, dy + at, relu,
+                             true);
         }
     }
-  }
+  });
 }
 
 // ---- the filter gradient of single-channel convs ----
@@ -148,17 +144,16 @@ void conv_filter_grad_single_channel_f32(const float* x, const float* dy, int64_
                                          int64_t outputs, const Window2D& g, float* df) {
   const int64_t taps = g.h.k * g.w.k, size = taps * outputs;
   // The image with zeros around it wherever a tap may fall, so the loops never test bounds.
-  const int64_t rows = std::max(g.h.in + g.h.pad_before,
-                                (g.h.out - 1) * g.h.stride + g.h.effective_k());
-  const int64_t cols = std::max(g.w.in + g.w.pad_before,
-                                (g.w.out - 1) * g.w.stride + g.w.effective_k());
+  const int64_t rows =
+      std::max(g.h.in + g.h.pad_before, (g.h.out - 1) * g.h.stride + g.h.effective_k());
+  const int64_t cols =
+      std::max(g.w.in + g.w.pad_before, (g.w.out - 1) * g.w.stride + g.w.effective_k());
   const bool vector = has_avx512();
   const int64_t sums_stride = vector ? (outputs + 15) / 16 * 16 : outputs;
   const int threads =
       n > 1 && n * g.h.out * g.w.out * size >= kParallelMin ? omp_get_max_threads() : 1;
   std::vector<double> totals(static_cast<size_t>(threads * size), 0.0);
-#pragma omp parallel num_threads(threads)
-  {
+  parallel_region(threads > 1, [&] {
     std::vector<float> padded(static_cast<size_t>(rows * cols));
     std::vector<float> sums(static_cast<size_t>(taps * sums_stride));
     double* mine = totals.data() + omp_get_thread_num() * size;
@@ -193,7 +188,7 @@ void conv_filter_grad_single_channel_f32(const float* x, const float* dy, int64_
         for (int64_t o = 0; o < outputs; ++o)
           mine[t * outputs + o] += sums[static_cast<size_t>(t * sums_stride + o)];
     }
-  }
+  });
   for (int64_t i = 0; i < size; ++i) {
     double sum = 0.0;
     for (int t = 0; t < threads; ++t) sum += totals[static_cast<size_t>(t * size + i)];
@@ -206,21 +201,21 @@ void conv_filter_grad_single_channel_f32(const float* x, const float* dy, int64_
 void bias_add_f32(const float* x, const float* bias, int64_t rows, int64_t channels, bool relu,
                   float* y) {
   // Memory-bound: GCC's vectors of the plain loops run as fast as AVX-512 here, threads help.
-  const int64_t block = std::max<int64_t>(1, kChunk / std::max<int64_t>(channels, 1));
-#pragma omp parallel for schedule(static) if (rows * channels >= kStreamingParallelMin)
-  for (int64_t r0 = 0; r0 < rows; r0 += block)
-    for (int64_t r = r0; r < std::min(r0 + block, rows); ++r) {
-      const float* xr = x + r * channels;
-      float* yr = y + r * channels;
-      if (relu) {
-        for (int64_t c = 0; c < channels; ++c) {
-          const float v = xr[c] + bias[c];
-          yr[c] = v > 0.0f ? v : 0.0f;
-        }
-      } else {
-        for (int64_t c = 0; c < channels; ++c) yr[c] = xr[c] + bias[c];
-      }
-    }
+  parallel_for(0, rows, rows * channels >= kStreamingParallelMin,
+               [&](int64_t share_begin, int64_t share_end) {
+                 for (int64_t r = share_begin; r < share_end; ++r) {
+                   const float* xr = x + r * channels;
+                   float* yr = y + r * channels;
+                   if (relu) {
+                     for (int64_t c = 0; c < channels; ++c) {
+                       const float v = xr[c] + bias[c];
+                       yr[c] = v > 0.0f ? v : 0.0f;
+                     }
+                   } else {
+                     for (int64_t c = 0; c < channels; ++c) yr[c] = xr[c] + bias[c];
+                   }
+                 }
+               });
 }
 
 void bias_add_grad_f32(const float* dy, int64_t rows, int64_t channels, float* db) {
@@ -232,8 +227,7 @@ void bias_add_grad_f32(const float* dy, int64_t rows, int64_t channels, float* d
   const int threads = rows * channels >= kStreamingParallelMin ? omp_get_max_threads() : 1;
   std::vector<double> totals(static_cast<size_t>(threads * channels), 0.0);
   const int64_t blocks = (rows + kBlockRows - 1) / kBlockRows;
-#pragma omp parallel num_threads(threads)
-  {
+  parallel_region(threads > 1, [&] {
     std::vector<float> sums(static_cast<size_t>(channels));
     double* mine = totals.data() + omp_get_thread_num() * channels;
 #pragma omp for schedule(static)
@@ -249,11 +243,12 @@ void bias_add_grad_f32(const float* dy, int64_t rows, int64_t channels, float* d
         (void)vector;
         std::fill(sums.begin(), sums.end(), 0.0f);
         for (int64_t r = 0; r < r1 - r0; ++r)
-          for (int64_t c = 0; c < channels; ++c) sums[static_cast<size_t>(c)] += at[r * channels + c];
+          for (int64_t c = 0; c < channels; ++c)
+            sums[static_cast<size_t>(c)] += at[r * channels + c];
       }
       for (int64_t c = 0; c < channels; ++c) mine[c] += sums[static_cast<size_t>(c)];
     }
-  }
+  });
   for (int64_t c = 0; c < channels; ++c) {
     double sum = 0.0;
     for (int t = 0; t < threads; ++t) sum += totals[static_cast<size_t>(t * channels + c)];

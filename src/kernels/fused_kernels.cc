@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "cpu/parallel_for.h"
 #include "graph/op_registry.h"
 #include "kernels/kernel.h"
 #include "kernels/register.h"
@@ -53,16 +54,17 @@ class ComposedFusedKernel : public Kernel {
     const float upper =
         activation_ == Activation::Relu6 ? 6.0f : std::numeric_limits<float>::infinity();
     const bool clamp = activation_ != Activation::None;
-#pragma omp parallel for schedule(static) if (rows > 64)
-    for (int64_t r = 0; r < rows; ++r) {
-      float* row = y + r * channels;
-      const float* addend_row = addend ? addend + r * channels : nullptr;
-      for (int64_t c = 0; c < channels; ++c) {
-        float v = alpha_ * (row[c] + bias[c]);
-        if (addend_row) v += addend_row[c];
-        row[c] = clamp ? std::min(std::max(v, 0.0f), upper) : v;
+    parallel_for(0, rows, rows > 64, [&](int64_t share_begin, int64_t share_end) {
+      for (int64_t r = share_begin; r < share_end; ++r) {
+        float* row = y + r * channels;
+        const float* addend_row = addend ? addend + r * channels : nullptr;
+        for (int64_t c = 0; c < channels; ++c) {
+          float v = alpha_ * (row[c] + bias[c]);
+          if (addend_row) v += addend_row[c];
+          row[c] = clamp ? std::min(std::max(v, 0.0f), upper) : v;
+        }
       }
-    }
+    });
   }
 
  private:

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cpu/cpu_features.h"
+#include "cpu/parallel_for.h"
 #include "kernels/kernel.h"
 #include "kernels/register.h"
 #include "ops/layout_geometry.h"
@@ -55,12 +56,18 @@ void rgb_planes_to_pixels(KernelContext& ctx) {
   const int64_t n = x.dim(0), h = x.dim(2), w = x.dim(3), plane = h * w;
   const float* in = x.data<float>();
   float* out = ctx.outputs[0].data<float>();
-#pragma omp parallel for collapse(2) schedule(static)
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t row = 0; row < h; ++row) {
-      const float* r = in + i * 3 * plane + row * w;
-      interleave_rgb(r, r + plane, r + 2 * plane, out + (i * plane + row * w) * 3, w);
-    }
+  parallel_for(
+      0, n * h,
+      true, [&](int64_t share_begin, int64_t share_end) __attribute__((target("avx512f"))) {
+        for (int64_t flat = share_begin; flat < share_end; ++flat) {
+          const int64_t i = flat / h;
+          const int64_t row = flat % h;
+          {
+            const float* r = in + i * 3 * plane + row * w;
+            interleave_rgb(r, r + plane, r + 2 * plane, out + (i * plane + row * w) * 3, w);
+          }
+        }
+      });
 }
 
 bool is_rgb_planes_to_pixels(const KernelSpec& spec) {

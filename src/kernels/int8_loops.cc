@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "cpu/cpu_features.h"
+#include "cpu/parallel_for.h"
 #include "kernels/int8_loops_avx512.h"
 
 namespace sf {
@@ -30,11 +31,13 @@ void requantize_rows(const int32_t* acc, int64_t rows, int64_t channels,
   if (vector)
     return requantize_rows_avx512(acc, rows, channels, multipliers, zero_point, clamp, out);
 #endif
-#pragma omp parallel for schedule(static) if (rows * channels >= kParallelMin)
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t j = 0; j < channels; ++j)
-      out[r * channels + j] = requantize_value(
-          acc[r * channels + j], multipliers[static_cast<size_t>(j)], zero_point, clamp);
+  parallel_for(
+      0, rows, rows * channels >= kParallelMin, [&](int64_t share_begin, int64_t share_end) {
+        for (int64_t r = share_begin; r < share_end; ++r)
+          for (int64_t j = 0; j < channels; ++j)
+            out[r * channels + j] = requantize_value(
+                acc[r * channels + j], multipliers[static_cast<size_t>(j)], zero_point, clamp);
+      });
 }
 
 void quantized_add_elements(const uint8_t* a, const uint8_t* b, int64_t count,
@@ -43,24 +46,27 @@ void quantized_add_elements(const uint8_t* a, const uint8_t* b, int64_t count,
   if (has_avx512() && vector_friendly(p.a) && vector_friendly(p.b) && vector_friendly(p.out))
     return quantized_add_avx512(a, b, count, p, out);
 #endif
-#pragma omp parallel for schedule(static) if (count >= kParallelMin)
-  for (int64_t i = 0; i < count; ++i) out[i] = quantized_add_value(a[i], b[i], p);
+  parallel_for(0, count, count >= kParallelMin, [&](int64_t share_begin, int64_t share_end) {
+    for (int64_t i = share_begin; i < share_end; ++i) out[i] = quantized_add_value(a[i], b[i], p);
+  });
 }
 
 void quantize_elements(const float* x, int64_t count, QuantParams p, uint8_t* out) {
 #if defined(__x86_64__)
   if (has_avx512()) return quantize_avx512(x, count, p, out);
 #endif
-#pragma omp parallel for schedule(static) if (count >= kParallelMin)
-  for (int64_t i = 0; i < count; ++i) out[i] = quantize_value(x[i], p);
+  parallel_for(0, count, count >= kParallelMin, [&](int64_t share_begin, int64_t share_end) {
+    for (int64_t i = share_begin; i < share_end; ++i) out[i] = quantize_value(x[i], p);
+  });
 }
 
 void dequantize_elements(const uint8_t* q, int64_t count, QuantParams p, float* out) {
 #if defined(__x86_64__)
   if (has_avx512()) return dequantize_avx512(q, count, p, out);
 #endif
-#pragma omp parallel for schedule(static) if (count >= kParallelMin)
-  for (int64_t i = 0; i < count; ++i) out[i] = dequantize_value(q[i], p);
+  parallel_for(0, count, count >= kParallelMin, [&](int64_t share_begin, int64_t share_end) {
+    for (int64_t i = share_begin; i < share_end; ++i) out[i] = dequantize_value(q[i], p);
+  });
 }
 
 FloatRange finite_range(const float* x, int64_t count) {
@@ -81,18 +87,20 @@ void average_pool(const uint8_t* x, int64_t n, int64_t channels, const Window2D&
   if (has_avx512()) return average_pool_avx512(x, n, channels, g, y);
 #endif
   const int64_t pixels = n * g.h.out * g.w.out;
-#pragma omp parallel for schedule(static) if (pixels * channels >= kParallelMin)
-  for (int64_t p = 0; p < pixels; ++p) {
-    const int64_t b = p / (g.h.out * g.w.out), oy = p / g.w.out % g.h.out, ox = p % g.w.out;
-    const PoolWindow win = pool_window_at(g, oy, ox);
-    for (int64_t j = 0; j < channels; ++j) {
-      int64_t sum = 0;
-      for (int64_t r = win.r0; r < win.r1; ++r)
-        for (int64_t c = win.c0; c < win.c1; ++c)
-          sum += x[((b * g.h.in + r) * g.w.in + c) * channels + j];
-      y[p * channels + j] = average_value(sum, win.count());
-    }
-  }
+  parallel_for(
+      0, pixels, pixels * channels >= kParallelMin, [&](int64_t share_begin, int64_t share_end) {
+        for (int64_t p = share_begin; p < share_end; ++p) {
+          const int64_t b = p / (g.h.out * g.w.out), oy = p / g.w.out % g.h.out, ox = p % g.w.out;
+          const PoolWindow win = pool_window_at(g, oy, ox);
+          for (int64_t j = 0; j < channels; ++j) {
+            int64_t sum = 0;
+            for (int64_t r = win.r0; r < win.r1; ++r)
+              for (int64_t c = win.c0; c < win.c1; ++c)
+                sum += x[((b * g.h.in + r) * g.w.in + c) * channels + j];
+            y[p * channels + j] = average_value(sum, win.count());
+          }
+        }
+      });
 }
 
 void channel_ranges(const int32_t* acc, int64_t rows, int64_t channels, int32_t* lo, int32_t* hi) {

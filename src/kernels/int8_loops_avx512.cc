@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <limits>
 
+#include "cpu/parallel_for.h"
+
 namespace sf::int8_loops {
 
 namespace {
@@ -68,16 +70,20 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void requantize_rows_avx512
     mult[c] = multipliers[c].multiplier;
     right[c] = -multipliers[c].shift;
   }
-#pragma omp parallel for schedule(static) if (rows * channels >= kParallelMin)
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t j = 0; j < channels; j += 16) {
-      const __mmask16 k = tail_mask(channels - j);
-      const __m512i q = multiply_avx512(_mm512_maskz_loadu_epi32(k, acc + r * channels + j),
-                                        _mm512_maskz_loadu_epi32(k, mult.data() + j),
-                                        _mm512_maskz_loadu_epi32(k, right.data() + j));
-      _mm512_mask_cvtepi32_storeu_epi8(out + r * channels + j, k,
-                                       clamp_avx512(q, zero_point, clamp));
-    }
+  parallel_for(
+      0, rows, rows * channels >= kParallelMin,
+      [&](int64_t share_begin,
+          int64_t share_end) __attribute__((target("avx512f,avx512bw,avx512vl"))) {
+        for (int64_t r = share_begin; r < share_end; ++r)
+          for (int64_t j = 0; j < channels; j += 16) {
+            const __mmask16 k = tail_mask(channels - j);
+            const __m512i q = multiply_avx512(_mm512_maskz_loadu_epi32(k, acc + r * channels + j),
+                                              _mm512_maskz_loadu_epi32(k, mult.data() + j),
+                                              _mm512_maskz_loadu_epi32(k, right.data() + j));
+            _mm512_mask_cvtepi32_storeu_epi8(out + r * channels + j, k,
+                                             clamp_avx512(q, zero_point, clamp));
+          }
+      });
 }
 
 __attribute__((target("avx512f,avx512bw,avx512vl"))) void quantized_add_avx512(
@@ -88,19 +94,25 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void quantized_add_avx512(
   const __m512i a_zp = _mm512_set1_epi32(p.a_zero_point);
   const __m512i b_zp = _mm512_set1_epi32(p.b_zero_point);
   const int64_t blocks = (count + 15) / 16;
-#pragma omp parallel for schedule(static) if (count >= kParallelMin)
-  for (int64_t block = 0; block < blocks; ++block) {
-    const int64_t i = block * 16;
-    const __mmask16 k = tail_mask(count - i);
-    const __m512i av = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(k, a + i));
-    const __m512i bv = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(k, b + i));
-    const __m512i sa = multiply_avx512(
-        _mm512_slli_epi32(_mm512_sub_epi32(av, a_zp), QuantizedAddParams::kLeftShift), am, ae);
-    const __m512i sb = multiply_avx512(
-        _mm512_slli_epi32(_mm512_sub_epi32(bv, b_zp), QuantizedAddParams::kLeftShift), bm, be);
-    const __m512i q = multiply_avx512(_mm512_add_epi32(sa, sb), om, oe);
-    _mm512_mask_cvtepi32_storeu_epi8(out + i, k, clamp_avx512(q, p.out_zero_point, p.clamp));
-  }
+  parallel_for(
+      0, blocks, count >= kParallelMin,
+      [&](int64_t share_begin,
+          int64_t share_end) __attribute__((target("avx512f,avx512bw,avx512vl"))) {
+        for (int64_t block = share_begin; block < share_end; ++block) {
+          const int64_t i = block * 16;
+          const __mmask16 k = tail_mask(count - i);
+          const __m512i av = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(k, a + i));
+          const __m512i bv = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(k, b + i));
+          const __m512i sa = multiply_avx512(
+              _mm512_slli_epi32(_mm512_sub_epi32(av, a_zp), QuantizedAddParams::kLeftShift), am,
+              ae);
+          const __m512i sb = multiply_avx512(
+              _mm512_slli_epi32(_mm512_sub_epi32(bv, b_zp), QuantizedAddParams::kLeftShift), bm,
+              be);
+          const __m512i q = multiply_avx512(_mm512_add_epi32(sa, sb), om, oe);
+          _mm512_mask_cvtepi32_storeu_epi8(out + i, k, clamp_avx512(q, p.out_zero_point, p.clamp));
+        }
+      });
 }
 
 // Quantize divides in float: the quotient is within half a float ulp of the exact one, so it
@@ -119,31 +131,35 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void quantize_avx512(const 
   const __m512 hi = _mm512_set1_ps(static_cast<float>(255 - p.zero_point));
   const __m512i zero_point = _mm512_set1_epi32(p.zero_point);
   const int64_t blocks = count / 16;
-#pragma omp parallel for schedule(static) if (count >= kParallelMin)
-  for (int64_t block = 0; block < blocks; ++block) {
-    const int64_t i = block * 16;
-    const __m512 q = _mm512_div_ps(_mm512_loadu_ps(x + i), scale);
-    const __m512 whole = _mm512_roundscale_ps(q, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-    const __m512 fraction = _mm512_abs_ps(_mm512_sub_ps(q, whole));
-    const __mmask16 near_tie =
-        _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_sub_ps(fraction, half)),
-                           _mm512_mul_ps(_mm512_abs_ps(q), rounding_error), _CMP_LE_OQ);
-    if ((near_tie | _mm512_cmp_ps_mask(q, q, _CMP_UNORD_Q)) != 0) {
-      for (int64_t j = i; j < i + 16; ++j) out[j] = quantize_value(x[j], p);
-      continue;
-    }
-    // Ties away from zero: whole + sign(q) where the fraction reaches one half.
-    const __m512 sign_one = _mm512_castsi512_ps(
-        _mm512_or_si512(_mm512_castps_si512(one),
-                        _mm512_and_si512(_mm512_castps_si512(q),
-                                         _mm512_set1_epi32(std::numeric_limits<int32_t>::min()))));
-    const __m512 rounded =
-        _mm512_mask_add_ps(whole, _mm512_cmp_ps_mask(fraction, half, _CMP_GE_OQ), whole, sign_one);
-    // Clamped before the conversion, so infinities and huge values saturate.
-    const __m512i code = _mm512_add_epi32(
-        _mm512_cvttps_epi32(_mm512_min_ps(_mm512_max_ps(rounded, lo), hi)), zero_point);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), _mm512_cvtepi32_epi8(code));
-  }
+  parallel_for(
+      0, blocks, count >= kParallelMin,
+      [&](int64_t share_begin, int64_t share_end)
+          __attribute__((target("avx512f,avx512bw,avx512vl"))) {
+            for (int64_t block = share_begin; block < share_end; ++block) {
+              const int64_t i = block * 16;
+              const __m512 q = _mm512_div_ps(_mm512_loadu_ps(x + i), scale);
+              const __m512 whole = _mm512_roundscale_ps(q, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+              const __m512 fraction = _mm512_abs_ps(_mm512_sub_ps(q, whole));
+              const __mmask16 near_tie =
+                  _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_sub_ps(fraction, half)),
+                                     _mm512_mul_ps(_mm512_abs_ps(q), rounding_error), _CMP_LE_OQ);
+              if ((near_tie | _mm512_cmp_ps_mask(q, q, _CMP_UNORD_Q)) != 0) {
+                for (int64_t j = i; j < i + 16; ++j) out[j] = quantize_value(x[j], p);
+                continue;
+              }
+              // Ties away from zero: whole + sign(q) where the fraction reaches one half.
+              const __m512 sign_one = _mm512_castsi512_ps(_mm512_or_si512(
+                  _mm512_castps_si512(one),
+                  _mm512_and_si512(_mm512_castps_si512(q),
+                                   _mm512_set1_epi32(std::numeric_limits<int32_t>::min()))));
+              const __m512 rounded = _mm512_mask_add_ps(
+                  whole, _mm512_cmp_ps_mask(fraction, half, _CMP_GE_OQ), whole, sign_one);
+              // Clamped before the conversion, so infinities and huge values saturate.
+              const __m512i code = _mm512_add_epi32(
+                  _mm512_cvttps_epi32(_mm512_min_ps(_mm512_max_ps(rounded, lo), hi)), zero_point);
+              _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), _mm512_cvtepi32_epi8(code));
+            }
+          });
   for (int64_t j = blocks * 16; j < count; ++j) out[j] = quantize_value(x[j], p);
 }
 
@@ -154,14 +170,19 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void dequantize_avx512(cons
   const __m512 scale = _mm512_set1_ps(p.scale);
   const __m512i zero_point = _mm512_set1_epi32(p.zero_point);
   const int64_t blocks = (count + 15) / 16;
-#pragma omp parallel for schedule(static) if (count >= kParallelMin)
-  for (int64_t block = 0; block < blocks; ++block) {
-    const int64_t i = block * 16;
-    const __mmask16 k = tail_mask(count - i);
-    const __m512i codes = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(k, q + i));
-    _mm512_mask_storeu_ps(
-        out + i, k, _mm512_mul_ps(scale, _mm512_cvtepi32_ps(_mm512_sub_epi32(codes, zero_point))));
-  }
+  parallel_for(
+      0, blocks, count >= kParallelMin,
+      [&](int64_t share_begin, int64_t share_end)
+          __attribute__((target("avx512f,avx512bw,avx512vl"))) {
+            for (int64_t block = share_begin; block < share_end; ++block) {
+              const int64_t i = block * 16;
+              const __mmask16 k = tail_mask(count - i);
+              const __m512i codes = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(k, q + i));
+              _mm512_mask_storeu_ps(
+                  out + i, k,
+                  _mm512_mul_ps(scale, _mm512_cvtepi32_ps(_mm512_sub_epi32(codes, zero_point))));
+            }
+          });
 }
 
 __attribute__((target("avx512f,avx512bw,avx512vl"))) FloatRange finite_range_avx512(const float* x,
@@ -198,33 +219,38 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void channel_ranges_avx512(
 __attribute__((target("avx512f,avx512bw,avx512vl"))) void average_pool_avx512(
     const uint8_t* x, int64_t n, int64_t channels, const Window2D& g, uint8_t* y) {
   const int64_t pixels = n * g.h.out * g.w.out;
-#pragma omp parallel for schedule(static) if (pixels * channels >= kParallelMin)
-  for (int64_t p = 0; p < pixels; ++p) {
-    const int64_t b = p / (g.h.out * g.w.out), oy = p / g.w.out % g.h.out, ox = p % g.w.out;
-    const PoolWindow win = pool_window_at(g, oy, ox);
-    const int64_t count = win.count();
-    uint8_t* out = y + p * channels;
-    for (int64_t j = 0; j < channels; j += 16) {
-      const __mmask16 k = tail_mask(channels - j);
-      __m512i sum = _mm512_setzero_si512();
-      for (int64_t r = win.r0; r < win.r1; ++r)
-        for (int64_t c = win.c0; c < win.c1; ++c)
-          sum = _mm512_add_epi32(sum, _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(
-                                          k, x + ((b * g.h.in + r) * g.w.in + c) * channels + j)));
-      if (count > kMaxFloatPoolCount) {
-        alignas(64) int32_t sums[16];
-        _mm512_store_si512(sums, sum);
-        for (int64_t i = 0; i < std::min<int64_t>(16, channels - j); ++i)
-          out[j + i] = average_value(sums[i], count);
-        continue;
-      }
-      const __m512 numerator = _mm512_cvtepi32_ps(
-          _mm512_add_epi32(sum, _mm512_set1_epi32(static_cast<int32_t>(count / 2))));
-      const __m512i q =
-          _mm512_cvttps_epi32(_mm512_div_ps(numerator, _mm512_set1_ps(static_cast<float>(count))));
-      _mm512_mask_cvtepi32_storeu_epi8(out + j, k, q);
-    }
-  }
+  parallel_for(
+      0, pixels, pixels * channels >= kParallelMin,
+      [&](int64_t share_begin,
+          int64_t share_end) __attribute__((target("avx512f,avx512bw,avx512vl"))) {
+        for (int64_t p = share_begin; p < share_end; ++p) {
+          const int64_t b = p / (g.h.out * g.w.out), oy = p / g.w.out % g.h.out, ox = p % g.w.out;
+          const PoolWindow win = pool_window_at(g, oy, ox);
+          const int64_t count = win.count();
+          uint8_t* out = y + p * channels;
+          for (int64_t j = 0; j < channels; j += 16) {
+            const __mmask16 k = tail_mask(channels - j);
+            __m512i sum = _mm512_setzero_si512();
+            for (int64_t r = win.r0; r < win.r1; ++r)
+              for (int64_t c = win.c0; c < win.c1; ++c)
+                sum = _mm512_add_epi32(sum,
+                                       _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(
+                                           k, x + ((b * g.h.in + r) * g.w.in + c) * channels + j)));
+            if (count > kMaxFloatPoolCount) {
+              alignas(64) int32_t sums[16];
+              _mm512_store_si512(sums, sum);
+              for (int64_t i = 0; i < std::min<int64_t>(16, channels - j); ++i)
+                out[j + i] = average_value(sums[i], count);
+              continue;
+            }
+            const __m512 numerator = _mm512_cvtepi32_ps(
+                _mm512_add_epi32(sum, _mm512_set1_epi32(static_cast<int32_t>(count / 2))));
+            const __m512i q = _mm512_cvttps_epi32(
+                _mm512_div_ps(numerator, _mm512_set1_ps(static_cast<float>(count))));
+            _mm512_mask_cvtepi32_storeu_epi8(out + j, k, q);
+          }
+        }
+      });
 }
 
 #pragma GCC diagnostic pop

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 
+#include "cpu/parallel_for.h"
 #include "kernels/kernel.h"
 
 namespace sf {
@@ -19,9 +20,11 @@ void layer_norm_rows(KernelContext& ctx, int64_t parallel_min_elements, Row row)
   const float* beta = ctx.inputs[2].data<float>();
   float* y = ctx.outputs[0].data<float>();
   const float epsilon = static_cast<float>(ctx.node.attrs.get_float("epsilon"));
-#pragma omp parallel for if (rows * channels >= parallel_min_elements) schedule(static)
-  for (int64_t r = 0; r < rows; ++r)
-    row(px + r * channels, gamma, beta, y + r * channels, channels, epsilon);
+  parallel_for(0, rows, rows * channels >= parallel_min_elements,
+               [&](int64_t share_begin, int64_t share_end) {
+                 for (int64_t r = share_begin; r < share_end; ++r)
+                   row(px + r * channels, gamma, beta, y + r * channels, channels, epsilon);
+               });
 }
 
 }  // namespace sf

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <utility>
 
+#include "cpu/parallel_for.h"
 #include "kernels/erf_rational.h"
 #include "kernels/kernel.h"
 #include "kernels/layer_norm_rows.h"
@@ -38,9 +39,10 @@ void gelu(KernelContext& ctx) {
   const float* x = ctx.inputs[0].data<float>();
   float* y = ctx.outputs[0].data<float>();
   const int64_t n = ctx.inputs[0].numel();
-#pragma omp parallel for if (n >= kParallelMin) schedule(static)
-  for (int64_t i = 0; i < n; ++i)
-    y[i] = 0.5f * x[i] * (1.0f + erf_rational::erf(x[i] * 0.70710678118654752440f));
+  parallel_for(0, n, n >= kParallelMin, [&](int64_t share_begin, int64_t share_end) {
+    for (int64_t i = share_begin; i < share_end; ++i)
+      y[i] = 0.5f * x[i] * (1.0f + erf_rational::erf(x[i] * 0.70710678118654752440f));
+  });
 }
 
 }  // namespace

@@ -17,6 +17,7 @@
 #include <utility>
 
 #include "cpu/cpu_features.h"
+#include "cpu/parallel_for.h"
 #include "kernels/erf_rational.h"
 #include "kernels/kernel.h"
 #include "kernels/layer_norm_rows.h"
@@ -93,11 +94,14 @@ template <typename Span>
 void split_spans(const float* x, float* y, int64_t n, Span span) {
   constexpr int64_t kChunk = 4096;
   const int64_t chunks = (n + kChunk - 1) / kChunk;
-#pragma omp parallel for if (n >= kParallelMin) schedule(static)
-  for (int64_t k = 0; k < chunks; ++k) {
-    const int64_t begin = k * kChunk;
-    span(x + begin, y + begin, std::min(kChunk, n - begin));
-  }
+  parallel_for(
+      0, chunks, n >= kParallelMin,
+      [&](int64_t share_begin, int64_t share_end) __attribute__((target("avx512f"))) {
+        for (int64_t k = share_begin; k < share_end; ++k) {
+          const int64_t begin = k * kChunk;
+          span(x + begin, y + begin, std::min(kChunk, n - begin));
+        }
+      });
 }
 
 void gelu(KernelContext& ctx) {

@@ -20,7 +20,8 @@ namespace sf {
 namespace {
 
 bool in_layers(const std::set<std::string>& layers, const std::string& name) {
-  for (size_t end = name.size(); end != std::string::npos && end > 0; end = name.rfind('/', end - 1))
+  for (size_t end = name.size(); end != std::string::npos && end > 0;
+       end = name.rfind('/', end - 1))
     if (layers.count(name.substr(0, end))) return true;
   return false;
 }
@@ -29,7 +30,28 @@ bool is_source(const std::string& op) {
   return op == op_names::kPlaceholder || op == op_names::kVariable || op == op_names::kConst;
 }
 
-size_t align_up(size_t n) { return (n + kTensorAlignment - 1) / kTensorAlignment * kTensorAlignment; }
+size_t align_up(size_t n) {
+  return (n + kTensorAlignment - 1) / kTensorAlignment * kTensorAlignment;
+}
+
+// What a plan is for, as integers: the fetches (node, index), then each fed placeholder and its
+// shape (node, rank, dims). Built on every run, so it formats no text and reuses its buffer: at
+// batch 1 a small model's whole run takes microseconds.
+void plan_key(const Feeds& feeds, const std::vector<Output>& fetches, std::vector<int64_t>& key) {
+  key.clear();
+  key.push_back(static_cast<int64_t>(fetches.size()));
+  for (const Output& f : fetches) key.insert(key.end(), {f.node, f.index});
+  for (const auto& [out, tensor] : feeds) {
+    key.insert(key.end(), {out.node, tensor.rank()});
+    key.insert(key.end(), tensor.shape().begin(), tensor.shape().end());
+  }
+}
+
+// Binds a source's value to its slot, reusing the slot's storage.
+void bind_source(std::vector<Tensor>& slot, const Tensor& value) {
+  slot.resize(1);
+  slot[0] = value;
+}
 
 }  // namespace
 
@@ -44,7 +66,9 @@ struct Session::Plan {
     int64_t calls = 0;
   };
   std::vector<Step> steps;
-  std::vector<std::vector<Tensor>> values;  // by node id; arena views for computed nodes
+  std::vector<std::vector<Tensor>> values;  // by node id; arena views for computed nodes, and
+                                            // constants' values, bound once
+  std::vector<int> variables;               // nodes bound to the variable store on each run
   std::shared_ptr<Storage> arena;
   std::vector<Output> fetches;
 };
@@ -77,18 +101,12 @@ Session::Session(const Graph& graph, SessionOptions options,
 Session::~Session() = default;
 
 Session::Plan& Session::plan_for(const Feeds& feeds, const std::vector<Output>& fetches) {
-  // Key: fetches and the shapes of the fed placeholders.
-  std::string key;
-  std::map<int, Shape> placeholder_shapes;
-  for (const Output& f : fetches) key += fmt::format("{}:{},", f.node, f.index);
-  key += "|";
-  for (const auto& [out, tensor] : feeds) {
-    key += fmt::format("{}{};", out.node, shape_str(tensor.shape()));
-    placeholder_shapes[out.node] = tensor.shape();
-  }
-  for (auto& [k, plan] : plans_)
-    if (k == key) return *plan;
+  plan_key(feeds, fetches, key_);
+  for (auto& [key, plan] : plans_)
+    if (key == key_) return *plan;
 
+  std::map<int, Shape> placeholder_shapes;
+  for (const auto& [out, tensor] : feeds) placeholder_shapes[out.node] = tensor.shape();
   auto plan = std::make_unique<Plan>();
   plan->graph = graph_;
   plan->fetches = fetches;
@@ -170,12 +188,18 @@ Session::Plan& Session::plan_for(const Feeds& feeds, const std::vector<Output>& 
     const KernelDef& def = KernelRegistry::global().select(spec, options_.kernel_impl);
     plan->steps.push_back(Plan::Step{id, def.create(spec), def.impl, n.op == op_names::kRecv});
   }
+  for (int id = 0; id < g.num_nodes(); ++id) {
+    const Node& n = g.node(id);
+    if (n.op == op_names::kConst)
+      bind_source(plan->values[static_cast<size_t>(id)], n.attrs.get_tensor("value"));
+    if (n.op == op_names::kVariable) plan->variables.push_back(id);
+  }
 
   if (plans_.size() >= kMaxPlans) {
     if (last_plan_ == plans_.front().second.get()) last_plan_ = nullptr;
     plans_.erase(plans_.begin());
   }
-  plans_.emplace_back(key, std::move(plan));
+  plans_.emplace_back(key_, std::move(plan));
   return *plans_.back().second;
 }
 
@@ -191,8 +215,7 @@ std::vector<Tensor> Session::run(const Feeds& feeds, const std::vector<Output>& 
            dtype_name(tensor.dtype()), shape_str(tensor.shape()));
   }
   for (const Output& f : fetches)
-    if (f.node < 0 || f.node >= graph_.num_nodes())
-      fail("fetch: node {} does not exist", f.node);
+    if (f.node < 0 || f.node >= graph_.num_nodes()) fail("fetch: node {} does not exist", f.node);
 
   if (partitioned_) return partitioned_->run(feeds, fetches, training, on_fetch_ready);
 
@@ -201,19 +224,15 @@ std::vector<Tensor> Session::run(const Feeds& feeds, const std::vector<Output>& 
   auto& values = plan.values;
   shared_.next_run();
 
-  // Bind sources.
-  for (const auto& [out, tensor] : feeds) values[static_cast<size_t>(out.node)] = {tensor};
-  for (int id = 0; id < g.num_nodes(); ++id) {
+  // Bind sources (constants were bound with the plan).
+  for (const auto& [out, tensor] : feeds) bind_source(values[static_cast<size_t>(out.node)], tensor);
+  for (int id : plan.variables) {
     const Node& n = g.node(id);
-    if (n.op == op_names::kVariable) {
-      Tensor& v = variables_->get(n.name);
-      if (v.shape() != n.outputs[0].shape || v.dtype() != n.outputs[0].dtype)
-        fail("variable '{}': value is {}{}, graph expects {}", n.name, dtype_name(v.dtype()),
-             shape_str(v.shape()), type_str(n.outputs[0]));
-      values[static_cast<size_t>(id)] = {v};
-    } else if (n.op == op_names::kConst) {
-      values[static_cast<size_t>(id)] = {n.attrs.get_tensor("value")};
-    }
+    Tensor& v = variables_->get(n.name);
+    if (v.shape() != n.outputs[0].shape || v.dtype() != n.outputs[0].dtype)
+      fail("variable '{}': value is {}{}, graph expects {}", n.name, dtype_name(v.dtype()),
+           shape_str(v.shape()), type_str(n.outputs[0]));
+    bind_source(values[static_cast<size_t>(id)], v);
   }
 
   // Fetch indices by the node that computes them (only when someone listens).
@@ -229,15 +248,17 @@ std::vector<Tensor> Session::run(const Feeds& feeds, const std::vector<Output>& 
     for (const Output& in : n.inputs)
       if (values[static_cast<size_t>(in.node)].empty())
         fail("node '{}' ({}): input '{}' was not fed", n.name, n.op, g.node(in.node).name);
-    KernelContext ctx{n,      {},   values[static_cast<size_t>(step.node)], training,
-                      draws_, options_.transfers, &shared_};
+    KernelContext ctx{n,        {},     values[static_cast<size_t>(step.node)],
+                      training, draws_, options_.transfers,
+                      &shared_};
     ctx.inputs.reserve(n.inputs.size());
     for (const Output& in : n.inputs)
       ctx.inputs.push_back(values[static_cast<size_t>(in.node)][static_cast<size_t>(in.index)]);
     if (profiling_) {
       auto start = std::chrono::steady_clock::now();
       step.kernel->compute(ctx);
-      step.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      step.seconds +=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       ++step.calls;
     } else {
       step.kernel->compute(ctx);
@@ -245,7 +266,8 @@ std::vector<Tensor> Session::run(const Feeds& feeds, const std::vector<Output>& 
     if (step.hands_over) values[static_cast<size_t>(step.node)] = std::move(ctx.outputs);
     if (on_fetch_ready)
       for (size_t i : fetches_of_node[static_cast<size_t>(step.node)])
-        on_fetch_ready(i, values[static_cast<size_t>(step.node)][static_cast<size_t>(fetches[i].index)]);
+        on_fetch_ready(
+            i, values[static_cast<size_t>(step.node)][static_cast<size_t>(fetches[i].index)]);
   }
   last_plan_ = &plan;
 

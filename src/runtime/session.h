@@ -111,7 +111,8 @@ class Session {
   std::shared_ptr<VariableStore> variables_;
   std::mt19937_64 rng_;
   std::mt19937_64* draws_;  // options_.rng or rng_
-  std::vector<std::pair<std::string, std::unique_ptr<Plan>>> plans_;
+  std::vector<std::pair<std::vector<int64_t>, std::unique_ptr<Plan>>> plans_;
+  std::vector<int64_t> key_;  // the running plan's key (plan_for), kept to reuse its buffer
   Plan* last_plan_ = nullptr;
   bool profiling_ = false;
   RunShared shared_;  // what this session's kernels share within a run

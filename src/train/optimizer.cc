@@ -5,6 +5,7 @@
 #include <numbers>
 
 #include "core/error.h"
+#include "cpu/parallel_for.h"
 
 namespace sf {
 
@@ -40,16 +41,18 @@ void Optimizer::apply(const std::string& name, Tensor& param, const Tensor& grad
   const float wd = decay ? static_cast<float>(config_.weight_decay) : 0.0f;
   const float rate = static_cast<float>(lr);
   if (config_.kind == "sgd") {
-#pragma omp parallel for schedule(static) if (n > 65536)
-    for (int64_t i = 0; i < n; ++i) w[i] -= rate * (g[i] + wd * w[i]);
+    parallel_for(0, n, n > 65536, [&](int64_t share_begin, int64_t share_end) {
+      for (int64_t i = share_begin; i < share_end; ++i) w[i] -= rate * (g[i] + wd * w[i]);
+    });
   } else if (config_.kind == "momentum") {
     float* v = slot("velocity", name, param).data<float>();
     const float mu = static_cast<float>(config_.momentum);
-#pragma omp parallel for schedule(static) if (n > 65536)
-    for (int64_t i = 0; i < n; ++i) {
-      v[i] = mu * v[i] + g[i] + wd * w[i];
-      w[i] -= rate * v[i];
-    }
+    parallel_for(0, n, n > 65536, [&](int64_t share_begin, int64_t share_end) {
+      for (int64_t i = share_begin; i < share_end; ++i) {
+        v[i] = mu * v[i] + g[i] + wd * w[i];
+        w[i] -= rate * v[i];
+      }
+    });
   } else {
     float* m = slot("m", name, param).data<float>();
     float* v = slot("v", name, param).data<float>();
@@ -61,12 +64,13 @@ void Optimizer::apply(const std::string& name, Tensor& param, const Tensor& grad
                                           (1.0 - std::pow(config_.beta1, t)));
     const float eps = static_cast<float>(config_.epsilon);
     const float decay_step = rate * wd;
-#pragma omp parallel for schedule(static) if (n > 65536)
-    for (int64_t i = 0; i < n; ++i) {
-      m[i] = b1 * m[i] + (1.0f - b1) * g[i];
-      v[i] = b2 * v[i] + (1.0f - b2) * g[i] * g[i];
-      w[i] -= step * m[i] / (std::sqrt(v[i]) + eps) + decay_step * w[i];
-    }
+    parallel_for(0, n, n > 65536, [&](int64_t share_begin, int64_t share_end) {
+      for (int64_t i = share_begin; i < share_end; ++i) {
+        m[i] = b1 * m[i] + (1.0f - b1) * g[i];
+        v[i] = b2 * v[i] + (1.0f - b2) * g[i] * g[i];
+        w[i] -= step * m[i] / (std::sqrt(v[i]) + eps) + decay_step * w[i];
+      }
+    });
   }
 }
 
@@ -111,9 +115,8 @@ void Optimizer::restore(const std::map<std::string, Tensor>& tensors) {
 }
 
 double LrSchedule::at(int64_t step) const {
-  const double progress =
-      std::clamp(static_cast<double>(step) / static_cast<double>(std::max<int64_t>(total_steps, 1)),
-                 0.0, 1.0);
+  const double progress = std::clamp(
+      static_cast<double>(step) / static_cast<double>(std::max<int64_t>(total_steps, 1)), 0.0, 1.0);
   if (kind == "step") return base * (progress < 0.5 ? 1.0 : progress < 0.75 ? 0.1 : 0.01);
   if (kind == "cosine") return base * 0.5 * (1.0 + std::cos(std::numbers::pi * progress));
   return base;

@@ -8,14 +8,15 @@
 
 #include "codec/binary_weights.h"
 #include "cpu/cpu_features.h"
+#include "cpu/parallel_for.h"
 #include "kernels/binary/bit_conv.h"
 #include "kernels/binary/bit_gemm.h"
 #if defined(__x86_64__)
 #include "kernels/binary/bit_conv_avx512.h"
 #endif
 #include "kernels/register.h"
-#include "ops/conv_geometry.h"
 #include "ops/binary_ops.h"
+#include "ops/conv_geometry.h"
 #include "ops/op_names.h"
 
 namespace sf {
@@ -98,7 +99,10 @@ class BinaryLayerKernel : public Kernel {
     // The profile prefixes the registered impl: "binary:xnor_avx512", "binary:ternary_signed_sum".
     const std::string kind = packed_->ternary ? "ternary_" : "";
     if (!xnor_) return reference_ ? kind + "signed_sum" : "float_inputs:" + dense_->running_impl();
-    return kind + "xnor_" + (reference_ ? "reference" : direct_ ? "direct_avx512" : xnor_gemm_impl());
+    return kind + "xnor_" +
+           (reference_ ? "reference"
+            : direct_  ? "direct_avx512"
+                       : xnor_gemm_impl());
   }
 
  private:
@@ -139,8 +143,10 @@ class BinaryLayerKernel : public Kernel {
     image.dwords = dwords_for(in);
     image.pad_top = gh.pad_before;
     image.pad_left = gw.pad_before;
-    image.height = std::max(gh.pad_before + h, (gh.out - 1) * gh.stride + (w_shape_[0] - 1) * gh.dilation + 1);
-    image.width = std::max(gw.pad_before + w, (gw.out - 1) * gw.stride + (w_shape_[1] - 1) * gw.dilation + 1);
+    image.height =
+        std::max(gh.pad_before + h, (gh.out - 1) * gh.stride + (w_shape_[0] - 1) * gh.dilation + 1);
+    image.width =
+        std::max(gw.pad_before + w, (gw.out - 1) * gw.stride + (w_shape_[1] - 1) * gw.dilation + 1);
     // The padding is never written: zeroed once, when the buffer is made.
     const auto size = static_cast<size_t>(batch * image.height * image.width * image.dwords);
     if (image_bits_.size() != size) image_bits_.assign(size, 0);
@@ -151,8 +157,10 @@ class BinaryLayerKernel : public Kernel {
         for (int64_t iy = 0; iy < h; ++iy)
           for (int64_t px = 0; px < w; ++px) {
             const int32_t* src = x.data<int32_t>() + ((b * h + iy) * w + px) * image.dwords;
-            uint32_t* dst = image_bits_.data() +
-                            ((b * image.height + image.pad_top + iy) * image.width + image.pad_left + px) * image.dwords;
+            uint32_t* dst =
+                image_bits_.data() +
+                ((b * image.height + image.pad_top + iy) * image.width + image.pad_left + px) *
+                    image.dwords;
             for (int64_t d = 0; d < image.dwords; ++d)
               dst[d] = static_cast<uint32_t>(src[d]) & low_bits(in - d * 32);
           }
@@ -160,11 +168,12 @@ class BinaryLayerKernel : public Kernel {
       xnor_ = pack_image_avx512(x.data<float>(), h, w, in, image, image_bits_.data());
     }
     if (!xnor_) return false;
-    const DirectConvWindow window{gh.out, gw.out, w_shape_[0], w_shape_[1], gh.stride, gw.stride,
-                                  gh.dilation, gw.dilation};
+    const DirectConvWindow window{gh.out,    gw.out,    w_shape_[0], w_shape_[1],
+                                  gh.stride, gw.stride, gh.dilation, gw.dilation};
     const int64_t n = packed_->n;
     const ConvEpilogue epilogue{border_.data(), packed_->scales.data(),
-                                has_bias_ ? ctx.inputs[2].data<float>() : zeros(n), lowest(), highest()};
+                                has_bias_ ? ctx.inputs[2].data<float>() : zeros(n), lowest(),
+                                highest()};
     xnor_conv_avx512(image, window, taps_, epilogue, ctx.outputs[0].data<float>());
     return true;
 #else
@@ -200,8 +209,10 @@ class BinaryLayerKernel : public Kernel {
       for (int64_t xo = 0; xo < ow; ++xo)
         for (int64_t i = 0; i < kh; ++i)
           for (int64_t j = 0; j < kw; ++j) {
-            const int64_t iy = y * geometry_.h.stride - geometry_.h.pad_before + i * geometry_.h.dilation;
-            const int64_t ix = xo * geometry_.w.stride - geometry_.w.pad_before + j * geometry_.w.dilation;
+            const int64_t iy =
+                y * geometry_.h.stride - geometry_.h.pad_before + i * geometry_.h.dilation;
+            const int64_t ix =
+                xo * geometry_.w.stride - geometry_.w.pad_before + j * geometry_.w.dilation;
             if (iy >= 0 && iy < h && ix >= 0 && ix < w) continue;
             for (int64_t o = 0; o < n; ++o)
               border_[static_cast<size_t>((y * ow + xo) * n + o)] +=
@@ -252,7 +263,8 @@ class BinaryLayerKernel : public Kernel {
   }
 
   // Packed bits, pixel after pixel, into the image rows' bit streams.
-  void image_rows_from_bits(const Tensor& x, int64_t image_rows, int64_t w, int64_t in, int64_t row_words) {
+  void image_rows_from_bits(const Tensor& x, int64_t image_rows, int64_t w, int64_t in,
+                            int64_t row_words) {
     xnor_ = true;
     const int64_t elements = sign_bit_elements(in);
     for (int64_t r = 0; r < image_rows; ++r) {
@@ -260,7 +272,8 @@ class BinaryLayerKernel : public Kernel {
       for (int64_t px = 0; px < w; ++px)
         for (int64_t e = 0; e < elements; ++e) {
           const int64_t bits = std::min<int64_t>(32, in - e * 32);
-          row.append(static_cast<uint32_t>(x.data<int32_t>()[(r * w + px) * elements + e]) & low_bits(bits),
+          row.append(static_cast<uint32_t>(x.data<int32_t>()[(r * w + px) * elements + e]) &
+                         low_bits(bits),
                      static_cast<int>(bits));
         }
       row.finish();
@@ -275,8 +288,8 @@ class BinaryLayerKernel : public Kernel {
     // Each image row again with its left and right padding as zero bits, and one word more, so
     // that a window's taps in a row are one range of bits (kw * in of them when not dilated).
     const int64_t pad_left = gw.pad_before;
-    const int64_t pad_right =
-        std::max<int64_t>(0, (gw.out - 1) * gw.stride + (kw - 1) * gw.dilation - pad_left - (w - 1));
+    const int64_t pad_right = std::max<int64_t>(
+        0, (gw.out - 1) * gw.stride + (kw - 1) * gw.dilation - pad_left - (w - 1));
     const int64_t row_bits = w * in, row_words = words_for(row_bits);
     const int64_t stream_words = words_for((pad_left + w + pad_right) * in) + 1;
     streams_.resize(static_cast<size_t>(batch * h * stream_words));
@@ -288,28 +301,33 @@ class BinaryLayerKernel : public Kernel {
       stream.finish();
     }
     bits_.resize(static_cast<size_t>(batch * gh.out * gw.out * words));
-#pragma omp parallel for collapse(2) schedule(static) if (batch * gh.out * gw.out * words >= (1 << 12))
-    for (int64_t b = 0; b < batch; ++b)
-      for (int64_t y = 0; y < gh.out; ++y)
-        for (int64_t xo = 0; xo < gw.out; ++xo) {
-          BitAppender packed_row(bits_.data() + ((b * gh.out + y) * gw.out + xo) * words);
-          for (int64_t i = 0; i < kh; ++i) {
-            const int64_t iy = y * gh.stride - gh.pad_before + i * gh.dilation;
-            if (iy < 0 || iy >= h) {
-              packed_row.append_zeros(kw * in);
-              continue;
-            }
-            const uint64_t* stream = streams_.data() + (b * h + iy) * stream_words;
-            const int64_t left = xo * gw.stride;  // in the padded row
-            if (gw.dilation == 1) {
-              packed_row.append_range(stream, left * in, kw * in);
-            } else {
-              for (int64_t j = 0; j < kw; ++j)
-                packed_row.append_range(stream, (left + j * gw.dilation) * in, in);
+    parallel_for(
+        0, batch * gh.out, batch * gh.out * gw.out * words >= (1 << 12),
+        [&](int64_t share_begin, int64_t share_end) {
+          for (int64_t flat = share_begin; flat < share_end; ++flat) {
+            const int64_t b = flat / gh.out;
+            const int64_t y = flat % gh.out;
+            for (int64_t xo = 0; xo < gw.out; ++xo) {
+              BitAppender packed_row(bits_.data() + ((b * gh.out + y) * gw.out + xo) * words);
+              for (int64_t i = 0; i < kh; ++i) {
+                const int64_t iy = y * gh.stride - gh.pad_before + i * gh.dilation;
+                if (iy < 0 || iy >= h) {
+                  packed_row.append_zeros(kw * in);
+                  continue;
+                }
+                const uint64_t* stream = streams_.data() + (b * h + iy) * stream_words;
+                const int64_t left = xo * gw.stride;  // in the padded row
+                if (gw.dilation == 1) {
+                  packed_row.append_range(stream, left * in, kw * in);
+                } else {
+                  for (int64_t j = 0; j < kw; ++j)
+                    packed_row.append_range(stream, (left + j * gw.dilation) * in, in);
+                }
+              }
+              packed_row.finish();
             }
           }
-          packed_row.finish();
-        }
+        });
   }
 
   void float_columns(const Tensor& x) {
@@ -319,20 +337,26 @@ class BinaryLayerKernel : public Kernel {
     const int64_t rows = batch * oh * ow, k = kh * kw * in;
     const float* xp = x.data<float>();
     columns_.assign(static_cast<size_t>(rows * k), 0.0f);
-#pragma omp parallel for collapse(2) schedule(static) if (rows * k >= (1 << 15))
-    for (int64_t b = 0; b < batch; ++b)
-      for (int64_t y = 0; y < oh; ++y)
+    parallel_for(0, batch * oh, rows * k >= (1 << 15), [&](int64_t share_begin, int64_t share_end) {
+      for (int64_t flat = share_begin; flat < share_end; ++flat) {
+        const int64_t b = flat / oh;
+        const int64_t y = flat % oh;
         for (int64_t xo = 0; xo < ow; ++xo) {
           const int64_t row = (b * oh + y) * ow + xo;
           for (int64_t i = 0; i < kh; ++i)
             for (int64_t j = 0; j < kw; ++j) {
-              const int64_t iy = y * geometry_.h.stride - geometry_.h.pad_before + i * geometry_.h.dilation;
-              const int64_t ix = xo * geometry_.w.stride - geometry_.w.pad_before + j * geometry_.w.dilation;
+              const int64_t iy =
+                  y * geometry_.h.stride - geometry_.h.pad_before + i * geometry_.h.dilation;
+              const int64_t ix =
+                  xo * geometry_.w.stride - geometry_.w.pad_before + j * geometry_.w.dilation;
               if (iy < 0 || iy >= h || ix < 0 || ix >= w) continue;
               const int64_t pixel = (b * h + iy) * w + ix;
-              std::copy(xp + pixel * in, xp + (pixel + 1) * in, columns_.data() + row * k + (i * kw + j) * in);
+              std::copy(xp + pixel * in, xp + (pixel + 1) * in,
+                        columns_.data() + row * k + (i * kw + j) * in);
             }
         }
+      }
+    });
   }
 
   // The products (rows x n, scales not applied) -> outputs: border correction, scale, bias,
@@ -454,7 +478,8 @@ void register_binary_kernels(KernelRegistry& registry) {
   for (const char* op : {op_names::kConv2D, op_names::kFusedConv2D, op_names::kMatMul,
                          op_names::kFusedMatMul, op_names::kXnorConv2D, op_names::kXnorMatMul}) {
     registry.add(binary::layer_kernel(op, "binary", false, binary::kPriority));
-    registry.add(binary::layer_kernel(op, "binary_reference", true, binary::kOnlyWhenAskedPriority));
+    registry.add(
+        binary::layer_kernel(op, "binary_reference", true, binary::kOnlyWhenAskedPriority));
   }
 #if defined(__x86_64__)
   registry.add(binary::sign_kernel(op_names::kSignBits, binary::sign_bits));

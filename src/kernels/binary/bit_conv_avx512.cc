@@ -2,6 +2,8 @@
 // window pixel's bits are broadcast once and XORed with 16 channels' weights per vector; a
 // block of pixels x up to 4 vectors of channels stays in registers, so each weight load serves
 // every pixel of the block and each broadcast every vector.
+#include "kernels/binary/bit_conv_avx512.h"
+
 #include <immintrin.h>
 
 #include <algorithm>
@@ -9,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "kernels/binary/bit_conv_avx512.h"
+#include "cpu/parallel_for.h"
 
 namespace sf::binary {
 
@@ -35,7 +37,7 @@ struct Layer {
   const int64_t* tap_offset;  // dwords from a window's origin to each tap's pixel
   const TapWeights* weights;
   const ConvEpilogue* epilogue;
-  int64_t k_bits;             // taps * input channels
+  int64_t k_bits;  // taps * input channels
 };
 
 template <int G, int P>
@@ -52,7 +54,8 @@ __attribute__((target("avx512f,avx512vl,avx512vpopcntdq"))) void conv_block(cons
     const int64_t offset = layer.tap_offset[t];
     for (int64_t d = 0; d < dwords; ++d, weights += step) {
       __m512i a[P];
-      for (int p = 0; p < P; ++p) a[p] = _mm512_set1_epi32(static_cast<int>(block.origin[p][offset + d]));
+      for (int p = 0; p < P; ++p)
+        a[p] = _mm512_set1_epi32(static_cast<int>(block.origin[p][offset + d]));
       for (int v = 0; v < G; ++v) {
         const __m512i plus = _mm512_loadu_si512(weights + v * kLanes);
         for (int p = 0; p < P; ++p)
@@ -73,9 +76,11 @@ __attribute__((target("avx512f,avx512vl,avx512vpopcntdq"))) void conv_block(cons
     const __m512 scale = _mm512_maskz_loadu_ps(lanes, e.scale + o);
     const __m512 bias = _mm512_maskz_loadu_ps(lanes, e.bias + o);
     for (int p = 0; p < P; ++p) {
-      const __m512i dot = _mm512_add_epi32(_mm512_sub_epi32(k, _mm512_add_epi32(mismatches[p][v], mismatches[p][v])),
-                                           _mm512_maskz_loadu_epi32(lanes, block.border[p] + o));
-      const __m512 y = _mm512_add_round_ps(_mm512_mul_round_ps(_mm512_cvtepi32_ps(dot), scale, kNearest), bias, kNearest);
+      const __m512i dot = _mm512_add_epi32(
+          _mm512_sub_epi32(k, _mm512_add_epi32(mismatches[p][v], mismatches[p][v])),
+          _mm512_maskz_loadu_epi32(lanes, block.border[p] + o));
+      const __m512 y = _mm512_add_round_ps(
+          _mm512_mul_round_ps(_mm512_cvtepi32_ps(dot), scale, kNearest), bias, kNearest);
       _mm512_mask_storeu_ps(block.out[p] + o, lanes, _mm512_min_ps(_mm512_max_ps(y, lo), hi));
     }
   }
@@ -90,8 +95,10 @@ constexpr std::array<BlockFn, kPixels> pixel_counts(std::index_sequence<P...>) {
 
 // [vectors in the group - 1][pixels in the block - 1]
 constexpr std::array<std::array<BlockFn, kPixels>, kMaxVectors> kBlocks = {
-    pixel_counts<1>(std::make_index_sequence<kPixels>()), pixel_counts<2>(std::make_index_sequence<kPixels>()),
-    pixel_counts<3>(std::make_index_sequence<kPixels>()), pixel_counts<4>(std::make_index_sequence<kPixels>())};
+    pixel_counts<1>(std::make_index_sequence<kPixels>()),
+    pixel_counts<2>(std::make_index_sequence<kPixels>()),
+    pixel_counts<3>(std::make_index_sequence<kPixels>()),
+    pixel_counts<4>(std::make_index_sequence<kPixels>())};
 
 }  // namespace
 
@@ -106,9 +113,11 @@ __attribute__((target("avx512f,avx512vl,avx512vpopcntdq"))) bool pack_sign_dword
       const int64_t len = std::min<int64_t>(32, k - d * 32);
       uint32_t word = 0;
       for (int64_t j = 0; j < len; j += kLanes) {
-        const auto lanes = static_cast<__mmask16>(len - j >= kLanes ? 0xffff : (1u << (len - j)) - 1);
+        const auto lanes =
+            static_cast<__mmask16>(len - j >= kLanes ? 0xffff : (1u << (len - j)) - 1);
         const __m512 a = _mm512_maskz_loadu_ps(lanes, v + j);
-        const __m512 size = _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(a), magnitude));
+        const __m512 size =
+            _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(a), magnitude));
         signs &= _mm512_mask_cmp_ps_mask(lanes, size, one, _CMP_EQ_OQ) == lanes;
         word |= static_cast<uint32_t>(_mm512_mask_cmp_ps_mask(lanes, a, zero, _CMP_GT_OQ)) << j;
       }
@@ -124,7 +133,8 @@ bool pack_image_avx512(const float* x, int64_t h, int64_t w, int64_t in, const P
     for (int64_t iy = 0; iy < h; ++iy)
       signs &= pack_sign_dwords_avx512(
           x + (b * h + iy) * w * in, w, in, image.dwords,
-          bits + ((b * image.height + image.pad_top + iy) * image.width + image.pad_left) * image.dwords);
+          bits + ((b * image.height + image.pad_top + iy) * image.width + image.pad_left) *
+                     image.dwords);
   return signs;
 }
 
@@ -149,9 +159,10 @@ __attribute__((target("avx512f,avx512vl,avx512vpopcntdq"))) void max_pool_sign_b
               if (ix < 0 || ix >= w) continue;
               const float* v = x + ((b * h + iy) * w + ix) * channels + d * 32;
               for (int64_t c = 0; c < len; c += kLanes) {
-                const auto lanes = static_cast<__mmask16>(len - c >= kLanes ? 0xffff : (1u << (len - c)) - 1);
-                word |= static_cast<uint32_t>(
-                            _mm512_mask_cmp_ps_mask(lanes, _mm512_maskz_loadu_ps(lanes, v + c), zero, _CMP_GT_OQ))
+                const auto lanes =
+                    static_cast<__mmask16>(len - c >= kLanes ? 0xffff : (1u << (len - c)) - 1);
+                word |= static_cast<uint32_t>(_mm512_mask_cmp_ps_mask(
+                            lanes, _mm512_maskz_loadu_ps(lanes, v + c), zero, _CMP_GT_OQ))
                         << c;
               }
             }
@@ -171,24 +182,30 @@ void xnor_conv_avx512(const PackedImage& image, const DirectConvWindow& window,
   const int64_t pixels = window.out_h * window.out_w, n = weights.n;
   const int64_t groups = (weights.vectors + kMaxVectors - 1) / kMaxVectors;
   const int64_t bit_macs = image.batch * pixels * n * layer.k_bits;
-#pragma omp parallel for collapse(2) schedule(static) if (bit_macs >= (int64_t{1} << 22))
-  for (int64_t b = 0; b < image.batch; ++b)
-    for (int64_t q0 = 0; q0 < pixels; q0 += kPixels) {
-      const int count = static_cast<int>(std::min<int64_t>(kPixels, pixels - q0));
-      Block block;
-      for (int p = 0; p < count; ++p) {
-        const int64_t q = q0 + p, oy = q / window.out_w, ox = q % window.out_w;
-        block.origin[p] = image.bits +
-                          ((b * image.height + oy * window.stride_h) * image.width + ox * window.stride_w) *
-                              image.dwords;
-        block.border[p] = epilogue.border + q * n;
-        block.out[p] = y + (b * pixels + q) * n;
-      }
-      for (int64_t g = 0; g < groups; ++g) {
-        const int64_t vectors = std::min<int64_t>(kMaxVectors, weights.vectors - g * kMaxVectors);
-        kBlocks[static_cast<size_t>(vectors - 1)][static_cast<size_t>(count - 1)](layer, block, g);
-      }
-    }
+  const int64_t blocks = (pixels + kPixels - 1) / kPixels;  // per image
+  parallel_for(0, image.batch * blocks, bit_macs >= (int64_t{1} << 22),
+               [&](int64_t share_begin, int64_t share_end) {
+                 for (int64_t flat = share_begin; flat < share_end; ++flat) {
+                   const int64_t b = flat / blocks, q0 = flat % blocks * kPixels;
+                   const int count = static_cast<int>(std::min<int64_t>(kPixels, pixels - q0));
+                   Block block;
+                   for (int p = 0; p < count; ++p) {
+                     const int64_t q = q0 + p, oy = q / window.out_w, ox = q % window.out_w;
+                     block.origin[p] =
+                         image.bits + ((b * image.height + oy * window.stride_h) * image.width +
+                                       ox * window.stride_w) *
+                                          image.dwords;
+                     block.border[p] = epilogue.border + q * n;
+                     block.out[p] = y + (b * pixels + q) * n;
+                   }
+                   for (int64_t g = 0; g < groups; ++g) {
+                     const int64_t vectors =
+                         std::min<int64_t>(kMaxVectors, weights.vectors - g * kMaxVectors);
+                     kBlocks[static_cast<size_t>(vectors - 1)][static_cast<size_t>(count - 1)](
+                         layer, block, g);
+                   }
+                 }
+               });
 }
 
 #pragma GCC diagnostic pop

@@ -6,6 +6,7 @@
 #include <bit>
 
 #include "cpu/cpu_features.h"
+#include "cpu/parallel_for.h"
 #if defined(__x86_64__)
 #include "kernels/binary/bit_gemm_avx512.h"
 #endif
@@ -62,26 +63,33 @@ void xnor_gemm_reference(const uint64_t* a, int64_t m, const PackedWeights& w, i
 
 void xnor_gemm_portable(const uint64_t* a, int64_t m, const PackedWeights& w, int32_t* dot) {
   const int64_t words = w.words;
-#pragma omp parallel for collapse(2) schedule(static) if (m * w.n * words >= (1 << 14))
-  for (int64_t r = 0; r < m; ++r)
-    for (int64_t c = 0; c < w.n; ++c) {
-      const uint64_t* row = a + r * words;
-      const uint64_t* plus = w.plus.data() + c * words;
-      if (!w.ternary) {
-        int64_t mismatches = 0;
-        for (int64_t i = 0; i < words; ++i) mismatches += std::popcount(row[i] ^ plus[i]);
-        dot[r * w.n + c] = static_cast<int32_t>(w.k - 2 * mismatches);
-        continue;
-      }
-      const uint64_t* minus = w.minus.data() + c * words;
-      int64_t plus_on = 0, minus_on = 0;
-      for (int64_t i = 0; i < words; ++i) {
-        plus_on += std::popcount(row[i] & plus[i]);
-        minus_on += std::popcount(row[i] & minus[i]);
-      }
-      dot[r * w.n + c] = static_cast<int32_t>(2 * plus_on - w.plus_count[static_cast<size_t>(c)] -
+  parallel_for(0, m * w.n, m * w.n * words >= (1 << 14),
+               [&](int64_t share_begin, int64_t share_end) {
+                 for (int64_t flat = share_begin; flat < share_end; ++flat) {
+                   const int64_t r = flat / w.n;
+                   const int64_t c = flat % w.n;
+                   {
+                     const uint64_t* row = a + r * words;
+                     const uint64_t* plus = w.plus.data() + c * words;
+                     if (!w.ternary) {
+                       int64_t mismatches = 0;
+                       for (int64_t i = 0; i < words; ++i)
+                         mismatches += std::popcount(row[i] ^ plus[i]);
+                       dot[r * w.n + c] = static_cast<int32_t>(w.k - 2 * mismatches);
+                       continue;
+                     }
+                     const uint64_t* minus = w.minus.data() + c * words;
+                     int64_t plus_on = 0, minus_on = 0;
+                     for (int64_t i = 0; i < words; ++i) {
+                       plus_on += std::popcount(row[i] & plus[i]);
+                       minus_on += std::popcount(row[i] & minus[i]);
+                     }
+                     dot[r * w.n + c] =
+                         static_cast<int32_t>(2 * plus_on - w.plus_count[static_cast<size_t>(c)] -
                                               2 * minus_on + w.minus_count[static_cast<size_t>(c)]);
-    }
+                   }
+                 }
+               });
 }
 
 void xnor_gemm(const uint64_t* a, int64_t m, const PackedWeights& w, int32_t* dot) {
@@ -120,7 +128,8 @@ bool pack_signs(const float* x, int64_t rows, int64_t k, int64_t words, uint64_t
 
 const char* xnor_gemm_impl() {
 #if defined(__x86_64__)
-  if (cpu_features().avx512f && cpu_features().avx512vl && cpu_features().avx512_vpopcntdq) return "avx512";
+  if (cpu_features().avx512f && cpu_features().avx512vl && cpu_features().avx512_vpopcntdq)
+    return "avx512";
 #endif
   return "portable";
 }
@@ -128,30 +137,34 @@ const char* xnor_gemm_impl() {
 void signed_sum_gemm(const float* x, int64_t m, const PackedWeights& w, float* dot) {
   const int64_t k = w.k, words = w.words;
   constexpr int kPartials = 16;  // independent sums, so that the inner loop vectorizes
-#pragma omp parallel for collapse(2) schedule(static) if (m * w.n * k >= (1 << 16))
-  for (int64_t r = 0; r < m; ++r)
-    for (int64_t c = 0; c < w.n; ++c) {
-      const float* row = x + r * k;
-      const uint64_t* plus = w.plus.data() + c * words;
-      const uint64_t* minus = w.ternary ? w.minus.data() + c * words : nullptr;
-      float partial[kPartials] = {};
-      for (int64_t i0 = 0; i0 < k; i0 += 64) {
-        const uint64_t p = plus[i0 / 64];
-        const uint64_t negative = minus ? minus[i0 / 64] : ~p;
-        const uint64_t nonzero = p | negative;
-        const int64_t len = std::min<int64_t>(64, k - i0);
-        // The sign bit flipped where the level is -1, the value dropped where it is 0.
-        for (int64_t j = 0; j < len; ++j) {
-          const auto bits = std::bit_cast<uint32_t>(row[i0 + j]);
-          const auto flip = static_cast<uint32_t>((negative >> j) & 1) << 31;
-          const uint32_t keep = 0u - static_cast<uint32_t>((nonzero >> j) & 1);
-          partial[j % kPartials] += std::bit_cast<float>((bits ^ flip) & keep);
+  parallel_for(0, m * w.n, m * w.n * k >= (1 << 16), [&](int64_t share_begin, int64_t share_end) {
+    for (int64_t flat = share_begin; flat < share_end; ++flat) {
+      const int64_t r = flat / w.n;
+      const int64_t c = flat % w.n;
+      {
+        const float* row = x + r * k;
+        const uint64_t* plus = w.plus.data() + c * words;
+        const uint64_t* minus = w.ternary ? w.minus.data() + c * words : nullptr;
+        float partial[kPartials] = {};
+        for (int64_t i0 = 0; i0 < k; i0 += 64) {
+          const uint64_t p = plus[i0 / 64];
+          const uint64_t negative = minus ? minus[i0 / 64] : ~p;
+          const uint64_t nonzero = p | negative;
+          const int64_t len = std::min<int64_t>(64, k - i0);
+          // The sign bit flipped where the level is -1, the value dropped where it is 0.
+          for (int64_t j = 0; j < len; ++j) {
+            const auto bits = std::bit_cast<uint32_t>(row[i0 + j]);
+            const auto flip = static_cast<uint32_t>((negative >> j) & 1) << 31;
+            const uint32_t keep = 0u - static_cast<uint32_t>((nonzero >> j) & 1);
+            partial[j % kPartials] += std::bit_cast<float>((bits ^ flip) & keep);
+          }
         }
+        float sum = 0.0f;
+        for (float v : partial) sum += v;
+        dot[r * w.n + c] = sum;
       }
-      float sum = 0.0f;
-      for (float v : partial) sum += v;
-      dot[r * w.n + c] = sum;
     }
+  });
 }
 
 }  // namespace sf::binary

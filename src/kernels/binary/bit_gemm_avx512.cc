@@ -1,11 +1,13 @@
 // XNOR products with VPOPCNTDQ on the channel-interleaved planes (bit_gemm.h): one vector holds
 // word i of 8 output channels, the activation word is broadcast, and each lane accumulates its
 // own channel's count, so no horizontal sums are needed.
+#include "kernels/binary/bit_gemm_avx512.h"
+
 #include <immintrin.h>
 
 #include <algorithm>
 
-#include "kernels/binary/bit_gemm_avx512.h"
+#include "cpu/parallel_for.h"
 
 namespace sf::binary {
 
@@ -20,9 +22,8 @@ namespace {
 constexpr int64_t kLanes = 8;
 
 // Counts for one activation row against the 8 channels of block b.
-__attribute__((target("avx512f,avx512vl,avx512vpopcntdq"))) void block_counts(const uint64_t* row,
-                                                                     const PackedWeights& w,
-                                                                     int64_t b, int32_t* dot) {
+__attribute__((target("avx512f,avx512vl,avx512vpopcntdq"))) void block_counts(
+    const uint64_t* row, const PackedWeights& w, int64_t b, int32_t* dot) {
   const int64_t words = w.words;
   const uint64_t* plus = w.plus_by8.data() + b * words * kLanes;
   const int64_t c0 = b * kLanes;
@@ -115,16 +116,17 @@ void xnor_gemm_avx512(const uint64_t* a, int64_t m, const PackedWeights& w, int3
   // Binary layers take rows kRows at a time; ternary ones, and the rows left over, one by one.
   const int64_t groups = w.ternary ? 0 : m / kRows;
   const int64_t grouped = groups * kRows;
-#pragma omp parallel if (m * w.n * w.words >= (1 << 15))
-  {
+  parallel_region(
+      m * w.n * w.words >= (1 << 15), [&]() __attribute__((
+                                          target("avx512f,avx512vl,avx512vpopcntdq"))) {
 #pragma omp for collapse(2) schedule(static) nowait
-    for (int64_t g = 0; g < groups; ++g)
-      for (int64_t b = 0; b < blocks; ++b)
-        binary_block_counts_rows(a + g * kRows * w.words, w, b, dot + g * kRows * w.n);
+        for (int64_t g = 0; g < groups; ++g)
+          for (int64_t b = 0; b < blocks; ++b)
+            binary_block_counts_rows(a + g * kRows * w.words, w, b, dot + g * kRows * w.n);
 #pragma omp for collapse(2) schedule(static)
-    for (int64_t r = grouped; r < m; ++r)
-      for (int64_t b = 0; b < blocks; ++b) block_counts(a + r * w.words, w, b, dot + r * w.n);
-  }
+        for (int64_t r = grouped; r < m; ++r)
+          for (int64_t b = 0; b < blocks; ++b) block_counts(a + r * w.words, w, b, dot + r * w.n);
+      });
 }
 
 #pragma GCC diagnostic pop

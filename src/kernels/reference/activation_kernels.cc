@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "cpu/parallel_for.h"
 #include "kernels/kernel.h"
 #include "kernels/reference/reference.h"
 #include "ops/op_names.h"
@@ -18,8 +19,9 @@ KernelDef unary(const char* op_name, Op op) {
     const float* x = ctx.inputs[0].data<float>();
     float* y = ctx.outputs[0].data<float>();
     const int64_t n = ctx.outputs[0].numel();
-#pragma omp parallel for if (n >= kParallelMin)
-    for (int64_t i = 0; i < n; ++i) y[i] = op(x[i]);
+    parallel_for(0, n, n >= kParallelMin, [&](int64_t share_begin, int64_t share_end) {
+      for (int64_t i = share_begin; i < share_end; ++i) y[i] = op(x[i]);
+    });
   });
 }
 
@@ -31,8 +33,9 @@ KernelDef binary(const char* op_name, Op op) {
     const float* s = ctx.inputs[1].data<float>();
     float* dx = ctx.outputs[0].data<float>();
     const int64_t n = ctx.outputs[0].numel();
-#pragma omp parallel for if (n >= kParallelMin)
-    for (int64_t i = 0; i < n; ++i) dx[i] = op(dy[i], s[i]);
+    parallel_for(0, n, n >= kParallelMin, [&](int64_t share_begin, int64_t share_end) {
+      for (int64_t i = share_begin; i < share_end; ++i) dx[i] = op(dy[i], s[i]);
+    });
   });
 }
 
@@ -47,17 +50,18 @@ void softmax(KernelContext& ctx) {
   float* y = ctx.outputs[0].data<float>();
   int64_t rows, cols;
   rows_of(ctx.inputs[0], rows, cols);
-#pragma omp parallel for if (rows * cols >= kParallelMin)
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* xr = x + r * cols;
-    float* yr = y + r * cols;
-    // Subtracting the row max keeps exp() from overflowing.
-    const float max = *std::max_element(xr, xr + cols);
-    double sum = 0.0;
-    for (int64_t c = 0; c < cols; ++c) sum += std::exp(static_cast<double>(xr[c]) - max);
-    for (int64_t c = 0; c < cols; ++c)
-      yr[c] = static_cast<float>(std::exp(static_cast<double>(xr[c]) - max) / sum);
-  }
+  parallel_for(0, rows, rows * cols >= kParallelMin, [&](int64_t share_begin, int64_t share_end) {
+    for (int64_t r = share_begin; r < share_end; ++r) {
+      const float* xr = x + r * cols;
+      float* yr = y + r * cols;
+      // Subtracting the row max keeps exp() from overflowing.
+      const float max = *std::max_element(xr, xr + cols);
+      double sum = 0.0;
+      for (int64_t c = 0; c < cols; ++c) sum += std::exp(static_cast<double>(xr[c]) - max);
+      for (int64_t c = 0; c < cols; ++c)
+        yr[c] = static_cast<float>(std::exp(static_cast<double>(xr[c]) - max) / sum);
+    }
+  });
 }
 
 // dx = y * (dy - sum(dy * y)) per row.
@@ -67,14 +71,15 @@ void softmax_grad(KernelContext& ctx) {
   float* dx = ctx.outputs[0].data<float>();
   int64_t rows, cols;
   rows_of(ctx.inputs[0], rows, cols);
-#pragma omp parallel for if (rows * cols >= kParallelMin)
-  for (int64_t r = 0; r < rows; ++r) {
-    const int64_t base = r * cols;
-    double dot = 0.0;
-    for (int64_t c = 0; c < cols; ++c) dot += static_cast<double>(dy[base + c]) * y[base + c];
-    for (int64_t c = 0; c < cols; ++c)
-      dx[base + c] = static_cast<float>(y[base + c] * (dy[base + c] - dot));
-  }
+  parallel_for(0, rows, rows * cols >= kParallelMin, [&](int64_t share_begin, int64_t share_end) {
+    for (int64_t r = share_begin; r < share_end; ++r) {
+      const int64_t base = r * cols;
+      double dot = 0.0;
+      for (int64_t c = 0; c < cols; ++c) dot += static_cast<double>(dy[base + c]) * y[base + c];
+      for (int64_t c = 0; c < cols; ++c)
+        dx[base + c] = static_cast<float>(y[base + c] * (dy[base + c] - dot));
+    }
+  });
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 
 #include "codec/quant_params.h"
 #include "codec/weight_codec.h"
+#include "cpu/parallel_for.h"
 #include "kernels/kernel.h"
 #include "kernels/reference/reference.h"
 #include "ops/op_names.h"
@@ -38,22 +39,26 @@ void fake_quant_activation(KernelContext& ctx) {
   const float* xp = x.data<float>();
   const int64_t n = x.numel();
   float lo = std::numeric_limits<float>::infinity(), hi = -lo;
-#pragma omp parallel for if (n >= kParallelMin) reduction(min : lo) reduction(max : hi)
-  for (int64_t i = 0; i < n; ++i)
-    if (std::isfinite(xp[i])) {
-      lo = std::min(lo, xp[i]);
-      hi = std::max(hi, xp[i]);
-    }
+  parallel_region(n >= kParallelMin, [&] {
+#pragma omp for reduction(min : lo) reduction(max : hi)
+    for (int64_t i = 0; i < n; ++i)
+      if (std::isfinite(xp[i])) {
+        lo = std::min(lo, xp[i]);
+        hi = std::max(hi, xp[i]);
+      }
+  });
   float* observed = ctx.outputs[1].data<float>();
   observed[0] = lo <= hi ? lo : 0.0f;
   observed[1] = lo <= hi ? hi : 0.0f;
   const QuantParams p = effective_params(ctx.inputs[1], ctx.outputs[1]);
   const float inverse = 1.0f / p.scale, scale = p.scale;
-  const auto lowest = static_cast<float>(-p.zero_point), highest = static_cast<float>(255 - p.zero_point);
+  const auto lowest = static_cast<float>(-p.zero_point),
+             highest = static_cast<float>(255 - p.zero_point);
   float* y = ctx.outputs[0].data<float>();
-#pragma omp parallel for if (n >= kParallelMin)
-  for (int64_t i = 0; i < n; ++i)
-    y[i] = std::clamp(std::nearbyint(xp[i] * inverse), lowest, highest) * scale;
+  parallel_for(0, n, n >= kParallelMin, [&](int64_t share_begin, int64_t share_end) {
+    for (int64_t i = share_begin; i < share_end; ++i)
+      y[i] = std::clamp(std::nearbyint(xp[i] * inverse), lowest, highest) * scale;
+  });
 }
 
 // Straight through where x lies within the grid's range; zero where quantization saturates.
@@ -64,8 +69,10 @@ void fake_quant_activation_grad(KernelContext& ctx) {
   const float lo = dequantize_value(0, p), hi = dequantize_value(255, p);
   float* dx = ctx.outputs[0].data<float>();
   const int64_t n = ctx.outputs[0].numel();
-#pragma omp parallel for if (n >= kParallelMin)
-  for (int64_t i = 0; i < n; ++i) dx[i] = x[i] >= lo && x[i] <= hi ? dy[i] : 0.0f;
+  parallel_for(0, n, n >= kParallelMin, [&](int64_t share_begin, int64_t share_end) {
+    for (int64_t i = share_begin; i < share_end; ++i)
+      dx[i] = x[i] >= lo && x[i] <= hi ? dy[i] : 0.0f;
+  });
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "cpu/parallel_for.h"
 #include "kernels/kernel.h"
 #include "kernels/reference/reference.h"
 #include "ops/broadcast.h"
@@ -29,8 +30,9 @@ void binary(KernelContext& ctx, Op op) {
   T* py = y.data<T>();
   if (a.shape() == b.shape()) {
     const int64_t n = y.numel();
-#pragma omp parallel for if (n >= kParallelMin)
-    for (int64_t i = 0; i < n; ++i) py[i] = op(pa[i], pb[i]);
+    parallel_for(0, n, n >= kParallelMin, [&](int64_t share_begin, int64_t share_end) {
+      for (int64_t i = share_begin; i < share_end; ++i) py[i] = op(pa[i], pb[i]);
+    });
     return;
   }
   for_each_broadcast(y.shape(), a.shape(), b.shape(),
@@ -204,12 +206,13 @@ void register_reference_math_kernels(KernelRegistry& r) {
     const int64_t n = ctx.outputs[0].numel();
     std::vector<const float*> xs;
     for (const Tensor& t : ctx.inputs) xs.push_back(t.data<float>());
-#pragma omp parallel for if (n >= kParallelMin)
-    for (int64_t i = 0; i < n; ++i) {
-      double sum = 0.0;
-      for (const float* x : xs) sum += x[i];
-      y[i] = static_cast<float>(sum);
-    }
+    parallel_for(0, n, n >= kParallelMin, [&](int64_t share_begin, int64_t share_end) {
+      for (int64_t i = share_begin; i < share_end; ++i) {
+        double sum = 0.0;
+        for (const float* x : xs) sum += x[i];
+        y[i] = static_cast<float>(sum);
+      }
+    });
   }));
   r.add(simple_kernel(op_names::kSumTo, DType::f32, "reference", [](KernelContext& ctx) {
     sum_into(ctx.inputs[0], ctx.outputs[0].shape(), ctx.outputs[0].data<float>());

@@ -1,8 +1,9 @@
-// Reference kernels for BatchNorm, BatchNormGrad, LayerNorm and Dropout. Per-channel sums run over the
-// rows in order, in double, so results do not depend on the thread count.
+// Reference kernels for BatchNorm, BatchNormGrad, LayerNorm and Dropout. Per-channel sums run over
+// the rows in order, in double, so results do not depend on the thread count.
 #include <cmath>
 #include <vector>
 
+#include "cpu/parallel_for.h"
 #include "kernels/kernel.h"
 #include "kernels/reference/reference.h"
 #include "ops/op_names.h"
@@ -60,13 +61,14 @@ void batch_norm(KernelContext& ctx) {
     ctx.outputs[2].copy_from(ctx.inputs[4]);
   }
   const std::vector<double> inv = inv_std(var, channels, ctx.node.attrs.get_float("epsilon"));
-#pragma omp parallel for if (rows * channels >= (1 << 15))
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < channels; ++c) {
-      const int64_t i = r * channels + c;
-      y[i] =
-          static_cast<float>((px[i] - mean[c]) * inv[static_cast<size_t>(c)] * gamma[c] + beta[c]);
-    }
+  parallel_for(0, rows, rows * channels >= (1 << 15), [&](int64_t share_begin, int64_t share_end) {
+    for (int64_t r = share_begin; r < share_end; ++r)
+      for (int64_t c = 0; c < channels; ++c) {
+        const int64_t i = r * channels + c;
+        y[i] = static_cast<float>((px[i] - mean[c]) * inv[static_cast<size_t>(c)] * gamma[c] +
+                                  beta[c]);
+      }
+  });
 }
 
 void batch_norm_grad(KernelContext& ctx) {
@@ -96,19 +98,20 @@ void batch_norm_grad(KernelContext& ctx) {
   }
   const double m = static_cast<double>(rows > 0 ? rows : 1);
   const bool training = ctx.training;
-#pragma omp parallel for if (rows * channels >= (1 << 15))
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < channels; ++c) {
-      const int64_t i = r * channels + c;
-      const size_t k = static_cast<size_t>(c);
-      double g = dy[i];
-      if (training) {
-        // The batch mean and variance depend on x too.
-        const double xhat = (px[i] - mean[c]) * inv[k];
-        g -= (sum_dy[k] + xhat * sum_dy_xhat[k]) / m;
+  parallel_for(0, rows, rows * channels >= (1 << 15), [&](int64_t share_begin, int64_t share_end) {
+    for (int64_t r = share_begin; r < share_end; ++r)
+      for (int64_t c = 0; c < channels; ++c) {
+        const int64_t i = r * channels + c;
+        const size_t k = static_cast<size_t>(c);
+        double g = dy[i];
+        if (training) {
+          // The batch mean and variance depend on x too.
+          const double xhat = (px[i] - mean[c]) * inv[k];
+          g -= (sum_dy[k] + xhat * sum_dy_xhat[k]) / m;
+        }
+        dx[i] = static_cast<float>(g * gamma[c] * inv[k]);
       }
-      dx[i] = static_cast<float>(g * gamma[c] * inv[k]);
-    }
+  });
 }
 
 // Each row of the last axis: (x - mean) / sqrt(var + epsilon) * gamma + beta, the mean and the
@@ -121,18 +124,19 @@ void layer_norm(KernelContext& ctx) {
   const float* beta = ctx.inputs[2].data<float>();
   float* y = ctx.outputs[0].data<float>();
   const double epsilon = ctx.node.attrs.get_float("epsilon");
-#pragma omp parallel for if (rows * channels >= (1 << 15))
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* xr = px + r * channels;
-    double sum = 0.0;
-    for (int64_t c = 0; c < channels; ++c) sum += xr[c];
-    const double mean = sum / static_cast<double>(channels);
-    double sq = 0.0;
-    for (int64_t c = 0; c < channels; ++c) sq += (xr[c] - mean) * (xr[c] - mean);
-    const double inv = 1.0 / std::sqrt(sq / static_cast<double>(channels) + epsilon);
-    for (int64_t c = 0; c < channels; ++c)
-      y[r * channels + c] = static_cast<float>((xr[c] - mean) * inv * gamma[c] + beta[c]);
-  }
+  parallel_for(0, rows, rows * channels >= (1 << 15), [&](int64_t share_begin, int64_t share_end) {
+    for (int64_t r = share_begin; r < share_end; ++r) {
+      const float* xr = px + r * channels;
+      double sum = 0.0;
+      for (int64_t c = 0; c < channels; ++c) sum += xr[c];
+      const double mean = sum / static_cast<double>(channels);
+      double sq = 0.0;
+      for (int64_t c = 0; c < channels; ++c) sq += (xr[c] - mean) * (xr[c] - mean);
+      const double inv = 1.0 / std::sqrt(sq / static_cast<double>(channels) + epsilon);
+      for (int64_t c = 0; c < channels; ++c)
+        y[r * channels + c] = static_cast<float>((xr[c] - mean) * inv * gamma[c] + beta[c]);
+    }
+  });
 }
 
 void dropout(KernelContext& ctx) {

@@ -5,6 +5,7 @@
 #include <type_traits>
 
 #include "core/saturating_cast.h"
+#include "cpu/parallel_for.h"
 #include "kernels/kernel.h"
 #include "kernels/reference/reference.h"
 #include "ops/broadcast.h"
@@ -24,8 +25,10 @@ KernelDef unary(const char* op_name, Make make) {
     const float* x = ctx.inputs[0].data<float>();
     float* y = ctx.outputs[0].data<float>();
     const int64_t n = ctx.outputs[0].numel();
-#pragma omp parallel for if (n >= kParallelMin)
-    for (int64_t i = 0; i < n; ++i) y[i] = static_cast<float>(f(static_cast<double>(x[i])));
+    parallel_for(0, n, n >= kParallelMin, [&](int64_t share_begin, int64_t share_end) {
+      for (int64_t i = share_begin; i < share_end; ++i)
+        y[i] = static_cast<float>(f(static_cast<double>(x[i])));
+    });
   });
 }
 
@@ -38,9 +41,10 @@ KernelDef grad(const char* op_name, Make make) {
     const float* x = ctx.inputs[1].data<float>();
     float* dx = ctx.outputs[0].data<float>();
     const int64_t n = ctx.outputs[0].numel();
-#pragma omp parallel for if (n >= kParallelMin)
-    for (int64_t i = 0; i < n; ++i)
-      dx[i] = static_cast<float>(dy[i] * f(static_cast<double>(x[i])));
+    parallel_for(0, n, n >= kParallelMin, [&](int64_t share_begin, int64_t share_end) {
+      for (int64_t i = share_begin; i < share_end; ++i)
+        dx[i] = static_cast<float>(dy[i] * f(static_cast<double>(x[i])));
+    });
   });
 }
 

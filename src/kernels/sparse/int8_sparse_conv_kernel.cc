@@ -20,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "cpu/parallel_for.h"
 #include "kernels/kernel.h"
 #include "kernels/sparse/int8_outputs.h"
 #include "kernels/sparse/int8_sparse_product.h"
@@ -155,8 +156,7 @@ class Int8SparseConvKernel : public SparseKernel {
     const int64_t out_h = layout_.out_h, out_w = layout_.out_w, channels = channels_;
     const int64_t tiles = (channels + kChannelTile - 1) / kChannelTile;
     sums_.resize(static_cast<size_t>(omp_get_max_threads() * kChannelTile * run));
-#pragma omp parallel if (static_cast <int64_t>(values_.size()) * run * batch > kParallelWork)
-    {
+    parallel_region(static_cast<int64_t>(values_.size()) * run * batch > kParallelWork, [&] {
       int32_t* sums = sums_.data() + omp_get_thread_num() * kChannelTile * run;
 #pragma omp for collapse(2) schedule(static)
       for (int64_t b = 0; b < batch; ++b)
@@ -175,7 +175,7 @@ class Int8SparseConvKernel : public SparseKernel {
             outputs_.accumulators(sums + layout_.run_index(oh, 0), 1, run, out_w, co0, width,
                                   image + oh * out_w * channels, channels);
         }
-    }
+    });
   }
 
   void run_quads(int64_t batch, int32_t* acc) {
@@ -184,8 +184,7 @@ class Int8SparseConvKernel : public SparseKernel {
     const int64_t run = layout_.run_length();
     const int64_t out_h = layout_.out_h, out_w = layout_.out_w, channels = channels_;
     sums_.resize(static_cast<size_t>(omp_get_max_threads() * run * kQuadBlock));
-#pragma omp parallel if (w.quads() * kQuadDepth * kQuadBlock * run * batch > kParallelWork)
-    {
+    parallel_region(w.quads() * kQuadDepth * kQuadBlock * run * batch > kParallelWork, [&] {
       int32_t* sums = sums_.data() + omp_get_thread_num() * run * kQuadBlock;
 #pragma omp for collapse(2) schedule(static)
       for (int64_t b = 0; b < batch; ++b)
@@ -202,7 +201,7 @@ class Int8SparseConvKernel : public SparseKernel {
             outputs_.accumulators(sums + layout_.run_index(oh, 0) * kQuadBlock, kQuadBlock, 1,
                                   out_w, co0, width, image + oh * out_w * channels, channels);
         }
-    }
+    });
   }
 
   bool requantized_;

@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "cpu/parallel_for.h"
 #include "kernels/kernel.h"
 #include "kernels/sparse/int8_outputs.h"
 #include "kernels/sparse/int8_sparse_product.h"
@@ -130,21 +131,23 @@ class Int8SparseMatMulKernel : public SparseKernel {
     const int64_t k = k_, n = n_;
     const BlockQuads& w = quads_;
     const QuadStripFn strip = best_quad_strip();
-#pragma omp parallel for schedule(static) if (w.quads() * kQuadDepth * kQuadBlock * m > \
-                                              kParallelWork)
-    for (int64_t s = 0; s < w.strips; ++s) {
-      const int64_t begin = w.strip_start[static_cast<size_t>(s)];
-      const int64_t quads = w.strip_start[static_cast<size_t>(s + 1)] - begin;
-      const int64_t col0 = s * kQuadBlock;
-      const int64_t cols = std::min(kQuadBlock, n - col0);
-      for (int64_t r = 0; r < m; ++r) {
-        int32_t sums[kQuadBlock];
-        strip(w.rows.data() + begin * kQuadDepth, w.values.data() + begin * kQuadDepth * kQuadBlock,
-              quads, a + r * k, sums);
-        for (int64_t j = 0; j < cols; ++j)
-          acc[r * n + col0 + j] = outputs_.accumulator(sums[j], col0 + j);
-      }
-    }
+    parallel_for(0, w.strips, w.quads() * kQuadDepth * kQuadBlock * m > kParallelWork,
+                 [&](int64_t share_begin, int64_t share_end) {
+                   for (int64_t s = share_begin; s < share_end; ++s) {
+                     const int64_t begin = w.strip_start[static_cast<size_t>(s)];
+                     const int64_t quads = w.strip_start[static_cast<size_t>(s + 1)] - begin;
+                     const int64_t col0 = s * kQuadBlock;
+                     const int64_t cols = std::min(kQuadBlock, n - col0);
+                     for (int64_t r = 0; r < m; ++r) {
+                       int32_t sums[kQuadBlock];
+                       strip(w.rows.data() + begin * kQuadDepth,
+                             w.values.data() + begin * kQuadDepth * kQuadBlock, quads, a + r * k,
+                             sums);
+                       for (int64_t j = 0; j < cols; ++j)
+                         acc[r * n + col0 + j] = outputs_.accumulator(sums[j], col0 + j);
+                     }
+                   }
+                 });
   }
 
   template <typename Index>
@@ -153,13 +156,15 @@ class Int8SparseMatMulKernel : public SparseKernel {
     const int64_t m = a_tensor.dim(0);
     const int64_t k = k_, n = n_;
     if (m == 1) {
-#pragma omp parallel for schedule(static) if (csr.nonzeros() > kParallelWork)
-      for (int64_t col = 0; col < n; ++col) {
-        const int64_t begin = csr.row_start[static_cast<size_t>(col)];
-        const int64_t count = csr.row_start[static_cast<size_t>(col + 1)] - begin;
-        acc[col] = outputs_.accumulator(
-            sparse_dot_u8(csr.col.data() + begin, csr.value.data() + begin, count, a), col);
-      }
+      parallel_for(
+          0, n, csr.nonzeros() > kParallelWork, [&](int64_t share_begin, int64_t share_end) {
+            for (int64_t col = share_begin; col < share_end; ++col) {
+              const int64_t begin = csr.row_start[static_cast<size_t>(col)];
+              const int64_t count = csr.row_start[static_cast<size_t>(col + 1)] - begin;
+              acc[col] = outputs_.accumulator(
+                  sparse_dot_u8(csr.col.data() + begin, csr.value.data() + begin, count, a), col);
+            }
+          });
       return;
     }
     const Int8AccumulateFn<Index> accumulate = best_int8_accumulate<Index>();
@@ -170,8 +175,7 @@ class Int8SparseMatMulKernel : public SparseKernel {
     for (int64_t row0 = 0; row0 < m; row0 += block) {
       const int64_t rows = std::min(block, m - row0);
       uint8_t* a_t = a_t_.data();
-#pragma omp parallel
-      {
+      parallel_region(true, [&] {
 #pragma omp for schedule(static)
         for (int64_t kk = 0; kk < k; ++kk)
           for (int64_t r = 0; r < rows; ++r) a_t[kk * rows + r] = a[(row0 + r) * k + kk];
@@ -190,7 +194,7 @@ class Int8SparseMatMulKernel : public SparseKernel {
             for (int64_t c = 0; c < cols; ++c)
               acc[(row0 + r) * n + col0 + c] = outputs_.accumulator(tile[c * rows + r], col0 + c);
         }
-      }
+      });
     }
   }
 

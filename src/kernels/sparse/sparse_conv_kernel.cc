@@ -8,6 +8,7 @@
 #include <limits>
 #include <vector>
 
+#include "cpu/parallel_for.h"
 #include "kernels/kernel.h"
 #include "kernels/sparse/sparse_accumulate.h"
 #include "kernels/sparse/sparse_kernels.h"
@@ -66,8 +67,7 @@ class SparseConvKernel : public SparseKernel {
     const int64_t tiles = (out_channels + kChannelTile - 1) / kChannelTile;
     sums_.resize(static_cast<size_t>(omp_get_max_threads() * kChannelTile * run));
     const Activation act = activation_;
-#pragma omp parallel
-    {
+    parallel_region(true, [&] {
       float* sums = sums_.data() + omp_get_thread_num() * kChannelTile * run;
 #pragma omp for collapse(2) schedule(static)
       for (int64_t b = 0; b < batch; ++b)
@@ -89,7 +89,7 @@ class SparseConvKernel : public SparseKernel {
                 pixel[c] = activate(sums[c * run + at] + bias[co0 + c], act);
             }
         }
-    }
+    });
   }
 
   Window2D geometry_;

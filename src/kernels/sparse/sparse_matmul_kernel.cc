@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "cpu/parallel_for.h"
 #include "kernels/kernel.h"
 #include "kernels/sparse/block_product.h"
 #include "kernels/sparse/sparse_accumulate.h"
@@ -108,23 +109,29 @@ class SparseMatMulKernel : public SparseKernel {
     const Activation act = activation_;
     const BlockStripFn<Index> strip = best_block_strip<Index>(r);
     const int64_t chunks = (m + kRowBlock - 1) / kRowBlock;
-#pragma omp parallel for collapse(2) schedule(static) if (w.blocks() * r * m > 4096)
-    for (int64_t s = 0; s < w.strips; ++s)
-      for (int64_t c = 0; c < chunks; ++c) {
-        const int64_t row0 = c * kRowBlock;
-        const int64_t rows = std::min(kRowBlock, m - row0);
-        const int64_t begin = w.strip_start[static_cast<size_t>(s)];
-        float sums[kRowBlock * kWidestBlock];
-        strip(w.row.data() + begin, w.value.data() + begin * r,
-              w.strip_start[static_cast<size_t>(s + 1)] - begin, a + row0 * k, k, rows, sums);
-        const int64_t col0 = s * r;
-        const int64_t cols = std::min(r, n - col0);
-        for (int64_t i = 0; i < rows; ++i)
-          for (int64_t j = 0; j < cols; ++j) {
-            const float sum = sums[i * r + j];
-            y[(row0 + i) * n + col0 + j] = activate(bias ? sum + bias[col0 + j] : sum, act);
+    parallel_for(
+        0, w.strips * chunks, w.blocks() * r * m > 4096,
+        [&](int64_t share_begin, int64_t share_end) {
+          for (int64_t flat = share_begin; flat < share_end; ++flat) {
+            const int64_t s = flat / chunks;
+            const int64_t c = flat % chunks;
+            {
+              const int64_t row0 = c * kRowBlock;
+              const int64_t rows = std::min(kRowBlock, m - row0);
+              const int64_t begin = w.strip_start[static_cast<size_t>(s)];
+              float sums[kRowBlock * kWidestBlock];
+              strip(w.row.data() + begin, w.value.data() + begin * r,
+                    w.strip_start[static_cast<size_t>(s + 1)] - begin, a + row0 * k, k, rows, sums);
+              const int64_t col0 = s * r;
+              const int64_t cols = std::min(r, n - col0);
+              for (int64_t i = 0; i < rows; ++i)
+                for (int64_t j = 0; j < cols; ++j) {
+                  const float sum = sums[i * r + j];
+                  y[(row0 + i) * n + col0 + j] = activate(bias ? sum + bias[col0 + j] : sum, act);
+                }
+            }
           }
-      }
+        });
   }
 
   template <typename Index>
@@ -139,13 +146,14 @@ class SparseMatMulKernel : public SparseKernel {
       return activate(bias ? sum + bias[col] : sum, act);
     };
     if (m == 1) {
-#pragma omp parallel for schedule(static) if (csr.nonzeros() > 4096)
-      for (int64_t col = 0; col < n; ++col) {
-        const int64_t begin = csr.row_start[col];
-        const int64_t count = csr.row_start[col + 1] - begin;
-        y[col] =
-            finish(sparse_dot(csr.col.data() + begin, csr.value.data() + begin, count, a), col);
-      }
+      parallel_for(0, n, csr.nonzeros() > 4096, [&](int64_t share_begin, int64_t share_end) {
+        for (int64_t col = share_begin; col < share_end; ++col) {
+          const int64_t begin = csr.row_start[col];
+          const int64_t count = csr.row_start[col + 1] - begin;
+          y[col] =
+              finish(sparse_dot(csr.col.data() + begin, csr.value.data() + begin, count, a), col);
+        }
+      });
       return;
     }
     const AccumulateFn<Index> accumulate = best_accumulate<Index>();
@@ -156,8 +164,7 @@ class SparseMatMulKernel : public SparseKernel {
     for (int64_t row0 = 0; row0 < m; row0 += block) {
       const int64_t rows = std::min(block, m - row0);
       float* a_t = a_t_.data();
-#pragma omp parallel
-      {
+      parallel_region(true, [&] {
 #pragma omp for schedule(static)
         for (int64_t kk = 0; kk < k; ++kk)
           for (int64_t r = 0; r < rows; ++r) a_t[kk * rows + r] = a[(row0 + r) * k + kk];
@@ -176,7 +183,7 @@ class SparseMatMulKernel : public SparseKernel {
             for (int64_t c = 0; c < cols; ++c) y_row[c] = finish(tile[c * rows + r], col0 + c);
           }
         }
-      }
+      });
     }
   }
 

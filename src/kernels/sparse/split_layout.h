@@ -14,6 +14,7 @@
 #include <cstdint>
 
 #include "core/tensor.h"
+#include "cpu/parallel_for.h"
 #include "ops/conv_geometry.h"
 
 namespace sf::sparse {
@@ -51,21 +52,25 @@ struct SplitLayout {
     const int64_t plane_size = plane(), channel_step = sh * sw * plane_size;
     const T* x = x_tensor.data<T>() + b * h_in * w_in * c;
     std::fill(out, out + image(), pad);
-#pragma omp parallel for collapse(2) schedule(static) if (image() > 16384)
-    for (int64_t rh = 0; rh < sh; ++rh)
-      for (int64_t i = 0; i < qh; ++i) {
-        const int64_t h = i * sh + rh - top;
-        if (h < 0 || h >= h_in) continue;
-        for (int64_t rw = 0; rw < sw; ++rw) {
-          T* row = out + (rh * sw + rw) * plane_size + i * qw;
-          for (int64_t j = 0; j < qw; ++j) {
-            const int64_t w = j * sw + rw - left;
-            if (w < 0 || w >= w_in) continue;
-            const T* src = x + (h * w_in + w) * c;
-            for (int64_t ci = 0; ci < c; ++ci) row[ci * channel_step + j] = src[ci];
+    parallel_for(0, sh * qh, image() > 16384, [&](int64_t share_begin, int64_t share_end) {
+      for (int64_t flat = share_begin; flat < share_end; ++flat) {
+        const int64_t rh = flat / qh;
+        const int64_t i = flat % qh;
+        {
+          const int64_t h = i * sh + rh - top;
+          if (h < 0 || h >= h_in) continue;
+          for (int64_t rw = 0; rw < sw; ++rw) {
+            T* row = out + (rh * sw + rw) * plane_size + i * qw;
+            for (int64_t j = 0; j < qw; ++j) {
+              const int64_t w = j * sw + rw - left;
+              if (w < 0 || w >= w_in) continue;
+              const T* src = x + (h * w_in + w) * c;
+              for (int64_t ci = 0; ci < c; ++ci) row[ci * channel_step + j] = src[ci];
+            }
           }
         }
       }
+    });
   }
 };
 
