@@ -1,7 +1,8 @@
+#include "runtime/session.h"
+
 #include <gtest/gtest.h>
 
 #include "ops/ops.h"
-#include "runtime/session.h"
 #include "support/testing.h"
 
 namespace sf {
@@ -17,6 +18,28 @@ TEST(SessionTest, ArenaSharesMemoryBetweenTensorsNotAliveTogether) {
   session.run({{x, input}}, {y});
   // A chain of ten 4 KiB tensors needs two slots at a time, not ten.
   EXPECT_LE(session.arena_bytes(), 2u * 4096u);
+}
+
+TEST(SessionTest, ReshapeSharesItsInputsBufferAndKeepsItAlive) {
+  Graph g;
+  Output x = ops::placeholder(g, DType::f32, {4, 256}, "x");
+  Output a = ops::relu(g, x);
+  Output r = ops::reshape(g, a, {1024});
+  // A later tensor of the same size must not take the shared buffer while r is still read.
+  Output b = ops::relu(g, ops::relu(g, ops::reshape(g, x, {1024})));
+  Output y = ops::add(g, r, b);
+  Session session(g);
+  const Tensor input = testing::random_tensor({4, 256}, 7, -1.0f, 1.0f);
+  const std::vector<Tensor> out = session.run({{x, input}}, {y, r, a});
+  const float* in = input.data<float>();
+  for (int64_t i = 0; i < 1024; ++i) {
+    const float relu = std::max(0.0f, in[i]);
+    ASSERT_EQ(out[0].data<float>()[i], relu + relu) << i;
+    ASSERT_EQ(out[1].data<float>()[i], relu) << i;
+  }
+  EXPECT_EQ(out[1].shape(), (Shape{1024}));
+  EXPECT_EQ(out[2].shape(), (Shape{4, 256}));
+  EXPECT_EQ(out[1].data<float>(), out[2].data<float>()) << "the reshape is a view of its input";
 }
 
 TEST(SessionTest, RepeatedRunsReuseThePlan) {

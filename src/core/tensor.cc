@@ -1,10 +1,10 @@
 #include "core/tensor.h"
 
-#include "core/limits.h"
-
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+
+#include "core/limits.h"
 
 namespace sf {
 
@@ -76,7 +76,8 @@ void Tensor::copy_from(const Tensor& other) {
   SF_CHECK(other.dtype_ == dtype_ && other.numel() == numel(), "copy_from {} {} into {} {}",
            dtype_name(other.dtype_), shape_str(other.shape_), dtype_name(dtype_),
            shape_str(shape_));
-  if (bytes() > 0) std::memmove(raw(), other.raw(), bytes());
+  // A view of the same buffer (the session plans Reshape's output onto its input's) is a no-op.
+  if (bytes() > 0 && raw() != other.raw()) std::memmove(raw(), other.raw(), bytes());
 }
 
 void Tensor::fill_zero() {
