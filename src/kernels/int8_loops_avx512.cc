@@ -59,6 +59,18 @@ __mmask16 tail_mask(int64_t left) {
 // more than the float rounding near k.
 constexpr int64_t kMaxFloatPoolCount = 1 << 14;
 
+// body(i) for the start i of each of `blocks` runs of 16 elements, split over threads when
+// `worth_threads`; the body is inlined into a loop compiled for the same AVX-512 subsets.
+template <class Body>
+void for_each_block_of_16(int64_t blocks, bool worth_threads, const Body& body) {
+  parallel_for(
+      0, blocks, worth_threads,
+      [&](int64_t share_begin, int64_t share_end)
+          __attribute__((target("avx512f,avx512bw,avx512vl"))) {
+            for (int64_t block = share_begin; block < share_end; ++block) body(block * 16);
+          });
+}
+
 }  // namespace
 
 __attribute__((target("avx512f,avx512bw,avx512vl"))) void requantize_rows_avx512(
@@ -94,24 +106,18 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void quantized_add_avx512(
   const __m512i a_zp = _mm512_set1_epi32(p.a_zero_point);
   const __m512i b_zp = _mm512_set1_epi32(p.b_zero_point);
   const int64_t blocks = (count + 15) / 16;
-  parallel_for(
-      0, blocks, count >= kParallelMin,
-      [&](int64_t share_begin,
-          int64_t share_end) __attribute__((target("avx512f,avx512bw,avx512vl"))) {
-        for (int64_t block = share_begin; block < share_end; ++block) {
-          const int64_t i = block * 16;
-          const __mmask16 k = tail_mask(count - i);
-          const __m512i av = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(k, a + i));
-          const __m512i bv = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(k, b + i));
-          const __m512i sa = multiply_avx512(
-              _mm512_slli_epi32(_mm512_sub_epi32(av, a_zp), QuantizedAddParams::kLeftShift), am,
-              ae);
-          const __m512i sb = multiply_avx512(
-              _mm512_slli_epi32(_mm512_sub_epi32(bv, b_zp), QuantizedAddParams::kLeftShift), bm,
-              be);
-          const __m512i q = multiply_avx512(_mm512_add_epi32(sa, sb), om, oe);
-          _mm512_mask_cvtepi32_storeu_epi8(out + i, k, clamp_avx512(q, p.out_zero_point, p.clamp));
-        }
+  for_each_block_of_16(
+      blocks,
+      count >= kParallelMin, [&](int64_t i) __attribute__((target("avx512f,avx512bw,avx512vl"))) {
+        const __mmask16 k = tail_mask(count - i);
+        const __m512i av = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(k, a + i));
+        const __m512i bv = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(k, b + i));
+        const __m512i sa = multiply_avx512(
+            _mm512_slli_epi32(_mm512_sub_epi32(av, a_zp), QuantizedAddParams::kLeftShift), am, ae);
+        const __m512i sb = multiply_avx512(
+            _mm512_slli_epi32(_mm512_sub_epi32(bv, b_zp), QuantizedAddParams::kLeftShift), bm, be);
+        const __m512i q = multiply_avx512(_mm512_add_epi32(sa, sb), om, oe);
+        _mm512_mask_cvtepi32_storeu_epi8(out + i, k, clamp_avx512(q, p.out_zero_point, p.clamp));
       });
 }
 
@@ -131,35 +137,31 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void quantize_avx512(const 
   const __m512 hi = _mm512_set1_ps(static_cast<float>(255 - p.zero_point));
   const __m512i zero_point = _mm512_set1_epi32(p.zero_point);
   const int64_t blocks = count / 16;
-  parallel_for(
-      0, blocks, count >= kParallelMin,
-      [&](int64_t share_begin, int64_t share_end)
-          __attribute__((target("avx512f,avx512bw,avx512vl"))) {
-            for (int64_t block = share_begin; block < share_end; ++block) {
-              const int64_t i = block * 16;
-              const __m512 q = _mm512_div_ps(_mm512_loadu_ps(x + i), scale);
-              const __m512 whole = _mm512_roundscale_ps(q, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-              const __m512 fraction = _mm512_abs_ps(_mm512_sub_ps(q, whole));
-              const __mmask16 near_tie =
-                  _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_sub_ps(fraction, half)),
-                                     _mm512_mul_ps(_mm512_abs_ps(q), rounding_error), _CMP_LE_OQ);
-              if ((near_tie | _mm512_cmp_ps_mask(q, q, _CMP_UNORD_Q)) != 0) {
-                for (int64_t j = i; j < i + 16; ++j) out[j] = quantize_value(x[j], p);
-                continue;
-              }
-              // Ties away from zero: whole + sign(q) where the fraction reaches one half.
-              const __m512 sign_one = _mm512_castsi512_ps(_mm512_or_si512(
-                  _mm512_castps_si512(one),
-                  _mm512_and_si512(_mm512_castps_si512(q),
-                                   _mm512_set1_epi32(std::numeric_limits<int32_t>::min()))));
-              const __m512 rounded = _mm512_mask_add_ps(
-                  whole, _mm512_cmp_ps_mask(fraction, half, _CMP_GE_OQ), whole, sign_one);
-              // Clamped before the conversion, so infinities and huge values saturate.
-              const __m512i code = _mm512_add_epi32(
-                  _mm512_cvttps_epi32(_mm512_min_ps(_mm512_max_ps(rounded, lo), hi)), zero_point);
-              _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), _mm512_cvtepi32_epi8(code));
-            }
-          });
+  for_each_block_of_16(
+      blocks,
+      count >= kParallelMin, [&](int64_t i) __attribute__((target("avx512f,avx512bw,avx512vl"))) {
+        const __m512 q = _mm512_div_ps(_mm512_loadu_ps(x + i), scale);
+        const __m512 whole = _mm512_roundscale_ps(q, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+        const __m512 fraction = _mm512_abs_ps(_mm512_sub_ps(q, whole));
+        const __mmask16 near_tie =
+            _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_sub_ps(fraction, half)),
+                               _mm512_mul_ps(_mm512_abs_ps(q), rounding_error), _CMP_LE_OQ);
+        if ((near_tie | _mm512_cmp_ps_mask(q, q, _CMP_UNORD_Q)) != 0) {
+          for (int64_t j = i; j < i + 16; ++j) out[j] = quantize_value(x[j], p);
+          return;
+        }
+        // Ties away from zero: whole + sign(q) where the fraction reaches one half.
+        const __m512 sign_one = _mm512_castsi512_ps(_mm512_or_si512(
+            _mm512_castps_si512(one),
+            _mm512_and_si512(_mm512_castps_si512(q),
+                             _mm512_set1_epi32(std::numeric_limits<int32_t>::min()))));
+        const __m512 rounded = _mm512_mask_add_ps(
+            whole, _mm512_cmp_ps_mask(fraction, half, _CMP_GE_OQ), whole, sign_one);
+        // Clamped before the conversion, so infinities and huge values saturate.
+        const __m512i code = _mm512_add_epi32(
+            _mm512_cvttps_epi32(_mm512_min_ps(_mm512_max_ps(rounded, lo), hi)), zero_point);
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), _mm512_cvtepi32_epi8(code));
+      });
   for (int64_t j = blocks * 16; j < count; ++j) out[j] = quantize_value(x[j], p);
 }
 
@@ -170,19 +172,15 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void dequantize_avx512(cons
   const __m512 scale = _mm512_set1_ps(p.scale);
   const __m512i zero_point = _mm512_set1_epi32(p.zero_point);
   const int64_t blocks = (count + 15) / 16;
-  parallel_for(
-      0, blocks, count >= kParallelMin,
-      [&](int64_t share_begin, int64_t share_end)
-          __attribute__((target("avx512f,avx512bw,avx512vl"))) {
-            for (int64_t block = share_begin; block < share_end; ++block) {
-              const int64_t i = block * 16;
-              const __mmask16 k = tail_mask(count - i);
-              const __m512i codes = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(k, q + i));
-              _mm512_mask_storeu_ps(
-                  out + i, k,
-                  _mm512_mul_ps(scale, _mm512_cvtepi32_ps(_mm512_sub_epi32(codes, zero_point))));
-            }
-          });
+  for_each_block_of_16(
+      blocks,
+      count >= kParallelMin, [&](int64_t i) __attribute__((target("avx512f,avx512bw,avx512vl"))) {
+        const __mmask16 k = tail_mask(count - i);
+        const __m512i codes = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(k, q + i));
+        _mm512_mask_storeu_ps(
+            out + i, k,
+            _mm512_mul_ps(scale, _mm512_cvtepi32_ps(_mm512_sub_epi32(codes, zero_point))));
+      });
 }
 
 __attribute__((target("avx512f,avx512bw,avx512vl"))) FloatRange finite_range_avx512(const float* x,
