@@ -316,7 +316,24 @@ std::vector<KernelCase> transpose_cases() {
           {"to_nchw", {f32({2, 5, 7, 3})}, {{"perm", std::vector<int64_t>{0, 3, 1, 2}}}},
           {"matrix", {f32({7, 13})}, {{"perm", std::vector<int64_t>{1, 0}}}},
           {"rank5", {f32({2, 3, 4, 5, 6})}, {{"perm", std::vector<int64_t>{4, 2, 0, 3, 1}}}},
-          {"size1", {f32({1})}, {{"perm", std::vector<int64_t>{0}}}}};
+          {"size1", {f32({1})}, {{"perm", std::vector<int64_t>{0}}}},
+          // A quantized transformer's attention heads, and bytes in other orders.
+          {"heads_i8", {i8({1, 128, 4, 64})}, {{"perm", std::vector<int64_t>{0, 2, 1, 3}}}},
+          {"to_nchw_u8", {u8({2, 5, 7, 3})}, {{"perm", std::vector<int64_t>{0, 3, 1, 2}}}},
+          {"rank5_i8", {i8({2, 3, 4, 5, 6})}, {{"perm", std::vector<int64_t>{4, 2, 0, 3, 1}}}},
+          {"matrix_u8", {u8({7, 13})}, {{"perm", std::vector<int64_t>{1, 0}}}}};
+}
+
+// Add of a bias over the last axis, on either side and of rank 1 or with leading 1s; shapes
+// that are not a bias (same shapes, other broadcasts) are for the reference alone.
+std::vector<KernelCase> add_cases() {
+  return {{"bias_right", {f32({128, 1, 768}), f32({768})}, {}},
+          {"bias_left", {f32({5}), f32({3, 7, 5})}, {}},
+          {"bias_leading_ones", {f32({1, 9, 33}), f32({1, 1, 33})}, {}},
+          {"one_row", {f32({1, 17}), f32({17})}, {}},
+          {"large", {f32({1200, 33}), f32({33})}, {}},
+          {"same_shapes", {f32({4, 6}), f32({4, 6})}, {}},
+          {"column", {f32({4, 6}), f32({4, 1})}, {}}};
 }
 
 // Gru / Lstm in every direction; GRU with and without linear_before_reset, LSTM with and without
@@ -619,6 +636,7 @@ std::map<std::string, ShapeSet> build_shape_sets() {
   for (const char* op : {"BiasAdd", "BiasAddRelu"}) sets[op] = {float_elementwise_cases(op), exact};
   sets["BiasAddGrad"] = {float_elementwise_cases("BiasAddGrad"), close};
   sets["Transpose"] = {transpose_cases(), exact};
+  sets["Add"] = {add_cases(), exact};
   sets["StridedSlice"] = {slice_cases(), exact};
   // Sums in float in other orders; erf by a rational approximation (a few float roundings).
   for (const char* op : {"LayerNorm", "Gelu", "Softmax"})
