@@ -113,15 +113,23 @@ TEST_P(ModelZooTest, GradientsMatchFiniteDifferences) {
     for (int64_t k = 1; k < grad.numel(); ++k)
       if (std::abs(grad.data<float>()[k]) > std::abs(grad.data<float>()[at])) at = k;
     float* w = store->get(p.name).data<float>() + at;
-    const float saved = *w, eps = 1e-3f;
-    *w = saved + eps;
-    const double plus = *run({loss})[0].data<float>();
-    *w = saved - eps;
-    const double minus = *run({loss})[0].data<float>();
-    *w = saved;
-    const double numeric = (plus - minus) / (2.0 * eps);
+    const float saved = *w;
+    auto central_difference = [&](float eps) {
+      *w = saved + eps;
+      const double plus = *run({loss})[0].data<float>();
+      *w = saved - eps;
+      const double minus = *run({loss})[0].data<float>();
+      *w = saved;
+      return (plus - minus) / (2.0 * eps);
+    };
     const double want = grad.data<float>()[at];
-    EXPECT_NEAR(want, numeric, 2e-3 + 5e-2 * std::abs(numeric)) << p.name << "[" << at << "]";
+    auto tolerance = [](double numeric) { return 2e-3 + 5e-2 * std::abs(numeric); };
+    double numeric = central_difference(1e-3f);
+    // A ReLU or max-pool that switches within 1e-3 of the point bends the difference (the
+    // wide-resnet's stem: 0.536 at 1e-3, 0.555 at 3e-4, 0.577 at 1e-4 against 0.579); a
+    // narrower step, still well above float rounding, must then agree.
+    if (std::abs(want - numeric) > tolerance(numeric)) numeric = central_difference(3e-4f);
+    EXPECT_NEAR(want, numeric, tolerance(numeric)) << p.name << "[" << at << "]";
     ++checked;
   }
   EXPECT_GE(checked, 6);
@@ -129,7 +137,7 @@ TEST_P(ModelZooTest, GradientsMatchFiniteDifferences) {
 
 INSTANTIATE_TEST_SUITE_P(Specs, ModelZooTest,
                          ::testing::Values("squeezenet-mnist", "mobilenet-mnist", "resnet-mnist",
-                                           "mlp-1200", "mlp-800"),
+                                           "wide-resnet-mnist", "mlp-1200", "mlp-800"),
                          [](const auto& info) {
                            std::string n = info.param;
                            std::replace(n.begin(), n.end(), '-', '_');
@@ -138,7 +146,8 @@ INSTANTIATE_TEST_SUITE_P(Specs, ModelZooTest,
 
 TEST(ModelZooSizeTest, CompactModelsHaveTenTimesFewerParametersThanDeepMnist) {
   const int64_t deep_mnist = parameter_count("deep-mnist");
-  for (const char* name : {"squeezenet-mnist", "mobilenet-mnist", "resnet-mnist"})
+  for (const char* name :
+       {"squeezenet-mnist", "mobilenet-mnist", "resnet-mnist", "wide-resnet-mnist"})
     EXPECT_LE(10 * parameter_count(name), deep_mnist) << name;
   // Hinton et al.'s pair: 784-1200-1200-10 and 784-800-800-10.
   EXPECT_EQ(parameter_count("mlp-1200"), 784 * 1200 + 1200 + 1200 * 1200 + 1200 + 1200 * 10 + 10);
