@@ -8,6 +8,9 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <vector>
+
+#include <fmt/format.h>
 
 #include "core/limits.h"
 #include <onnx/checker.h>
@@ -21,15 +24,29 @@ namespace sf {
 
 namespace onnx_import {
 
+// The converters by family, as the README lists them.
+struct ConverterFamily {
+  const char* name;
+  std::vector<void (*)(ConverterMap&)> adds;
+};
+
+const std::vector<ConverterFamily>& converter_families() {
+  static const std::vector<ConverterFamily> families = {
+      {"Convolution, pooling, normalization, products and resizing",
+       {add_nn_converters, add_einsum_converter}},
+      {"Element-wise arithmetic, activations, comparisons, logic and reductions",
+       {add_math_converters}},
+      {"Shapes, indexing and data movement", {add_shape_converters}},
+      {"Quantized (QDQ and integer products)", {add_quant_converters}},
+      {"Recurrent", {add_rnn_converters}}};
+  return families;
+}
+
 const ConverterMap& converters() {
   static const ConverterMap map = [] {
     ConverterMap m;
-    add_nn_converters(m);
-    add_math_converters(m);
-    add_shape_converters(m);
-    add_quant_converters(m);
-    add_einsum_converter(m);
-    add_rnn_converters(m);
+    for (const ConverterFamily& family : converter_families())
+      for (auto add : family.adds) add(m);
     return m;
   }();
   return map;
@@ -284,9 +301,16 @@ std::vector<std::string> supported_onnx_ops() {
 
 std::string supported_onnx_ops_markdown() {
   std::string text;
-  for (const std::string& op : supported_onnx_ops()) {
-    if (!text.empty()) text += ", ";
-    text += "`" + op + "`";
+  for (const onnx_import::ConverterFamily& family : onnx_import::converter_families()) {
+    onnx_import::ConverterMap ops;
+    for (auto add : family.adds) add(ops);
+    if (!text.empty()) text += "\n";
+    text += fmt::format("- {}:", family.name);
+    const char* separator = " ";
+    for (const auto& [op, convert] : ops) {
+      text += fmt::format("{}`{}`", separator, op);
+      separator = ", ";
+    }
   }
   return text;
 }

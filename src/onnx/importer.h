@@ -57,7 +57,8 @@ ModelFile import_onnx_bytes(const std::string& bytes, const std::string& name,
 
 // The ONNX op types (default domain) the importer has a converter for, sorted.
 std::vector<std::string> supported_onnx_ops();
-// The same as the README lists them: one backticked, comma-separated paragraph.
+// The same as the README lists them: one Markdown list item per family of ops ("- Recurrent:
+// `GRU`, `LSTM`"), the ops backticked and comma-separated.
 std::string supported_onnx_ops_markdown();
 
 // Reads a serialized onnx::TensorProto (a backend test's input_0.pb, ...) into a tensor.
