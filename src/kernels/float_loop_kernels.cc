@@ -73,24 +73,23 @@ void bias_add_grad(KernelContext& ctx) {
   bias_add_grad_f32(dy.data<float>(), rows_of(dy), dy.dim(-1), ctx.outputs[0].data<float>());
 }
 
-// Which input of an Add is a bias over the last axis of the other, which has the output's shape:
-// shaped [C] or [1, ..., 1, C]. Addition commutes, so either may be; -1 when neither is.
-int bias_input(const KernelSpec& spec) {
-  const Shape& y = spec.node.outputs[0].shape;
-  if (y.empty() || y.back() == 0 || spec.inputs.size() != 2) return -1;
+// Which input of an Add is a bias over the last axis of the other, which has the output's shape
+// y: shaped [C] or [1, ..., 1, C]. Addition commutes, so either may be; -1 when neither is.
+int bias_input(const Shape& a, const Shape& b, const Shape& y) {
+  if (y.empty() || y.back() == 0) return -1;
+  const Shape* inputs[] = {&a, &b};
   for (int bias = 1; bias >= 0; --bias) {
-    const Shape& b = spec.inputs[static_cast<size_t>(bias)].shape;
-    if (spec.inputs[static_cast<size_t>(1 - bias)].shape != y || b.empty() ||
-        b.size() > y.size() || b.back() != y.back())
+    const Shape& v = *inputs[bias];
+    if (*inputs[1 - bias] != y || v.empty() || v.size() > y.size() || v.back() != y.back())
       continue;
-    if (std::all_of(b.begin(), b.end() - 1, [](int64_t d) { return d == 1; })) return bias;
+    if (std::all_of(v.begin(), v.end() - 1, [](int64_t d) { return d == 1; })) return bias;
   }
   return -1;
 }
 
 void add_bias(KernelContext& ctx) {
   const Tensor& y = ctx.outputs[0];
-  const int bias = ctx.inputs[1].numel() == y.dim(-1) && ctx.inputs[0].shape() == y.shape() ? 1 : 0;
+  const int bias = bias_input(ctx.inputs[0].shape(), ctx.inputs[1].shape(), y.shape());
   bias_add_f32(ctx.inputs[static_cast<size_t>(1 - bias)].data<float>(),
                ctx.inputs[static_cast<size_t>(bias)].data<float>(), rows_of(y), y.dim(-1), false,
                ctx.outputs[0].data<float>());
@@ -112,7 +111,10 @@ void register_float_loop_kernels(KernelRegistry& r) {
   r.add(simple_kernel(op_names::kBiasAddGrad, DType::f32, impl, bias_add_grad,
                       kElementwisePriority));
   KernelDef add = simple_kernel(op_names::kAdd, DType::f32, impl, add_bias, kElementwisePriority);
-  add.accepts = [](const KernelSpec& spec) { return bias_input(spec) >= 0; };
+  add.accepts = [](const KernelSpec& spec) {
+    return spec.inputs.size() == 2 &&
+           bias_input(spec.inputs[0].shape, spec.inputs[1].shape, spec.node.outputs[0].shape) >= 0;
+  };
   r.add(std::move(add));
 }
 
