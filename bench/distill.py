@@ -5,6 +5,8 @@
    student mlp-800 trained alone, and mlp-800 distilled from the teacher at --temperature;
    test errors of each on the 10,000 test images. The peer: the same student distilled in
    PyTorch 1.13 from our teacher's logits (same temperature, alpha, optimizer and epochs).
+   Then the same student taught by the Deep-MNIST CNN on MNIST, with the jittered images as the
+   transfer set (part "hinton-cnn").
 2. A CNN teacher, the Deep-MNIST CNN, and a zoo student with >= 10x fewer parameters
    (--zoo-student, squeezenet-mnist by default), on MNIST and Fashion-MNIST: teacher, student
    alone, distilled student; parameters, file size and batch-1 latency of the frozen models.
@@ -14,9 +16,15 @@
 The paper trains for hundreds of epochs; a full run here (30 epochs each) takes hours on two
 shared cores, so the epochs are flags and the table says what ran:
 
-    /usr/bin/python3 bench/distill.py [--threads 2] [--epochs 30] [--cnn-epochs 5]
-        [--student-epochs 10] [--temperature 20] [--cnn-temperature 4] [--alpha 0.9]
-        [--train-limit N] [--skip hinton,cnn,augment,peer] [--json]
+    /usr/bin/python3 bench/distill.py [--threads 2] [--epochs 30] [--hinton-cnn-epochs 60]
+        [--cnn-epochs 5] [--cnn-augment none|auto|SPEC] [--student-epochs 10] [--temperature 20]
+        [--cnn-temperature 4] [--alpha 0.9] [--train-limit N]
+        [--skip hinton,hinton-cnn,cnn,augment,peer] [--json]
+
+The Hinton goal's row (Deep-MNIST teacher 15 epochs with jitter, student 60 epochs):
+
+    /usr/bin/python3 bench/distill.py --threads 1 --cnn-epochs 15 --cnn-augment auto \
+        --skip hinton,cnn,augment,peer
 
 Writes runs/bench-distill/ (runs, frozen models, results.json) and prints tables.
 """
@@ -107,6 +115,22 @@ class Bench:
                 "latency_ms": b1["latency_ms_median"]}
 
 
+def cnn_teacher(b, data):
+    """Trains (or reuses) the Deep-MNIST teacher for `data`; returns its run's name, which says
+    the recipe, so that teachers of different recipes never stand in for each other."""
+    a = b.a
+    augment = a.cnn_augment
+    if augment == "auto":
+        augment = "shift:2,flip" if data == "fashion-mnist" else "shift:2"
+    name = f"deep-mnist-{data.replace('-', '')}"
+    extra = []
+    if augment != "none":
+        name += f"-e{a.cnn_epochs}-" + augment.replace(":", "").replace(",", "-")
+        extra = ["--augment", augment]
+    b.train(name, "models/deep-mnist.yaml", data, a.cnn_epochs, extra)
+    return name
+
+
 def torch_peer(a):
     """PyTorch 1.13: the same Hinton experiment (teacher with dropout and jitter, student alone,
     student distilled from that teacher) with the same optimizer, schedule, batch and epochs."""
@@ -183,7 +207,12 @@ def main():
     p.add_argument("--epochs", type=int, default=30, help="Hinton pair: epochs of each MLP")
     p.add_argument("--teacher-epochs", type=int, default=0,
                    help="Hinton pair: epochs of the teacher (default: --epochs)")
+    p.add_argument("--hinton-cnn-epochs", type=int, default=60,
+                   help="part hinton-cnn: epochs of the student, distilled and alone")
     p.add_argument("--cnn-epochs", type=int, default=5, help="Deep-MNIST teacher epochs")
+    p.add_argument("--cnn-augment", default="none",
+                   help="Deep-MNIST teacher's --augment; 'auto': shift:2 on MNIST, shift:2,flip on "
+                   "Fashion-MNIST (a stronger teacher, given the epochs)")
     p.add_argument("--student-epochs", type=int, default=10, help="zoo student epochs")
     p.add_argument("--zoo-student", default="squeezenet-mnist")
     p.add_argument("--cnn-data", default="mnist,fashion-mnist", help="CNN pair: data sets, in order")
@@ -195,7 +224,8 @@ def main():
     p.add_argument("--prune-epochs", type=int, default=1, help="CNN pair: pruning's retraining epochs")
     p.add_argument("--train-limit", type=int, default=0, help="training images (0: all 60,000)")
     p.add_argument("--test-limit", type=int, default=0)
-    p.add_argument("--skip", default="", help="comma-separated parts to leave out: hinton, cnn, "
+    p.add_argument("--skip", default="", help="comma-separated parts to leave out: hinton, "
+                   "hinton-cnn (mlp-800 distilled from the Deep-MNIST CNN on jittered images), cnn, "
                    "augment, peer (the PyTorch Hinton experiment)")
     p.add_argument("--json", action="store_true")
     a = p.parse_args()
@@ -221,22 +251,38 @@ def main():
             hinton["pytorch"] = torch_peer(a)
         results["hinton"] = hinton
 
+    if "hinton-cnn" not in skip:
+        # The same student taught by a stronger teacher, the Deep-MNIST CNN, with the jittered
+        # images as the transfer set: the teacher's outputs are computed on every batch.
+        e = a.hinton_cnn_epochs
+        teacher = cnn_teacher(b, "mnist")
+        distilled = f"mlp-800-distilled-from-{teacher}-e{e}"
+        b.distill(distilled, teacher, "models/mlp-800.yaml", "mnist", e, ["--augment", "shift:2"])
+        # The student alone as the paper trains it (no regularization), for as many epochs.
+        alone = "mlp-800-alone" if e == a.epochs else f"mlp-800-alone-e{e}"
+        b.train(alone, "models/mlp-800.yaml", "mnist", e)
+        results["hinton_cnn"] = {"epochs": e, "teacher_run": teacher,
+                                 "teacher": b.deployed(teacher, "mnist"),
+                                 "mlp-800-alone": b.deployed(alone, "mnist"),
+                                 "mlp-800-distilled": b.deployed(distilled, "mnist")}
+
     if "cnn" not in skip:
         cnn = {"teacher": "deep-mnist", "student": a.zoo_student, "temperature": a.cnn_temperature,
-               "teacher_epochs": a.cnn_epochs, "student_epochs": a.student_epochs}
+               "teacher_epochs": a.cnn_epochs, "teacher_augment": a.cnn_augment,
+               "student_epochs": a.student_epochs}
         for data in a.cnn_data.split(","):
             tag = data.replace("-", "")
-            b.train(f"deep-mnist-{tag}", "models/deep-mnist.yaml", data, a.cnn_epochs)
+            teacher = cnn_teacher(b, data)
             b.train(f"{a.zoo_student}-{tag}-alone", f"models/{a.zoo_student}.yaml", data,
                     a.student_epochs)
-            b.distill(f"{a.zoo_student}-{tag}-distilled", f"deep-mnist-{tag}",
-                      f"models/{a.zoo_student}.yaml", data, a.student_epochs,
+            distilled = f"{a.zoo_student}-{tag}-distilled-from-{teacher}"
+            b.distill(distilled, teacher, f"models/{a.zoo_student}.yaml", data, a.student_epochs,
                       temperature=a.cnn_temperature)
             cnn[data] = {k: b.deployed(f"{n}", data) for k, n in (
-                ("teacher", f"deep-mnist-{tag}"), ("alone", f"{a.zoo_student}-{tag}-alone"),
-                ("distilled", f"{a.zoo_student}-{tag}-distilled"))}
-            cnn[data]["distilled, pruned + int8"] = b.compressed(f"{a.zoo_student}-{tag}-distilled", data)
-            cnn[data]["teacher, pruned + int8"] = b.compressed(f"deep-mnist-{tag}", data)
+                ("teacher", teacher), ("alone", f"{a.zoo_student}-{tag}-alone"),
+                ("distilled", distilled))}
+            cnn[data]["distilled, pruned + int8"] = b.compressed(distilled, data)
+            cnn[data]["teacher, pruned + int8"] = b.compressed(teacher, data)
         results["cnn"] = cnn
 
     if "augment" not in skip:
@@ -284,10 +330,17 @@ def main():
                   f"{r['images_per_sec'] / t['images_per_sec']:6.2f}x")
         print(f"goal: distilled <= 80 errors and <= 60% of alone "
               f"({h['mlp-800-distilled']['errors']} vs {h['mlp-800-alone']['errors']})")
+    if "hinton_cnn" in results:
+        h = results["hinton_cnn"]
+        d, alone = h["mlp-800-distilled"]["errors"], h["mlp-800-alone"]["errors"]
+        print(f"\nmlp-800 distilled from the Deep-MNIST CNN ({h['teacher_run']}, "
+              f"{h['teacher']['errors']} errors) on jittered images, {h['epochs']} epochs: {d} errors; "
+              f"alone {alone} ({100 * d / alone:.0f}% of alone); goal <= 80 and <= 60%: "
+              f"{'met' if d <= 80 and d <= 0.6 * alone else 'not met'}")
     if "cnn" in results:
         c = results["cnn"]
         for data in a.cnn_data.split(","):
-            print(f"\nDeep-MNIST CNN ({c['teacher_epochs']} epochs) -> {c['student']} "
+            print(f"\nDeep-MNIST CNN ({c['teacher_epochs']} epochs, --augment {c['teacher_augment']}) -> {c['student']} "
                   f"({c['student_epochs']} epochs, T = {c['temperature']}) on {data}")
             print(f"{'model':34}{'accuracy':>10}{'parameters':>12}{'bytes':>11}{'b1 ms':>8}")
             for k, r in c[data].items():
