@@ -20,6 +20,7 @@ Rounds alternate between the engines. Prints the CPU's features next to the figu
 
     /usr/bin/python3 bench/data_parallel.py [--limit 6400] [--global-batch 64] [--rounds 2]
                                             [--accuracy-epochs 5] [--accuracy-limit N]
+                                            [--accuracy-runs one,sync,fp16,topk,onebit,async]
                                             [--only-accuracy] [--json]
 """
 import argparse
@@ -65,6 +66,9 @@ def main():
                         help="also compare test accuracy after this many epochs (0: skip)")
     parser.add_argument("--accuracy-limit", type=int, default=0,
                         help="training images for the accuracy runs (0: all 60,000)")
+    parser.add_argument("--accuracy-runs", default="one,sync,fp16,topk,onebit,async",
+                        help="which accuracy runs, in this order (one: 1 rank; sync, fp16, topk, "
+                             "onebit: 2 ranks; async: 1 server + 2 workers)")
     parser.add_argument("--only-accuracy", action="store_true",
                         help="skip the speed figures: only the --accuracy-epochs runs")
     parser.add_argument("--json", action="store_true")
@@ -192,8 +196,14 @@ def accuracy_runs(args, slimflow, env):
     runs.append(("async, 1 ps + 2 workers", "async", MPIRUN + ["-np", "3", slimflow] + common + [
         "--batch", half, "--lr-scaling", "none", "--data-parallel", "async", "--ps", "1",
         "--max-staleness", "4"]))
+    by_folder = {folder: (name, folder, cmd) for name, folder, cmd in runs}
+    wanted = [w for w in args.accuracy_runs.split(",") if w]
+    unknown = [w for w in wanted if w not in by_folder]
+    if unknown:
+        sys.exit(f"--accuracy-runs: unknown run {', '.join(unknown)}; "
+                 f"expected some of {','.join(by_folder)}")
     rows = []
-    for name, folder, cmd in runs:
+    for name, folder, cmd in (by_folder[w] for w in wanted):
         out_dir = os.path.join(ROOT, f"runs/bench-dp-{folder}")
         epochs = run_json_lines(cmd + ["--out", out_dir], env)
         last = epochs[-1]

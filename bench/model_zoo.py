@@ -20,7 +20,7 @@ from bench_common import ROOT, run, last_json, cpu_flags
 
 OUT = os.path.join(ROOT, "runs", "bench-zoo")
 MODELS = ["deep-mnist", "squeezenet-mnist", "mobilenet-mnist", "resnet-mnist", "wide-resnet-mnist",
-          "mlp-1200", "mlp-800"]
+          "lenet5", "mlp-1200", "mlp-800"]
 
 
 def main():

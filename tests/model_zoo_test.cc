@@ -137,7 +137,7 @@ TEST_P(ModelZooTest, GradientsMatchFiniteDifferences) {
 
 INSTANTIATE_TEST_SUITE_P(Specs, ModelZooTest,
                          ::testing::Values("squeezenet-mnist", "mobilenet-mnist", "resnet-mnist",
-                                           "wide-resnet-mnist", "mlp-1200", "mlp-800"),
+                                           "wide-resnet-mnist", "lenet5", "mlp-1200", "mlp-800"),
                          [](const auto& info) {
                            std::string n = info.param;
                            std::replace(n.begin(), n.end(), '-', '_');
@@ -147,7 +147,7 @@ INSTANTIATE_TEST_SUITE_P(Specs, ModelZooTest,
 TEST(ModelZooSizeTest, CompactModelsHaveTenTimesFewerParametersThanDeepMnist) {
   const int64_t deep_mnist = parameter_count("deep-mnist");
   for (const char* name :
-       {"squeezenet-mnist", "mobilenet-mnist", "resnet-mnist", "wide-resnet-mnist"})
+       {"squeezenet-mnist", "mobilenet-mnist", "resnet-mnist", "wide-resnet-mnist", "lenet5"})
     EXPECT_LE(10 * parameter_count(name), deep_mnist) << name;
   // Hinton et al.'s pair: 784-1200-1200-10 and 784-800-800-10.
   EXPECT_EQ(parameter_count("mlp-1200"), 784 * 1200 + 1200 + 1200 * 1200 + 1200 + 1200 * 10 + 10);
