@@ -98,7 +98,8 @@ class Bench:
             subprocess.run(["rm", "-rf", self.path(pruned)])
             run([self.sf, "prune", self.path(name), "--data", data, "--target", str(self.a.prune_target),
                  "--epochs", str(self.a.prune_epochs), "--out", self.path(pruned), "--threads",
-                 str(self.a.threads), "--quiet", "--json"])
+                 str(self.a.threads), "--quiet", "--json"]
+                + (["--train-limit", str(self.a.train_limit)] if self.a.train_limit else []))
         run([self.sf, "freeze", self.path(pruned), "--out", self.path(pruned) + ".sfm"])
         q8 = self.path(pruned) + "-q8.sfm"
         run([self.sf, "quantize", self.path(pruned) + ".sfm", "--mode", "eightbit", "--calib-data", data,
@@ -276,7 +277,7 @@ def main():
 
     if "cnn" not in skip:
         cnn = {"teacher": "deep-mnist", "student": a.zoo_student, "temperature": a.cnn_temperature,
-               "teacher_epochs": a.cnn_epochs, "teacher_augment": a.cnn_augment,
+               "alpha": a.alpha, "teacher_epochs": a.cnn_epochs, "teacher_augment": a.cnn_augment,
                "student_epochs": a.student_epochs}
         for data in a.cnn_data.split(","):
             tag = data.replace("-", "")
@@ -321,8 +322,11 @@ def main():
     if a.json:
         print(json.dumps(results))
         return
-    print(f"\nCPU: {results['cpu_features']}; {a.threads} threads; T = {a.temperature}, "
-          f"alpha = {a.alpha}; training images: {a.train_limit or 60000}")
+    # Hinton's T and alpha head only the Hinton parts; the CNN table prints its own.
+    hinton_ran = "hinton" in results or "hinton_cnn" in results
+    recipe = f"T = {a.temperature}, alpha = {a.alpha}; " if hinton_ran else ""
+    print(f"\nCPU: {results['cpu_features']}; {a.threads} threads; {recipe}"
+          f"training images: {a.train_limit or 60000}")
     if "hinton" in results:
         h = results["hinton"]
         print(f"\nHinton pair on MNIST, teacher {h['teacher_epochs']} epochs, students {h['epochs']} "
@@ -350,7 +354,7 @@ def main():
         c = results["cnn"]
         for data in a.cnn_data.split(","):
             print(f"\nDeep-MNIST CNN ({c['teacher_epochs']} epochs, --augment {c['teacher_augment']}) -> {c['student']} "
-                  f"({c['student_epochs']} epochs, T = {c['temperature']}) on {data}")
+                  f"({c['student_epochs']} epochs, T = {c['temperature']}, alpha = {c['alpha']}) on {data}")
             print(f"{'model':34}{'accuracy':>10}{'parameters':>12}{'bytes':>11}{'b1 ms':>8}")
             for k, r in c[data].items():
                 print(f"{k:34}{100 * r['accuracy']:9.2f}%{r['parameters']:12d}{r['bytes']:11d}"

@@ -1,11 +1,8 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
-#include <unistd.h>
 
-#include <atomic>
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
 #include <string>
 #include <thread>
 #include <vector>
@@ -13,11 +10,10 @@
 #include "modelfile/model_file.h"
 #include "ops/ops.h"
 #include "slimflow/slimflow.h"
+#include "support/temp_files.h"
 
 namespace sf {
 namespace {
-
-namespace fs = std::filesystem;
 
 const std::vector<float> kWeights = {0.5f, -1.0f, 0.25f, 1.0f,   0.0f, -0.5f,
                                      2.0f, 0.75f, -1.5f, -0.25f, 1.0f, 0.5f};
@@ -27,11 +23,6 @@ const std::vector<float> kWeights = {0.5f, -1.0f, 0.25f, 1.0f,   0.0f, -0.5f,
 class CapiTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    static std::atomic<int> counter{0};
-    dir_ = fs::temp_directory_path() /
-           ("slimflow-capi-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
     ModelFile m;
     Output x = ops::placeholder(m.graph, DType::f32, {1, 4}, "x");
     Output w = ops::constant(m.graph, Tensor::from_vector<float>({4, 3}, kWeights), "w");
@@ -39,14 +30,9 @@ class CapiTest : public ::testing::Test {
     ops::softmax(m.graph, logits, "probs");
     m.inputs = {"x"};
     m.outputs = {"probs", "logits"};
-    path_ = (dir_ / "tiny.sfm").string();
+    path_ = dir_.file("tiny.sfm");
     save_model(path_, m);
   }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-
   // x W and its softmax, for each row of x.
   static std::vector<float> expected_logits(const std::vector<float>& x) {
     std::vector<float> y(x.size() / 4 * 3, 0.0f);
@@ -65,7 +51,7 @@ class CapiTest : public ::testing::Test {
     return y;
   }
 
-  fs::path dir_;
+  testing::TempDir dir_{"slimflow-capi"};
   std::string path_;
 };
 
@@ -153,11 +139,11 @@ TEST_F(CapiTest, InputShapeWithSmallBuffer) {
 }
 
 TEST_F(CapiTest, MissingOrCorruptFileGivesNullAndMessage) {
-  std::string missing = (dir_ / "missing.sfm").string();
+  std::string missing = dir_.file("missing.sfm");
   EXPECT_EQ(sf_model_load(missing.c_str()), nullptr);
   EXPECT_NE(last_error().find(missing), std::string::npos) << last_error();
 
-  std::string junk = (dir_ / "junk.sfm").string();
+  std::string junk = dir_.file("junk.sfm");
   FILE* f = std::fopen(junk.c_str(), "wb");
   ASSERT_NE(f, nullptr);
   std::fputs("not a model at all, just text", f);
@@ -287,7 +273,7 @@ TEST_F(CapiTest, CExampleRuns) {
       << out;
   EXPECT_NE(out.find("output 'logits' [1,3]: argmax 0, values 0 0 0"), std::string::npos) << out;
 
-  std::string missing = (dir_ / "missing.sfm").string();
+  std::string missing = dir_.file("missing.sfm");
   EXPECT_EQ(run_example(missing, out), 1) << out;
   EXPECT_NE(out.find(missing), std::string::npos) << out;
   EXPECT_EQ(run_example("", out), 2) << out;

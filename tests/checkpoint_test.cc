@@ -1,15 +1,12 @@
 #include "train/checkpoint.h"
+#include "support/temp_files.h"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 #include <zlib.h>
 
-#include <atomic>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <functional>
-#include <iterator>
 #include <string>
 
 namespace sf {
@@ -19,18 +16,7 @@ namespace fs = std::filesystem;
 
 class CheckpointTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    static std::atomic<int> counter{0};
-    dir_ = fs::temp_directory_path() /
-           ("slimflow-ckpt-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-    path_ = (dir_ / "model.sfckpt").string();
-  }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
+  void SetUp() override { path_ = dir_.file("model.sfckpt"); }
 
   static Checkpoint sample() {
     Checkpoint c;
@@ -44,14 +30,8 @@ class CheckpointTest : public ::testing::Test {
     return c;
   }
 
-  std::string read_bytes() const {
-    std::ifstream in(path_, std::ios::binary);
-    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-  }
-  void write_bytes(const std::string& bytes) const {
-    std::ofstream out(path_, std::ios::binary | std::ios::trunc);
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  }
+  std::string read_bytes() const { return testing::read_file_bytes(path_); }
+  void write_bytes(const std::string& bytes) const { testing::write_file_bytes(path_, bytes); }
   // Rewrites the trailing CRC so that only the structural checks can catch a change.
   static void fix_crc(std::string& bytes) {
     uLong crc =
@@ -67,7 +47,7 @@ class CheckpointTest : public ::testing::Test {
     return "(no error)";
   }
 
-  fs::path dir_;
+  testing::TempDir dir_{"slimflow-ckpt"};
   std::string path_;
 };
 
@@ -100,7 +80,7 @@ TEST_F(CheckpointTest, NoTemporaryFileRemains) {
   save_checkpoint(path_, sample());
   save_checkpoint(path_, sample());
   std::vector<std::string> names;
-  for (const auto& entry : fs::directory_iterator(dir_))
+  for (const auto& entry : fs::directory_iterator(dir_.str()))
     names.push_back(entry.path().filename().string());
   EXPECT_EQ(names, std::vector<std::string>{"model.sfckpt"});
 }
@@ -123,7 +103,7 @@ TEST_F(CheckpointTest, FailedSaveKeepsTheOldCheckpoint) {
   bad.tensors["undefined"] = Tensor();
   EXPECT_THROW(save_checkpoint(path_, bad), Error);
   EXPECT_EQ(load_checkpoint(path_).tensors.size(), sample().tensors.size());
-  std::string missing_dir = (dir_ / "no" / "such" / "dir" / "x.sfckpt").string();
+  std::string missing_dir = dir_.file("no/such/dir/x.sfckpt");
   try {
     save_checkpoint(missing_dir, sample());
     FAIL() << "expected an error";

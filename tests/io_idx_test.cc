@@ -3,44 +3,25 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <functional>
-#include <iterator>
 #include <string>
 #include <vector>
 
 #include "io/dataset.h"
 #include "io/idx.h"
+#include "support/temp_files.h"
 
 namespace sf {
 namespace {
 
+using testing::TempDir;
+using testing::read_file_bytes;
+using testing::write_file_bytes;
+
 namespace fs = std::filesystem;
-
-// A fresh folder per test, removed afterwards.
-class TempDir {
- public:
-  TempDir() {
-    static std::atomic<int> counter{0};
-    path_ = fs::temp_directory_path() /
-            ("slimflow-io-idx-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-  std::string str() const { return path_.string(); }
-
- private:
-  fs::path path_;
-};
 
 std::string be32(uint32_t v) {
   return {static_cast<char>(v >> 24), static_cast<char>(v >> 16), static_cast<char>(v >> 8),
@@ -57,22 +38,12 @@ std::string u8_idx(const std::vector<uint32_t>& dims, const std::vector<uint8_t>
   return idx_header(0x08, dims) + std::string(values.begin(), values.end());
 }
 
-void write_raw(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
-
 void write_gzip(const std::string& path, const std::string& bytes) {
   gzFile gz = gzopen(path.c_str(), "wb");
   ASSERT_NE(gz, nullptr);
   ASSERT_EQ(gzwrite(gz, bytes.data(), static_cast<unsigned>(bytes.size())),
             static_cast<int>(bytes.size()));
   gzclose(gz);
-}
-
-std::string read_raw(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
 std::string error_of(const std::function<void()>& fn) {
@@ -92,7 +63,7 @@ long peak_rss_kb() {
 
 TEST(IoIdxTest, ReadsRawU8) {
   TempDir dir;
-  write_raw(dir.file("a.idx"), u8_idx({2, 2, 3}, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 255}));
+  write_file_bytes(dir.file("a.idx"), u8_idx({2, 2, 3}, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 255}));
   Tensor t = read_idx(dir.file("a.idx"));
   EXPECT_EQ(t.dtype(), DType::u8);
   EXPECT_EQ(t.shape(), (Shape{2, 2, 3}));
@@ -114,9 +85,9 @@ TEST(IoIdxTest, ReadsBigEndianI32F32AndI8) {
   float f = -1.5f;
   uint32_t fbits;
   std::memcpy(&fbits, &f, 4);
-  write_raw(dir.file("i.idx"), idx_header(0x0C, {2}) + be32(1) + be32(0xfffffffe));
+  write_file_bytes(dir.file("i.idx"), idx_header(0x0C, {2}) + be32(1) + be32(0xfffffffe));
   write_gzip(dir.file("f.idx.gz"), idx_header(0x0D, {1, 1}) + be32(fbits));
-  write_raw(dir.file("b.idx"), idx_header(0x09, {2}) + std::string{'\x7f', '\x80'});
+  write_file_bytes(dir.file("b.idx"), idx_header(0x09, {2}) + std::string{'\x7f', '\x80'});
   Tensor i = read_idx(dir.file("i.idx"));
   ASSERT_EQ(i.dtype(), DType::i32);
   EXPECT_EQ(i.data<int32_t>()[0], 1);
@@ -139,7 +110,7 @@ TEST(IoIdxTest, MissingFileNamesThePath) {
 TEST(IoIdxTest, TruncatedRawFile) {
   TempDir dir;
   std::string path = dir.file("train-images-idx3-ubyte");
-  write_raw(path, idx_header(0x08, {60000, 28, 28}) + std::string(1000, '\0'));
+  write_file_bytes(path, idx_header(0x08, {60000, 28, 28}) + std::string(1000, '\0'));
   EXPECT_EQ(error_of([&] { read_idx(path); }),
             path +
                 ": truncated: header says 60000x28x28 (47040000 bytes) but the file has 1000 bytes "
@@ -148,10 +119,10 @@ TEST(IoIdxTest, TruncatedRawFile) {
 
 TEST(IoIdxTest, TruncatedHeader) {
   TempDir dir;
-  write_raw(dir.file("h"), idx_header(0x08, {3, 4}).substr(0, 9));
+  write_file_bytes(dir.file("h"), idx_header(0x08, {3, 4}).substr(0, 9));
   EXPECT_EQ(error_of([&] { read_idx(dir.file("h")); }),
             dir.file("h") + ": truncated: file ends inside the IDX header (9 of 12 bytes)");
-  write_raw(dir.file("empty"), "");
+  write_file_bytes(dir.file("empty"), "");
   EXPECT_EQ(error_of([&] { read_idx(dir.file("empty")); }),
             dir.file("empty") + ": empty file: not an IDX file");
 }
@@ -172,9 +143,9 @@ TEST(IoIdxTest, CutGzipStreamIsAnError) {
   std::vector<uint8_t> values(4000);
   for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<uint8_t>(i * 7919 % 251);
   write_gzip(whole, u8_idx({4000}, values));
-  std::string bytes = read_raw(whole);
+  std::string bytes = read_file_bytes(whole);
   std::string cut = dir.file("cut.gz");
-  write_raw(cut, bytes.substr(0, bytes.size() - 12));
+  write_file_bytes(cut, bytes.substr(0, bytes.size() - 12));
   std::string message = error_of([&] { read_idx(cut); });
   EXPECT_EQ(message.rfind(cut + ": ", 0), 0u) << message;
   EXPECT_NE(message, "(no error)");
@@ -182,7 +153,7 @@ TEST(IoIdxTest, CutGzipStreamIsAnError) {
 
 TEST(IoIdxTest, TrailingBytesAreAnError) {
   TempDir dir;
-  write_raw(dir.file("t"), u8_idx({2}, {1, 2}) + "xyz");
+  write_file_bytes(dir.file("t"), u8_idx({2}, {1, 2}) + "xyz");
   EXPECT_EQ(error_of([&] { read_idx(dir.file("t")); }),
             dir.file("t") +
                 ": header says 2 (2 bytes) but the file has 5 bytes of data (3 "
@@ -195,32 +166,32 @@ TEST(IoIdxTest, TrailingBytesAreAnError) {
 TEST(IoIdxTest, BadMagic) {
   TempDir dir;
   std::string path = dir.file("x.idx");
-  write_raw(path, be32(0x12345678) + std::string(16, '\0'));
+  write_file_bytes(path, be32(0x12345678) + std::string(16, '\0'));
   EXPECT_EQ(error_of([&] { read_idx(path); }),
             path + ": bad magic 0x12345678: not an IDX file (expected 0x0000080N)");
 }
 
 TEST(IoIdxTest, UnsupportedAndUnknownTypes) {
   TempDir dir;
-  write_raw(dir.file("i16"), idx_header(0x0B, {1}) + "ab");
+  write_file_bytes(dir.file("i16"), idx_header(0x0B, {1}) + "ab");
   EXPECT_EQ(error_of([&] { read_idx(dir.file("i16")); }),
             dir.file("i16") +
                 ": unsupported IDX element type 0x0B (i16); this build reads 0x08 u8, 0x09 i8, "
                 "0x0C i32 and 0x0D f32");
-  write_raw(dir.file("ff"), idx_header(0xFF, {1}) + "a");
+  write_file_bytes(dir.file("ff"), idx_header(0xFF, {1}) + "a");
   EXPECT_NE(error_of([&] { read_idx(dir.file("ff")); }).find("unknown IDX element type 0xff"),
             std::string::npos);
 }
 
 TEST(IoIdxTest, BadDimensions) {
   TempDir dir;
-  write_raw(dir.file("d0"), idx_header(0x08, {}));
+  write_file_bytes(dir.file("d0"), idx_header(0x08, {}));
   EXPECT_EQ(error_of([&] { read_idx(dir.file("d0")); }),
             dir.file("d0") + ": IDX header has 0 dimensions (expected 1 to 4)");
-  write_raw(dir.file("d5"), idx_header(0x08, {1, 1, 1, 1, 1}) + "a");
+  write_file_bytes(dir.file("d5"), idx_header(0x08, {1, 1, 1, 1, 1}) + "a");
   EXPECT_EQ(error_of([&] { read_idx(dir.file("d5")); }),
             dir.file("d5") + ": IDX header has 5 dimensions (expected 1 to 4)");
-  write_raw(dir.file("zero"), idx_header(0x08, {3, 0}));
+  write_file_bytes(dir.file("zero"), idx_header(0x08, {3, 0}));
   EXPECT_EQ(error_of([&] { read_idx(dir.file("zero")); }),
             dir.file("zero") +
                 ": IDX header dimension 2 (of 2) is 0; every dimension must be at least 1");
@@ -230,12 +201,13 @@ TEST(IoIdxTest, HugeHeaderInSmallFileFailsWithoutAllocating) {
   TempDir dir;
   long rss_before = peak_rss_kb();
   // Over the cap: rejected from the header alone.
-  write_raw(dir.file("huge"), idx_header(0x0D, {0xffffffff, 0xffffffff, 0xffffffff, 2}) + "abc");
+  write_file_bytes(dir.file("huge"),
+                   idx_header(0x0D, {0xffffffff, 0xffffffff, 0xffffffff, 2}) + "abc");
   EXPECT_NE(error_of([&] { read_idx(dir.file("huge")); }).find("more than the 2 GiB limit"),
             std::string::npos);
   // Under the cap (1.5 GiB), but the data is not there: raw and gzip both fail early.
   std::string claim = idx_header(0x08, {3, 1024, 512, 1024}) + std::string(100, '\0');
-  write_raw(dir.file("big.raw"), claim);
+  write_file_bytes(dir.file("big.raw"), claim);
   write_gzip(dir.file("big.gz"), claim);
   EXPECT_NE(error_of([&] { read_idx(dir.file("big.raw")); }).find("truncated"), std::string::npos);
   // The gzip stream is refused before inflating: 100-odd compressed bytes cannot hold 1.5 GiB.
@@ -251,7 +223,7 @@ void write_split(const std::string& dir, const std::string& prefix, uint32_t n, 
   std::vector<uint8_t> pixels(static_cast<size_t>(n) * h * w);
   for (size_t i = 0; i < pixels.size(); ++i) pixels[i] = static_cast<uint8_t>(i % 256);
   std::string suffix = gzip ? ".gz" : "";
-  auto write = gzip ? write_gzip : write_raw;
+  auto write = gzip ? write_gzip : write_file_bytes;
   write(dir + "/" + prefix + "-images-idx3-ubyte" + suffix, u8_idx({n, h, w}, pixels));
   write(dir + "/" + prefix + "-labels-idx1-ubyte" + suffix,
         u8_idx({static_cast<uint32_t>(labels.size())}, labels));

@@ -1,51 +1,21 @@
 #include <gtest/gtest.h>
 #include <stb/stb_image_write.h>
-#include <unistd.h>
 
-#include <atomic>
 #include <cmath>
-#include <filesystem>
-#include <fstream>
 #include <string>
 #include <vector>
 
 #include "io/image.h"
+#include "support/temp_files.h"
 
 namespace sf {
 namespace {
 
-namespace fs = std::filesystem;
+using testing::TempDir;
+using testing::read_file_bytes;
+using testing::write_file_bytes;
+
 using namespace std::string_literals;
-
-// A fresh folder per test, removed afterwards.
-class TempDir {
- public:
-  TempDir() {
-    static std::atomic<int> counter{0};
-    path_ = fs::temp_directory_path() /
-            ("slimflow-io-image-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  fs::path path_;
-};
-
-void write_bytes(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
-
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
 
 std::string le(uint32_t v, int bytes) {
   std::string s;
@@ -98,7 +68,7 @@ TEST(IoImage, PngRoundTripIsExact) {
   std::vector<uint8_t> gray(5 * 3);
   for (size_t i = 0; i < gray.size(); ++i) gray[i] = static_cast<uint8_t>(i * 17);
   write_png(dir.file("digit.png"), gray.data(), 5, 3);
-  EXPECT_EQ(read_bytes(dir.file("digit.png")).substr(1, 3), "PNG");
+  EXPECT_EQ(read_file_bytes(dir.file("digit.png")).substr(1, 3), "PNG");
   Image img = decode_image(dir.file("digit.png"));
   EXPECT_EQ(img.width, 5);
   EXPECT_EQ(img.height, 3);
@@ -108,14 +78,14 @@ TEST(IoImage, PngRoundTripIsExact) {
 
 TEST(IoImage, DecodesHandWrittenPgmAndPpm) {
   TempDir dir;
-  write_bytes(dir.file("a.pgm"), "P5\n# a comment\n3 2\n255\n\x00\x10\x20\x30\x40\xff"s);
+  write_file_bytes(dir.file("a.pgm"), "P5\n# a comment\n3 2\n255\n\x00\x10\x20\x30\x40\xff"s);
   Image gray = decode_image(dir.file("a.pgm"));
   EXPECT_EQ(gray.width, 3);
   EXPECT_EQ(gray.height, 2);
   EXPECT_EQ(gray.channels, 1);
   EXPECT_EQ(gray.pixels, (std::vector<uint8_t>{0x00, 0x10, 0x20, 0x30, 0x40, 0xff}));
 
-  write_bytes(dir.file("b.ppm"), "P6 2 1 255\n\x01\x02\x03\xfa\xfb\xfc"s);
+  write_file_bytes(dir.file("b.ppm"), "P6 2 1 255\n\x01\x02\x03\xfa\xfb\xfc"s);
   Image rgb = decode_image(dir.file("b.ppm"));
   EXPECT_EQ(rgb.channels, 3);
   EXPECT_EQ(rgb.pixels, (std::vector<uint8_t>{1, 2, 3, 250, 251, 252}));
@@ -125,7 +95,7 @@ TEST(IoImage, DecodesHandWrittenBmp) {
   TempDir dir;
   // 3 pixels wide so that rows need padding; top row red, green, blue.
   std::vector<uint8_t> rgb = {255, 0, 0, 0, 255, 0, 0, 0, 255, 10, 20, 30, 40, 50, 60, 70, 80, 90};
-  write_bytes(dir.file("c.bmp"), make_bmp24(3, 2, rgb));
+  write_file_bytes(dir.file("c.bmp"), make_bmp24(3, 2, rgb));
   Image img = decode_image(dir.file("c.bmp"));
   EXPECT_EQ(img.width, 3);
   EXPECT_EQ(img.height, 2);
@@ -155,7 +125,7 @@ TEST(IoImage, ErrorsNameTheFile) {
   std::string e = error_of([&] { decode_image(missing); });
   EXPECT_NE(e.find(missing + ": cannot open"), std::string::npos) << e;
 
-  write_bytes(dir.file("notes.txt"), "just some text, not pixels\n");
+  write_file_bytes(dir.file("notes.txt"), "just some text, not pixels\n");
   e = error_of([&] { decode_image(dir.file("notes.txt")); });
   EXPECT_NE(e.find(dir.file("notes.txt") + ": not an image ("), std::string::npos) << e;
 
@@ -166,8 +136,8 @@ TEST(IoImage, ErrorsNameTheFile) {
   std::vector<uint8_t> gray(64 * 64, 7);
   for (size_t i = 0; i < gray.size(); ++i) gray[i] = static_cast<uint8_t>(i * 31);
   write_png(dir.file("whole.png"), gray.data(), 64, 64);
-  std::string png = read_bytes(dir.file("whole.png"));
-  write_bytes(dir.file("cut.png"), png.substr(0, png.size() / 2));
+  std::string png = read_file_bytes(dir.file("whole.png"));
+  write_file_bytes(dir.file("cut.png"), png.substr(0, png.size() / 2));
   e = error_of([&] { decode_image(dir.file("cut.png")); });
   EXPECT_NE(e.find(dir.file("cut.png") + ": "), std::string::npos) << e;
 }
@@ -175,11 +145,11 @@ TEST(IoImage, ErrorsNameTheFile) {
 TEST(IoImage, RejectsHugeImagesBeforeDecoding) {
   TempDir dir;
   // Headers only: decoding these would need gigabytes; the check must come first.
-  write_bytes(dir.file("wide.pgm"), "P5\n20000 1\n255\n" + std::string(16, 'x'));
+  write_file_bytes(dir.file("wide.pgm"), "P5\n20000 1\n255\n" + std::string(16, 'x'));
   std::string e = error_of([&] { decode_image(dir.file("wide.pgm")); });
   EXPECT_NE(e.find("20000x1 pixels; the limit is 16384"), std::string::npos) << e;
 
-  write_bytes(dir.file("big.ppm"), "P6\n16000 16000\n255\n" + std::string(16, 'x'));
+  write_file_bytes(dir.file("big.ppm"), "P6\n16000 16000\n255\n" + std::string(16, 'x'));
   e = error_of([&] { decode_image(dir.file("big.ppm")); });
   EXPECT_NE(e.find("16000x16000x3"), std::string::npos) << e;
   EXPECT_NE(e.find("limit"), std::string::npos) << e;

@@ -1,53 +1,23 @@
 #include <gtest/gtest.h>
-#include <unistd.h>
 
-#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <limits>
 #include <string>
 #include <vector>
 
 #include "io/npy.h"
+#include "support/temp_files.h"
 
 namespace sf {
 namespace {
 
-namespace fs = std::filesystem;
+using testing::TempDir;
+using testing::read_file_bytes;
+using testing::write_file_bytes;
+
 using namespace std::string_literals;
-
-// A fresh folder per test, removed afterwards.
-class TempDir {
- public:
-  TempDir() {
-    static std::atomic<int> counter{0};
-    path_ = fs::temp_directory_path() /
-            ("slimflow-io-npy-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  fs::path path_;
-};
-
-void write_bytes(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
-
-std::string read_bytes(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
 
 // A .npy file with the given header dict and data, padded like numpy pads.
 std::string make_npy(const std::string& dict, const std::string& data, int major = 1) {
@@ -93,7 +63,7 @@ TEST(IoNpy, RoundTripsEveryDtype) {
   for (size_t i = 0; i < tensors.size(); ++i) {
     std::string path = dir.file(fmt::format("t{}.npy", i));
     write_npy(path, tensors[i]);
-    std::string bytes = read_bytes(path);
+    std::string bytes = read_file_bytes(path);
     ASSERT_EQ(bytes.substr(0, 8), "\x93NUMPY\x01\x00"s);
     size_t header_len =
         static_cast<unsigned char>(bytes[8]) | (size_t{static_cast<unsigned char>(bytes[9])} << 8);
@@ -102,12 +72,12 @@ TEST(IoNpy, RoundTripsEveryDtype) {
     Tensor back = read_npy(path);
     EXPECT_TRUE(same_bytes(back, tensors[i])) << "tensor " << i << " " << shape_str(back.shape());
   }
-  EXPECT_NE(read_bytes(dir.file("t0.npy"))
+  EXPECT_NE(read_file_bytes(dir.file("t0.npy"))
                 .find("{'descr': '<f4', 'fortran_order': False, "
                       "'shape': (2, 3), }"),
             std::string::npos);
-  EXPECT_NE(read_bytes(dir.file("t1.npy")).find("'shape': (4,)"), std::string::npos);
-  EXPECT_NE(read_bytes(dir.file("t5.npy")).find("'shape': ()"), std::string::npos);
+  EXPECT_NE(read_file_bytes(dir.file("t1.npy")).find("'shape': (4,)"), std::string::npos);
+  EXPECT_NE(read_file_bytes(dir.file("t5.npy")).find("'shape': ()"), std::string::npos);
 }
 
 TEST(IoNpy, ReadsVersion2AndLooseSyntax) {
@@ -115,14 +85,14 @@ TEST(IoNpy, ReadsVersion2AndLooseSyntax) {
   std::string data(8, '\0');
   data[0] = 1;
   data[4] = 2;
-  write_bytes(dir.file("v2.npy"),
+  write_file_bytes(dir.file("v2.npy"),
               make_npy("{'descr': '<i4', 'fortran_order': False, 'shape': (2,), }", data, 2));
   Tensor t = read_npy(dir.file("v2.npy"));
   EXPECT_EQ(t.shape(), (Shape{2}));
   EXPECT_EQ(t.data<int32_t>()[1], 2);
 
   // Any key order, double quotes, no trailing comma, Python 2 long literals.
-  write_bytes(
+  write_file_bytes(
       dir.file("loose.npy"),
       make_npy("{\"shape\": (1L, 2L), \"fortran_order\": False, \"descr\": \"|u1\"}", "\x05\x06"));
   Tensor u = read_npy(dir.file("loose.npy"));
@@ -134,7 +104,7 @@ TEST(IoNpy, RejectsBadFiles) {
   TempDir dir;
   auto check = [&](const std::string& name, const std::string& bytes, const std::string& want) {
     std::string path = dir.file(name);
-    write_bytes(path, bytes);
+    write_file_bytes(path, bytes);
     std::string e = error_of([&] { read_npy(path); });
     EXPECT_NE(e.find(path + ": "), std::string::npos) << name << ": " << e;
     EXPECT_NE(e.find(want), std::string::npos) << name << ": " << e;
@@ -215,7 +185,7 @@ TEST(IoNpy, InteroperatesWithNumpy) {
   if (!have_numpy()) GTEST_SKIP() << "/usr/bin/python3 with numpy is not available";
   TempDir dir;
   std::string script = dir.file("gen.py");
-  write_bytes(script, R"(import sys, numpy as np
+  write_file_bytes(script, R"(import sys, numpy as np
 d = sys.argv[1]
 np.save(d + '/f4.npy', np.arange(6, dtype='<f4').reshape(2, 3) / 4)
 np.save(d + '/i4.npy', np.array([-5, 7], dtype='<i4'))
@@ -257,7 +227,7 @@ with open(d + '/v2.npy', 'wb') as f:
   write_npy(dir.file("ours_i8.npy"), Tensor::from_vector<int64_t>({3}, {1, -2, int64_t{1} << 50}));
   write_npy(dir.file("ours_i1.npy"), Tensor::from_vector<int8_t>({}, {-9}));
   std::string check = dir.file("check.py");
-  write_bytes(check, R"(import sys, numpy as np
+  write_file_bytes(check, R"(import sys, numpy as np
 d = sys.argv[1]
 a = np.load(d + '/ours_f4.npy')
 assert a.dtype == np.float32 and a.shape == (2, 2) and a.tolist() == [[1, -2], [0.5, 8]], a

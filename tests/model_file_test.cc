@@ -19,9 +19,13 @@
 #include "support/mnist.h"
 #include "support/model_bytes.h"
 #include "support/testing.h"
+#include "support/temp_files.h"
 
 namespace sf {
 namespace {
+
+using testing::read_file_bytes;
+using testing::write_file_bytes;
 
 using json = nlohmann::json;
 
@@ -46,18 +50,6 @@ Tensor run_model(const ModelFile& m, const Tensor& input) {
   return session.run({{x, input}}, {y})[0].clone();
 }
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-void write_file(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
-
 using testing::edit_meta;
 using testing::get_u64;
 using testing::put_u32;
@@ -69,14 +61,14 @@ class ModelFileTest : public ::testing::Test {
     dir_ = testing::make_temp_dir("model_file_test");
     path_ = dir_ + "/m.sfm";
     save_model(path_, small_model());
-    bytes_ = read_file(path_);
+    bytes_ = read_file_bytes(path_);
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
 
   // Writes `bytes` and expects load_model to throw an sf::Error containing `fragment`.
   void expect_rejected(const std::string& bytes, const std::string& fragment) {
     const std::string path = dir_ + "/bad.sfm";
-    write_file(path, bytes);
+    write_file_bytes(path, bytes);
     try {
       load_model(path);
       ADD_FAILURE() << "expected an error containing: " << fragment;
@@ -162,7 +154,7 @@ TEST_F(ModelFileTest, WeightsBorrowTheMappingInPlace) {
     // Writes go to private copy-on-write pages, never to the file.
     Tensor w = loaded.graph.node(loaded.graph.id_of("w")).attrs.get_tensor("value");
     w.data<float>()[0] = 12345.0f;
-    EXPECT_EQ(read_file(path_), bytes_);
+    EXPECT_EQ(read_file_bytes(path_), bytes_);
   }
   // The mapping goes with the last tensor that borrows it.
   EXPECT_FALSE(file_is_mapped(canonical));
@@ -255,11 +247,11 @@ TEST_F(ModelFileTest, OlderWriterGetsDefaultsForMissingAttributes) {
                     {"empty", Tensor(DType::f32, {0})}},
                    "k");
   save_model(path_, m);
-  std::string file = edit_meta(read_file(path_), [](json& j) {
+  std::string file = edit_meta(read_file_bytes(path_), [](json& j) {
     j["nodes"][0]["attrs"].erase("defaulted");
     j["nodes"][0]["version"] = 2;
   });
-  write_file(path_, file);
+  write_file_bytes(path_, file);
   EXPECT_EQ(load_model(path_).graph.node(0).attrs.get_int("defaulted"), 42);
 }
 
@@ -386,7 +378,7 @@ TEST_F(ModelFileTest, SaveRejectsInconsistentModels) {
   m.outputs = {"nope"};
   EXPECT_THROW(save_model(path_, m), Error);
   // A failed save leaves the old file and no temporary behind.
-  EXPECT_EQ(read_file(path_), bytes_);
+  EXPECT_EQ(read_file_bytes(path_), bytes_);
   EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir_), {}), 1);
 }
 
@@ -394,7 +386,7 @@ TEST_F(ModelFileTest, EveryTruncationIsAnError) {
   const size_t step = std::max<size_t>(1, bytes_.size() / 300);
   int cuts = 0;
   for (size_t len = 0; len < bytes_.size(); len += (len < 128 ? 1 : step)) {
-    write_file(path_, bytes_.substr(0, len));
+    write_file_bytes(path_, bytes_.substr(0, len));
     EXPECT_THROW(load_model(path_), Error) << "length " << len;
     ++cuts;
   }
@@ -466,7 +458,7 @@ TEST_F(ModelFileTest, MetadataThatShrinksTheFileIsDeflatedAsVersion2) {
   const Tensor input = testing::random_tensor({2, 4}, 9);
   const Tensor expected = run_model(original, input);
   for (const std::string& file : {bytes_, plain}) {
-    write_file(path_, file);
+    write_file_bytes(path_, file);
     const ModelFile loaded = load_model(path_);
     expect_same_graph(loaded, original);
     const Tensor got = run_model(loaded, input);
@@ -480,7 +472,7 @@ TEST_F(ModelFileTest, MetadataThatWouldNotShrinkTheFileStaysVersion1) {
   // at byte 128, so the file is written as version 1 for older readers.
   ModelFile empty;
   save_model(path_, empty);
-  const std::string file = read_file(path_);
+  const std::string file = read_file_bytes(path_);
   const std::string text = file.substr(48, get_u64(file, 24));
   ASSERT_LT(testing::zlib_deflate(text).size(), text.size());
   EXPECT_EQ((48 + testing::zlib_deflate(text).size() + 63) / 64, (48 + text.size() + 63) / 64);
@@ -493,11 +485,11 @@ TEST_F(ModelFileTest, MetadataThatWouldNotShrinkTheFileStaysVersion1) {
 TEST_F(ModelFileTest, ReadsVersion1ReservedFieldAndVersion2WithoutFlags) {
   std::string plain = testing::with_metadata(bytes_, testing::metadata_text(bytes_));
   put_u32(plain, 12, 0xffffffff);  // reserved in version 1: ignored
-  write_file(path_, plain);
+  write_file_bytes(path_, plain);
   EXPECT_EQ(load_model(path_).graph.num_nodes(), 6);
   put_u32(plain, 8, 2);
   put_u32(plain, 12, 0);
-  write_file(path_, plain);
+  write_file_bytes(path_, plain);
   EXPECT_EQ(load_model(path_).graph.num_nodes(), 6);
 }
 
@@ -536,7 +528,7 @@ TEST_F(ModelFileTest, InflatesMetadataUpToTheLimitAndNoFurther) {
   // Whitespace after the JSON object is valid JSON: metadata of exactly the limit loads.
   std::string text = testing::metadata_text(bytes_);
   text.resize(kMaxInflatedMetadataBytes, ' ');
-  write_file(path_, with_deflated_section(bytes_, testing::zlib_deflate(text)));
+  write_file_bytes(path_, with_deflated_section(bytes_, testing::zlib_deflate(text)));
   EXPECT_EQ(load_model(path_).graph.num_nodes(), 6);
   // One byte more is a bomb: about 65 KB that would inflate past the limit.
   text.push_back(' ');

@@ -7,11 +7,9 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <random>
-#include <sstream>
 
 #include "cpu/cpu_features.h"
 #include "modelfile/model_file.h"
@@ -25,9 +23,13 @@
 #include "support/model_bytes.h"
 #include "support/testing.h"
 #include "transforms/inference_passes.h"
+#include "support/temp_files.h"
 
 namespace sf {
 namespace {
+
+using testing::read_file_bytes;
+using testing::write_file_bytes;
 
 using json = nlohmann::json;
 using quant::Encoding;
@@ -317,18 +319,6 @@ TEST(WeightCodecTest, ValidateChecksEveryField) {
 
 // --- models with encoded weights ---
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-void write_file(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
-
 using testing::edit_meta;
 using testing::get_u64;
 
@@ -523,11 +513,11 @@ class EncodedEntryTest : public QuantizedModelTest {
     m.outputs = {"y"};
     m.encoded_weights["w"] = how(w);
     save_model(dir_ + "/m.sfm", m);
-    return read_file(dir_ + "/m.sfm");
+    return read_file_bytes(dir_ + "/m.sfm");
   }
   void expect_rejected(const std::string& bytes, const std::string& fragment) {
     const std::string path = dir_ + "/bad.sfm";
-    write_file(path, bytes);
+    write_file_bytes(path, bytes);
     try {
       load_model(path);
       ADD_FAILURE() << "expected an error containing: " << fragment;

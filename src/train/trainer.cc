@@ -70,6 +70,21 @@ struct RunConfig {
   }
 };
 
+// The recipe a run recorded in its metadata's "options", which both --resume and --init-from
+// take over; the epochs and data limits only a resumed run keeps.
+void read_recipe(const json& o, RunConfig& config) {
+  config.batch = o.at("batch");
+  config.lr = o.at("lr");
+  config.optimizer = o.at("optimizer");
+  config.weight_decay = o.at("weight_decay");
+  config.momentum = o.at("momentum");
+  config.lr_schedule = o.at("lr_schedule");
+  config.seed = o.at("seed");
+  config.data = o.at("data");
+  config.lr_scaling = o.value("lr_scaling", config.lr_scaling);
+  config.augment = parse_augmentation(o.value("augment", ""));
+}
+
 template <typename T>
 T spec_default(const ModelSpec& spec, const std::string& key, T fallback) {
   auto it = spec.train_defaults.find(key);
@@ -415,38 +430,17 @@ std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks
            options.resume_dir, options.resume_dir);
     resumed->read_metadata([&](const json& meta) {
       const json& o = meta.at("options");
+      read_recipe(o, config);
       config.epochs = o.at("epochs");
-      config.batch = o.at("batch");
-      config.lr = o.at("lr");
-      config.optimizer = o.at("optimizer");
-      config.weight_decay = o.at("weight_decay");
-      config.momentum = o.at("momentum");
-      config.lr_schedule = o.at("lr_schedule");
-      config.seed = o.at("seed");
-      config.data = o.at("data");
       config.train_limit = o.at("train_limit");
       config.test_limit = o.at("test_limit");
-      config.lr_scaling = o.value("lr_scaling", config.lr_scaling);
-      config.augment = parse_augmentation(o.value("augment", ""));
     });
     refuse_contradictions(options, config);
   } else if (!options.init_from.empty()) {
     if (options.out_dir.empty()) fail("train: --out DIR is required");
     initial.emplace(options.init_from);
     spec = initial->spec();
-    initial->read_metadata([&](const json& meta) {
-      const json& o = meta.at("options");
-      config.batch = o.at("batch");
-      config.lr = o.at("lr");
-      config.optimizer = o.at("optimizer");
-      config.weight_decay = o.at("weight_decay");
-      config.momentum = o.at("momentum");
-      config.lr_schedule = o.at("lr_schedule");
-      config.seed = o.at("seed");
-      config.data = o.at("data");
-      config.lr_scaling = o.value("lr_scaling", config.lr_scaling);
-      config.augment = parse_augmentation(o.value("augment", ""));
-    });
+    initial->read_metadata([&](const json& meta) { read_recipe(meta.at("options"), config); });
     config.train_limit = options.train_limit;
     config.test_limit = options.test_limit;
   } else {
