@@ -82,6 +82,21 @@ bool tiles(const Window1D& a) {
 
 void max_pool_f32(const float* x, int64_t n, int64_t channels, const Window2D& g, float* y) {
   const int64_t rows = n * g.h.out;
+#if defined(__x86_64__)
+  // Row by row without a tap list: building one per pixel cost more than its loads (a 3x3/2 pool
+  // of 111x111x64 took 178 us on one core with it).
+  if (has_avx512()) {
+    parallel_for(0, rows, rows * g.w.out * channels >= kParallelMin, [&](int64_t lo, int64_t hi) {
+      for (int64_t row = lo; row < hi; ++row) {
+        const int64_t b = row / g.h.out, r0 = row % g.h.out * g.h.stride - g.h.pad_before;
+        max_pool_row_avx512(x + b * g.h.in * g.w.in * channels, channels, g,
+                            std::max<int64_t>(r0, 0), std::min(r0 + g.h.k, g.h.in),
+                            y + row * g.w.out * channels);
+      }
+    });
+    return;
+  }
+#endif
   parallel_region(rows * g.w.out * channels >= kParallelMin, [&] {
     std::vector<const float*> taps(static_cast<size_t>(g.h.k * g.w.k));
 #pragma omp for schedule(static)

@@ -36,6 +36,41 @@ __attribute__((target("avx512f"))) void max_of_taps_avx512(const float* const* t
   }
 }
 
+__attribute__((target("avx512f"))) void max_pool_row_avx512(const float* image, int64_t channels,
+                                                            const Window2D& g, int64_t r_begin,
+                                                            int64_t r_end, float* y_row) {
+  const int64_t row_floats = g.w.in * channels;
+  for (int64_t ox = 0; ox < g.w.out; ++ox) {
+    const int64_t c0 = ox * g.w.stride - g.w.pad_before;
+    const int64_t c_begin = std::max<int64_t>(c0, 0), c_end = std::min(c0 + g.w.k, g.w.in);
+    float* y = y_row + ox * channels;
+    int64_t c = 0;
+    // Four vectors at once: one max after another on a single vector waits on its latency.
+    for (; c + 64 <= channels; c += 64) {
+      __m512 acc[4];
+      for (__m512& a : acc) a = _mm512_set1_ps(-INFINITY);
+      for (int64_t r = r_begin; r < r_end; ++r) {
+        const float* row = image + r * row_floats + c;
+        for (int64_t col = c_begin; col < c_end; ++col)
+          for (int v = 0; v < 4; ++v)
+            acc[v] = _mm512_max_ps(_mm512_loadu_ps(row + col * channels + 16 * v), acc[v]);
+      }
+      for (int v = 0; v < 4; ++v) _mm512_storeu_ps(y + c + 16 * v, acc[v]);
+    }
+    for (; c < channels; c += 16) {
+      const __mmask16 m = lanes(c, channels);
+      __m512 acc = _mm512_set1_ps(-INFINITY);
+      // The taps in row-major window order, as max_of_taps_avx512 takes them.
+      for (int64_t r = r_begin; r < r_end; ++r) {
+        const float* row = image + r * row_floats + c;
+        for (int64_t col = c_begin; col < c_end; ++col)
+          acc = _mm512_max_ps(_mm512_maskz_loadu_ps(m, row + col * channels), acc);
+      }
+      _mm512_mask_storeu_ps(y + c, m, acc);
+    }
+  }
+}
+
 __attribute__((target("avx512f"))) void route_to_first_max_avx512(
     const float* const* x_taps, float* const* dx_taps, int64_t count, int64_t channels,
     const float* y, const float* dy, bool relu, bool accumulate) {

@@ -14,6 +14,12 @@ namespace sf::float_loops {
 // y[c] = the maximum over taps of taps[t][c] (NaN skipped), -inf when count is 0.
 void max_of_taps_avx512(const float* const* taps, int64_t count, int64_t channels, float* y);
 
+// One output row of MaxPool: y_row [g.w.out, channels] from the NHWC image [g.h.in, g.w.in,
+// channels], over the input rows [r_begin, r_end) of the row's windows; each value is
+// max_of_taps_avx512 of its window's taps in the same order, without building the tap list.
+void max_pool_row_avx512(const float* image, int64_t channels, const Window2D& g, int64_t r_begin,
+                         int64_t r_end, float* y_row);
+
 // For each channel c, the first tap t whose x_taps[t][c] equals y[c] gets dy[c] (with relu,
 // only where y[c] > 0) and the others 0: stored into dx_taps[t][c], or added to it with
 // accumulate.
