@@ -36,6 +36,34 @@ __attribute__((target("avx512f"))) void max_of_taps_avx512(const float* const* t
   }
 }
 
+namespace {
+
+// The maxima of kVectors channel vectors from `c` over one window (rows [r_begin, r_end),
+// columns [c_begin, c_end)), in row-major tap order as max_of_taps_avx512 takes them. The vectors
+// run side by side: one max after another on a single vector waits on its latency.
+template <int kVectors>
+__attribute__((target("avx512f"))) inline void window_max(const float* image, int64_t row_floats,
+                                                          int64_t channels, int64_t c,
+                                                          int64_t r_begin, int64_t r_end,
+                                                          int64_t c_begin, int64_t c_end,
+                                                          float* y) {
+  __mmask16 m[kVectors];
+  __m512 acc[kVectors];
+  for (int v = 0; v < kVectors; ++v) {
+    m[v] = lanes(c + 16 * v, channels);
+    acc[v] = _mm512_set1_ps(-INFINITY);
+  }
+  for (int64_t r = r_begin; r < r_end; ++r) {
+    const float* row = image + r * row_floats + c;
+    for (int64_t col = c_begin; col < c_end; ++col)
+      for (int v = 0; v < kVectors; ++v)
+        acc[v] = _mm512_max_ps(_mm512_maskz_loadu_ps(m[v], row + col * channels + 16 * v), acc[v]);
+  }
+  for (int v = 0; v < kVectors; ++v) _mm512_mask_storeu_ps(y + c + 16 * v, m[v], acc[v]);
+}
+
+}  // namespace
+
 __attribute__((target("avx512f"))) void max_pool_row_avx512(const float* image, int64_t channels,
                                                             const Window2D& g, int64_t r_begin,
                                                             int64_t r_end, float* y_row) {
@@ -44,29 +72,20 @@ __attribute__((target("avx512f"))) void max_pool_row_avx512(const float* image, 
     const int64_t c0 = ox * g.w.stride - g.w.pad_before;
     const int64_t c_begin = std::max<int64_t>(c0, 0), c_end = std::min(c0 + g.w.k, g.w.in);
     float* y = y_row + ox * channels;
-    int64_t c = 0;
-    // Four vectors at once: one max after another on a single vector waits on its latency.
-    for (; c + 64 <= channels; c += 64) {
-      __m512 acc[4];
-      for (__m512& a : acc) a = _mm512_set1_ps(-INFINITY);
-      for (int64_t r = r_begin; r < r_end; ++r) {
-        const float* row = image + r * row_floats + c;
-        for (int64_t col = c_begin; col < c_end; ++col)
-          for (int v = 0; v < 4; ++v)
-            acc[v] = _mm512_max_ps(_mm512_loadu_ps(row + col * channels + 16 * v), acc[v]);
+    for (int64_t c = 0; c < channels; c += 64) {
+      switch (std::min<int64_t>(4, (channels - c + 15) / 16)) {
+        case 4:
+          window_max<4>(image, row_floats, channels, c, r_begin, r_end, c_begin, c_end, y);
+          break;
+        case 3:
+          window_max<3>(image, row_floats, channels, c, r_begin, r_end, c_begin, c_end, y);
+          break;
+        case 2:
+          window_max<2>(image, row_floats, channels, c, r_begin, r_end, c_begin, c_end, y);
+          break;
+        default:
+          window_max<1>(image, row_floats, channels, c, r_begin, r_end, c_begin, c_end, y);
       }
-      for (int v = 0; v < 4; ++v) _mm512_storeu_ps(y + c + 16 * v, acc[v]);
-    }
-    for (; c < channels; c += 16) {
-      const __mmask16 m = lanes(c, channels);
-      __m512 acc = _mm512_set1_ps(-INFINITY);
-      // The taps in row-major window order, as max_of_taps_avx512 takes them.
-      for (int64_t r = r_begin; r < r_end; ++r) {
-        const float* row = image + r * row_floats + c;
-        for (int64_t col = c_begin; col < c_end; ++col)
-          acc = _mm512_max_ps(_mm512_maskz_loadu_ps(m, row + col * channels), acc);
-      }
-      _mm512_mask_storeu_ps(y + c, m, acc);
     }
   }
 }
