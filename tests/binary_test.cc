@@ -29,6 +29,7 @@
 #include "transforms/execution_passes.h"
 #include "runtime/session.h"
 #include "support/mnist.h"
+#include "support/temp_files.h"
 #include "support/model_bytes.h"
 #include "support/testing.h"
 #include "train/freeze_run.h"

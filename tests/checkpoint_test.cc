@@ -1,5 +1,4 @@
 #include "train/checkpoint.h"
-#include "support/temp_files.h"
 
 #include <gtest/gtest.h>
 #include <zlib.h>
@@ -8,6 +7,8 @@
 #include <filesystem>
 #include <functional>
 #include <string>
+
+#include "support/temp_files.h"
 
 namespace sf {
 namespace {

@@ -14,6 +14,7 @@
 #include "cpu/cpu_features.h"
 #include "support/cli.h"
 #include "support/mnist.h"
+#include "support/temp_files.h"
 
 namespace sf {
 namespace {

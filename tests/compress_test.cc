@@ -13,7 +13,7 @@
 #include "ops/ops.h"
 #include "runtime/session.h"
 #include "core/error.h"
-#include "support/mnist.h"
+#include "support/temp_files.h"
 #include "support/testing.h"
 
 namespace sf {

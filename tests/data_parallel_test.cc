@@ -14,6 +14,7 @@
 
 #include "support/cli.h"
 #include "support/mnist.h"
+#include "support/temp_files.h"
 #include "support/mpi_jobs.h"
 #include "train/sharded_batches.h"
 #include "train/training_run.h"

@@ -9,7 +9,7 @@
 #include "io/npy.h"
 #include "onnx/importer.h"
 #include "support/cli.h"
-#include "support/mnist.h"
+#include "support/temp_files.h"
 #include "support/onnx_models.h"
 #include "support/testing.h"
 

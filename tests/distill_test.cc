@@ -9,6 +9,7 @@
 #include "runtime/session.h"
 #include "support/cli.h"
 #include "support/mnist.h"
+#include "support/temp_files.h"
 #include "support/onnx_models.h"
 #include "support/testing.h"
 #include "train/distillation.h"

@@ -6,6 +6,7 @@
 #include "ops/ops.h"
 #include "runtime/session.h"
 #include "support/mnist.h"
+#include "support/temp_files.h"
 #include "support/testing.h"
 #include "train/freeze_run.h"
 #include "train/trainer.h"

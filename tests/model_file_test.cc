@@ -16,7 +16,6 @@
 #include "graph/op_registry.h"
 #include "ops/ops.h"
 #include "runtime/session.h"
-#include "support/mnist.h"
 #include "support/model_bytes.h"
 #include "support/testing.h"
 #include "support/temp_files.h"

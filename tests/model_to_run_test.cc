@@ -7,7 +7,7 @@
 #include "io/image.h"
 #include "ops/ops.h"
 #include "runtime/session.h"
-#include "support/mnist.h"
+#include "support/temp_files.h"
 #include "support/testing.h"
 
 namespace sf {

@@ -14,6 +14,7 @@
 #include "support/testing.h"
 #include "support/cli.h"
 #include "support/mnist.h"
+#include "support/temp_files.h"
 #include "train/trainer.h"
 
 namespace sf {

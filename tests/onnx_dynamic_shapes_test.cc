@@ -15,6 +15,7 @@
 #include "onnx/shape_specializer.h"
 #include "support/cli.h"
 #include "support/mnist.h"
+#include "support/temp_files.h"
 #include "support/onnx_models.h"
 #include "support/testing.h"
 

@@ -20,6 +20,7 @@
 #include "quantize/eightbit_rewrite.h"
 #include "runtime/session.h"
 #include "support/mnist.h"
+#include "support/temp_files.h"
 #include "support/testing.h"
 #include "transforms/inference_passes.h"
 

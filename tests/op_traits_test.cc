@@ -14,7 +14,7 @@
 #include "ops/ops.h"
 #include "ops/quantized_ops.h"
 #include "support/cli.h"
-#include "support/mnist.h"
+#include "support/temp_files.h"
 #include "support/testing.h"
 
 namespace sf {

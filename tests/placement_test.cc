@@ -22,6 +22,7 @@
 #include "runtime/session.h"
 #include "support/cli.h"
 #include "support/mnist.h"
+#include "support/temp_files.h"
 #include "support/mpi_jobs.h"
 #include "support/testing.h"
 #include "train/checkpoint.h"

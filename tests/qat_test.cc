@@ -17,6 +17,7 @@
 #include "codec/weight_codec.h"
 #include "runtime/session.h"
 #include "support/mnist.h"
+#include "support/temp_files.h"
 #include "support/testing.h"
 #include "train/freeze_run.h"
 #include "train/trainer.h"

@@ -11,6 +11,7 @@
 #include "ops/ops.h"
 #include "quantize/calibration.h"
 #include "support/mnist.h"
+#include "support/temp_files.h"
 #include "support/testing.h"
 
 namespace sf {

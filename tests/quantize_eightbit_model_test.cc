@@ -15,7 +15,7 @@
 #include "ops/ops.h"
 #include "quantize/eightbit_model.h"
 #include "runtime/session.h"
-#include "support/mnist.h"
+#include "support/temp_files.h"
 #include "support/testing.h"
 
 namespace sf {

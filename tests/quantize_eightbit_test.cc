@@ -13,6 +13,7 @@
 #include "quantize/eightbit_rewrite.h"
 #include "runtime/session.h"
 #include "support/mnist.h"
+#include "support/temp_files.h"
 #include "support/testing.h"
 #include "train/freeze_run.h"
 #include "train/trainer.h"

@@ -18,7 +18,7 @@
 #include "modelfile/model_file.h"
 #include "ops/ops.h"
 #include "support/cli.h"
-#include "support/mnist.h"
+#include "support/temp_files.h"
 #include "support/testing.h"
 
 namespace sf {

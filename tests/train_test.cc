@@ -7,6 +7,7 @@
 
 #include "runtime/process_stats.h"
 #include "support/mnist.h"
+#include "support/temp_files.h"
 #include "train/checkpoint.h"
 #include "train/trainer.h"
 

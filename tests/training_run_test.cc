@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "support/mnist.h"
+#include "support/temp_files.h"
 #include "support/testing.h"
 
 namespace sf {

@@ -45,10 +45,8 @@ int64_t window_taps(T* data, int64_t b, int64_t oy, int64_t ox, int64_t channels
   return count;
 }
 
+// The portable path; max_pool_f32 takes max_pool_row_avx512 where the CPU has AVX-512.
 void max_of_taps(const float* const* taps, int64_t count, int64_t channels, float* y) {
-#if defined(__x86_64__)
-  if (has_avx512()) return max_of_taps_avx512(taps, count, channels, y);
-#endif
   std::fill(y, y + channels, -std::numeric_limits<float>::infinity());
   for (int64_t t = 0; t < count; ++t)
     for (int64_t c = 0; c < channels; ++c) y[c] = std::max(y[c], taps[t][c]);

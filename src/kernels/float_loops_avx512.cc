@@ -21,25 +21,8 @@ __attribute__((target("avx512f"))) inline __mmask16 lanes(int64_t c, int64_t cha
                     : static_cast<__mmask16>((1u << static_cast<unsigned>(left)) - 1u);
 }
 
-}  // namespace
-
-__attribute__((target("avx512f"))) void max_of_taps_avx512(const float* const* taps,
-                                                           int64_t count, int64_t channels,
-                                                           float* y) {
-  for (int64_t c = 0; c < channels; c += 16) {
-    const __mmask16 m = lanes(c, channels);
-    __m512 acc = _mm512_set1_ps(-INFINITY);
-    // max_ps(a, b) is a > b ? a : b, the reference's std::max(acc, a): NaN never wins.
-    for (int64_t t = 0; t < count; ++t)
-      acc = _mm512_max_ps(_mm512_maskz_loadu_ps(m, taps[t] + c), acc);
-    _mm512_mask_storeu_ps(y + c, m, acc);
-  }
-}
-
-namespace {
-
 // The maxima of kVectors channel vectors from `c` over one window (rows [r_begin, r_end),
-// columns [c_begin, c_end)), in row-major tap order as max_of_taps_avx512 takes them. The vectors
+// columns [c_begin, c_end)), taps in row-major order as the reference takes them. The vectors
 // run side by side: one max after another on a single vector waits on its latency.
 template <int kVectors>
 __attribute__((target("avx512f"))) inline void window_max(const float* image, int64_t row_floats,
@@ -53,6 +36,7 @@ __attribute__((target("avx512f"))) inline void window_max(const float* image, in
     m[v] = lanes(c + 16 * v, channels);
     acc[v] = _mm512_set1_ps(-INFINITY);
   }
+  // max_ps(a, b) is a > b ? a : b, the reference's std::max(acc, a): NaN never wins.
   for (int64_t r = r_begin; r < r_end; ++r) {
     const float* row = image + r * row_floats + c;
     for (int64_t col = c_begin; col < c_end; ++col)

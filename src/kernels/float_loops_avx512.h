@@ -11,12 +11,9 @@
 namespace sf::float_loops {
 
 #if defined(__x86_64__)
-// y[c] = the maximum over taps of taps[t][c] (NaN skipped), -inf when count is 0.
-void max_of_taps_avx512(const float* const* taps, int64_t count, int64_t channels, float* y);
-
 // One output row of MaxPool: y_row [g.w.out, channels] from the NHWC image [g.h.in, g.w.in,
-// channels], over the input rows [r_begin, r_end) of the row's windows; each value is
-// max_of_taps_avx512 of its window's taps in the same order, without building the tap list.
+// channels], over the input rows [r_begin, r_end) of the row's windows: each value the maximum
+// of its window's taps (NaN skipped), -inf for a window with none.
 void max_pool_row_avx512(const float* image, int64_t channels, const Window2D& g, int64_t r_begin,
                          int64_t r_end, float* y_row);
 

@@ -1,8 +1,5 @@
 #include "support/mnist.h"
 
-#include <filesystem>
-#include <random>
-
 #include "io/dataset.h"
 
 namespace sf::testing {
@@ -21,14 +18,6 @@ bool mnist_available() {
 
 std::string source_path(const std::string& relative) {
   return std::string(SLIMFLOW_SOURCE_DIR) + "/" + relative;
-}
-
-std::string make_temp_dir(const std::string& prefix) {
-  std::random_device rd;
-  auto dir = std::filesystem::temp_directory_path() /
-             (prefix + "-" + std::to_string(rd()) + std::to_string(rd()));
-  std::filesystem::create_directories(dir);
-  return dir.string();
 }
 
 }  // namespace sf::testing

@@ -8,7 +8,5 @@ namespace sf::testing {
 
 bool mnist_available();
 std::string source_path(const std::string& relative);
-// A fresh empty directory under the system temp dir.
-std::string make_temp_dir(const std::string& prefix);
 
 }  // namespace sf::testing

@@ -1,21 +1,21 @@
 #include "support/temp_files.h"
 
-#include <unistd.h>
-
-#include <atomic>
 #include <fstream>
 #include <iterator>
+#include <random>
 #include <system_error>
 
 namespace sf::testing {
 
-TempDir::TempDir(const std::string& prefix) {
-  static std::atomic<int> counter{0};
-  path_ = std::filesystem::temp_directory_path() /
-          (prefix + "-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
-  std::filesystem::remove_all(path_);
-  std::filesystem::create_directories(path_);
+std::string make_temp_dir(const std::string& prefix) {
+  std::random_device rd;
+  auto dir = std::filesystem::temp_directory_path() /
+             (prefix + "-" + std::to_string(rd()) + std::to_string(rd()));
+  std::filesystem::create_directories(dir);
+  return dir.string();
 }
+
+TempDir::TempDir(const std::string& prefix) : path_(make_temp_dir(prefix)) {}
 
 TempDir::~TempDir() {
   std::error_code ec;

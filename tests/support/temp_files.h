@@ -6,7 +6,10 @@
 
 namespace sf::testing {
 
-// A fresh empty folder under the system temp dir, removed with everything in it when the
+// A fresh empty folder under the system temp dir (named `prefix`-random), left in place.
+std::string make_temp_dir(const std::string& prefix);
+
+// A fresh empty folder as make_temp_dir makes, removed with everything in it when the
 // object goes. `prefix` names the folder, so that leftovers say which test wrote them.
 class TempDir {
  public:
