@@ -783,6 +783,27 @@ TEST_F(QuantizeCliTest, EightbitWithRunTimeRanges) {
     max_abs = std::max(max_abs, static_cast<double>(std::abs(want.data<float>()[i])));
   }
   EXPECT_LT(max_err, 0.1 * max_abs);
+
+  // inspect counts the integer model's learned values as the float model's parameters, and its
+  // scales, zero points and ranges apart.
+  auto inspect = [&](const std::string& model) {
+    const CliResult shown = run_cli("inspect " + model + " --json", false);
+    EXPECT_EQ(shown.exit_code, 0) << shown.out;
+    return json::parse(shown.out);
+  };
+  const json float_view = inspect(model_), int8_view = inspect(out);
+  EXPECT_EQ(int8_view.at("parameters"), float_view.at("parameters"));
+  EXPECT_EQ(float_view.at("quantization_values").get<int64_t>(), 0);
+  EXPECT_GT(int8_view.at("quantization_values").get<int64_t>(), 0);
+  for (const json& node : int8_view.at("nodes")) {
+    if (node.at("op") != "Const") continue;
+    const std::string name = node.at("name").get<std::string>();
+    const bool format_constant = name.ends_with("_params") || name.ends_with("_scales");
+    EXPECT_EQ(node.contains("quantization_values"), format_constant) << name;
+    if (name.ends_with("weights_quantized")) {
+      EXPECT_TRUE(node.contains("sparsity")) << name;
+    }
+  }
 }
 
 TEST_F(QuantizeCliTest, JsonReportAndInspect) {

@@ -1,5 +1,7 @@
 #include "graph/op_registry.h"
 
+#include <string_view>
+
 namespace sf {
 
 void InferContext::expect_rank(int i, int rank, const char* what) const {
@@ -59,6 +61,18 @@ std::vector<WeightUse> weight_uses(const Graph& graph) {
     }
   }
   return uses;
+}
+
+bool is_quantization_input(const OpDef& def, int index) {
+  if (index < 0) return false;
+  const size_t i = def.variadic ? 0 : static_cast<size_t>(index);
+  if (i >= def.inputs.size()) return false;
+  const std::string_view name = def.inputs[i];
+  for (const std::string_view kind : {"params", "scale", "scales", "zero_point", "range"})
+    if (name == kind || (name.size() > kind.size() && name.ends_with(kind) &&
+                         name[name.size() - kind.size() - 1] == '_'))
+      return true;
+  return false;
 }
 
 double node_flops(const Graph& graph, int id) {

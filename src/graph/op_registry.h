@@ -87,7 +87,10 @@ struct WeightInput {
 struct OpDef {
   std::string name;
   int version = 1;
-  std::vector<std::string> inputs;  // input names, for messages
+  // Input names, for messages. Names that are or end in "params", "scale", "scales",
+  // "zero_point" or "range" ("x_params", "w_scales") mark quantization parameters: constants of
+  // the number format, which reports count apart from the learned weights.
+  std::vector<std::string> inputs;
   bool variadic = false;            // any number (>= 1) of inputs, all named inputs[0]
   std::vector<AttrSpec> attrs;
   InferFn infer;
@@ -121,6 +124,9 @@ struct WeightUse {
 };
 // Every weight input of the graph's nodes, in node order (and input order within a node).
 std::vector<WeightUse> weight_uses(const Graph& graph);
+
+// Whether input `index` of an op holds quantization parameters (see OpDef::inputs).
+bool is_quantization_input(const OpDef& def, int index);
 
 // The FLOPs of one run of node `id` (0 for ops that declare no count).
 double node_flops(const Graph& graph, int id);

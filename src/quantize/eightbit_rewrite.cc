@@ -468,4 +468,25 @@ std::vector<std::string> eightbit_range_tensors(const Graph& float_graph,
   return wanted;
 }
 
+std::vector<bool> quantization_constants(const Graph& graph) {
+  std::vector<bool> read_as_parameters(static_cast<size_t>(graph.num_nodes()), false);
+  std::vector<bool> read_otherwise(read_as_parameters.size(), false);
+  for (const Node& node : graph.nodes()) {
+    const OpDef& def = OpRegistry::global().get(node.op, fmt::format("node '{}'", node.name));
+    for (size_t i = 0; i < node.inputs.size(); ++i) {
+      const auto source = static_cast<size_t>(node.inputs[i].node);
+      if (is_quantization_input(def, static_cast<int>(i)))
+        read_as_parameters[source] = true;
+      else
+        read_otherwise[source] = true;
+    }
+  }
+  std::vector<bool> constants(read_as_parameters.size(), false);
+  for (const Node& node : graph.nodes()) {
+    const auto id = static_cast<size_t>(node.id);
+    constants[id] = node.op == op_names::kConst && read_as_parameters[id] && !read_otherwise[id];
+  }
+  return constants;
+}
+
 }  // namespace sf

@@ -94,4 +94,9 @@ SymmetricWeights quantize_weights_symmetric(const Tensor& w, bool per_channel);
 // The params f32[2] = [scale, zero_point] that ChooseQParams would compute for `range`.
 Tensor params_for_range(const TensorRange& range);
 
+// For each node of `graph`: a Const that every reader reads as quantization parameters (an
+// eightbit model's scales, zero points and ranges, graph/op_registry.h's
+// is_quantization_input), not as weights or data. Reports count these apart from parameters.
+std::vector<bool> quantization_constants(const Graph& graph);
+
 }  // namespace sf

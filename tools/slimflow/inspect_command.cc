@@ -12,6 +12,7 @@
 #include "modelfile/verify.h"
 #include "model_io.h"
 #include "ops/op_names.h"
+#include "quantize/eightbit_rewrite.h"
 
 namespace sf::cli {
 
@@ -101,8 +102,9 @@ Action add_inspect_command(CLI::App& app) {
     ModelFile model = open_model(*path);
     const Graph& g = model.graph;
     nlohmann::json nodes = nlohmann::json::array();
-    int64_t parameters = 0;
+    int64_t parameters = 0, quantization_values = 0;
     size_t bytes = 0, stored_bytes = 0;
+    const std::vector<bool> quantization = quantization_constants(g);
     for (const Node& n : g.nodes()) {
       nlohmann::json inputs = nlohmann::json::array();
       for (const Output& in : n.inputs) inputs.push_back(g.node(in.node).name);
@@ -113,14 +115,23 @@ Action add_inspect_command(CLI::App& app) {
                           {"shape", n.outputs[0].shape}};
       if (n.op == op_names::kConst) {
         const Tensor& t = n.attrs.get_tensor("value");
-        j["parameters"] = t.numel();
+        // Scales, zero points and ranges describe the number format, not what the model learned.
+        const bool quantization_constant = quantization[static_cast<size_t>(n.id)];
+        if (quantization_constant)
+          j["quantization_values"] = t.numel();
+        else
+          j["parameters"] = t.numel();
         j["bytes"] = t.bytes();  // as loaded (decoded)
         j["fp32_bytes"] = t.bytes();
-        if (t.dtype() == DType::f32 && t.numel() > 0) {
-          const float* v = t.data<float>();
+        // i8 weights are symmetric: their zero is the float zero (pruned weights stay pruned).
+        auto zero_fraction = [&t](auto* values) {
           int64_t zeros = 0;
-          for (int64_t i = 0; i < t.numel(); ++i) zeros += v[i] == 0.0f;
-          j["sparsity"] = static_cast<double>(zeros) / static_cast<double>(t.numel());
+          for (int64_t i = 0; i < t.numel(); ++i) zeros += values[i] == 0;
+          return static_cast<double>(zeros) / static_cast<double>(t.numel());
+        };
+        if (t.numel() > 0 && !quantization_constant) {
+          if (t.dtype() == DType::f32) j["sparsity"] = zero_fraction(t.data<float>());
+          if (t.dtype() == DType::i8) j["sparsity"] = zero_fraction(t.data<int8_t>());
         }
         auto stored = model.stored_weights.find(n.name);
         if (stored == model.stored_weights.end()) {
@@ -143,7 +154,7 @@ Action add_inspect_command(CLI::App& app) {
           j["storage"] = storage_text(e);
           stored_bytes += stored->second.stored_bytes();
         }
-        parameters += t.numel();
+        (quantization_constant ? quantization_values : parameters) += t.numel();
         bytes += t.bytes();
       }
       nodes.push_back(j);
@@ -155,6 +166,7 @@ Action add_inspect_command(CLI::App& app) {
                             {"metadata", model.metadata},
                             {"nodes", nodes},
                             {"parameters", parameters},
+                            {"quantization_values", quantization_values},
                             {"weight_bytes", bytes},
                             {"stored_weight_bytes", stored_bytes},
                             {"file_bytes", model.file_bytes}};
@@ -170,7 +182,10 @@ Action add_inspect_command(CLI::App& app) {
     for (const nlohmann::json& j : nodes) {
       std::string shape = fmt::format("{}{}", j["dtype"].get<std::string>(),
                                       shape_str(j["shape"].get<Shape>()));
-      std::string params = j.contains("parameters") ? std::to_string(j["parameters"].get<int64_t>()) : "";
+      std::string params = j.contains("parameters") ? std::to_string(j["parameters"].get<int64_t>())
+                           : j.contains("quantization_values")
+                               ? fmt::format("({})", j["quantization_values"].get<int64_t>())
+                               : "";
       std::string b = j.contains("bytes") ? std::to_string(j["bytes"].get<size_t>()) : "";
       std::string storage = j.contains("storage") ? j["storage"].get<std::string>() : "";
       std::string stored =
@@ -189,9 +204,15 @@ Action add_inspect_command(CLI::App& app) {
                   j["name"].get<std::string>().c_str(), scales.size(), scales.empty() ? 0.0 : *lo,
                   scales.empty() ? 0.0 : *hi);
     }
-    std::printf("\n%lld parameters, %.3f MB of weights (%.3f MB stored), %zu bytes on disk\n",
-                static_cast<long long>(parameters), static_cast<double>(bytes) / 1e6,
-                static_cast<double>(stored_bytes) / 1e6, model.file_bytes);
+    const std::string besides =
+        quantization_values > 0
+            ? fmt::format(" (and {} quantization values: scales, zero points, ranges)",
+                          quantization_values)
+            : "";
+    std::printf("\n%lld parameters%s, %.3f MB of weights (%.3f MB stored), %zu bytes on disk\n",
+                static_cast<long long>(parameters), besides.c_str(),
+                static_cast<double>(bytes) / 1e6, static_cast<double>(stored_bytes) / 1e6,
+                model.file_bytes);
     return 0;
   };
 }
