@@ -14,6 +14,7 @@
 #include "codec/binary_weights.h"
 #include "codec/weight_codec.h"
 #include "cpu/cpu_features.h"
+#include "cpu/measured_split.h"
 #include "kernels/binary/bit_conv.h"
 #include "kernels/binary/bit_gemm.h"
 #include "modelfile/model_file.h"
@@ -432,17 +433,19 @@ TEST(XnorGemmTest, PackedPathsEqualTheReferenceExactly) {
   for (bool ternary : {false, true})
     for (int64_t k : {1, 5, 63, 64, 65, 127, 200, 800, 3136})
       for (int64_t n : {1, 3, 4, 5, 17})
-        for (int64_t m : {1, 64}) {
-          const binary::PackedWeights w = random_packed(k, n, ternary, seed++);
-          const std::vector<uint64_t> a = random_rows(m, k, seed++);
-          std::vector<int32_t> want(static_cast<size_t>(m * n)), got(want.size()), best(want.size());
-          binary::xnor_gemm_reference(a.data(), m, w, want.data());
-          binary::xnor_gemm_portable(a.data(), m, w, got.data());
-          binary::xnor_gemm(a.data(), m, w, best.data());
-          ASSERT_EQ(got, want) << "portable k " << k << " n " << n << " m " << m << " ternary " << ternary;
-          ASSERT_EQ(best, want) << binary::xnor_gemm_impl() << " k " << k << " n " << n << " m " << m
-                                << " ternary " << ternary;
-        }
+        for (int64_t m : {1, 64})
+          for (bool split : {false, true}) {
+            const binary::PackedWeights w = random_packed(k, n, ternary, seed++);
+            const std::vector<uint64_t> a = random_rows(m, k, seed++);
+            std::vector<int32_t> want(static_cast<size_t>(m * n)), got(want.size()), best(want.size());
+            binary::xnor_gemm_reference(a.data(), m, w, want.data());
+            binary::xnor_gemm_portable(a.data(), m, w, got.data(), split);
+            binary::xnor_gemm(a.data(), m, w, best.data(), split);
+            SCOPED_TRACE(::testing::Message() << "k " << k << " n " << n << " m " << m << " ternary "
+                                              << ternary << " split " << split);
+            ASSERT_EQ(got, want) << "portable";
+            ASSERT_EQ(best, want) << binary::xnor_gemm_impl();
+          }
 }
 
 TEST(XnorGemmTest, PackSignsMatchesPortableAndSpotsNonSigns) {
@@ -547,8 +550,10 @@ TEST(BinaryLayerKernelTest, PackedEqualsReferenceExactlyAndFloatReferenceClosely
         Output y = build(g, in);
         Session packed(g, {.kernel_impl = "binary"}), oracle(g, {.kernel_impl = "binary_reference"});
         packed.set_profiling(true);
-        for (int run = 0; run < 2; ++run) {
-          const Tensor want = oracle.run({{in[0], x}}, {y})[0].clone();
+        // Enough runs for the layer to time both ways of running (split over the threads and
+        // whole) and keep one.
+        const Tensor want = oracle.run({{in[0], x}}, {y})[0].clone();
+        for (int run = 0; run < 2 * (MeasuredSplit::kTimedRuns + 1) + 1; ++run) {
           const Tensor got = packed.run({{in[0], x}}, {y})[0].clone();
           if (xnor) {
             ASSERT_EQ(testing::values<float>(got), testing::values<float>(want));

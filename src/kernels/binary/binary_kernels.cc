@@ -8,6 +8,7 @@
 
 #include "codec/binary_weights.h"
 #include "cpu/cpu_features.h"
+#include "cpu/measured_split.h"
 #include "cpu/parallel_for.h"
 #include "kernels/binary/bit_conv.h"
 #include "kernels/binary/bit_gemm.h"
@@ -38,6 +39,12 @@ bool reads_bits(const Node& node) {
 // The `count` low bits of a word, 1 <= count <= 32: a packed row's bits past its channels are
 // ignored, which the bit products need to be 0.
 uint32_t low_bits(int64_t count) { return count >= 32 ? ~0u : (1u << count) - 1; }
+
+// Bit-MACs from which splitting an XNOR product over the threads may pay (about 1 us of work on
+// one AVX-512 core), and from which it always does (about 40 us); between them each layer times
+// both ways on its first runs (cpu/measured_split.h).
+constexpr double kSplitMayPay = 1 << 21;
+constexpr double kSplitAlwaysPays = 1 << 26;
 
 class BinaryLayerKernel : public Kernel {
  public:
@@ -82,10 +89,14 @@ class BinaryLayerKernel : public Kernel {
     }
     if (xnor_) {
       int_dot_.resize(static_cast<size_t>(rows * packed_->n));
-      if (reference_)
+      if (reference_) {
         xnor_gemm_reference(bits_.data(), rows, *packed_, int_dot_.data());
-      else
-        xnor_gemm(bits_.data(), rows, *packed_, int_dot_.data());
+      } else {
+        const double bit_macs = static_cast<double>(rows * packed_->n * packed_->k);
+        split_.run(bit_macs, kSplitMayPay, kSplitAlwaysPays, [&](bool split) {
+          xnor_gemm(bits_.data(), rows, *packed_, int_dot_.data(), split);
+        });
+      }
     } else {
       dot_.resize(static_cast<size_t>(rows * packed_->n));
       signed_sum_gemm(conv_ ? columns_.data() : x.data<float>(), rows, *packed_, dot_.data());
@@ -174,7 +185,10 @@ class BinaryLayerKernel : public Kernel {
     const ConvEpilogue epilogue{border_.data(), packed_->scales.data(),
                                 has_bias_ ? ctx.inputs[2].data<float>() : zeros(n), lowest(),
                                 highest()};
-    xnor_conv_avx512(image, window, taps_, epilogue, ctx.outputs[0].data<float>());
+    const double bit_macs = static_cast<double>(batch * gh.out * gw.out * n * taps_.taps * in);
+    split_.run(bit_macs, kSplitMayPay, kSplitAlwaysPays, [&](bool split) {
+      xnor_conv_avx512(image, window, taps_, epilogue, ctx.outputs[0].data<float>(), split);
+    });
     return true;
 #else
     (void)ctx;
@@ -402,6 +416,7 @@ class BinaryLayerKernel : public Kernel {
   std::optional<PackedWeights> packed_;
   bool xnor_ = false;
   bool direct_ = false;  // binary conv weights on the im2col-free path
+  MeasuredSplit split_;  // whether the XNOR product splits over the threads
   TapWeights taps_;
   std::vector<uint32_t> image_bits_;
   std::vector<uint64_t> image_rows_, streams_, bits_;

@@ -172,7 +172,8 @@ __attribute__((target("avx512f,avx512vl,avx512vpopcntdq"))) void max_pool_sign_b
 }
 
 void xnor_conv_avx512(const PackedImage& image, const DirectConvWindow& window,
-                      const TapWeights& weights, const ConvEpilogue& epilogue, float* y) {
+                      const TapWeights& weights, const ConvEpilogue& epilogue, float* y,
+                      bool split) {
   std::vector<int64_t> tap_offset(static_cast<size_t>(window.kh * window.kw));
   for (int64_t i = 0; i < window.kh; ++i)
     for (int64_t j = 0; j < window.kw; ++j)
@@ -181,11 +182,8 @@ void xnor_conv_avx512(const PackedImage& image, const DirectConvWindow& window,
   const Layer layer{tap_offset.data(), &weights, &epilogue, weights.taps * weights.in};
   const int64_t pixels = window.out_h * window.out_w, n = weights.n;
   const int64_t groups = (weights.vectors + kMaxVectors - 1) / kMaxVectors;
-  const int64_t bit_macs = image.batch * pixels * n * layer.k_bits;
   const int64_t blocks = (pixels + kPixels - 1) / kPixels;  // per image
-  // A second thread pays from about 10 us of work: 2-thread regions cost ~3 us here, and on
-  // 2 threads Deep-MNIST's conv2 at batch 1 (10 M bit-MACs, 7.4 us on one) took 9.5 us.
-  parallel_for(0, image.batch * blocks, bit_macs >= (int64_t{1} << 24),
+  parallel_for(0, image.batch * blocks, split,
                [&](int64_t share_begin, int64_t share_end) {
                  for (int64_t flat = share_begin; flat < share_end; ++flat) {
                    const int64_t b = flat / blocks, q0 = flat % blocks * kPixels;

@@ -18,8 +18,9 @@ void max_pool_sign_bits_avx512(const float* x, int64_t batch, int64_t h, int64_t
 // whether every value was exactly -1 or +1 (otherwise the layer is not XNOR).
 bool pack_image_avx512(const float* x, int64_t h, int64_t w, int64_t in, const PackedImage& image,
                        uint32_t* bits);
-// y: f32 [batch, out_h, out_w, n].
+// y: f32 [batch, out_h, out_w, n]; the output pixels split over OpenMP's threads when `split`.
 void xnor_conv_avx512(const PackedImage& image, const DirectConvWindow& window,
-                      const TapWeights& weights, const ConvEpilogue& epilogue, float* y);
+                      const TapWeights& weights, const ConvEpilogue& epilogue, float* y,
+                      bool split);
 
 }  // namespace sf::binary

@@ -61,9 +61,10 @@ void xnor_gemm_reference(const uint64_t* a, int64_t m, const PackedWeights& w, i
     }
 }
 
-void xnor_gemm_portable(const uint64_t* a, int64_t m, const PackedWeights& w, int32_t* dot) {
+void xnor_gemm_portable(const uint64_t* a, int64_t m, const PackedWeights& w, int32_t* dot,
+                        bool split) {
   const int64_t words = w.words;
-  parallel_for(0, m * w.n, m * w.n * words >= (1 << 14),
+  parallel_for(0, m * w.n, split,
                [&](int64_t share_begin, int64_t share_end) {
                  for (int64_t flat = share_begin; flat < share_end; ++flat) {
                    const int64_t r = flat / w.n;
@@ -92,14 +93,14 @@ void xnor_gemm_portable(const uint64_t* a, int64_t m, const PackedWeights& w, in
                });
 }
 
-void xnor_gemm(const uint64_t* a, int64_t m, const PackedWeights& w, int32_t* dot) {
+void xnor_gemm(const uint64_t* a, int64_t m, const PackedWeights& w, int32_t* dot, bool split) {
 #if defined(__x86_64__)
   if (cpu_features().avx512f && cpu_features().avx512vl && cpu_features().avx512_vpopcntdq) {
-    xnor_gemm_avx512(a, m, w, dot);
+    xnor_gemm_avx512(a, m, w, dot, split);
     return;
   }
 #endif
-  xnor_gemm_portable(a, m, w, dot);
+  xnor_gemm_portable(a, m, w, dot, split);
 }
 
 bool pack_signs_portable(const float* x, int64_t rows, int64_t k, int64_t words, uint64_t* out) {

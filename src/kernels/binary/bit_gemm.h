@@ -90,12 +90,14 @@ class BitAppender {
 };
 
 // XNOR products of m activation rows (`words` words each) with every channel: dot[m][n].
-// The reference works bit by bit from the levels: the oracle of the word-wise paths.
+// The reference works bit by bit from the levels: the oracle of the word-wise paths. The others
+// split their rows and channels over OpenMP's threads when `split` (see cpu/measured_split.h).
 void xnor_gemm_reference(const uint64_t* a, int64_t m, const PackedWeights& w, int32_t* dot);
 // Word-wise with std::popcount: any CPU.
-void xnor_gemm_portable(const uint64_t* a, int64_t m, const PackedWeights& w, int32_t* dot);
+void xnor_gemm_portable(const uint64_t* a, int64_t m, const PackedWeights& w, int32_t* dot,
+                        bool split);
 // The fastest available: VPOPCNTDQ on AVX-512 CPUs that have it, else portable.
-void xnor_gemm(const uint64_t* a, int64_t m, const PackedWeights& w, int32_t* dot);
+void xnor_gemm(const uint64_t* a, int64_t m, const PackedWeights& w, int32_t* dot, bool split);
 // Which of the above xnor_gemm runs here: "avx512" or "portable".
 const char* xnor_gemm_impl();
 

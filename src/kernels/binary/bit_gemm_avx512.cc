@@ -111,14 +111,14 @@ __attribute__((target("avx512f,avx512vl,avx512vpopcntdq"))) bool pack_signs_avx5
   return signs;
 }
 
-void xnor_gemm_avx512(const uint64_t* a, int64_t m, const PackedWeights& w, int32_t* dot) {
+void xnor_gemm_avx512(const uint64_t* a, int64_t m, const PackedWeights& w, int32_t* dot,
+                      bool split) {
   const int64_t blocks = (w.n + kLanes - 1) / kLanes;
   // Binary layers take rows kRows at a time; ternary ones, and the rows left over, one by one.
   const int64_t groups = w.ternary ? 0 : m / kRows;
   const int64_t grouped = groups * kRows;
-  // As bit_conv_avx512's: fc1 at batch 1 (50 K words, 4.1 us on one thread) took 9.1 us on 2.
   parallel_region(
-      m * w.n * w.words >= (1 << 18), [&]() __attribute__((
+      split, [&]() __attribute__((
                                           target("avx512f,avx512vl,avx512vpopcntdq"))) {
 #pragma omp for collapse(2) schedule(static) nowait
         for (int64_t g = 0; g < groups; ++g)

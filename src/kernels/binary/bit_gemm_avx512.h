@@ -6,7 +6,8 @@
 
 namespace sf::binary {
 
-void xnor_gemm_avx512(const uint64_t* a, int64_t m, const PackedWeights& w, int32_t* dot);
+void xnor_gemm_avx512(const uint64_t* a, int64_t m, const PackedWeights& w, int32_t* dot,
+                      bool split);
 bool pack_signs_avx512(const float* x, int64_t rows, int64_t k, int64_t words, uint64_t* out);
 
 }  // namespace sf::binary
