@@ -107,21 +107,30 @@ def main():
     def size(model):
         return os.path.getsize(os.path.join(ROOT, model))
 
+    def train(out, *options):
+        """Trains run `out` once: a finished run (marked when train returned) is kept, one cut off
+        (a checkpoint, no mark) resumes to its planned epochs, and a missing one starts."""
+        finished = os.path.join(ROOT, out, "bench-finished")
+        if os.path.exists(finished):
+            return
+        if os.path.exists(os.path.join(ROOT, out, "checkpoint.sfck")):
+            run([sf, "train", "--resume", out, "--threads", t, "--quiet"])
+        else:
+            run([sf, "train", "--overwrite", *options, "--threads", t, "--out", out, "--quiet", *limit])
+        open(finished, "w").close()
+
     table = {}
     for data in args.datasets.split(","):
         base = os.path.join(OUT, data + suffix)
         fp32_run = base + "-fp32"
-        if not os.path.exists(os.path.join(ROOT, fp32_run, "checkpoint.sfck")):
-            run([sf, "train", "--overwrite", "--model", "models/deep-mnist.yaml", "--data", data, "--epochs",
-                 str(args.epochs), "--threads", t, "--out", fp32_run, "--quiet", *limit])
+        train(fp32_run, "--model", "models/deep-mnist.yaml", "--data", data, "--epochs", str(args.epochs))
         run([sf, "freeze", fp32_run, "--out", fp32_run + ".sfm"])
         rows = {"fp32": {"accuracy": accuracy(fp32_run + ".sfm", data), "bytes": size(fp32_run + ".sfm")}}
         for mode in MODES:
             out = f"{base}-{mode}"
-            if not os.path.exists(os.path.join(ROOT, out, "checkpoint.sfck")):
-                # --data explicitly: train's default data set would replace the run's.
-                run([sf, "train", "--overwrite", "--init-from", fp32_run, "--data", data, "--binarize", mode, "--epochs",
-                     str(args.binary_epochs), "--threads", t, "--out", out, "--quiet", *limit])
+            # --data explicitly: train's default data set would replace the run's.
+            train(out, "--init-from", fp32_run, "--data", data, "--binarize", mode, "--epochs",
+                  str(args.binary_epochs))
             run([sf, "freeze", out, "--out", out + ".sfm"])
             rows[mode] = {"accuracy": accuracy(out + ".sfm", data), "bytes": size(out + ".sfm")}
         if data == "mnist":
