@@ -42,7 +42,7 @@ class MeasuredSplit {
     }
   }
 
-  // The way kept, once decided (tests and profiles).
+  // The way kept, once decided (for tests).
   bool decided() const { return decided_; }
   bool split() const { return split_; }
 

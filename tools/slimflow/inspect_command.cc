@@ -9,6 +9,7 @@
 
 #include "commands.h"
 #include "kernels/cpu_report.h"
+#include "kernels/sparse/sparse_weights.h"
 #include "modelfile/verify.h"
 #include "model_io.h"
 #include "ops/op_names.h"
@@ -124,15 +125,9 @@ Action add_inspect_command(CLI::App& app) {
         j["bytes"] = t.bytes();  // as loaded (decoded)
         j["fp32_bytes"] = t.bytes();
         // i8 weights are symmetric: their zero is the float zero (pruned weights stay pruned).
-        auto zero_fraction = [&t](auto* values) {
-          int64_t zeros = 0;
-          for (int64_t i = 0; i < t.numel(); ++i) zeros += values[i] == 0;
-          return static_cast<double>(zeros) / static_cast<double>(t.numel());
-        };
-        if (t.numel() > 0 && !quantization_constant) {
-          if (t.dtype() == DType::f32) j["sparsity"] = zero_fraction(t.data<float>());
-          if (t.dtype() == DType::i8) j["sparsity"] = zero_fraction(t.data<int8_t>());
-        }
+        if (t.numel() > 0 && !quantization_constant &&
+            (t.dtype() == DType::f32 || t.dtype() == DType::i8))
+          j["sparsity"] = sparse::zero_fraction(t);
         auto stored = model.stored_weights.find(n.name);
         if (stored == model.stored_weights.end()) {
           j["encoding"] = "dense";
