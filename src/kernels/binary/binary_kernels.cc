@@ -109,7 +109,11 @@ class BinaryLayerKernel : public Kernel {
     if (!packed_) return dense_->running_impl();  // not a binary layer: what it ran, as is
     // The profile prefixes the registered impl: "binary:xnor_avx512", "binary:ternary_signed_sum".
     const std::string kind = packed_->ternary ? "ternary_" : "";
-    if (!xnor_) return reference_ ? kind + "signed_sum" : "float_inputs:" + dense_->running_impl();
+    if (!xnor_) {
+      if (reference_) return kind + "signed_sum";
+      const std::string dense = dense_->running_impl();
+      return dense.empty() ? "float_inputs" : "float_inputs:" + dense;
+    }
     return kind + "xnor_" +
            (reference_ ? "reference"
             : direct_  ? "direct_avx512"

@@ -191,7 +191,7 @@ class ConvKernel : public Kernel {
     stream().wait();
   }
   // Profiles tell bf16 products from fp32 ones.
-  std::string running_impl() const override { return bf16_ ? "onednn:bf16" : ""; }
+  std::string running_impl() const override { return bf16_ ? "bf16" : ""; }
 
  private:
   ConvDir dir_;

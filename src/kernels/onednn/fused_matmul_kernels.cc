@@ -58,7 +58,7 @@ class FusedMatMulKernel : public Kernel {
     stream().wait();
   }
   // Profiles tell a bf16 product from the fp32 one.
-  std::string running_impl() const override { return bf16_ ? "onednn:bf16" : ""; }
+  std::string running_impl() const override { return bf16_ ? "bf16" : ""; }
 
  private:
   bool constant_b_;

@@ -136,7 +136,7 @@ class MatMulKernel : public Kernel {
     stream().wait();
   }
   // Profiles tell a bf16 product from the fp32 one.
-  std::string running_impl() const override { return bf16_ ? "onednn:bf16" : ""; }
+  std::string running_impl() const override { return bf16_ ? "bf16" : ""; }
 
  private:
   const dnnl::memory& bind_shared_b(KernelContext& ctx) {
