@@ -1,6 +1,6 @@
 // Kernels (impl "float_loops") for the float ops of a training step around oneDNN's products:
-// MaxPool, MaxPoolGrad, the filter gradient of single-channel convs, BiasAdd, BiasAddRelu and
-// BiasAddGrad, made of kernels/float_loops.h (AVX-512 where the CPU has it, portable loops
+// MaxPool, MaxPoolGrad, the filter gradient of single-channel convs, BiasAdd, BiasAddRelu,
+// BiasAddGrad and Dropout, made of kernels/float_loops.h (AVX-512 where the CPU has it, portable loops
 // elsewhere), so they run on every CPU. Measured on the Deep-MNIST layers
 // (bench/kernels_bench.cc, one thread, Xeon with AVX-512, under load): MaxPoolGrad reads each
 // window's first maximum from x and y, which the forward pass kept, where oneDNN's pooling
@@ -11,9 +11,11 @@
 // BiasAdd runs on threads (the reference on one), BiasAddGrad sums blocks of rows in AVX-512
 // registers (2x the reference). An Add of a bias vector (what ONNX graphs have, and a quantized
 // product's dequantized output then meets) is the same loop: the reference walks the broadcast
-// element by element, 0.03 ms for a [128, 768] row block that takes 0.005 ms here.
+// element by element, 0.03 ms for a [128, 768] row block that takes 0.005 ms here. Dropout
+// draws its mask by hashing (kernels/dropout_draw.h), sixteen elements to a vector.
 #include <algorithm>
 
+#include "kernels/dropout_draw.h"
 #include "kernels/float_loops.h"
 #include "kernels/kernel.h"
 #include "kernels/register.h"
@@ -95,6 +97,20 @@ void add_bias(KernelContext& ctx) {
                ctx.outputs[0].data<float>());
 }
 
+void dropout(KernelContext& ctx) {
+  const double rate = ctx.node.attrs.get_float("rate");
+  const int64_t n = ctx.inputs[0].numel();
+  float* mask = ctx.outputs[1].data<float>();
+  if (!ctx.training || rate == 0.0) {
+    std::fill(mask, mask + n, 1.0f);
+    std::copy_n(ctx.inputs[0].data<float>(), n, ctx.outputs[0].data<float>());
+    return;
+  }
+  SF_CHECK(ctx.rng != nullptr, "node '{}': dropout needs a random generator", ctx.node.name);
+  dropout_f32(ctx.inputs[0].data<float>(), n, (*ctx.rng)(), dropout_threshold(rate),
+              static_cast<float>(1.0 / (1.0 - rate)), ctx.outputs[0].data<float>(), mask);
+}
+
 }  // namespace
 
 void register_float_loop_kernels(KernelRegistry& r) {
@@ -116,6 +132,7 @@ void register_float_loop_kernels(KernelRegistry& r) {
            bias_input(spec.inputs[0].shape, spec.inputs[1].shape, spec.node.outputs[0].shape) >= 0;
   };
   r.add(std::move(add));
+  r.add(simple_kernel(op_names::kDropout, DType::f32, impl, dropout, kElementwisePriority));
 }
 
 }  // namespace sf

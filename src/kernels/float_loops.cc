@@ -9,6 +9,7 @@
 
 #include "cpu/cpu_features.h"
 #include "cpu/parallel_for.h"
+#include "kernels/dropout_draw.h"
 #include "kernels/float_loops_avx512.h"
 
 namespace sf {
@@ -269,4 +270,31 @@ void bias_add_grad_f32(const float* dy, int64_t rows, int64_t channels, float* d
   }
 }
 
+// ---- dropout ----
+
+void dropout_f32(const float* x, int64_t n, uint64_t key, uint32_t threshold, float keep, float* y,
+                 float* mask) {
+  const bool vector = has_avx512();
+  parallel_for(0, n, n >= kStreamingParallelMin, [&](int64_t share_begin, int64_t share_end) {
+    // Spans within one block of 2^32 indices, so that a vector's indices share their high word.
+    for (int64_t begin = share_begin; begin < share_end;) {
+      const int64_t end = std::min(share_end, ((begin >> 32) + 1) << 32);
+#if defined(__x86_64__)
+      if (vector) {
+        dropout_span_avx512(x, begin, end, key, threshold, keep, y, mask);
+        begin = end;
+        continue;
+      }
+#endif
+      (void)vector;
+      for (int64_t i = begin; i < end; ++i) {
+        mask[i] = dropout_bits(key, static_cast<uint64_t>(i)) < threshold ? 0.0f : keep;
+        y[i] = x[i] * mask[i];
+      }
+      begin = end;
+    }
+  });
+}
+
 }  // namespace sf
+

@@ -1,5 +1,6 @@
 // The hot loops of the float kernels a training step runs besides oneDNN's products: max pooling
-// and its gradient, the filter gradient of single-channel convs, BiasAdd and BiasAddGrad. They give the reference kernels'
+// and its gradient, the filter gradient of single-channel convs, BiasAdd, BiasAddGrad and
+// Dropout. They give the reference kernels'
 // results (the same elements chosen, sums reassociated only), vectorized with AVX-512 where the
 // CPU has it (chosen at run time: the build targets baseline x86-64; float_loops_avx512.h), in
 // portable C++ elsewhere.
@@ -35,5 +36,10 @@ void bias_add_f32(const float* x, const float* bias, int64_t rows, int64_t chann
 
 // db[j] = sum over rows of dy[r, j]: float partial sums over blocks of rows, totals in double.
 void bias_add_grad_f32(const float* dy, int64_t rows, int64_t channels, float* db);
+
+// Dropout in training: mask[i] = 0 where dropout_bits(key, i) < threshold (kernels/
+// dropout_draw.h), else keep; y[i] = x[i] * mask[i]. The reference kernel's masks, bit for bit.
+void dropout_f32(const float* x, int64_t n, uint64_t key, uint32_t threshold, float keep, float* y,
+                 float* mask);
 
 }  // namespace sf

@@ -178,4 +178,40 @@ __attribute__((target("avx512f"))) void column_sums_avx512(const float* dy, int6
   }
 }
 
+namespace {
+
+__attribute__((target("avx512f"))) inline __m512i mix32(__m512i x) {
+  x = _mm512_xor_si512(x, _mm512_srli_epi32(x, 16));
+  x = _mm512_mullo_epi32(x, _mm512_set1_epi32(0x7feb352d));
+  x = _mm512_xor_si512(x, _mm512_srli_epi32(x, 15));
+  x = _mm512_mullo_epi32(x, _mm512_set1_epi32(static_cast<int>(0x846ca68bU)));
+  return _mm512_xor_si512(x, _mm512_srli_epi32(x, 16));
+}
+
+}  // namespace
+
+__attribute__((target("avx512f"))) void dropout_span_avx512(const float* x, int64_t begin,
+                                                            int64_t end, uint64_t key,
+                                                            uint32_t threshold, float keep,
+                                                            float* y, float* mask) {
+  const __m512i key_low = _mm512_set1_epi32(static_cast<int>(static_cast<uint32_t>(key)));
+  const __m512i key_high = _mm512_set1_epi32(static_cast<int>(
+      static_cast<uint32_t>(key >> 32) ^ static_cast<uint32_t>(static_cast<uint64_t>(begin) >> 32)));
+  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512i limit = _mm512_set1_epi32(static_cast<int>(threshold));
+  const __m512 kept = _mm512_set1_ps(keep);
+  for (int64_t i = begin; i < end; i += 16) {
+    const __mmask16 m = lanes(i - begin, end - begin);
+    const __m512i index =
+        _mm512_add_epi32(_mm512_set1_epi32(static_cast<int>(static_cast<uint32_t>(i))), lane);
+    const __m512i first = mix32(_mm512_xor_si512(index, key_low));
+    const __m512i bits = _mm512_srli_epi32(mix32(_mm512_xor_si512(first, key_high)), 8);
+    // Bits and threshold are below 2^25, so a signed comparison orders them as unsigned ones.
+    const __m512 mask_values = _mm512_maskz_mov_ps(_mm512_cmpge_epi32_mask(bits, limit), kept);
+    _mm512_mask_storeu_ps(mask + i, m, mask_values);
+    _mm512_mask_storeu_ps(y + i, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), mask_values));
+  }
+}
+
 }  // namespace sf::float_loops
+

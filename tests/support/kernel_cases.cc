@@ -250,7 +250,7 @@ std::vector<KernelCase> float_pool_cases(const std::string& op) {
   return cases;
 }
 
-// BiasAdd, BiasAddRelu and BiasAddGrad on the element-wise shapes and one large enough for
+// BiasAdd, BiasAddRelu, BiasAddGrad and Dropout on the element-wise shapes and one large enough for
 // several threads and blocks of rows.
 std::vector<KernelCase> float_elementwise_cases(const std::string& op) {
   std::vector<Shape> shapes(std::begin(kElementwiseShapes), std::end(kElementwiseShapes));
@@ -259,6 +259,7 @@ std::vector<KernelCase> float_elementwise_cases(const std::string& op) {
   for (const Shape& shape : shapes) {
     KernelCase k{shape_str(shape), {f32(shape)}, {}};
     if (op == "BiasAdd" || op == "BiasAddRelu") k.inputs.push_back(f32({shape.back()}));
+    if (op == "Dropout") k.attrs = {{"rate", 0.3}};
     cases.push_back(std::move(k));
   }
   return cases;
@@ -635,6 +636,8 @@ std::map<std::string, ShapeSet> build_shape_sets() {
   sets["GlobalAvgPool"] = {global_avg_pool_cases(), close};
   for (const char* op : {"BiasAdd", "BiasAddRelu"}) sets[op] = {float_elementwise_cases(op), exact};
   sets["BiasAddGrad"] = {float_elementwise_cases("BiasAddGrad"), close};
+  // Inference passes x through; the training masks are compared in OpsNormTest.
+  sets["Dropout"] = {float_elementwise_cases("Dropout"), exact};
   sets["Transpose"] = {transpose_cases(), exact};
   sets["Add"] = {add_cases(), exact};
   sets["StridedSlice"] = {slice_cases(), exact};

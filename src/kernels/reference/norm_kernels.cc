@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "cpu/parallel_for.h"
+#include "kernels/dropout_draw.h"
 #include "kernels/kernel.h"
 #include "kernels/reference/reference.h"
 #include "ops/op_names.h"
@@ -151,12 +152,10 @@ void dropout(KernelContext& ctx) {
   } else {
     SF_CHECK(ctx.rng != nullptr, "node '{}': dropout needs a random generator", ctx.node.name);
     const float keep = static_cast<float>(1.0 / (1.0 - rate));
-    // 53 random bits to a double in [0, 1): the same on every standard library, unlike
-    // std::uniform_real_distribution.
-    for (int64_t i = 0; i < n; ++i) {
-      const double u = static_cast<double>((*ctx.rng)() >> 11) * 0x1.0p-53;
-      mask[i] = u < rate ? 0.0f : keep;
-    }
+    const uint64_t key = (*ctx.rng)();
+    const uint32_t threshold = dropout_threshold(rate);
+    for (int64_t i = 0; i < n; ++i)
+      mask[i] = dropout_bits(key, static_cast<uint64_t>(i)) < threshold ? 0.0f : keep;
   }
   for (int64_t i = 0; i < n; ++i) y[i] = px[i] * mask[i];
 }
