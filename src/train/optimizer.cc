@@ -5,7 +5,9 @@
 #include <numbers>
 
 #include "core/error.h"
+#include "cpu/cpu_features.h"
 #include "cpu/parallel_for.h"
+#include "train/optimizer_avx512.h"
 
 namespace sf {
 
@@ -64,7 +66,13 @@ void Optimizer::apply(const std::string& name, Tensor& param, const Tensor& grad
                                           (1.0 - std::pow(config_.beta1, t)));
     const float eps = static_cast<float>(config_.epsilon);
     const float decay_step = rate * wd;
+    [[maybe_unused]] const AdamStep adam{b1, b2, step, eps, decay_step};
+    const bool vector = cpu_features().avx512f;
     parallel_for(0, n, n > 65536, [&](int64_t share_begin, int64_t share_end) {
+#if defined(__x86_64__)
+      if (vector) return adam_update_avx512(w, g, m, v, share_begin, share_end, adam);
+#endif
+      (void)vector;
       for (int64_t i = share_begin; i < share_end; ++i) {
         m[i] = b1 * m[i] + (1.0f - b1) * g[i];
         v[i] = b2 * v[i] + (1.0f - b2) * g[i] * g[i];

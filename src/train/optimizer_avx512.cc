@@ -1,0 +1,52 @@
+#include "train/optimizer_avx512.h"
+
+#include <immintrin.h>
+
+// GCC 12's intrinsics start from an undefined vector, a deliberate self-initialization that
+// -Wmaybe-uninitialized reports once they are inlined here.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+namespace sf {
+
+namespace {
+
+// GCC writes _mm512_add_ps and _mm512_mul_ps as vector arithmetic, which it may fuse into FMAs;
+// the explicitly rounded forms are instructions it keeps, so each result rounds as the portable
+// loop's does.
+constexpr int kNearest = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+__attribute__((target("avx512f"))) inline __m512 add(__m512 a, __m512 b) {
+  return _mm512_add_round_ps(a, b, kNearest);
+}
+__attribute__((target("avx512f"))) inline __m512 sub(__m512 a, __m512 b) {
+  return _mm512_sub_round_ps(a, b, kNearest);
+}
+__attribute__((target("avx512f"))) inline __m512 mul(__m512 a, __m512 b) {
+  return _mm512_mul_round_ps(a, b, kNearest);
+}
+
+}  // namespace
+
+__attribute__((target("avx512f"))) void adam_update_avx512(float* w, const float* g, float* m,
+                                                           float* v, int64_t begin, int64_t end,
+                                                           const AdamStep& s) {
+  const __m512 b1 = _mm512_set1_ps(s.beta1), rest1 = _mm512_set1_ps(1.0f - s.beta1);
+  const __m512 b2 = _mm512_set1_ps(s.beta2), rest2 = _mm512_set1_ps(1.0f - s.beta2);
+  const __m512 step = _mm512_set1_ps(s.step), eps = _mm512_set1_ps(s.epsilon);
+  const __m512 decay = _mm512_set1_ps(s.decay_step);
+  for (int64_t i = begin; i < end; i += 16) {
+    const int64_t left = end - i;
+    const auto lanes = left >= 16 ? static_cast<__mmask16>(0xFFFF)
+                                  : static_cast<__mmask16>((1u << static_cast<unsigned>(left)) - 1u);
+    const __m512 gi = _mm512_maskz_loadu_ps(lanes, g + i);
+    const __m512 mi = add(mul(b1, _mm512_maskz_loadu_ps(lanes, m + i)), mul(rest1, gi));
+    const __m512 vi = add(mul(b2, _mm512_maskz_loadu_ps(lanes, v + i)), mul(mul(rest2, gi), gi));
+    const __m512 wi = _mm512_maskz_loadu_ps(lanes, w + i);
+    const __m512 update =
+        add(_mm512_div_ps(mul(step, mi), add(_mm512_sqrt_ps(vi), eps)), mul(decay, wi));
+    _mm512_mask_storeu_ps(m + i, lanes, mi);
+    _mm512_mask_storeu_ps(v + i, lanes, vi);
+    _mm512_mask_storeu_ps(w + i, lanes, sub(wi, update));
+  }
+}
+
+}  // namespace sf

@@ -1,0 +1,23 @@
+// Adam's update with AVX-512F, sixteen parameters to a vector: GCC leaves the portable loop
+// scalar (a square root and a division per parameter), 8 ms for Deep-MNIST's 3.2M fc1 weights
+// on one core where this takes 3. The same operations in the same order, none fused, so the
+// weights are the portable loop's bit for bit. Callers check cpu_features().avx512f.
+#pragma once
+
+#include <cstdint>
+
+namespace sf {
+
+struct AdamStep {
+  float beta1, beta2;
+  float step;        // the learning rate with Adam's bias correction folded in
+  float epsilon;
+  float decay_step;  // learning rate x decoupled weight decay
+};
+
+// For i in [begin, end): m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g g;
+// w -= step m / (sqrt(v) + eps) + decay_step w.
+void adam_update_avx512(float* w, const float* g, float* m, float* v, int64_t begin, int64_t end,
+                        const AdamStep& s);
+
+}  // namespace sf
