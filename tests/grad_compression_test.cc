@@ -75,7 +75,8 @@ TEST(GradCompression, MessagesAreAsSmallAsTheSchemeSays) {
   EXPECT_EQ(compressed_bytes(parse_grad_compression("fp16"), n), 200000u);
   // 1000 halves, 1000 x 6 low bits, 1562 + 1000 unary high bits: 130x.
   EXPECT_EQ(compressed_bytes(parse_grad_compression("topk:0.01"), n), 3071u);
-  EXPECT_EQ(compressed_bytes(parse_grad_compression("onebit"), n), 12504u);  // 32x
+  // 100,000 sign bits and 196 bf16 scales, one per 512 floats: 31x.
+  EXPECT_EQ(compressed_bytes(parse_grad_compression("onebit"), n), 12892u);
   // Top-k 1% stays >= 100x at every bucket size.
   for (int64_t m : {1000, 4096, 65536, 1000000, 3274634})
     EXPECT_GE(4.0 * static_cast<double>(m) /
@@ -112,6 +113,30 @@ TEST(GradCompression, TopKSendsTheLargestMagnitudes) {
   EXPECT_EQ(decoded[3], 4.0f);
   EXPECT_EQ(residual[1], 0.0f);
   EXPECT_EQ(residual[6], 1.0f);  // kept for a later step
+}
+
+// Each chunk of 512 floats has its own scale: a chunk of small gradients is not sent at the
+// magnitude of a chunk of large ones, and a chunk of zeros is sent as zeros.
+TEST(GradCompression, OneBitScalesEachChunkOfFloatsApart) {
+  const int64_t n = 512 * 2 + 100;
+  std::vector<float> residual(static_cast<size_t>(n), 0.0f);
+  for (int64_t i = 0; i < 512; ++i) residual[static_cast<size_t>(i)] = i % 2 ? 4.0f : -4.0f;
+  for (int64_t i = 1024; i < n; ++i) residual[static_cast<size_t>(i)] = i % 3 ? 0.001f : -0.001f;
+  const GradCompression c = parse_grad_compression("onebit");
+  std::vector<uint8_t> message(compressed_bytes(c, n));
+  compress(c, residual.data(), n, message.data());
+  std::vector<float> decoded(static_cast<size_t>(n), 0.0f);
+  add_decoded(c, message.data(), n, decoded.data());
+  EXPECT_EQ(decoded[0], -4.0f);
+  EXPECT_EQ(decoded[1], 4.0f);
+  for (int64_t i = 512; i < 1024; ++i) {
+    ASSERT_EQ(decoded[static_cast<size_t>(i)], 0.0f) << i;
+    ASSERT_EQ(residual[static_cast<size_t>(i)], 0.0f) << i;
+  }
+  // 0.001 rounded to bf16, the residual keeping the rounding.
+  EXPECT_NEAR(decoded[1025], 0.001f, 0.001f / 128);
+  EXPECT_NEAR(decoded[1026], -0.001f, 0.001f / 128);
+  EXPECT_EQ(decoded[1025] + residual[1025], 0.001f);
 }
 
 TEST(GradCompression, UnknownSchemesAreOneLineErrors) {
