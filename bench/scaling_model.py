@@ -11,14 +11,15 @@ Compressed gradients (error feedback keeps the rest for the next step):
   top-k 1%:   allgather of 1% of the floats, half values and Elias-Fano indices (slimflow's
               message: 130x fewer bytes than the floats): (n-1) * S / 130 / B
               + log2(n) * a (sparse sums cannot be reduced on the way)
-  one-bit:    allgather of S/32 sign bits plus a scale per bucket: (n-1) * S/32 / B + log2(n) a
+  one-bit:    allgather of S/32 sign bits plus a bf16 scale per 512 floats (slimflow's message:
+              31x fewer bytes than the floats): (n-1) * S/31 / B + log2(n) a
 Overlap: the backward pass, about half of a step's compute, hides up to that much of it.
 
 --check runs OpenMPI's TCP transport over loopback (--mca btl tcp,self), fits a and B to 2
 ranks' allreduce times over a size sweep (bench/allreduce_bench --floats N), and prints the
 model's prediction next to the measurement for every size, for 2 and 3 ranks.
 
-    python3 bench/scaling_model.py [--deep-mnist-compute-ms 95] [--check] [--markdown]
+    python3 bench/scaling_model.py [--deep-mnist-compute-ms 52] [--check]
 """
 import argparse
 import json
@@ -48,7 +49,7 @@ def allreduce_seconds(n, size, bandwidth, latency, scheme):
     if scheme == "topk":
         return (n - 1) * size / 130 / bandwidth + log_n * latency
     if scheme == "onebit":
-        return (n - 1) * size / 32 / bandwidth + log_n * latency
+        return (n - 1) * size / 31 / bandwidth + log_n * latency
     raise ValueError(scheme)
 
 
