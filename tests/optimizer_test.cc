@@ -42,8 +42,8 @@ TEST(OptimizerTest, AdamFirstStepIsLearningRateTimesSign) {
 }
 
 // Adam's update (AVX-512 where the CPU has it, on threads for large variables) is the formula
-// computed one float at a time in the same order, bit for bit on x86-64: lengths around a vector of 16
-// and past the size that splits over threads, with weight decay, over three steps.
+// computed one float at a time in the same order, bit for bit on x86-64: lengths around a vector
+// of 16 and past the size that splits over threads, with weight decay, over three steps.
 TEST(OptimizerTest, AdamMatchesTheScalarFormulaExactly) {
   const OptimizerConfig config{.kind = "adam", .weight_decay = 0.01};
   for (int64_t n : {1, 15, 17, 100003}) {
@@ -53,7 +53,8 @@ TEST(OptimizerTest, AdamMatchesTheScalarFormulaExactly) {
         v(static_cast<size_t>(n), 0.0f);
     for (int64_t i = 0; i < n; ++i) {
       w.data<float>()[i] = want_w[static_cast<size_t>(i)] = std::sin(0.37f * static_cast<float>(i));
-      g.data<float>()[i] = 1e-3f * std::cos(1.3f * static_cast<float>(i)) * static_cast<float>(i % 7);
+      g.data<float>()[i] =
+          1e-3f * std::cos(1.3f * static_cast<float>(i)) * static_cast<float>(i % 7);
     }
     const double lr = 0.002;
     for (double t = 1; t <= 3; ++t) {

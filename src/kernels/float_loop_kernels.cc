@@ -1,7 +1,7 @@
 // Kernels (impl "float_loops") for the float ops of a training step around oneDNN's products:
 // MaxPool, MaxPoolGrad, the filter gradient of single-channel convs, BiasAdd, BiasAddRelu,
-// BiasAddGrad and Dropout, made of kernels/float_loops.h (AVX-512 where the CPU has it, portable loops
-// elsewhere), so they run on every CPU. Measured on the Deep-MNIST layers
+// BiasAddGrad and Dropout, made of kernels/float_loops.h (AVX-512 where the CPU has it, portable
+// loops elsewhere), so they run on every CPU. Measured on the Deep-MNIST layers
 // (bench/kernels_bench.cc, one thread, Xeon with AVX-512, under load): MaxPoolGrad reads each
 // window's first maximum from x and y, which the forward pass kept, where oneDNN's pooling
 // backward runs the forward again for an argmax workspace (28x28x32 at batch 64: 1.3 vs 4.5 ms);

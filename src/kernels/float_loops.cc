@@ -297,4 +297,3 @@ void dropout_f32(const float* x, int64_t n, uint64_t key, uint32_t threshold, fl
 }
 
 }  // namespace sf
-

@@ -1,9 +1,8 @@
 // The hot loops of the float kernels a training step runs besides oneDNN's products: max pooling
 // and its gradient, the filter gradient of single-channel convs, BiasAdd, BiasAddGrad and
-// Dropout. They give the reference kernels'
-// results (the same elements chosen, sums reassociated only), vectorized with AVX-512 where the
-// CPU has it (chosen at run time: the build targets baseline x86-64; float_loops_avx512.h), in
-// portable C++ elsewhere.
+// Dropout. They give the reference kernels' results (the same elements chosen, sums reassociated
+// only), vectorized with AVX-512 where the CPU has it (chosen at run time: the build targets
+// baseline x86-64; float_loops_avx512.h), in portable C++ elsewhere.
 #pragma once
 
 #include <cstdint>

@@ -195,8 +195,9 @@ __attribute__((target("avx512f"))) void dropout_span_avx512(const float* x, int6
                                                             uint32_t threshold, float keep,
                                                             float* y, float* mask) {
   const __m512i key_low = _mm512_set1_epi32(static_cast<int>(static_cast<uint32_t>(key)));
-  const __m512i key_high = _mm512_set1_epi32(static_cast<int>(
-      static_cast<uint32_t>(key >> 32) ^ static_cast<uint32_t>(static_cast<uint64_t>(begin) >> 32)));
+  const __m512i key_high = _mm512_set1_epi32(
+      static_cast<int>(static_cast<uint32_t>(key >> 32) ^
+                       static_cast<uint32_t>(static_cast<uint64_t>(begin) >> 32)));
   const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   const __m512i limit = _mm512_set1_epi32(static_cast<int>(threshold));
   const __m512 kept = _mm512_set1_ps(keep);
@@ -214,4 +215,3 @@ __attribute__((target("avx512f"))) void dropout_span_avx512(const float* x, int6
 }
 
 }  // namespace sf::float_loops
-

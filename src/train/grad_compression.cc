@@ -112,7 +112,8 @@ size_t compressed_bytes(const GradCompression& c, int64_t n) {
     case GradCompression::Kind::none: return static_cast<size_t>(n) * 4;
     case GradCompression::Kind::fp16: return static_cast<size_t>(n) * 2;
     case GradCompression::Kind::topk: return topk_layout(c, n).bytes;
-    case GradCompression::Kind::onebit: return onebit_scale_bytes(n) + static_cast<size_t>((n + 7) / 8);
+    case GradCompression::Kind::onebit:
+      return onebit_scale_bytes(n) + static_cast<size_t>((n + 7) / 8);
   }
   return 0;
 }
@@ -224,7 +225,8 @@ void add_decoded(const GradCompression& c, const uint8_t* message, int64_t n, fl
         std::memcpy(&stored, message + 2 * (begin / kOneBitChunk), 2);
         const float scale = quant::bf16_to_float(stored);
         const int64_t end = std::min(n, begin + kOneBitChunk);
-        for (int64_t i = begin; i < end; ++i) sum[i] += (bits[i / 8] >> (i % 8)) & 1u ? -scale : scale;
+        for (int64_t i = begin; i < end; ++i)
+          sum[i] += (bits[i / 8] >> (i % 8)) & 1u ? -scale : scale;
       }
       return;
     }

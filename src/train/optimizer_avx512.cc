@@ -35,8 +35,9 @@ __attribute__((target("avx512f"))) void adam_update_avx512(float* w, const float
   const __m512 decay = _mm512_set1_ps(s.decay_step);
   for (int64_t i = begin; i < end; i += 16) {
     const int64_t left = end - i;
-    const auto lanes = left >= 16 ? static_cast<__mmask16>(0xFFFF)
-                                  : static_cast<__mmask16>((1u << static_cast<unsigned>(left)) - 1u);
+    const auto lanes = left >= 16
+                           ? static_cast<__mmask16>(0xFFFF)
+                           : static_cast<__mmask16>((1u << static_cast<unsigned>(left)) - 1u);
     const __m512 gi = _mm512_maskz_loadu_ps(lanes, g + i);
     const __m512 mi = add(mul(b1, _mm512_maskz_loadu_ps(lanes, m + i)), mul(rest1, gi));
     const __m512 vi = add(mul(b2, _mm512_maskz_loadu_ps(lanes, v + i)), mul(mul(rest2, gi), gi));

@@ -10,7 +10,7 @@ namespace sf {
 
 struct AdamStep {
   float beta1, beta2;
-  float step;        // the learning rate with Adam's bias correction folded in
+  float step;  // the learning rate with Adam's bias correction folded in
   float epsilon;
   float decay_step;  // learning rate x decoupled weight decay
 };
