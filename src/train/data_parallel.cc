@@ -54,8 +54,7 @@ void GradientBuckets::build() {
   Bucket* current = nullptr;
   int64_t elements = 0;
   for (size_t i : order_) {
-    if (current == nullptr ||
-        static_cast<double>(elements) * sizeof(float) >= bucket_bytes_) {
+    if (current == nullptr || static_cast<double>(elements) * sizeof(float) >= bucket_bytes_) {
       if (current) current->data = Tensor(DType::f32, {elements});
       buckets_.emplace_back();
       current = &buckets_.back();
@@ -119,8 +118,9 @@ void GradientBuckets::launch(Bucket& bucket) {
   } else {
     float* residual = bucket.residual.data<float>();
     const float* gradient = bucket.data.data<float>();
-    for (int64_t k = 0; k < bucket.data.numel(); ++k) residual[k] += gradient[k];
-    compress(compression_, residual, bucket.data.numel(), bucket.message.data<uint8_t>());
+    const int64_t n = bucket.data.numel();
+    for (int64_t k = 0; k < n; ++k) residual[k] += gradient[k];
+    compress(compression_, residual, n, bucket.message.data<uint8_t>());
     bucket.request = comm_.iallgather(bucket.message, bucket.gathered, what);
     stats_.bytes += static_cast<int64_t>(bucket.message.bytes());
   }
@@ -166,8 +166,10 @@ const std::vector<Tensor>& GradientBuckets::finish(const std::vector<Tensor>& gr
   const auto wait_start = Clock::now();
   for (; next_to_finish_ < buckets_.size(); ++next_to_finish_) {
     Bucket& bucket = buckets_[next_to_finish_];
-    if (bucket.ring) bucket.ring->wait();
-    else comm_.wait(bucket.request);
+    if (bucket.ring)
+      bucket.ring->wait();
+    else
+      comm_.wait(bucket.request);
     note_done();
   }
   for (const Bucket& b : buckets_)
@@ -189,7 +191,8 @@ const std::vector<Tensor>& GradientBuckets::finish(const std::vector<Tensor>& gr
         add_decoded(compression_, b.gathered.data<uint8_t>() + r * message_bytes, b.data.numel(),
                     b.data.data<float>());
       float* p = b.data.data<float>();
-      for (int64_t k = 0; k < b.data.numel(); ++k) p[k] *= scale;
+      const int64_t n = b.data.numel();
+      for (int64_t k = 0; k < n; ++k) p[k] *= scale;
     }
   }
   // Ready for the next step.
@@ -322,14 +325,16 @@ void check_replicas(Communicator& comm, const VariableStore& variables,
     const auto* bytes = static_cast<const unsigned char*>(value.raw());
     for (size_t i = 0; i < value.bytes(); ++i) hash = (hash ^ bytes[i]) * 1099511628211ull;
   }
-  const std::vector<uint64_t> hashes = comm.allgather(hash, fmt::format("replica checksums (step {})", step));
+  const std::vector<uint64_t> hashes =
+      comm.allgather(hash, fmt::format("replica checksums (step {})", step));
   std::vector<int> drifted;
   for (size_t r = 1; r < hashes.size(); ++r)
     if (hashes[r] != hashes[0]) drifted.push_back(static_cast<int>(r));
   if (!drifted.empty())
-    fail("step {}: the replicas drifted: the parameters of rank(s) {} differ from rank 0's "
-         "(checksum {:016x} vs {:016x}); stopping",
-         step, fmt::join(drifted, ", "), hashes[static_cast<size_t>(drifted[0])], hashes[0]);
+    fail(
+        "step {}: the replicas drifted: the parameters of rank(s) {} differ from rank 0's "
+        "(checksum {:016x} vs {:016x}); stopping",
+        step, fmt::join(drifted, ", "), hashes[static_cast<size_t>(drifted[0])], hashes[0]);
 }
 
 }  // namespace sf
