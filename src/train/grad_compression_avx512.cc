@@ -43,8 +43,8 @@ __attribute__((target("avx512f"))) void compress_fp16_avx512(float* residual, in
   _mm512_mask_storeu_ps(residual + i, rest, _mm512_sub_ps(r, _mm512_cvtph_ps(h)));
 }
 
-__attribute__((target("avx512f"))) void add_decoded_fp16_avx512(const uint8_t* message,
-                                                                int64_t n, float* sum) {
+__attribute__((target("avx512f"))) void add_decoded_fp16_avx512(const uint8_t* message, int64_t n,
+                                                                float* sum) {
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
     const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(message + 2 * i));
@@ -54,6 +54,65 @@ __attribute__((target("avx512f"))) void add_decoded_fp16_avx512(const uint8_t* m
     uint16_t h;
     std::memcpy(&h, message + 2 * i, 2);
     sum[i] += quant::half_to_float(h);
+  }
+}
+
+namespace {
+
+__attribute__((target("avx512f"))) __mmask16 first_floats(int64_t count) {
+  return count >= 16 ? __mmask16{0xffff} : static_cast<__mmask16>((1u << count) - 1);
+}
+
+}  // namespace
+
+__attribute__((target("avx512f"))) int64_t onebit_lane_sums_avx512(const float* residual,
+                                                                   int64_t count, float* positive,
+                                                                   float* negative) {
+  __m512 positive_sum = _mm512_setzero_ps(), negative_sum = _mm512_setzero_ps();
+  int64_t negatives = 0;
+  for (int64_t i = 0; i < count; i += 16) {
+    const __mmask16 valid = first_floats(count - i);
+    const __m512 r = _mm512_maskz_loadu_ps(valid, residual + i);
+    // NaN compares false and counts as non-negative, as `r < 0.0f` does in the scalar path.
+    const __mmask16 below = _mm512_mask_cmp_ps_mask(valid, r, _mm512_setzero_ps(), _CMP_LT_OQ);
+    negative_sum = _mm512_mask_add_ps(negative_sum, below, negative_sum, r);
+    positive_sum = _mm512_mask_add_ps(positive_sum, valid & ~below, positive_sum, r);
+    negatives += __builtin_popcount(below);
+  }
+  _mm512_storeu_ps(positive, positive_sum);
+  _mm512_storeu_ps(negative, negative_sum);
+  return negatives;
+}
+
+__attribute__((target("avx512f"))) void onebit_signs_avx512(float* residual, int64_t count,
+                                                            float positive, float negative,
+                                                            uint8_t* bits) {
+  const __m512 positive_value = _mm512_set1_ps(positive);
+  const __m512 negative_value = _mm512_set1_ps(negative);
+  for (int64_t i = 0; i < count; i += 16) {
+    const __mmask16 valid = first_floats(count - i);
+    const __m512 r = _mm512_maskz_loadu_ps(valid, residual + i);
+    const __mmask16 below = _mm512_mask_cmp_ps_mask(valid, r, _mm512_setzero_ps(), _CMP_LT_OQ);
+    const __m512 sent = _mm512_mask_blend_ps(below, positive_value, negative_value);
+    _mm512_mask_storeu_ps(residual + i, valid, _mm512_sub_ps(r, sent));
+    const auto mask = static_cast<uint16_t>(below);
+    std::memcpy(bits + i / 8, &mask, count - i > 8 ? 2 : 1);
+  }
+}
+
+__attribute__((target("avx512f"))) void add_decoded_onebit_avx512(const uint8_t* bits,
+                                                                  int64_t count, float positive,
+                                                                  float negative, float* sum) {
+  const __m512 positive_value = _mm512_set1_ps(positive);
+  const __m512 negative_value = _mm512_set1_ps(negative);
+  for (int64_t i = 0; i < count; i += 16) {
+    const __mmask16 valid = first_floats(count - i);
+    uint16_t mask = 0;
+    std::memcpy(&mask, bits + i / 8, count - i > 8 ? 2 : 1);
+    const __m512 sent =
+        _mm512_mask_blend_ps(static_cast<__mmask16>(mask), positive_value, negative_value);
+    _mm512_mask_storeu_ps(sum + i, valid,
+                          _mm512_add_ps(_mm512_maskz_loadu_ps(valid, sum + i), sent));
   }
 }
 
