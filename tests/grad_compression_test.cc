@@ -80,7 +80,7 @@ TEST(GradCompression, MessagesAreAsSmallAsTheSchemeSays) {
   EXPECT_EQ(compressed_bytes(parse_grad_compression("fp16"), n), 200000u);
   // 1000 halves, 1000 x 6 low bits, 1562 + 1000 unary high bits: 130x.
   EXPECT_EQ(compressed_bytes(parse_grad_compression("topk:0.01"), n), 3071u);
-  // 100,000 sign bits and 2 x 98 bf16 means, two per 1024 floats: 31x.
+  // 100,000 sign bits and 196 bf16 scales, one per 512 floats: 31x.
   EXPECT_EQ(compressed_bytes(parse_grad_compression("onebit"), n), 12892u);
   // Top-k 1% stays >= 100x at every bucket size.
   for (int64_t m : {1000, 4096, 65536, 1000000, 3274634})
@@ -120,13 +120,13 @@ TEST(GradCompression, TopKSendsTheLargestMagnitudes) {
   EXPECT_EQ(residual[6], 1.0f);  // kept for a later step
 }
 
-// Each chunk of 1024 floats has its own two values: a chunk of small gradients is not sent at the
+// Each chunk of 512 floats has its own scale: a chunk of small gradients is not sent at the
 // magnitude of a chunk of large ones, and a chunk of zeros is sent as zeros.
 TEST(GradCompression, OneBitScalesEachChunkOfFloatsApart) {
-  const int64_t n = 1024 * 2 + 100;
+  const int64_t n = 512 * 2 + 100;
   std::vector<float> residual(static_cast<size_t>(n), 0.0f);
-  for (int64_t i = 0; i < 1024; ++i) residual[static_cast<size_t>(i)] = i % 2 ? 4.0f : -4.0f;
-  for (int64_t i = 2048; i < n; ++i) residual[static_cast<size_t>(i)] = i % 3 ? 0.001f : -0.001f;
+  for (int64_t i = 0; i < 512; ++i) residual[static_cast<size_t>(i)] = i % 2 ? 4.0f : -4.0f;
+  for (int64_t i = 1024; i < n; ++i) residual[static_cast<size_t>(i)] = i % 3 ? 0.001f : -0.001f;
   const GradCompression c = parse_grad_compression("onebit");
   std::vector<uint8_t> message(compressed_bytes(c, n));
   compress(c, residual.data(), n, message.data());
@@ -134,37 +134,14 @@ TEST(GradCompression, OneBitScalesEachChunkOfFloatsApart) {
   add_decoded(c, message.data(), n, decoded.data());
   EXPECT_EQ(decoded[0], -4.0f);
   EXPECT_EQ(decoded[1], 4.0f);
-  for (int64_t i = 1024; i < 2048; ++i) {
+  for (int64_t i = 512; i < 1024; ++i) {
     ASSERT_EQ(decoded[static_cast<size_t>(i)], 0.0f) << i;
     ASSERT_EQ(residual[static_cast<size_t>(i)], 0.0f) << i;
   }
   // 0.001 rounded to bf16, the residual keeping the rounding.
-  EXPECT_NEAR(decoded[2050], 0.001f, 0.001f / 128);  // 2050 % 3 == 1
-  EXPECT_NEAR(decoded[2049], -0.001f, 0.001f / 128);
-  EXPECT_EQ(decoded[2050] + residual[2050], 0.001f);
-}
-
-// Positive floats are sent as the mean of the chunk's non-negative ones, negative floats as the
-// mean of its negative ones (1-bit SGD's reconstruction), so the message sums to the chunk's sum
-// and the residual of each sign sums to zero.
-TEST(GradCompression, OneBitSendsTheMeanOfEachSign) {
-  std::vector<float> residual = {3.0f, 1.0f, -2.0f, -6.0f, 0.0f, -1.0f};
-  const int64_t n = static_cast<int64_t>(residual.size());
-  const std::vector<float> original = residual;
-  const GradCompression c = parse_grad_compression("onebit");
-  std::vector<uint8_t> message(compressed_bytes(c, n));
-  compress(c, residual.data(), n, message.data());
-  std::vector<float> decoded(residual.size(), 0.0f);
-  add_decoded(c, message.data(), n, decoded.data());
-  const float third = 1.3359375f;  // 4/3 rounded to bf16
-  EXPECT_EQ(decoded, (std::vector<float>{third, third, -3.0f, -3.0f, third, -3.0f}));
-  float decoded_sum = 0.0f, original_sum = 0.0f;
-  for (size_t i = 0; i < residual.size(); ++i) {
-    EXPECT_EQ(decoded[i] + residual[i], original[i]) << i;
-    decoded_sum += decoded[i];
-    original_sum += original[i];
-  }
-  EXPECT_NEAR(decoded_sum, original_sum, 0.01f);
+  EXPECT_NEAR(decoded[1025], 0.001f, 0.001f / 128);
+  EXPECT_NEAR(decoded[1026], -0.001f, 0.001f / 128);
+  EXPECT_EQ(decoded[1025] + residual[1025], 0.001f);
 }
 
 // Top-k on large buckets first keeps the floats above a sampled threshold; the k it sends must
@@ -213,45 +190,36 @@ TEST(GradCompression, TopKChoosesTheLargestMagnitudesOnLargeBuckets) {
 }
 
 // The one-bit message (vectorized where the CPU has AVX-512) is, bit for bit, the format
-// grad_compression.cc describes: per chunk of 1024 floats the bf16 means of the non-negative and
-// of the negative floats, each sum taken in 16 interleaved float lanes and then the lanes in
-// order in double; then the sign bits. Lengths leave partial chunks, vectors and bytes.
+// grad_compression.cc describes: per chunk of 512 floats a bf16 scale, the mean magnitude, its
+// sum taken in 16 interleaved float lanes and then the lanes in order in double; then the sign
+// bits. Lengths leave partial chunks, vectors and bytes.
 TEST(GradCompression, OneBitMessageIsItsFormatExactly) {
   const GradCompression c = parse_grad_compression("onebit");
-  for (int64_t n : {1, 7, 9, 16, 17, 1023, 1024, 1025, 3000, 5131}) {
+  for (int64_t n : {1, 7, 9, 16, 17, 511, 512, 513, 3000, 5131}) {
     const Tensor g = testing::random_tensor({n}, static_cast<uint32_t>(n), -2.0f, 1.0f);
     std::vector<float> residual(g.data<float>(), g.data<float>() + n);
     if (n > 20) residual[3] = 0.0f, residual[4] = -0.0f, residual[19] = 1e-30f;
     std::vector<float> want = residual;
-    const size_t chunks = static_cast<size_t>((n + 1023) / 1024);
+    const size_t chunks = static_cast<size_t>((n + 511) / 512);
     std::vector<uint8_t> expected(compressed_bytes(c, n), 0);
+    std::vector<float> scales(chunks);
     for (size_t chunk = 0; chunk < chunks; ++chunk) {
-      const auto begin = static_cast<int64_t>(chunk) * 1024, end = std::min(n, begin + 1024);
-      float positive[16] = {}, negative[16] = {};
-      int64_t negatives = 0;
-      for (int64_t i = begin; i < end; ++i) {
-        const float v = want[static_cast<size_t>(i)];
-        if (v < 0.0f)
-          negative[(i - begin) % 16] += v, ++negatives;
-        else
-          positive[(i - begin) % 16] += v;
-      }
-      double positive_sum = 0.0, negative_sum = 0.0;
-      for (int l = 0; l < 16; ++l) positive_sum += positive[l], negative_sum += negative[l];
-      const int64_t positives = end - begin - negatives;
-      const uint16_t stored[2] = {
-          quant::float_to_bf16(
-              positives ? static_cast<float>(positive_sum / static_cast<double>(positives)) : 0.0f),
-          quant::float_to_bf16(
-              negatives ? static_cast<float>(negative_sum / static_cast<double>(negatives))
-                        : 0.0f)};
-      std::memcpy(expected.data() + 4 * chunk, stored, 4);
+      const auto begin = static_cast<int64_t>(chunk) * 512, end = std::min(n, begin + 512);
+      float lanes[16] = {};
+      for (int64_t i = begin; i < end; ++i)
+        lanes[(i - begin) % 16] += std::fabs(want[static_cast<size_t>(i)]);
+      double magnitude = 0.0;
+      for (float lane : lanes) magnitude += lane;
+      const uint16_t stored =
+          quant::float_to_bf16(static_cast<float>(magnitude / static_cast<double>(end - begin)));
+      std::memcpy(expected.data() + 2 * chunk, &stored, 2);
+      scales[chunk] = quant::bf16_to_float(stored);
       for (int64_t i = begin; i < end; ++i) {
         float& v = want[static_cast<size_t>(i)];
         const bool below = v < 0.0f;
         if (below)
-          expected[4 * chunks + static_cast<size_t>(i / 8)] |= static_cast<uint8_t>(1u << (i % 8));
-        v -= quant::bf16_to_float(stored[below]);
+          expected[2 * chunks + static_cast<size_t>(i / 8)] |= static_cast<uint8_t>(1u << (i % 8));
+        v -= below ? -scales[chunk] : scales[chunk];
       }
     }
     std::vector<uint8_t> message(compressed_bytes(c, n), 0xa5);
@@ -265,11 +233,9 @@ TEST(GradCompression, OneBitMessageIsItsFormatExactly) {
     std::vector<float> sum(static_cast<size_t>(n), 0.5f);
     add_decoded(c, message.data(), n, sum.data());
     for (int64_t i = 0; i < n; ++i) {
-      const size_t chunk = static_cast<size_t>(i / 1024);
-      uint16_t stored[2];
-      std::memcpy(stored, expected.data() + 4 * chunk, 4);
-      const bool below = (expected[4 * chunks + static_cast<size_t>(i / 8)] >> (i % 8)) & 1u;
-      ASSERT_EQ(sum[static_cast<size_t>(i)], 0.5f + quant::bf16_to_float(stored[below]))
+      const float scale = scales[static_cast<size_t>(i / 512)];
+      const bool below = (expected[2 * chunks + static_cast<size_t>(i / 8)] >> (i % 8)) & 1u;
+      ASSERT_EQ(sum[static_cast<size_t>(i)], 0.5f + (below ? -scale : scale))
           << n << " floats, at " << i;
     }
   }

@@ -18,14 +18,10 @@ namespace sf {
 
 std::string GradCompression::name() const {
   switch (kind) {
-    case Kind::none:
-      return "none";
-    case Kind::fp16:
-      return "fp16";
-    case Kind::topk:
-      return fmt::format("topk:{:g}", fraction);
-    case Kind::onebit:
-      return "onebit";
+    case Kind::none: return "none";
+    case Kind::fp16: return "fp16";
+    case Kind::topk: return fmt::format("topk:{:g}", fraction);
+    case Kind::onebit: return "onebit";
   }
   return "none";
 }
@@ -94,13 +90,6 @@ void put_bits(uint8_t* out, int64_t bit, uint64_t value, int count) {
     if ((value >> b) & 1u) out[bit / 8] = static_cast<uint8_t>(out[bit / 8] | (1u << (bit % 8)));
 }
 
-// One-bit messages: for each chunk of this many floats two bf16 values, the mean of its
-// non-negative floats and the mean of its negative ones, then one sign bit per float (1-bit SGD's
-// reconstruction, Seide et al. 2014). Each sign's value is then the least-squares one, and a
-// chunk's message sums to what the chunk sums to, so no chunk's mean gradient waits in the
-// residual. A chunk per 1024 floats costs 1/32 bit per float (31x fewer bytes instead of 32x).
-constexpr int64_t kOneBitChunk = 1024;
-
 // The indices of the k largest magnitudes of residual[0, n) (ties to the lower index), in index
 // order. Ordering all n indices cost more than a Deep-MNIST step's compute (3.3 M gradients), so
 // a threshold from a sample of every 16th float first keeps those at or above it, about 2k; when
@@ -137,49 +126,37 @@ std::vector<int64_t> largest_magnitudes(const float* residual, int64_t n, int64_
   return index;
 }
 
+// One-bit messages: a bf16 scale (the mean magnitude) for each chunk of this many floats, then
+// one sign bit per float. One scale per whole bucket let the largest layer's magnitudes set
+// every other layer's step, and sent +-scale for gradients that were exactly zero; a scale per
+// 512 floats costs 1/32 bit per float (31x fewer bytes instead of 32x). Sending each sign's mean
+// instead (1-bit SGD's reconstruction, two bf16 values per 1024 floats) measured the same: 99.20%
+// against 99.19% after five epochs on full data, 97.61% against 97.58% on 6,400 images.
+constexpr int64_t kOneBitChunk = 512;
+
 size_t onebit_scale_bytes(int64_t n) {
-  return 4 * static_cast<size_t>((n + kOneBitChunk - 1) / kOneBitChunk);
+  return 2 * static_cast<size_t>((n + kOneBitChunk - 1) / kOneBitChunk);
 }
 
-// A chunk's floats are summed by sign in this many interleaved lanes (lane l takes floats l,
-// l + 16, ...), then the lanes in order: the AVX-512 path adds the same floats in the same order.
+// A chunk's magnitudes are summed in this many interleaved lanes (lane l takes floats l, l + 16,
+// ...), then the lanes in order in double: the AVX-512 path adds the same floats in the same order.
 constexpr int kOneBitLanes = 16;
 
-// The lane sums of residual[0, count) by sign; returns how many floats are negative.
-int64_t onebit_lane_sums(const float* residual, int64_t count, float* positive, float* negative) {
-  std::fill(positive, positive + kOneBitLanes, 0.0f);
-  std::fill(negative, negative + kOneBitLanes, 0.0f);
-  int64_t negatives = 0;
-  for (int64_t i = 0; i < count; ++i) {
-    if (residual[i] < 0.0f) {
-      negative[i % kOneBitLanes] += residual[i];
-      ++negatives;
-    } else {
-      positive[i % kOneBitLanes] += residual[i];
-    }
-  }
-  return negatives;
+void onebit_magnitude_lanes(const float* residual, int64_t count, float* lanes) {
+  std::fill(lanes, lanes + kOneBitLanes, 0.0f);
+  for (int64_t i = 0; i < count; ++i) lanes[i % kOneBitLanes] += std::fabs(residual[i]);
 }
 
-// The chunk's two values, rounded to bf16: the lane sums added in lane order, over the counts.
-void onebit_values(const float* positive_lanes, const float* negative_lanes, int64_t count,
-                   int64_t negatives, uint16_t* stored) {
-  double positive = 0.0, negative = 0.0;
-  for (int l = 0; l < kOneBitLanes; ++l) {
-    positive += positive_lanes[l];
-    negative += negative_lanes[l];
-  }
-  const auto mean = [](double sum, int64_t floats) {
-    return floats ? static_cast<float>(sum / static_cast<double>(floats)) : 0.0f;
-  };
-  stored[0] = quant::float_to_bf16(mean(positive, count - negatives));
-  stored[1] = quant::float_to_bf16(mean(negative, negatives));
+// The chunk's scale, rounded to bf16: the lane sums added in lane order, over the count.
+uint16_t onebit_scale(const float* lanes, int64_t count) {
+  double magnitude = 0.0;
+  for (int l = 0; l < kOneBitLanes; ++l) magnitude += lanes[l];
+  return quant::float_to_bf16(static_cast<float>(magnitude / static_cast<double>(count)));
 }
 
 uint64_t get_bits(const uint8_t* in, int64_t bit, int count) {
   uint64_t value = 0;
-  for (int b = 0; b < count; ++b, ++bit)
-    value |= static_cast<uint64_t>((in[bit / 8] >> (bit % 8)) & 1u) << b;
+  for (int b = 0; b < count; ++b, ++bit) value |= static_cast<uint64_t>((in[bit / 8] >> (bit % 8)) & 1u) << b;
   return value;
 }
 
@@ -187,14 +164,10 @@ uint64_t get_bits(const uint8_t* in, int64_t bit, int count) {
 
 size_t compressed_bytes(const GradCompression& c, int64_t n) {
   switch (c.kind) {
-    case GradCompression::Kind::none:
-      return static_cast<size_t>(n) * 4;
-    case GradCompression::Kind::fp16:
-      return static_cast<size_t>(n) * 2;
-    case GradCompression::Kind::topk:
-      return topk_layout(c, n).bytes;
-    case GradCompression::Kind::onebit:
-      return onebit_scale_bytes(n) + static_cast<size_t>((n + 7) / 8);
+    case GradCompression::Kind::none: return static_cast<size_t>(n) * 4;
+    case GradCompression::Kind::fp16: return static_cast<size_t>(n) * 2;
+    case GradCompression::Kind::topk: return topk_layout(c, n).bytes;
+    case GradCompression::Kind::onebit: return onebit_scale_bytes(n) + static_cast<size_t>((n + 7) / 8);
   }
   return 0;
 }
@@ -240,19 +213,18 @@ void compress(const GradCompression& c, float* residual, int64_t n, uint8_t* mes
         const int64_t count = std::min(n - begin, kOneBitChunk);
         float* chunk = residual + begin;
         uint8_t* chunk_bits = bits + begin / 8;  // chunks start on whole bytes
-        float positive_lanes[kOneBitLanes], negative_lanes[kOneBitLanes];
-        int64_t negatives;
+        float lanes[kOneBitLanes];
 #if defined(__x86_64__)
         if (vector)
-          negatives = onebit_lane_sums_avx512(chunk, count, positive_lanes, negative_lanes);
+          onebit_magnitude_lanes_avx512(chunk, count, lanes);
         else
 #endif
-          negatives = onebit_lane_sums(chunk, count, positive_lanes, negative_lanes);
-        // The residual keeps what the rounded means leave out, so rounding costs nothing.
-        uint16_t stored[2];
-        onebit_values(positive_lanes, negative_lanes, count, negatives, stored);
-        std::memcpy(message + 4 * (begin / kOneBitChunk), stored, 4);
-        const float value[2] = {quant::bf16_to_float(stored[0]), quant::bf16_to_float(stored[1])};
+          onebit_magnitude_lanes(chunk, count, lanes);
+        // The residual keeps what the rounded scale leaves out, so rounding costs nothing.
+        const uint16_t stored = onebit_scale(lanes, count);
+        std::memcpy(message + 2 * (begin / kOneBitChunk), &stored, 2);
+        const float scale = quant::bf16_to_float(stored);
+        const float value[2] = {scale, -scale};
 #if defined(__x86_64__)
         if (vector) {
           onebit_signs_avx512(chunk, count, value[0], value[1], chunk_bits);
@@ -314,9 +286,10 @@ void add_decoded(const GradCompression& c, const uint8_t* message, int64_t n, fl
       const uint8_t* bits = message + onebit_scale_bytes(n);
       [[maybe_unused]] const bool vector = cpu_features().avx512f;
       for (int64_t begin = 0; begin < n; begin += kOneBitChunk) {
-        uint16_t stored[2];
-        std::memcpy(stored, message + 4 * (begin / kOneBitChunk), 4);
-        const float value[2] = {quant::bf16_to_float(stored[0]), quant::bf16_to_float(stored[1])};
+        uint16_t stored;
+        std::memcpy(&stored, message + 2 * (begin / kOneBitChunk), 2);
+        const float scale = quant::bf16_to_float(stored);
+        const float value[2] = {scale, -scale};
         const int64_t count = std::min(n - begin, kOneBitChunk);
         const uint8_t* chunk_bits = bits + begin / 8;
         float* chunk_sum = sum + begin;

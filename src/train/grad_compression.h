@@ -8,8 +8,8 @@
 //   topk:F   the ceil(F x n) largest magnitudes: their values as halves and their indices
 //            Elias-Fano coded, 2 + log2(1/F) bits each: about 3.1 bytes per entry at F = 1%,
 //            130x fewer bytes than the floats
-//   onebit   one sign bit per float and, per 1024 floats, the bf16 means of the non-negative and
-//            of the negative ones: 31x fewer bytes (the bound is 32x: one bit for each 32-bit float, whatever the coding)
+//   onebit   one sign bit per float and a bf16 scale (the mean magnitude) per 512 floats: 31x
+//            fewer bytes (the bound is 32x: one bit for each 32-bit float, whatever the coding)
 #pragma once
 
 #include <cstddef>

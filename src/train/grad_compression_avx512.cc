@@ -65,23 +65,15 @@ __attribute__((target("avx512f"))) __mmask16 first_floats(int64_t count) {
 
 }  // namespace
 
-__attribute__((target("avx512f"))) int64_t onebit_lane_sums_avx512(const float* residual,
-                                                                   int64_t count, float* positive,
-                                                                   float* negative) {
-  __m512 positive_sum = _mm512_setzero_ps(), negative_sum = _mm512_setzero_ps();
-  int64_t negatives = 0;
+__attribute__((target("avx512f"))) void onebit_magnitude_lanes_avx512(const float* residual,
+                                                                      int64_t count, float* lanes) {
+  __m512 sum = _mm512_setzero_ps();
   for (int64_t i = 0; i < count; i += 16) {
     const __mmask16 valid = first_floats(count - i);
     const __m512 r = _mm512_maskz_loadu_ps(valid, residual + i);
-    // NaN compares false and counts as non-negative, as `r < 0.0f` does in the scalar path.
-    const __mmask16 below = _mm512_mask_cmp_ps_mask(valid, r, _mm512_setzero_ps(), _CMP_LT_OQ);
-    negative_sum = _mm512_mask_add_ps(negative_sum, below, negative_sum, r);
-    positive_sum = _mm512_mask_add_ps(positive_sum, valid & ~below, positive_sum, r);
-    negatives += __builtin_popcount(below);
+    sum = _mm512_mask_add_ps(sum, valid, sum, _mm512_abs_ps(r));
   }
-  _mm512_storeu_ps(positive, positive_sum);
-  _mm512_storeu_ps(negative, negative_sum);
-  return negatives;
+  _mm512_storeu_ps(lanes, sum);
 }
 
 __attribute__((target("avx512f"))) void onebit_signs_avx512(float* residual, int64_t count,

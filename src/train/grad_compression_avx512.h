@@ -13,13 +13,10 @@ namespace sf {
 void compress_fp16_avx512(float* residual, int64_t n, uint8_t* message);
 void add_decoded_fp16_avx512(const uint8_t* message, int64_t n, float* sum);
 
-// One-bit, one chunk of `count` floats at a time. A chunk's floats are summed by sign in 16
+// One-bit, one chunk of `count` floats at a time. A chunk's magnitudes are summed in 16
 // interleaved float lanes (lane l takes floats l, l + 16, l + 32, ...), one register, which the
 // scalar path does too, so both add the same floats in the same order.
-// Lane sums of the non-negative and of the negative floats of residual[0, count); returns how
-// many are negative.
-int64_t onebit_lane_sums_avx512(const float* residual, int64_t count, float* positive,
-                                float* negative);
+void onebit_magnitude_lanes_avx512(const float* residual, int64_t count, float* lanes);
 // Writes the sign bits of residual[0, count) to bits[0, ceil(count / 8)) (1 for negative, float i
 // at bit i % 8 of byte i / 8) and subtracts from each float the value its sign sends.
 void onebit_signs_avx512(float* residual, int64_t count, float positive, float negative,
