@@ -20,16 +20,24 @@
 namespace sf {
 namespace {
 
+// Compresses `residual` in place (leaving what the message does not carry) and returns what the
+// message decodes to.
+std::vector<float> compress_and_decode(const GradCompression& c, std::vector<float>& residual) {
+  const auto n = static_cast<int64_t>(residual.size());
+  std::vector<uint8_t> message(compressed_bytes(c, n));
+  compress(c, residual.data(), n, message.data());
+  std::vector<float> decoded(residual.size(), 0.0f);
+  add_decoded(c, message.data(), n, decoded.data());
+  return decoded;
+}
+
 TEST(GradCompression, MessagePlusResidualIsTheGradient) {
   const int64_t n = 1001;
   const Tensor g = testing::random_tensor({n}, 42, -3.0f, 3.0f);
   for (const char* name : {"none", "fp16", "topk:0.01", "topk:1", "onebit"}) {
     const GradCompression c = parse_grad_compression(name);
     std::vector<float> residual(g.data<float>(), g.data<float>() + n);
-    std::vector<uint8_t> message(compressed_bytes(c, n));
-    compress(c, residual.data(), n, message.data());
-    std::vector<float> decoded(static_cast<size_t>(n), 0.0f);
-    add_decoded(c, message.data(), n, decoded.data());
+    const std::vector<float> decoded = compress_and_decode(c, residual);
     for (int64_t i = 0; i < n; ++i)
       ASSERT_NEAR(decoded[i] + residual[i], g.data<float>()[i], 1e-5f) << name << " at " << i;
   }
@@ -128,10 +136,7 @@ TEST(GradCompression, OneBitScalesEachChunkOfFloatsApart) {
   for (int64_t i = 0; i < 512; ++i) residual[static_cast<size_t>(i)] = i % 2 ? 4.0f : -4.0f;
   for (int64_t i = 1024; i < n; ++i) residual[static_cast<size_t>(i)] = i % 3 ? 0.001f : -0.001f;
   const GradCompression c = parse_grad_compression("onebit");
-  std::vector<uint8_t> message(compressed_bytes(c, n));
-  compress(c, residual.data(), n, message.data());
-  std::vector<float> decoded(static_cast<size_t>(n), 0.0f);
-  add_decoded(c, message.data(), n, decoded.data());
+  const std::vector<float> decoded = compress_and_decode(c, residual);
   EXPECT_EQ(decoded[0], -4.0f);
   EXPECT_EQ(decoded[1], 4.0f);
   for (int64_t i = 512; i < 1024; ++i) {
@@ -175,10 +180,7 @@ TEST(GradCompression, TopKChoosesTheLargestMagnitudesOnLargeBuckets) {
       std::vector<bool> chosen(static_cast<size_t>(n), false);
       for (size_t j = 0; j < k; ++j) chosen[static_cast<size_t>(order[j])] = true;
       std::vector<float> residual = values;
-      std::vector<uint8_t> message(compressed_bytes(c, n));
-      compress(c, residual.data(), n, message.data());
-      std::vector<float> decoded(static_cast<size_t>(n), 0.0f);
-      add_decoded(c, message.data(), n, decoded.data());
+      const std::vector<float> decoded = compress_and_decode(c, residual);
       for (int64_t i = 0; i < n; ++i) {
         const auto u = static_cast<size_t>(i);
         const float sent = chosen[u] ? quant::half_to_float(quant::float_to_half(values[u])) : 0.0f;
