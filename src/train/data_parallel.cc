@@ -54,7 +54,8 @@ void GradientBuckets::build() {
   Bucket* current = nullptr;
   int64_t elements = 0;
   for (size_t i : order_) {
-    if (current == nullptr || static_cast<double>(elements) * sizeof(float) >= bucket_bytes_) {
+    if (current == nullptr ||
+        static_cast<double>(elements) * sizeof(float) >= bucket_bytes_) {
       if (current) current->data = Tensor(DType::f32, {elements});
       buckets_.emplace_back();
       current = &buckets_.back();
@@ -166,10 +167,8 @@ const std::vector<Tensor>& GradientBuckets::finish(const std::vector<Tensor>& gr
   const auto wait_start = Clock::now();
   for (; next_to_finish_ < buckets_.size(); ++next_to_finish_) {
     Bucket& bucket = buckets_[next_to_finish_];
-    if (bucket.ring)
-      bucket.ring->wait();
-    else
-      comm_.wait(bucket.request);
+    if (bucket.ring) bucket.ring->wait();
+    else comm_.wait(bucket.request);
     note_done();
   }
   for (const Bucket& b : buckets_)
@@ -325,16 +324,14 @@ void check_replicas(Communicator& comm, const VariableStore& variables,
     const auto* bytes = static_cast<const unsigned char*>(value.raw());
     for (size_t i = 0; i < value.bytes(); ++i) hash = (hash ^ bytes[i]) * 1099511628211ull;
   }
-  const std::vector<uint64_t> hashes =
-      comm.allgather(hash, fmt::format("replica checksums (step {})", step));
+  const std::vector<uint64_t> hashes = comm.allgather(hash, fmt::format("replica checksums (step {})", step));
   std::vector<int> drifted;
   for (size_t r = 1; r < hashes.size(); ++r)
     if (hashes[r] != hashes[0]) drifted.push_back(static_cast<int>(r));
   if (!drifted.empty())
-    fail(
-        "step {}: the replicas drifted: the parameters of rank(s) {} differ from rank 0's "
-        "(checksum {:016x} vs {:016x}); stopping",
-        step, fmt::join(drifted, ", "), hashes[static_cast<size_t>(drifted[0])], hashes[0]);
+    fail("step {}: the replicas drifted: the parameters of rank(s) {} differ from rank 0's "
+         "(checksum {:016x} vs {:016x}); stopping",
+         step, fmt::join(drifted, ", "), hashes[static_cast<size_t>(drifted[0])], hashes[0]);
 }
 
 }  // namespace sf

@@ -167,7 +167,8 @@ size_t compressed_bytes(const GradCompression& c, int64_t n) {
     case GradCompression::Kind::none: return static_cast<size_t>(n) * 4;
     case GradCompression::Kind::fp16: return static_cast<size_t>(n) * 2;
     case GradCompression::Kind::topk: return topk_layout(c, n).bytes;
-    case GradCompression::Kind::onebit: return onebit_scale_bytes(n) + static_cast<size_t>((n + 7) / 8);
+    case GradCompression::Kind::onebit:
+      return onebit_scale_bytes(n) + static_cast<size_t>((n + 7) / 8);
   }
   return 0;
 }
@@ -224,13 +225,13 @@ void compress(const GradCompression& c, float* residual, int64_t n, uint8_t* mes
         const uint16_t stored = onebit_scale(lanes, count);
         std::memcpy(message + 2 * (begin / kOneBitChunk), &stored, 2);
         const float scale = quant::bf16_to_float(stored);
-        const float value[2] = {scale, -scale};
 #if defined(__x86_64__)
         if (vector) {
-          onebit_signs_avx512(chunk, count, value[0], value[1], chunk_bits);
+          onebit_signs_avx512(chunk, count, scale, chunk_bits);
           continue;
         }
 #endif
+        const float value[2] = {scale, -scale};
         for (int64_t i = 0; i < count; ++i) {
           const bool negative = chunk[i] < 0.0f;
           if (negative)
@@ -270,9 +271,8 @@ void add_decoded(const GradCompression& c, const uint8_t* message, int64_t n, fl
       for (int64_t bit = 0; bit < l.high_bit_count; ++bit) {
         if (!((high[bit / 8] >> (bit % 8)) & 1u)) continue;
         if (j == l.k) fail("gradient message: more than the {} indices of a top-k message", l.k);
-        const int64_t i =
-            ((bit - j) << l.low_bits) |
-            static_cast<int64_t>(get_bits(message + l.low_offset, j * l.low_bits, l.low_bits));
+        const int64_t i = ((bit - j) << l.low_bits) |
+                          static_cast<int64_t>(get_bits(message + l.low_offset, j * l.low_bits, l.low_bits));
         if (i >= n) fail("gradient message: index {} beyond {} floats", i, n);
         uint16_t h;
         std::memcpy(&h, message + 2 * j, 2);
@@ -289,16 +289,16 @@ void add_decoded(const GradCompression& c, const uint8_t* message, int64_t n, fl
         uint16_t stored;
         std::memcpy(&stored, message + 2 * (begin / kOneBitChunk), 2);
         const float scale = quant::bf16_to_float(stored);
-        const float value[2] = {scale, -scale};
         const int64_t count = std::min(n - begin, kOneBitChunk);
         const uint8_t* chunk_bits = bits + begin / 8;
         float* chunk_sum = sum + begin;
 #if defined(__x86_64__)
         if (vector) {
-          add_decoded_onebit_avx512(chunk_bits, count, value[0], value[1], chunk_sum);
+          add_decoded_onebit_avx512(chunk_bits, count, scale, chunk_sum);
           continue;
         }
 #endif
+        const float value[2] = {scale, -scale};
         for (int64_t i = 0; i < count; ++i)
           chunk_sum[i] += value[(chunk_bits[i / 8] >> (i % 8)) & 1u];
       }

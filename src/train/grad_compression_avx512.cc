@@ -43,8 +43,8 @@ __attribute__((target("avx512f"))) void compress_fp16_avx512(float* residual, in
   _mm512_mask_storeu_ps(residual + i, rest, _mm512_sub_ps(r, _mm512_cvtph_ps(h)));
 }
 
-__attribute__((target("avx512f"))) void add_decoded_fp16_avx512(const uint8_t* message, int64_t n,
-                                                                float* sum) {
+__attribute__((target("avx512f"))) void add_decoded_fp16_avx512(const uint8_t* message,
+                                                                int64_t n, float* sum) {
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
     const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(message + 2 * i));
@@ -77,10 +77,9 @@ __attribute__((target("avx512f"))) void onebit_magnitude_lanes_avx512(const floa
 }
 
 __attribute__((target("avx512f"))) void onebit_signs_avx512(float* residual, int64_t count,
-                                                            float positive, float negative,
-                                                            uint8_t* bits) {
-  const __m512 positive_value = _mm512_set1_ps(positive);
-  const __m512 negative_value = _mm512_set1_ps(negative);
+                                                            float scale, uint8_t* bits) {
+  const __m512 positive_value = _mm512_set1_ps(scale);
+  const __m512 negative_value = _mm512_set1_ps(-scale);
   for (int64_t i = 0; i < count; i += 16) {
     const __mmask16 valid = first_floats(count - i);
     const __m512 r = _mm512_maskz_loadu_ps(valid, residual + i);
@@ -93,10 +92,10 @@ __attribute__((target("avx512f"))) void onebit_signs_avx512(float* residual, int
 }
 
 __attribute__((target("avx512f"))) void add_decoded_onebit_avx512(const uint8_t* bits,
-                                                                  int64_t count, float positive,
-                                                                  float negative, float* sum) {
-  const __m512 positive_value = _mm512_set1_ps(positive);
-  const __m512 negative_value = _mm512_set1_ps(negative);
+                                                                  int64_t count, float scale,
+                                                                  float* sum) {
+  const __m512 positive_value = _mm512_set1_ps(scale);
+  const __m512 negative_value = _mm512_set1_ps(-scale);
   for (int64_t i = 0; i < count; i += 16) {
     const __mmask16 valid = first_floats(count - i);
     uint16_t mask = 0;

@@ -18,11 +18,10 @@ void add_decoded_fp16_avx512(const uint8_t* message, int64_t n, float* sum);
 // scalar path does too, so both add the same floats in the same order.
 void onebit_magnitude_lanes_avx512(const float* residual, int64_t count, float* lanes);
 // Writes the sign bits of residual[0, count) to bits[0, ceil(count / 8)) (1 for negative, float i
-// at bit i % 8 of byte i / 8) and subtracts from each float the value its sign sends.
-void onebit_signs_avx512(float* residual, int64_t count, float positive, float negative,
-                         uint8_t* bits);
-// Adds to sum[0, count) the value each sign bit sends.
-void add_decoded_onebit_avx512(const uint8_t* bits, int64_t count, float positive, float negative,
-                               float* sum);
+// at bit i % 8 of byte i / 8) and subtracts from each float what its sign sends: +scale, or
+// -scale for a negative float.
+void onebit_signs_avx512(float* residual, int64_t count, float scale, uint8_t* bits);
+// Adds to sum[0, count) what each sign bit sends.
+void add_decoded_onebit_avx512(const uint8_t* bits, int64_t count, float scale, float* sum);
 
 }  // namespace sf
