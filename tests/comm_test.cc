@@ -80,6 +80,15 @@ TEST(Communicator, RingAverageGivesEveryRankTheSameAverageOnTwoAndThreeRanks) {
   }
 }
 
+TEST(DataParallel, OneBitBucketsShareTheRanksOwnSecondMomentsOnTwoAndThreeRanks) {
+  for (const char* ranks : {"2", "3"}) {
+    auto r = run_shell(std::string("timeout -k 5 60 ") + SLIMFLOW_MPIRUN + " -np " + ranks + " " +
+                       SLIMFLOW_COMM_CHECK + " second-moments");
+    EXPECT_EQ(r.exit_code, 0) << ranks << " ranks\n" << r.out;
+    EXPECT_NE(r.out.find("rank 1 ok"), std::string::npos) << r.out;
+  }
+}
+
 TEST(Communicator, RingAverageWithAHungPeerNamesTheOperationAndTheRank) {
   auto r = run_scenario("ring-hung-peer", "2");
   EXPECT_NE(r.exit_code, 0);

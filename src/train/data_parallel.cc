@@ -16,6 +16,7 @@ namespace {
 // messages (tags 11, 12 and 21 are the parameter servers' and the residuals').
 constexpr int kFirstBucketTag = 1000;
 constexpr int kBucketTags = 4096;
+constexpr int kSecondMomentTag = 900;
 
 }  // namespace
 
@@ -32,11 +33,13 @@ double lr_scale_factor(const std::string& scaling, int world) {
 }
 
 GradientBuckets::GradientBuckets(Communicator& comm, std::vector<Shape> shapes, double bucket_mb,
-                                 GradCompression compression)
+                                 GradCompression compression,
+                                 std::optional<double> second_moment_beta2)
     : comm_(comm),
       shapes_(std::move(shapes)),
       bucket_bytes_(bucket_mb * 1024.0 * 1024.0),
       compression_(compression) {
+  if (second_moment_beta2) second_moment_beta2_ = static_cast<float>(*second_moment_beta2);
   if (!(bucket_mb > 0.0) || !std::isfinite(bucket_mb))
     fail("train: --bucket-mb must be a positive number, got {}", bucket_mb);
   seen_.assign(shapes_.size(), false);
@@ -86,6 +89,30 @@ void GradientBuckets::build() {
     std::memcpy(buckets_[bucket_of_[i]].residual.data<float>() + offsets_[i],
                 restored_residuals_[i].raw(), restored_residuals_[i].bytes());
   restored_residuals_.clear();
+  if (second_moment_beta2_) {
+    std::vector<Tensor> pieces;
+    int64_t total = 0;
+    for (Bucket& b : buckets_) {
+      b.second_moment = Tensor(DType::f32, b.data.shape());
+      std::memset(b.second_moment.raw(), 0, b.second_moment.bytes());
+      pieces.push_back(b.second_moment);
+      total += b.data.numel();
+    }
+    for (size_t i = 0; i < restored_second_moments_.size(); ++i)
+      std::memcpy(buckets_[bucket_of_[i]].second_moment.data<float>() + offsets_[i],
+                  restored_second_moments_[i].raw(), restored_second_moments_[i].bytes());
+    restored_second_moments_.clear();
+    shared_second_moment_ = Tensor(DType::f32, {total});
+    second_moment_views_.resize(shapes_.size());
+    std::vector<int64_t> bucket_start(buckets_.size(), 0);
+    for (size_t b = 1; b < buckets_.size(); ++b)
+      bucket_start[b] = bucket_start[b - 1] + buckets_[b - 1].data.numel();
+    for (size_t i = 0; i < shapes_.size(); ++i)
+      second_moment_views_[i] =
+          Tensor(DType::f32, shapes_[i], shared_second_moment_.storage(),
+                 static_cast<size_t>(bucket_start[bucket_of_[i]] + offsets_[i]) * sizeof(float));
+    second_moment_ring_ = std::make_unique<RingAverage>(comm_, kSecondMomentTag);
+  }
   averaged_.resize(shapes_.size());
   for (size_t i = 0; i < shapes_.size(); ++i) {
     const Tensor& data = buckets_[bucket_of_[i]].data;
@@ -121,6 +148,11 @@ void GradientBuckets::launch(Bucket& bucket) {
     const float* gradient = bucket.data.data<float>();
     const int64_t n = bucket.data.numel();
     for (int64_t k = 0; k < n; ++k) residual[k] += gradient[k];
+    if (second_moment_beta2_) {
+      const float b2 = *second_moment_beta2_, rest = 1.0f - b2;
+      float* v = bucket.second_moment.data<float>();
+      for (int64_t k = 0; k < n; ++k) v[k] = b2 * v[k] + rest * gradient[k] * gradient[k];
+    }
     compress(compression_, residual, n, bucket.message.data<uint8_t>());
     bucket.request = comm_.iallgather(bucket.message, bucket.gathered, what);
     stats_.bytes += static_cast<int64_t>(bucket.message.bytes());
@@ -194,6 +226,15 @@ const std::vector<Tensor>& GradientBuckets::finish(const std::vector<Tensor>& gr
       for (int64_t k = 0; k < n; ++k) p[k] *= scale;
     }
   }
+  shared_now_ = false;
+  if (second_moment_beta2_) {
+    const bool first = share_first_;
+    share_first_ = false;
+    const int64_t seen = ++second_moment_steps_;
+    if (first || (seen <= kSecondMomentPeriod && (seen & (seen - 1)) == 0) ||
+        seen % kSecondMomentPeriod == 0)
+      share_second_moments();
+  }
   // Ready for the next step.
   for (Bucket& b : buckets_) {
     b.pending = b.members.size();
@@ -203,6 +244,44 @@ const std::vector<Tensor>& GradientBuckets::finish(const std::vector<Tensor>& gr
   next_to_finish_ = 0;
   in_flight_ = false;
   return averaged_;
+}
+
+void GradientBuckets::share_second_moments() {
+  std::vector<Tensor> pieces;
+  for (const Bucket& b : buckets_) pieces.push_back(b.second_moment);
+  second_moment_ring_->start(std::move(pieces), shared_second_moment_,
+                             fmt::format("allreduce of Adam's second moments (step {})", step_));
+  second_moment_ring_->wait();
+  stats_.bytes += second_moment_ring_->bytes_sent();
+  shared_now_ = true;
+}
+
+std::vector<Tensor> GradientBuckets::own_second_moments() const {
+  if (!second_moment_beta2_) return {};
+  if (buckets_.empty()) return restored_second_moments_;
+  std::vector<Tensor> out;
+  for (size_t i = 0; i < shapes_.size(); ++i) {
+    Tensor v(DType::f32, shapes_[i]);
+    std::memcpy(v.raw(), buckets_[bucket_of_[i]].second_moment.data<float>() + offsets_[i],
+                v.bytes());
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
+void GradientBuckets::restore_second_moments(std::vector<Tensor> v, int64_t steps,
+                                             bool share_first) {
+  SF_CHECK(buckets_.empty(), "second moments restored after the first step");
+  SF_CHECK(second_moment_beta2_.has_value(), "second moments restored without being kept");
+  SF_CHECK(v.size() == shapes_.size(), "{} second moments for {} gradients", v.size(),
+           shapes_.size());
+  for (size_t i = 0; i < v.size(); ++i)
+    SF_CHECK(v[i].dtype() == DType::f32 && v[i].shape() == shapes_[i],
+             "second moment {} is {}, expected {}", i, shape_str(v[i].shape()),
+             shape_str(shapes_[i]));
+  restored_second_moments_ = std::move(v);
+  second_moment_steps_ = steps;
+  share_first_ = share_first;
 }
 
 std::vector<Tensor> GradientBuckets::residuals() const {
@@ -241,21 +320,25 @@ std::string residual_name(int rank, const std::string& parameter) {
 
 std::map<std::string, Tensor> gather_residuals(Communicator& comm, const GradientBuckets& buckets,
                                                const std::vector<std::string>& names) {
-  const std::vector<Tensor> mine = buckets.residuals();
+  std::vector<Tensor> mine = buckets.residuals();
   std::map<std::string, Tensor> out;
   if (mine.empty()) return out;
   SF_CHECK(mine.size() == names.size(), "{} residuals for {} names", mine.size(), names.size());
+  std::vector<std::string> all_names = names;
+  for (Tensor& v : buckets.own_second_moments()) mine.push_back(std::move(v));
+  if (mine.size() > names.size())
+    for (const std::string& name : names) all_names.push_back(kSecondMomentName + name);
   int64_t total = 0;
   for (const Tensor& r : mine) total += r.numel();
   if (comm.rank() == 0) {
-    for (size_t i = 0; i < names.size(); ++i) out[residual_name(0, names[i])] = mine[i];
+    for (size_t i = 0; i < all_names.size(); ++i) out[residual_name(0, all_names[i])] = mine[i];
     for (int source = 1; source < comm.size(); ++source) {
       Tensor flat(DType::f32, {total});
       CommRequest request = comm.irecv(flat, source, kResidualsTag);
       comm.wait(request);
       size_t offset = 0;
-      for (size_t i = 0; i < names.size(); ++i) {
-        out[residual_name(source, names[i])] =
+      for (size_t i = 0; i < all_names.size(); ++i) {
+        out[residual_name(source, all_names[i])] =
             Tensor(DType::f32, mine[i].shape(), flat.storage(), offset);
         offset += mine[i].bytes();
       }

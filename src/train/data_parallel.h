@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -48,8 +49,16 @@ class GradientBuckets {
  public:
   // One gradient per parameter, f32, of these shapes. With compression, each bucket's message
   // (grad_compression.h) is allgathered instead of the floats being allreduced.
+  // With `second_moment_beta2` (Adam's beta2; for one-bit compression, see
+  // OptimizerConfig::second_moment_from_outside) each rank also keeps the moving average of its
+  // own squared gradients, and the ranks average it at the first step of this object, then
+  // whenever the steps it has seen reach a power of two up to kSecondMomentPeriod and every
+  // kSecondMomentPeriod steps after: Adam's second moment moves over ~1/(1 - beta2) steps (1,000
+  // by default), and a share every 1,024 steps adds 3% to one-bit's bytes.
   GradientBuckets(Communicator& comm, std::vector<Shape> shapes, double bucket_mb,
-                  GradCompression compression = {});
+                  GradCompression compression = {},
+                  std::optional<double> second_moment_beta2 = std::nullopt);
+  static constexpr int64_t kSecondMomentPeriod = 1024;
 
   // A step's gradient `index` has been computed (Session's FetchReady).
   void ready(size_t index, const Tensor& gradient);
@@ -66,6 +75,21 @@ class GradientBuckets {
   // Statistics since the last call.
   CommStats take_stats();
 
+  // With second_moment_beta2: the ranks' average second moments (one per parameter), when the
+  // last finish() shared them; nullptr otherwise. Valid until the next finish().
+  const std::vector<Tensor>* shared_second_moments() const {
+    return shared_now_ ? &second_moment_views_ : nullptr;
+  }
+  // The steps those averages span (their bias correction).
+  int64_t second_moment_steps() const { return second_moment_steps_; }
+  // This rank's own moving averages (one per parameter) for checkpoints; empty without them.
+  std::vector<Tensor> own_second_moments() const;
+  // Starts this rank's averages from `v` (one per parameter, of its shape) over `steps` steps,
+  // before the first step: own_second_moments() of a checkpoint, which go on as if never
+  // stopped, or (`share_first`) another start, such as the second moment a resumed optimizer
+  // holds, shared at the first step.
+  void restore_second_moments(std::vector<Tensor> v, int64_t steps, bool share_first);
+
  private:
   using Clock = std::chrono::steady_clock;
   struct Bucket {
@@ -75,6 +99,7 @@ class GradientBuckets {
     std::vector<Tensor> sources;  // uncompressed: this step's gradients, by member
     std::unique_ptr<RingAverage> ring;  // uncompressed
     Tensor residual;  // compression: what earlier messages left out
+    Tensor second_moment;  // this rank's moving average of its squared gradients
     Tensor message;   // compression: this rank's message (u8)
     Tensor gathered;  // compression: every rank's message, by rank (u8)
     CommRequest request;
@@ -86,6 +111,7 @@ class GradientBuckets {
   void progress();
   bool done(Bucket& bucket);  // drives the bucket's reduction; true once it is complete
   void note_done();
+  void share_second_moments();
 
   Communicator& comm_;
   std::vector<Shape> shapes_;
@@ -106,12 +132,23 @@ class GradientBuckets {
   Clock::time_point first_launch_;
   Clock::time_point last_done_;
   CommStats stats_;
+  std::optional<float> second_moment_beta2_;
+  int64_t second_moment_steps_ = 0;
+  bool share_first_ = true;
+  bool shared_now_ = false;
+  std::vector<Tensor> restored_second_moments_;  // until the buckets are built
+  std::unique_ptr<RingAverage> second_moment_ring_;
+  Tensor shared_second_moment_;  // f32 [all parameters' elements], in bucket order
+  std::vector<Tensor> second_moment_views_;
 };
 
 // Checkpoint names of compression residuals: "compression/rank<R>/<parameter>".
 inline constexpr const char* kResidualPrefix = "compression/";
-// Every rank's residuals (GradientBuckets::residuals), by checkpoint name, on rank 0 (empty on
-// the others); every rank calls it at the same point.
+// Checkpoint names of a rank's own second moments:
+// "compression/rank<R>/second_moment/<parameter>".
+inline constexpr const char* kSecondMomentName = "second_moment/";
+// Every rank's residuals (GradientBuckets::residuals) and own second moments, by checkpoint name,
+// on rank 0 (empty on the others); every rank calls it at the same point.
 std::map<std::string, Tensor> gather_residuals(Communicator& comm, const GradientBuckets& buckets,
                                                const std::vector<std::string>& names);
 // Rank `rank`'s residuals among a checkpoint's tensors; a missing one or one of another shape is

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numbers>
 
 #include "core/error.h"
@@ -55,6 +56,36 @@ void Optimizer::apply(const std::string& name, Tensor& param, const Tensor& grad
         w[i] -= rate * v[i];
       }
     });
+  } else if (config_.second_moment_from_outside) {
+    SF_CHECK(second_moment_steps_ > 0, "Adam's second moment of '{}' was never set", name);
+    float* m = slot("m", name, param).data<float>();
+    const float* v = slot("v", name, param).data<float>();
+    const double t = static_cast<double>(std::max<int64_t>(steps_, 1));
+    const double s = static_cast<double>(second_moment_steps_);
+    // Bias-corrected moments as in the Adam paper; the larger of sqrt(v) and |m| in the
+    // denominator bounds a step by the learning rate where the decoded gradients (m) and the
+    // ranks' own ones (v) disagree.
+    const float b1 = static_cast<float>(config_.beta1);
+    const AdamOutsideStep adam{
+        .beta1 = b1,
+        .m_scale = static_cast<float>(1.0 / (1.0 - std::pow(config_.beta1, t))),
+        .v_scale = static_cast<float>(1.0 / std::sqrt(1.0 - std::pow(config_.beta2, s))),
+        .rate = rate,
+        .epsilon = static_cast<float>(config_.epsilon),
+        .decay_step = rate * wd};
+    const bool vector = cpu_features().avx512f;
+    parallel_for(0, n, n > 65536, [&](int64_t share_begin, int64_t share_end) {
+#if defined(__x86_64__)
+      if (vector) return adam_outside_update_avx512(w, g, m, v, share_begin, share_end, adam);
+#endif
+      (void)vector;
+      for (int64_t i = share_begin; i < share_end; ++i) {
+        m[i] = b1 * m[i] + (1.0f - b1) * g[i];
+        const float a = adam.m_scale * m[i];
+        const float d = std::max(adam.v_scale * std::sqrt(v[i]), std::fabs(a)) + adam.epsilon;
+        w[i] -= adam.rate * a / d + adam.decay_step * w[i];
+      }
+    });
   } else {
     float* m = slot("m", name, param).data<float>();
     float* v = slot("v", name, param).data<float>();
@@ -80,6 +111,19 @@ void Optimizer::apply(const std::string& name, Tensor& param, const Tensor& grad
       }
     });
   }
+}
+
+void Optimizer::set_second_moment(const std::string& variable, const Tensor& v, int64_t steps) {
+  SF_CHECK(config_.kind == "adam" && config_.second_moment_from_outside,
+           "a second moment is set for '{}' but the optimizer ({}) keeps its own", variable,
+           config_.kind);
+  SF_CHECK(steps > 0, "second moment of '{}' over {} steps", variable, steps);
+  Tensor& slot_v = slot("v", variable, v);
+  SF_CHECK(slot_v.shape() == v.shape() && v.dtype() == DType::f32,
+           "second moment {} for variable '{}' {}", shape_str(v.shape()), variable,
+           shape_str(slot_v.shape()));
+  std::memcpy(slot_v.raw(), v.raw(), v.bytes());
+  second_moment_steps_ = steps;
 }
 
 void Optimizer::mask_state(const std::string& variable, const Tensor& mask) {
@@ -109,6 +153,11 @@ std::map<std::string, Tensor> Optimizer::state() const {
   Tensor steps(DType::i64, {});
   *steps.data<int64_t>() = steps_;
   out["optimizer/steps"] = steps;
+  if (config_.second_moment_from_outside) {
+    Tensor second(DType::i64, {});
+    *second.data<int64_t>() = second_moment_steps_;
+    out["optimizer/second_moment_steps"] = second;
+  }
   return out;
 }
 
@@ -116,6 +165,9 @@ void Optimizer::restore(const std::map<std::string, Tensor>& tensors) {
   for (const auto& [key, value] : tensors) {
     if (key == "optimizer/steps") {
       steps_ = *value.data<int64_t>();
+    } else if (key == "optimizer/second_moment_steps") {
+      // A run that kept its own second moment resumes with the last one set from outside.
+      if (config_.second_moment_from_outside) second_moment_steps_ = *value.data<int64_t>();
     } else if (key.rfind(config_.kind + "/", 0) == 0) {
       slots_[key] = value.clone();
     }

@@ -19,6 +19,11 @@ struct OptimizerConfig {
   double epsilon = 1e-8;
   // Decoupled weight decay (AdamW-style for adam; added to the gradient for sgd/momentum).
   double weight_decay = 0.0;
+  // Adam only: the second moment comes from set_second_moment() instead of the gradients apply()
+  // receives, and each step is at most the learning rate per weight. For one-bit compressed data
+  // parallelism, whose decoded gradients carry a chunk's mean magnitude for every float: a
+  // second moment of those loses Adam's per-weight scaling.
+  bool second_moment_from_outside = false;
 };
 
 class Optimizer {
@@ -30,11 +35,16 @@ class Optimizer {
   void begin_step() { ++steps_; }
   void apply(const std::string& name, Tensor& param, const Tensor& grad, double lr, bool decay);
 
+  // With second_moment_from_outside: Adam's second moment of `variable` (its shape) is `v`, an
+  // average of squared gradients over `steps` steps, until the next call.
+  void set_second_moment(const std::string& variable, const Tensor& v, int64_t steps);
+  int64_t second_moment_steps() const { return second_moment_steps_; }
+
   // Multiplies every slot of `variable` by `mask` (0/1, the variable's shape), so that pruned
   // weights carry no momentum that would move them off zero.
   void mask_state(const std::string& variable, const Tensor& mask);
 
-  // Slots by "<kind>/<slot>/<variable>", plus the step count, for checkpoints.
+  // Slots by "<kind>/<slot>/<variable>", plus the step counts, for checkpoints.
   std::map<std::string, Tensor> state() const;
   void restore(const std::map<std::string, Tensor>& tensors);
   int64_t steps() const { return steps_; }
@@ -46,6 +56,7 @@ class Optimizer {
   OptimizerConfig config_;
   std::map<std::string, Tensor> slots_;
   int64_t steps_ = 0;
+  int64_t second_moment_steps_ = 0;  // of the last set_second_moment()
 };
 
 // "sgd", "momentum", "adam"; throws sf::Error otherwise.

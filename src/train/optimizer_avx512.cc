@@ -50,4 +50,28 @@ __attribute__((target("avx512f"))) void adam_update_avx512(float* w, const float
   }
 }
 
+__attribute__((target("avx512f"))) void adam_outside_update_avx512(
+    float* w, const float* g, float* m, const float* v, int64_t begin, int64_t end,
+    const AdamOutsideStep& s) {
+  const __m512 b1 = _mm512_set1_ps(s.beta1), rest1 = _mm512_set1_ps(1.0f - s.beta1);
+  const __m512 m_scale = _mm512_set1_ps(s.m_scale), v_scale = _mm512_set1_ps(s.v_scale);
+  const __m512 rate = _mm512_set1_ps(s.rate), eps = _mm512_set1_ps(s.epsilon);
+  const __m512 decay = _mm512_set1_ps(s.decay_step);
+  for (int64_t i = begin; i < end; i += 16) {
+    const int64_t left = end - i;
+    const auto lanes = left >= 16
+                           ? static_cast<__mmask16>(0xFFFF)
+                           : static_cast<__mmask16>((1u << static_cast<unsigned>(left)) - 1u);
+    const __m512 gi = _mm512_maskz_loadu_ps(lanes, g + i);
+    const __m512 mi = add(mul(b1, _mm512_maskz_loadu_ps(lanes, m + i)), mul(rest1, gi));
+    const __m512 ai = mul(m_scale, mi);
+    const __m512 root = mul(v_scale, _mm512_sqrt_ps(_mm512_maskz_loadu_ps(lanes, v + i)));
+    const __m512 di = add(_mm512_max_ps(root, _mm512_abs_ps(ai)), eps);
+    const __m512 wi = _mm512_maskz_loadu_ps(lanes, w + i);
+    const __m512 update = add(_mm512_div_ps(mul(rate, ai), di), mul(decay, wi));
+    _mm512_mask_storeu_ps(m + i, lanes, mi);
+    _mm512_mask_storeu_ps(w + i, lanes, sub(wi, update));
+  }
+}
+
 }  // namespace sf

@@ -20,4 +20,16 @@ struct AdamStep {
 void adam_update_avx512(float* w, const float* g, float* m, float* v, int64_t begin, int64_t end,
                         const AdamStep& s);
 
+// Adam with a second moment kept elsewhere (OptimizerConfig::second_moment_from_outside), for i
+// in [begin, end): m = b1 m + (1 - b1) g; a = m_scale m; d = max(v_scale sqrt(v), |a|) + eps;
+// w -= rate a / d + decay_step w.
+struct AdamOutsideStep {
+  float beta1;
+  float m_scale;  // 1 / (1 - b1^t)
+  float v_scale;  // 1 / sqrt(1 - b2^s), s the steps the second moment averages
+  float rate, epsilon, decay_step;
+};
+void adam_outside_update_avx512(float* w, const float* g, float* m, const float* v,
+                                int64_t begin, int64_t end, const AdamOutsideStep& s);
+
 }  // namespace sf

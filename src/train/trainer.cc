@@ -616,9 +616,14 @@ std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks
   if (precision.precision != Precision::fp32)
     message(fmt::format("precision {} ({})", precision_name(precision.precision),
                         precision.reason));
+  // One-bit's decoded gradients carry a chunk's mean magnitude for every float: Adam's second
+  // moment comes from the ranks' own gradients instead (GradientBuckets shares it).
+  const bool shared_second_moment = comm && !async && config.optimizer == "adam" &&
+                                    compression.kind == GradCompression::Kind::onebit;
   Optimizer optimizer(OptimizerConfig{.kind = config.optimizer,
                                       .momentum = config.momentum,
-                                      .weight_decay = config.weight_decay});
+                                      .weight_decay = config.weight_decay,
+                                      .second_moment_from_outside = shared_second_moment});
   // A server reads no data; it follows the step count of shard 0.
   ShardedBatches batches(train_data, config.batch, config.seed, serving ? 0 : shard, shards,
                          config.augment);
@@ -762,13 +767,16 @@ std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks
   // Data parallelism: gradients are averaged in buckets while the backward pass runs.
   FetchReady on_fetch_ready;
   if (comm && !async) {
-    buckets.emplace(*comm, shapes, options.bucket_mb, compression);
+    buckets.emplace(*comm, shapes, options.bucket_mb, compression,
+                    shared_second_moment ? std::optional<double>(optimizer.config().beta2)
+                                         : std::nullopt);
     on_fetch_ready = [&](size_t index, const Tensor& value) {
       if (index >= 2 && index < 2 + num_params) buckets->ready(index - 2, value);
     };
   }
   // Compression residuals continue where they were with the same ranks and scheme; otherwise
   // the shards of the residuals no longer match the ranks' data, so they are dropped.
+  bool own_second_moments_restored = false;
   if (resuming && resumed->metadata().contains("compression")) {
     std::string saved_scheme;
     int64_t saved_ranks = 0;
@@ -776,15 +784,42 @@ std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks
       saved_scheme = meta.at("compression").at("scheme").get<std::string>();
       saved_ranks = meta.at("compression").at("ranks").get<int64_t>();
     });
-    if (buckets && saved_scheme == compression.name() && saved_ranks == world)
-      buckets->restore_residuals(
-          residuals_of_rank(resumed->checkpoint().tensors, rank, parameter_names, shapes));
-    else
+    if (buckets && saved_scheme == compression.name() && saved_ranks == world) {
+      const auto& tensors = resumed->checkpoint().tensors;
+      buckets->restore_residuals(residuals_of_rank(tensors, rank, parameter_names, shapes));
+      // One-bit's ranks go on with their own second moments, as if never stopped.
+      std::vector<std::string> own_names;
+      for (const std::string& name : parameter_names)
+        own_names.push_back(kSecondMomentName + name);
+      const std::string first_own =
+          fmt::format("{}rank{}/{}", kResidualPrefix, rank, own_names.front());
+      if (shared_second_moment && tensors.count(first_own)) {
+        buckets->restore_second_moments(residuals_of_rank(tensors, rank, own_names, shapes),
+                                        optimizer.steps(), false);
+        own_second_moments_restored = true;
+      }
+    } else
       message(fmt::format("note: the {} compression residuals of the {} rank(s) that saved {} "
                           "are dropped (this job: {} rank(s), compression {}); error feedback "
                           "starts from zero",
                           saved_scheme, saved_ranks, out_dir, world,
                           buckets ? compression.name() : "none"));
+  }
+  // Otherwise a resumed one-bit run's ranks start from the second moment its optimizer holds
+  // (the last one shared, or its own before compression), shared at the first step.
+  if (shared_second_moment && resuming && !own_second_moments_restored) {
+    const std::map<std::string, Tensor> state = optimizer.state();
+    std::vector<Tensor> v;
+    for (size_t i = 0; i < parameter_names.size(); ++i) {
+      auto it = state.find("adam/v/" + parameter_names[i]);
+      if (it != state.end()) {
+        v.push_back(it->second);
+      } else {  // resumed before its first step
+        v.emplace_back(DType::f32, shapes[i]);
+        std::memset(v.back().raw(), 0, v.back().bytes());
+      }
+    }
+    buckets->restore_second_moments(std::move(v), optimizer.steps(), true);
   }
   // One optimizer step on these parameters (all of them, or a parameter server's shard).
   auto apply_update = [&](int64_t at_step, const std::vector<size_t>& parameters,
@@ -954,8 +989,15 @@ std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks
         worker->push(local_grads,
                      StepReport{static_cast<double>(loss) * static_cast<double>(labels.numel()),
                                 correct, labels.numel()});
+      } else if (buckets) {
+        const std::vector<Tensor>& averaged = buckets->finish(local_grads, step + 1);
+        if (const std::vector<Tensor>* v = buckets->shared_second_moments())
+          for (size_t k : owned)
+            optimizer.set_second_moment(t.model.parameters[k].name, (*v)[k],
+                                        buckets->second_moment_steps());
+        apply_update(step, owned, averaged);
       } else {
-        apply_update(step, owned, buckets ? buckets->finish(local_grads, step + 1) : owned_grads);
+        apply_update(step, owned, owned_grads);
       }
       for (size_t i = 0; i < t.model.moving_averages.size(); ++i) {
         const MovingAverage& m = t.model.moving_averages[i];

@@ -3,6 +3,7 @@
 // "rank R: <error>" (exit 1) when it did not.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
@@ -161,6 +162,81 @@ void ring_average(Communicator& comm) {
   comm.barrier("end");
 }
 
+// One-bit buckets that keep Adam's second moment: each rank's moving average of its own squared
+// gradients, averaged over the ranks at steps 1, 2, 4 and 8 of 10 (the same bits on every rank),
+// and a restored average that goes on from where it was.
+void second_moments(Communicator& comm) {
+  const int n = comm.size();
+  const std::vector<sf::Shape> shapes = {{3}, {40, 25}, {13}};
+  const float b2 = 0.9f;
+  auto gradient = [](int rank, int step, size_t p, int64_t k) {
+    return 0.01f * static_cast<float>((rank * 5 + step * 3 + static_cast<int>(p) + k) % 9) - 0.04f;
+  };
+  // Every rank's average as that rank computes it, and their mean.
+  std::vector<std::vector<std::vector<float>>> ema(
+      static_cast<size_t>(n), std::vector<std::vector<float>>(shapes.size()));
+  for (auto& per_rank : ema)
+    for (size_t p = 0; p < shapes.size(); ++p)
+      per_rank[p].assign(static_cast<size_t>(sf::num_elements(shapes[p])), 0.0f);
+  auto run_steps = [&](sf::GradientBuckets& buckets, int first, int last,
+                       const std::vector<int>& shared_at, int64_t steps_before) {
+    for (int step = first; step <= last; ++step) {
+      std::vector<Tensor> grads;
+      for (size_t p = 0; p < shapes.size(); ++p) {
+        grads.emplace_back(DType::f32, shapes[p]);
+        for (int64_t k = 0; k < grads.back().numel(); ++k)
+          grads.back().data<float>()[k] = gradient(comm.rank(), step, p, k);
+        for (int q = 0; q < n; ++q)
+          for (int64_t k = 0; k < grads.back().numel(); ++k) {
+            const float g = gradient(q, step, p, k);
+            float& v = ema[static_cast<size_t>(q)][p][static_cast<size_t>(k)];
+            v = b2 * v + (1.0f - b2) * g * g;
+          }
+      }
+      buckets.finish(grads, step);
+      const bool shared = std::find(shared_at.begin(), shared_at.end(), step) != shared_at.end();
+      const std::vector<Tensor>* v = buckets.shared_second_moments();
+      expect((v != nullptr) == shared, fmt::format("shared at step {} only", step));
+      if (!v) continue;
+      expect(buckets.second_moment_steps() == steps_before + step - first + 1, "steps counted");
+      sf::VariableStore store;
+      for (size_t p = 0; p < shapes.size(); ++p) {
+        store.set(fmt::format("v{}", p), (*v)[p].clone());
+        for (int64_t k = 0; k < (*v)[p].numel(); ++k) {
+          float sum = 0.0f;
+          for (int q = 0; q < n; ++q) sum += ema[static_cast<size_t>(q)][p][static_cast<size_t>(k)];
+          const float want = sum / static_cast<float>(n), got = (*v)[p].data<float>()[k];
+          expect(std::fabs(got - want) <= 1e-6f * want + 1e-12f,
+                 fmt::format("average second moment of parameter {}", p));
+        }
+      }
+      sf::check_replicas(comm, store, {"v0", "v1", "v2"}, step);
+    }
+  };
+  const auto onebit = sf::parse_grad_compression("onebit");
+  // 0.002 MB: a bucket of about 500 floats, so the parameters span several buckets.
+  sf::GradientBuckets buckets(comm, shapes, 0.002, onebit, b2);
+  run_steps(buckets, 1, 10, {1, 2, 4, 8}, 0);
+  // A run resumed with other ranks: every rank starts from the last shared average, 10 steps in,
+  // shared at once.
+  std::vector<Tensor> last;
+  for (size_t p = 0; p < shapes.size(); ++p) {
+    last.emplace_back(DType::f32, shapes[p]);
+    for (int64_t k = 0; k < last.back().numel(); ++k) {
+      float sum = 0.0f;
+      for (int q = 0; q < n; ++q) sum += ema[static_cast<size_t>(q)][p][static_cast<size_t>(k)];
+      last.back().data<float>()[k] = sum / static_cast<float>(n);
+    }
+    for (int q = 0; q < n; ++q)
+      std::copy(last.back().data<float>(), last.back().data<float>() + last.back().numel(),
+                ema[static_cast<size_t>(q)][p].begin());
+  }
+  sf::GradientBuckets resumed(comm, shapes, 0.002, onebit, b2);
+  resumed.restore_second_moments(last, 10, true);
+  run_steps(resumed, 11, 16, {11, 16}, 10);
+  comm.barrier("end");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -194,6 +270,8 @@ int main(int argc, char** argv) {
       comm->allreduce(t, sf::ReduceOp::sum, "gradients");
     } else if (scenario == "ring-average") {
       ring_average(*comm);
+    } else if (scenario == "second-moments") {
+      second_moments(*comm);
     } else if (scenario == "ring-hung-peer") {
       if (comm->rank() == comm->size() - 1) raise(SIGSTOP);
       Tensor t(DType::f32, {1000});
