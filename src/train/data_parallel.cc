@@ -259,26 +259,36 @@ void GradientBuckets::share_second_moments() {
 std::vector<Tensor> GradientBuckets::own_second_moments() const {
   if (!second_moment_beta2_) return {};
   if (buckets_.empty()) return restored_second_moments_;
+  return by_parameter(&Bucket::second_moment);
+}
+
+std::vector<Tensor> GradientBuckets::by_parameter(Tensor Bucket::*field) const {
   std::vector<Tensor> out;
   for (size_t i = 0; i < shapes_.size(); ++i) {
-    Tensor v(DType::f32, shapes_[i]);
-    std::memcpy(v.raw(), buckets_[bucket_of_[i]].second_moment.data<float>() + offsets_[i],
-                v.bytes());
-    out.push_back(std::move(v));
+    Tensor t(DType::f32, shapes_[i]);  // zeros before the first step
+    if (!buckets_.empty())
+      std::memcpy(t.raw(), (buckets_[bucket_of_[i]].*field).data<float>() + offsets_[i],
+                  t.bytes());
+    out.push_back(std::move(t));
   }
   return out;
 }
 
+void GradientBuckets::check_per_parameter(const std::vector<Tensor>& tensors,
+                                          const char* what) const {
+  SF_CHECK(buckets_.empty(), "{}s restored after the first step", what);
+  SF_CHECK(tensors.size() == shapes_.size(), "{} {}s for {} gradients", tensors.size(), what,
+           shapes_.size());
+  for (size_t i = 0; i < shapes_.size(); ++i)
+    SF_CHECK(tensors[i].dtype() == DType::f32 && tensors[i].shape() == shapes_[i],
+             "{} {} is {}, expected {}", what, i, shape_str(tensors[i].shape()),
+             shape_str(shapes_[i]));
+}
+
 void GradientBuckets::restore_second_moments(std::vector<Tensor> v, int64_t steps,
                                              bool share_first) {
-  SF_CHECK(buckets_.empty(), "second moments restored after the first step");
   SF_CHECK(second_moment_beta2_.has_value(), "second moments restored without being kept");
-  SF_CHECK(v.size() == shapes_.size(), "{} second moments for {} gradients", v.size(),
-           shapes_.size());
-  for (size_t i = 0; i < v.size(); ++i)
-    SF_CHECK(v[i].dtype() == DType::f32 && v[i].shape() == shapes_[i],
-             "second moment {} is {}, expected {}", i, shape_str(v[i].shape()),
-             shape_str(shapes_[i]));
+  check_per_parameter(v, "second moment");
   restored_second_moments_ = std::move(v);
   second_moment_steps_ = steps;
   share_first_ = share_first;
@@ -287,24 +297,11 @@ void GradientBuckets::restore_second_moments(std::vector<Tensor> v, int64_t step
 std::vector<Tensor> GradientBuckets::residuals() const {
   if (compression_.kind == GradCompression::Kind::none) return {};
   if (buckets_.empty() && !restored_residuals_.empty()) return restored_residuals_;
-  std::vector<Tensor> out;
-  for (size_t i = 0; i < shapes_.size(); ++i) {
-    Tensor r(DType::f32, shapes_[i]);  // zeros before the first step
-    if (!buckets_.empty())
-      std::memcpy(r.raw(), buckets_[bucket_of_[i]].residual.data<float>() + offsets_[i], r.bytes());
-    out.push_back(std::move(r));
-  }
-  return out;
+  return by_parameter(&Bucket::residual);
 }
 
 void GradientBuckets::restore_residuals(std::vector<Tensor> residuals) {
-  SF_CHECK(buckets_.empty(), "residuals restored after the first step");
-  SF_CHECK(residuals.size() == shapes_.size(), "{} residuals for {} gradients", residuals.size(),
-           shapes_.size());
-  for (size_t i = 0; i < shapes_.size(); ++i)
-    SF_CHECK(residuals[i].dtype() == DType::f32 && residuals[i].shape() == shapes_[i],
-             "residual {} is {}, expected {}", i, shape_str(residuals[i].shape()),
-             shape_str(shapes_[i]));
+  check_per_parameter(residuals, "residual");
   restored_residuals_ = std::move(residuals);
 }
 

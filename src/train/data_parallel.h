@@ -112,6 +112,10 @@ class GradientBuckets {
   bool done(Bucket& bucket);  // drives the bucket's reduction; true once it is complete
   void note_done();
   void share_second_moments();
+  // Each parameter's part of a per-bucket tensor, copied (zeros before the first step).
+  std::vector<Tensor> by_parameter(Tensor Bucket::*field) const;
+  // One f32 tensor per parameter, of its shape, before the first step; `what` names them.
+  void check_per_parameter(const std::vector<Tensor>& tensors, const char* what) const;
 
   Communicator& comm_;
   std::vector<Shape> shapes_;

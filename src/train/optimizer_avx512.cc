@@ -24,6 +24,19 @@ __attribute__((target("avx512f"))) inline __m512 mul(__m512 a, __m512 b) {
   return _mm512_mul_round_ps(a, b, kNearest);
 }
 
+// The lanes of a 16-float vector that hold elements when `left` of them remain.
+inline __mmask16 lanes_for(int64_t left) {
+  return left >= 16 ? static_cast<__mmask16>(0xFFFF)
+                    : static_cast<__mmask16>((1u << static_cast<unsigned>(left)) - 1u);
+}
+
+// Adam's first moment: b1 m + (1 - b1) g.
+__attribute__((target("avx512f"))) inline __m512 first_moment(__m512 b1, __m512 rest1,
+                                                              const float* m, __m512 g,
+                                                              __mmask16 lanes) {
+  return add(mul(b1, _mm512_maskz_loadu_ps(lanes, m)), mul(rest1, g));
+}
+
 }  // namespace
 
 __attribute__((target("avx512f"))) void adam_update_avx512(float* w, const float* g, float* m,
@@ -34,12 +47,9 @@ __attribute__((target("avx512f"))) void adam_update_avx512(float* w, const float
   const __m512 step = _mm512_set1_ps(s.step), eps = _mm512_set1_ps(s.epsilon);
   const __m512 decay = _mm512_set1_ps(s.decay_step);
   for (int64_t i = begin; i < end; i += 16) {
-    const int64_t left = end - i;
-    const auto lanes = left >= 16
-                           ? static_cast<__mmask16>(0xFFFF)
-                           : static_cast<__mmask16>((1u << static_cast<unsigned>(left)) - 1u);
+    const __mmask16 lanes = lanes_for(end - i);
     const __m512 gi = _mm512_maskz_loadu_ps(lanes, g + i);
-    const __m512 mi = add(mul(b1, _mm512_maskz_loadu_ps(lanes, m + i)), mul(rest1, gi));
+    const __m512 mi = first_moment(b1, rest1, m + i, gi, lanes);
     const __m512 vi = add(mul(b2, _mm512_maskz_loadu_ps(lanes, v + i)), mul(mul(rest2, gi), gi));
     const __m512 wi = _mm512_maskz_loadu_ps(lanes, w + i);
     const __m512 update =
@@ -58,12 +68,9 @@ __attribute__((target("avx512f"))) void adam_outside_update_avx512(
   const __m512 rate = _mm512_set1_ps(s.rate), eps = _mm512_set1_ps(s.epsilon);
   const __m512 decay = _mm512_set1_ps(s.decay_step);
   for (int64_t i = begin; i < end; i += 16) {
-    const int64_t left = end - i;
-    const auto lanes = left >= 16
-                           ? static_cast<__mmask16>(0xFFFF)
-                           : static_cast<__mmask16>((1u << static_cast<unsigned>(left)) - 1u);
+    const __mmask16 lanes = lanes_for(end - i);
     const __m512 gi = _mm512_maskz_loadu_ps(lanes, g + i);
-    const __m512 mi = add(mul(b1, _mm512_maskz_loadu_ps(lanes, m + i)), mul(rest1, gi));
+    const __m512 mi = first_moment(b1, rest1, m + i, gi, lanes);
     const __m512 ai = mul(m_scale, mi);
     const __m512 root = mul(v_scale, _mm512_sqrt_ps(_mm512_maskz_loadu_ps(lanes, v + i)));
     const __m512 di = add(_mm512_max_ps(root, _mm512_abs_ps(ai)), eps);
