@@ -315,6 +315,8 @@ TEST(DataParallel, CompressionResidualsResumeWithTheSameRanksAndAreDroppedWithOt
     EXPECT_EQ(saved.metadata().at("compression").at("ranks"), 2);
     std::filesystem::copy(runs + "/split", runs + "/other",
                           std::filesystem::copy_options::recursive);
+    std::filesystem::copy(runs + "/split", runs + "/three",
+                          std::filesystem::copy_options::recursive);
     auto second = run_shell(mpirun(2) + "train --resume " + runs +
                             "/split --epochs 1 --threads 1 --quiet --grad-compression " + scheme);
     ASSERT_EQ(second.exit_code, 0) << second.out;
@@ -334,6 +336,18 @@ TEST(DataParallel, CompressionResidualsResumeWithTheSameRanksAndAreDroppedWithOt
                              "compression none); error feedback starts from zero"),
               std::string::npos)
         << alone.out;
+    // Three ranks have no residuals of their own either; one-bit's second moments restart from
+    // the last shared one.
+    auto three = run_shell(mpirun(3) + "train --resume " + runs +
+                           "/three --epochs 1 --threads 1 --quiet --grad-compression " + scheme);
+    ASSERT_EQ(three.exit_code, 0) << three.out;
+    EXPECT_NE(three.out.find("are dropped (this job: 3 rank(s), compression " + scheme +
+                             "); error feedback starts from zero" +
+                             (scheme == "onebit" ? ", and each rank's second moment from the "
+                                                   "last one the ranks shared"
+                                                 : "")),
+              std::string::npos)
+        << three.out;
   }
   std::filesystem::remove_all(dir);
 }

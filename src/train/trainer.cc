@@ -798,12 +798,16 @@ std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks
                                         optimizer.steps(), false);
         own_second_moments_restored = true;
       }
-    } else
+    } else {
       message(fmt::format("note: the {} compression residuals of the {} rank(s) that saved {} "
                           "are dropped (this job: {} rank(s), compression {}); error feedback "
-                          "starts from zero",
+                          "starts from zero{}",
                           saved_scheme, saved_ranks, out_dir, world,
-                          buckets ? compression.name() : "none"));
+                          buckets ? compression.name() : "none",
+                          shared_second_moment ? ", and each rank's second moment from the last "
+                                                 "one the ranks shared"
+                                               : ""));
+    }
   }
   // Otherwise a resumed one-bit run's ranks start from the second moment its optimizer holds
   // (the last one shared, or its own before compression), shared at the first step.
