@@ -90,23 +90,20 @@ void GradientBuckets::build() {
                 restored_residuals_[i].raw(), restored_residuals_[i].bytes());
   restored_residuals_.clear();
   if (second_moment_beta2_) {
-    std::vector<Tensor> pieces;
-    int64_t total = 0;
-    for (Bucket& b : buckets_) {
-      b.second_moment = Tensor(DType::f32, b.data.shape());
-      std::memset(b.second_moment.raw(), 0, b.second_moment.bytes());
-      pieces.push_back(b.second_moment);
-      total += b.data.numel();
+    // Where each bucket starts in the shared vector, which ends at the last entry.
+    std::vector<int64_t> bucket_start(buckets_.size() + 1, 0);
+    for (size_t b = 0; b < buckets_.size(); ++b) {
+      Bucket& bucket = buckets_[b];
+      bucket.second_moment = Tensor(DType::f32, bucket.data.shape());
+      std::memset(bucket.second_moment.raw(), 0, bucket.second_moment.bytes());
+      bucket_start[b + 1] = bucket_start[b] + bucket.data.numel();
     }
     for (size_t i = 0; i < restored_second_moments_.size(); ++i)
       std::memcpy(buckets_[bucket_of_[i]].second_moment.data<float>() + offsets_[i],
                   restored_second_moments_[i].raw(), restored_second_moments_[i].bytes());
     restored_second_moments_.clear();
-    shared_second_moment_ = Tensor(DType::f32, {total});
+    shared_second_moment_ = Tensor(DType::f32, {bucket_start.back()});
     second_moment_views_.resize(shapes_.size());
-    std::vector<int64_t> bucket_start(buckets_.size(), 0);
-    for (size_t b = 1; b < buckets_.size(); ++b)
-      bucket_start[b] = bucket_start[b - 1] + buckets_[b - 1].data.numel();
     for (size_t i = 0; i < shapes_.size(); ++i)
       second_moment_views_[i] =
           Tensor(DType::f32, shapes_[i], shared_second_moment_.storage(),
@@ -313,6 +310,13 @@ std::string residual_name(int rank, const std::string& parameter) {
   return fmt::format("{}rank{}/{}", kResidualPrefix, rank, parameter);
 }
 
+// A rank's own second moments are checkpointed beside its residuals, under these names.
+std::vector<std::string> second_moment_names(const std::vector<std::string>& parameters) {
+  std::vector<std::string> out;
+  for (const std::string& name : parameters) out.push_back("second_moment/" + name);
+  return out;
+}
+
 }  // namespace
 
 std::map<std::string, Tensor> gather_residuals(Communicator& comm, const GradientBuckets& buckets,
@@ -324,7 +328,7 @@ std::map<std::string, Tensor> gather_residuals(Communicator& comm, const Gradien
   std::vector<std::string> all_names = names;
   for (Tensor& v : buckets.own_second_moments()) mine.push_back(std::move(v));
   if (mine.size() > names.size())
-    for (const std::string& name : names) all_names.push_back(kSecondMomentName + name);
+    for (std::string& name : second_moment_names(names)) all_names.push_back(std::move(name));
   int64_t total = 0;
   for (const Tensor& r : mine) total += r.numel();
   if (comm.rank() == 0) {
@@ -367,6 +371,14 @@ std::vector<Tensor> residuals_of_rank(const std::map<std::string, Tensor>& tenso
     out.push_back(it->second.clone());
   }
   return out;
+}
+
+std::vector<Tensor> own_second_moments_of_rank(const std::map<std::string, Tensor>& tensors,
+                                               int rank, const std::vector<std::string>& names,
+                                               const std::vector<Shape>& shapes) {
+  const std::vector<std::string> own = second_moment_names(names);
+  if (own.empty() || !tensors.count(residual_name(rank, own.front()))) return {};
+  return residuals_of_rank(tensors, rank, own, shapes);
 }
 
 CommStats GradientBuckets::take_stats() {

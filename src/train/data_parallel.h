@@ -148,9 +148,6 @@ class GradientBuckets {
 
 // Checkpoint names of compression residuals: "compression/rank<R>/<parameter>".
 inline constexpr const char* kResidualPrefix = "compression/";
-// Checkpoint names of a rank's own second moments:
-// "compression/rank<R>/second_moment/<parameter>".
-inline constexpr const char* kSecondMomentName = "second_moment/";
 // Every rank's residuals (GradientBuckets::residuals) and own second moments, by checkpoint name,
 // on rank 0 (empty on the others); every rank calls it at the same point.
 std::map<std::string, Tensor> gather_residuals(Communicator& comm, const GradientBuckets& buckets,
@@ -160,6 +157,12 @@ std::map<std::string, Tensor> gather_residuals(Communicator& comm, const Gradien
 std::vector<Tensor> residuals_of_rank(const std::map<std::string, Tensor>& tensors, int rank,
                                       const std::vector<std::string>& names,
                                       const std::vector<Shape>& shapes);
+// Rank `rank`'s own second moments (GradientBuckets::own_second_moments), checkpointed as
+// "compression/rank<R>/second_moment/<parameter>"; empty when the checkpoint has none (another
+// scheme or optimizer), an error naming one that is missing or of another shape otherwise.
+std::vector<Tensor> own_second_moments_of_rank(const std::map<std::string, Tensor>& tensors,
+                                               int rank, const std::vector<std::string>& names,
+                                               const std::vector<Shape>& shapes);
 
 // Copies rank 0's value of every variable to the other ranks (at start and resume, so the
 // replicas begin identical whatever each rank read or initialized).

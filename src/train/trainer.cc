@@ -788,15 +788,11 @@ std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks
       const auto& tensors = resumed->checkpoint().tensors;
       buckets->restore_residuals(residuals_of_rank(tensors, rank, parameter_names, shapes));
       // One-bit's ranks go on with their own second moments, as if never stopped.
-      std::vector<std::string> own_names;
-      for (const std::string& name : parameter_names)
-        own_names.push_back(kSecondMomentName + name);
-      const std::string first_own =
-          fmt::format("{}rank{}/{}", kResidualPrefix, rank, own_names.front());
-      if (shared_second_moment && tensors.count(first_own)) {
-        buckets->restore_second_moments(residuals_of_rank(tensors, rank, own_names, shapes),
-                                        optimizer.steps(), false);
-        own_second_moments_restored = true;
+      if (shared_second_moment) {
+        std::vector<Tensor> own = own_second_moments_of_rank(tensors, rank, parameter_names, shapes);
+        own_second_moments_restored = !own.empty();
+        if (own_second_moments_restored)
+          buckets->restore_second_moments(std::move(own), optimizer.steps(), false);
       }
     } else {
       message(fmt::format("note: the {} compression residuals of the {} rank(s) that saved {} "
