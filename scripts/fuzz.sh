@@ -31,16 +31,21 @@ run_fuzzer() {  # name corpus
     -rss_limit_mb=4096 -max_len=65536 -artifact_prefix="$build/artifacts/$1-" -print_final_stats=1
 }
 
+targets=()
+if [[ "$which" == all || "$which" == model ]]; then targets+=(model_file_fuzzer model_file_make_seeds); fi
+if [[ "$which" == all || "$which" == onnx ]]; then targets+=(onnx_fuzzer); fi
+cmake --build "$build" -j "$(nproc)" --target "${targets[@]}"
+
+# Each fuzzer runs on one core, so the two run side by side; each writes its own log, printed
+# when it ends, and either one's failure fails the script.
+fuzzers=()
 if [[ "$which" == all || "$which" == model ]]; then
-  cmake --build "$build" -j "$(nproc)" --target model_file_fuzzer model_file_make_seeds
   corpus="$build/corpus"
   mkdir -p "$corpus"
   "$build/tests/model_file_make_seeds" "$corpus"
-  run_fuzzer model_file_fuzzer "$corpus"
+  fuzzers+=(model_file_fuzzer:"$corpus")
 fi
-
 if [[ "$which" == all || "$which" == onnx ]]; then
-  cmake --build "$build" -j "$(nproc)" --target onnx_fuzzer
   corpus="$build/onnx-corpus"
   mkdir -p "$corpus"
   for model in /usr/share/libonnx-testdata/data/node/*/model.onnx; do
@@ -48,5 +53,18 @@ if [[ "$which" == all || "$which" == onnx ]]; then
     size=$(stat -c %s "$model")
     if (( size <= 65536 )); then cp "$model" "$corpus/$(basename "$(dirname "$model")").onnx"; fi
   done
-  run_fuzzer onnx_fuzzer "$corpus"
+  fuzzers+=(onnx_fuzzer:"$corpus")
 fi
+pids=()
+for fuzzer in "${fuzzers[@]}"; do
+  run_fuzzer "${fuzzer%%:*}" "${fuzzer#*:}" >"$build/${fuzzer%%:*}.log" 2>&1 &
+  pids+=($!)
+done
+status=0
+for i in "${!pids[@]}"; do
+  name="${fuzzers[$i]%%:*}"
+  if wait "${pids[$i]}"; then result=passed; else result=FAILED; status=1; fi
+  echo "== $name $result ($build/$name.log):"
+  tail -n 25 "$build/$name.log"
+done
+exit "$status"

@@ -21,13 +21,12 @@ bash scripts/build.sh asan
 ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1 ctest --preset asan
 stage_done "ASan + UBSan build and tests"
 
-echo "== fuzz the model-file loader and the ONNX importer (libFuzzer, 30 s each)"
-bash scripts/fuzz.sh 30 model
-bash scripts/fuzz.sh 30 onnx
+echo "== fuzz the model-file loader and the ONNX importer (libFuzzer, 30 s each, side by side)"
+bash scripts/fuzz.sh 30 all
 stage_done "fuzzing"
 
 echo "== aarch64 cross build and tests under qemu-aarch64"
-# The suite less thirteen end-to-end training runs (CMakePresets.json's aarch64 test filter):
+# The suite less thirteen end-to-end training runs (SLIMFLOW_TEST_FILTER in CMakePresets.json):
 # resident memory (qemu's, under emulation), kill-and-resume, pruning schedules, the two-device
 # split, mid-epoch resume, freeze round trip, a trained model's int8 accuracy and two zoo models
 # (mobilenet, squeezenet). None has ARM-specific code beyond the kernels their own tests cover.
