@@ -1,5 +1,4 @@
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
 #include <cmath>
 #include <cstdio>
@@ -10,6 +9,7 @@
 #include "modelfile/model_file.h"
 #include "ops/ops.h"
 #include "slimflow/slimflow.h"
+#include "support/cli.h"
 #include "support/temp_files.h"
 
 namespace sf {
@@ -251,33 +251,28 @@ TEST_F(CapiTest, ThreadsAndPerThreadErrors) {
   EXPECT_NE(theirs, mine);
 }
 
-// Runs the C example on the model and returns its exit code, its output in `out`.
-int run_example(const std::string& args, std::string& out) {
-  std::string command = std::string(SLIMFLOW_C_EXAMPLE) + " " + args + " 2>&1";
-  FILE* pipe = ::popen(command.c_str(), "r");
-  if (pipe == nullptr) return -1;
-  char buf[512];
-  out.clear();
-  while (std::fgets(buf, sizeof buf, pipe) != nullptr) out += buf;
-  int status = ::pclose(pipe);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+testing::CliResult run_example(const std::string& args) {
+  return testing::run_shell(std::string(SLIMFLOW_C_EXAMPLE) + " " + args);
 }
 
 TEST_F(CapiTest, CExampleRuns) {
-  std::string out;
-  ASSERT_EQ(run_example(path_, out), 0) << out;
+  const testing::CliResult runs = run_example(path_);
+  ASSERT_EQ(runs.exit_code, 0) << runs.out;
   // Zero input: all logits are 0, so every class has probability 1/3 and argmax is 0.
-  EXPECT_NE(out.find("input 'x' rank 2: zeros"), std::string::npos) << out;
-  EXPECT_NE(out.find("output 'probs' [1,3]: argmax 0, values 0.333333 0.333333 0.333333"),
+  EXPECT_NE(runs.out.find("input 'x' rank 2: zeros"), std::string::npos) << runs.out;
+  EXPECT_NE(runs.out.find("output 'probs' [1,3]: argmax 0, values 0.333333 0.333333 0.333333"),
             std::string::npos)
-      << out;
-  EXPECT_NE(out.find("output 'logits' [1,3]: argmax 0, values 0 0 0"), std::string::npos) << out;
+      << runs.out;
+  EXPECT_NE(runs.out.find("output 'logits' [1,3]: argmax 0, values 0 0 0"), std::string::npos)
+      << runs.out;
 
-  std::string missing = dir_.file("missing.sfm");
-  EXPECT_EQ(run_example(missing, out), 1) << out;
-  EXPECT_NE(out.find(missing), std::string::npos) << out;
-  EXPECT_EQ(run_example("", out), 2) << out;
-  EXPECT_NE(out.find("usage"), std::string::npos) << out;
+  const std::string missing = dir_.file("missing.sfm");
+  const testing::CliResult no_file = run_example(missing);
+  EXPECT_EQ(no_file.exit_code, 1) << no_file.out;
+  EXPECT_NE(no_file.out.find(missing), std::string::npos) << no_file.out;
+  const testing::CliResult no_args = run_example("");
+  EXPECT_EQ(no_args.exit_code, 2) << no_args.out;
+  EXPECT_NE(no_args.out.find("usage"), std::string::npos) << no_args.out;
 }
 
 }  // namespace

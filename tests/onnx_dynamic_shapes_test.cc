@@ -2,10 +2,7 @@
 // through `slimflow run` (from the .onnx and from one symbolic .sfm) at several input shapes and
 // matches ONNX Runtime; inconsistent inputs are one-line errors naming the input and dimension.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <array>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -22,18 +19,9 @@
 namespace sf {
 namespace {
 
-struct CommandResult {
-  int exit_code;
-  std::string out;
-};
-
-CommandResult run_command(const std::string& command) {
-  FILE* pipe = popen(("timeout 120 " + command + " 2>&1").c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buffer{};
-  while (size_t n = fread(buffer.data(), 1, buffer.size(), pipe)) out.append(buffer.data(), n);
-  const int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), out};
+// The export and the peer start Python and Node: bounded, so that a stuck one fails the test.
+testing::CliResult run_command(const std::string& command) {
+  return testing::run_shell("timeout 120 " + command);
 }
 
 float max_abs_diff(const Tensor& a, const Tensor& b) {
@@ -82,7 +70,7 @@ TEST_F(OnnxDynamicShapesTest, MatchesOnnxRuntimeAtSeveralShapes) {
     const std::string x = dir_ + "/x" + std::to_string(k) + ".npy";
     write_npy(x, testing::random_tensor(shapes[k], 40 + static_cast<uint32_t>(k)));
     const std::string theirs_path = dir_ + "/ort" + std::to_string(k) + ".npy";
-    const CommandResult ort =
+    const testing::CliResult ort =
         run_command("node " + runner + " " + model_ + " " + x + " " + theirs_path + " --runs 1 --threads 1");
     ASSERT_EQ(ort.exit_code, 0) << ort.out;
     const Tensor theirs = read_npy(theirs_path);
@@ -119,7 +107,7 @@ TEST_F(OnnxDynamicShapesTest, SequenceModelsMatchOnnxRuntimeAtTwoShapes) {
       const std::string tag = c.model + std::to_string(k);
       const std::string x = dir_ + "/" + tag + ".npy";
       write_npy(x, testing::random_tensor(c.shapes[k], 60 + static_cast<uint32_t>(k), -2.0f, 2.0f));
-      const CommandResult ort = run_command("node " + runner + " " + model + " " + x + " " + dir_ +
+      const testing::CliResult ort = run_command("node " + runner + " " + model + " " + x + " " + dir_ +
                                             "/" + tag + "-ort.npy --runs 1 --threads 1");
       ASSERT_EQ(ort.exit_code, 0) << ort.out;
       const testing::CliResult ran = testing::run_cli("run --model " + model + " --input x=" + x +

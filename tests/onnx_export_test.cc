@@ -3,11 +3,8 @@
 // scripts/setup.sh; missing ones fail the test, since CI installs them).
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
-#include <sys/wait.h>
 
-#include <array>
 #include <cmath>
-#include <cstdio>
 #include <filesystem>
 #include <set>
 
@@ -19,6 +16,7 @@
 #include "quantize/calibration.h"
 #include "quantize/eightbit_rewrite.h"
 #include "runtime/session.h"
+#include "support/cli.h"
 #include "support/mnist.h"
 #include "support/temp_files.h"
 #include "support/testing.h"
@@ -136,20 +134,6 @@ float output_step(const ModelFile& q) {
   EXPECT_EQ(dequantize.op, "Dequantize");
   const Node& params = q.graph.node(dequantize.inputs[1].node);
   return params.attrs.get_tensor("value").data<float>()[0];
-}
-
-struct CommandResult {
-  int exit_code;
-  std::string out;
-};
-
-CommandResult run_command(const std::string& command) {
-  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buffer{};
-  while (size_t n = fread(buffer.data(), 1, buffer.size(), pipe)) out.append(buffer.data(), n);
-  const int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), out};
 }
 
 TEST(OnnxExportTest, FloatGraphRoundTripsThroughTheImporter) {
@@ -289,7 +273,7 @@ TEST(OnnxExportTest, RunTimeRangesAndUnknownOpsAreOneLineErrors) {
 // Both models through `slimflow export` and ONNX Runtime at batch 4 (the batch dimension is
 // symbolic): float outputs within 1e-5, int8 logits within one quantization step.
 TEST(OnnxExportTest, OnnxRuntimeAgreesWithOurOutputs) {
-  ASSERT_EQ(run_command("node --version").exit_code, 0)
+  ASSERT_EQ(testing::run_shell("node --version").exit_code, 0)
       << "node is not installed; scripts/setup.sh installs it and onnxruntime-node";
   const std::string dir = testing::make_temp_dir("sf-onnx-export");
   const Tensor x = testing::random_tensor({4, 8, 8, 3}, 13);
@@ -299,10 +283,10 @@ TEST(OnnxExportTest, OnnxRuntimeAgreesWithOurOutputs) {
     const ModelFile model = quantized ? eightbit_model() : float_model();
     const std::string stem = dir + (quantized ? "/q" : "/f");
     save_model(stem + ".sfm", model);
-    const CommandResult exported =
-        run_command(std::string(SLIMFLOW_CLI) + " export " + stem + ".sfm --out " + stem + ".onnx");
+    const testing::CliResult exported =
+        testing::run_shell(std::string(SLIMFLOW_CLI) + " export " + stem + ".sfm --out " + stem + ".onnx");
     ASSERT_EQ(exported.exit_code, 0) << exported.out;
-    const CommandResult ort = run_command("node " + runner + " " + stem + ".onnx " + dir +
+    const testing::CliResult ort = testing::run_shell("node " + runner + " " + stem + ".onnx " + dir +
                                           "/x.npy " + stem + "-ort.npy --runs 1 --threads 1");
     ASSERT_EQ(ort.exit_code, 0) << "ONNX Runtime (node_modules/onnxruntime-node, installed by "
                                    "scripts/setup.sh) failed:\n"
