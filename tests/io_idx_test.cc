@@ -13,6 +13,7 @@
 #include "io/dataset.h"
 #include "io/idx.h"
 #include "support/temp_files.h"
+#include "support/testing.h"
 
 namespace sf {
 namespace {
@@ -46,14 +47,7 @@ void write_gzip(const std::string& path, const std::string& bytes) {
   gzclose(gz);
 }
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using testing::error_of;
 
 long peak_rss_kb() {
   rusage usage{};

@@ -7,6 +7,7 @@
 
 #include "io/image.h"
 #include "support/temp_files.h"
+#include "support/testing.h"
 
 namespace sf {
 namespace {
@@ -53,15 +54,7 @@ Image make_image(int64_t w, int64_t h, int64_t c, std::vector<uint8_t> pixels) {
   return img;
 }
 
-template <typename Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using testing::error_of;
 
 TEST(IoImage, PngRoundTripIsExact) {
   TempDir dir;

@@ -9,6 +9,7 @@
 
 #include "io/npy.h"
 #include "support/temp_files.h"
+#include "support/testing.h"
 
 namespace sf {
 namespace {
@@ -31,15 +32,7 @@ std::string make_npy(const std::string& dict, const std::string& data, int major
   return out + header + data;
 }
 
-template <typename Fn>
-std::string error_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using testing::error_of;
 
 bool same_bytes(const Tensor& a, const Tensor& b) {
   return a.dtype() == b.dtype() && a.shape() == b.shape() &&

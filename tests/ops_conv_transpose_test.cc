@@ -27,15 +27,7 @@ std::vector<float> values(const Tensor& t) {
   return std::vector<float>(t.data<float>(), t.data<float>() + t.numel());
 }
 
-std::string error_of(const std::function<void(Graph&)>& build) {
-  Graph g;
-  try {
-    build(g);
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using testing::error_of;
 
 testing::BuildFn conv_transpose(const ops::ConvTranspose2DOptions& o) {
   return [o](Graph& g, const std::vector<Output>& in) {

@@ -37,15 +37,7 @@ Tensor iota(Shape shape) {
 
 using testing::values;
 
-std::string error_of(const std::function<void(Graph&)>& build) {
-  Graph g;
-  try {
-    build(g);
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using testing::error_of;
 
 Output f32(Graph& g, Shape shape) { return ops::placeholder(g, DType::f32, std::move(shape)); }
 

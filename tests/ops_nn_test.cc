@@ -44,15 +44,7 @@ void expect_values(const Tensor& t, const Shape& shape, const std::vector<float>
     EXPECT_NEAR(t.data<float>()[i], want[i], 1e-5) << "element " << i;
 }
 
-std::string error_of(const std::function<void(Graph&)>& build) {
-  Graph g;
-  try {
-    build(g);
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using testing::error_of;
 
 testing::BuildFn conv(const ops::Conv2DOptions& o) {
   return [o](Graph& g, const std::vector<Output>& in) { return ops::conv2d(g, in[0], in[1], o); };

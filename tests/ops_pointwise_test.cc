@@ -23,15 +23,7 @@ std::vector<float> values(const Tensor& t) {
   return std::vector<float>(t.data<float>(), t.data<float>() + t.numel());
 }
 
-std::string error_of(const std::function<void(Graph&)>& build) {
-  Graph g;
-  try {
-    build(g);
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using testing::error_of;
 
 // Random values in [lo, hi) kept at least 0.05 from every kink, so central differences
 // (step 0.01) never straddle one.

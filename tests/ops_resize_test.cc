@@ -44,15 +44,7 @@ std::vector<float> pick(const Tensor& x, const std::vector<int64_t>& map) {
   return out;
 }
 
-std::string error_of(const std::function<void(Graph&)>& build) {
-  Graph g;
-  try {
-    build(g);
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using testing::error_of;
 
 // x = [[1,2],[3,4]] upsampled to 4x4. Source coordinates per output index i (scale 2):
 // half_pixel (i + 0.5) / 2 - 0.5 = -0.25, 0.25, 0.75, 1.25; asymmetric i / 2 = 0, 0.5, 1, 1.5;

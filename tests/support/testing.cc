@@ -230,4 +230,18 @@ void expect_error(const std::function<void()>& fn, const std::string& want) {
   }
 }
 
+std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+std::string error_of(const std::function<void(Graph&)>& build) {
+  Graph g;
+  return error_of([&] { build(g); });
+}
+
 }  // namespace sf::testing

@@ -71,6 +71,12 @@ bool onednn_jit_covers_all();
 // Expects `fn` to throw sf::Error whose message contains `want`.
 void expect_error(const std::function<void()>& fn, const std::string& want);
 
+// The message of the sf::Error that `fn` throws, or "(no error)".
+std::string error_of(const std::function<void()>& fn);
+// The message of the sf::Error that `build` throws while building into an empty graph, or
+// "(no error)".
+std::string error_of(const std::function<void(Graph&)>& build);
+
 // A tensor's elements as a vector.
 template <typename T>
 std::vector<T> values(const Tensor& t) {
