@@ -107,8 +107,8 @@ TEST_F(OnnxDynamicShapesTest, SequenceModelsMatchOnnxRuntimeAtTwoShapes) {
       const std::string tag = c.model + std::to_string(k);
       const std::string x = dir_ + "/" + tag + ".npy";
       write_npy(x, testing::random_tensor(c.shapes[k], 60 + static_cast<uint32_t>(k), -2.0f, 2.0f));
-      const testing::CliResult ort = run_command("node " + runner + " " + model + " " + x + " " + dir_ +
-                                            "/" + tag + "-ort.npy --runs 1 --threads 1");
+      const testing::CliResult ort = run_command("node " + runner + " " + model + " " + x + " " +
+                                                 dir_ + "/" + tag + "-ort.npy --runs 1 --threads 1");
       ASSERT_EQ(ort.exit_code, 0) << ort.out;
       const testing::CliResult ran = testing::run_cli("run --model " + model + " --input x=" + x +
                                                       " --output-dir " + dir_ + "/" + tag +

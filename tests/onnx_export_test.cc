@@ -284,10 +284,11 @@ TEST(OnnxExportTest, OnnxRuntimeAgreesWithOurOutputs) {
     const std::string stem = dir + (quantized ? "/q" : "/f");
     save_model(stem + ".sfm", model);
     const testing::CliResult exported =
-        testing::run_shell(std::string(SLIMFLOW_CLI) + " export " + stem + ".sfm --out " + stem + ".onnx");
+        testing::run_cli("export " + stem + ".sfm --out " + stem + ".onnx");
     ASSERT_EQ(exported.exit_code, 0) << exported.out;
-    const testing::CliResult ort = testing::run_shell("node " + runner + " " + stem + ".onnx " + dir +
-                                          "/x.npy " + stem + "-ort.npy --runs 1 --threads 1");
+    const testing::CliResult ort = testing::run_shell(
+        "node " + runner + " " + stem + ".onnx " + dir + "/x.npy " + stem +
+        "-ort.npy --runs 1 --threads 1");
     ASSERT_EQ(ort.exit_code, 0) << "ONNX Runtime (node_modules/onnxruntime-node, installed by "
                                    "scripts/setup.sh) failed:\n"
                                 << ort.out;
