@@ -4,7 +4,7 @@
 
 #include <random>
 
-namespace sf {
+namespace sf::SLIMFLOW_TEST_FILE_ID {
 namespace {
 
 void expect_no_overlap_while_alive(const std::vector<BufferLifetime>& buffers,

@@ -6,7 +6,7 @@
 #include "io/dataset.h"
 #include "support/testing.h"
 
-namespace sf {
+namespace sf::SLIMFLOW_TEST_FILE_ID {
 namespace {
 
 // N images [8, 8, 1], each with one bright pixel at (3, 4), and its index as label.

@@ -5,7 +5,7 @@
 #include "runtime/session.h"
 #include "support/testing.h"
 
-namespace sf {
+namespace sf::SLIMFLOW_TEST_FILE_ID {
 namespace {
 
 // y = sum(x * x + x): a value used on two paths gets the sum of both gradients, 2x + 1.

@@ -37,7 +37,7 @@
 #include "train/trainer.h"
 #include "train/training_run.h"
 
-namespace sf {
+namespace sf::SLIMFLOW_TEST_FILE_ID {
 namespace {
 
 // --- the weight math ---
@@ -210,7 +210,7 @@ TEST(BinaryEncodingTest, RejectsEveryMalformedField) {
 class BinaryTrainTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!testing::mnist_available()) GTEST_SKIP() << "MNIST not installed: run scripts/setup.sh";
+    REQUIRE_MNIST();
   }
   static TrainOptions options(const std::string& out, const std::string& mode) {
     TrainOptions o;

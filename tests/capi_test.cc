@@ -12,7 +12,7 @@
 #include "support/cli.h"
 #include "support/temp_files.h"
 
-namespace sf {
+namespace sf::SLIMFLOW_TEST_FILE_ID {
 namespace {
 
 const std::vector<float> kWeights = {0.5f, -1.0f, 0.25f, 1.0f,   0.0f, -0.5f,

@@ -10,7 +10,7 @@
 
 #include "support/temp_files.h"
 
-namespace sf {
+namespace sf::SLIMFLOW_TEST_FILE_ID {
 namespace {
 
 namespace fs = std::filesystem;

@@ -16,7 +16,7 @@
 #include "support/mnist.h"
 #include "support/temp_files.h"
 
-namespace sf {
+namespace sf::SLIMFLOW_TEST_FILE_ID {
 namespace {
 
 using Result = testing::CliResult;
@@ -101,7 +101,7 @@ TEST(CliTest, QatAndInitFromOptions) {
 }
 
 TEST(CliTest, JsonEpochLinesAndEval) {
-  if (!testing::mnist_available()) GTEST_SKIP() << "MNIST not installed";
+  REQUIRE_MNIST();
   std::string dir = testing::make_temp_dir("sf-cli-json");
   Result r = run_cli("train --model " + tiny() + " --train-limit 320 --test-limit 200 --epochs 2 "
                  "--threads 1 --quiet --json --out " + dir + "/run", false);
@@ -131,7 +131,7 @@ TEST(CliTest, JsonEpochLinesAndEval) {
 }
 
 TEST(CliTest, KilledRunResumesFromItsLastCheckpoint) {
-  if (!testing::mnist_available()) GTEST_SKIP() << "MNIST not installed";
+  REQUIRE_MNIST();
   std::string dir = testing::make_temp_dir("sf-cli-kill");
   std::string run_dir = dir + "/run";
   std::string checkpoint = run_dir + "/checkpoint.sfck";

@@ -10,7 +10,7 @@
 #include "comm/communicator.h"
 #include "support/cli.h"
 
-namespace sf {
+namespace sf::SLIMFLOW_TEST_FILE_ID {
 namespace {
 
 #ifdef SLIMFLOW_COMM_CHECK

@@ -16,7 +16,7 @@
 #include "support/temp_files.h"
 #include "support/testing.h"
 
-namespace sf {
+namespace sf::SLIMFLOW_TEST_FILE_ID {
 namespace {
 
 std::vector<uint32_t> skewed_symbols(size_t n, uint32_t alphabet, uint64_t seed) {

@@ -12,7 +12,7 @@
 #include "kernels/cpu_report.h"
 #include "support/cli.h"
 
-namespace sf {
+namespace sf::SLIMFLOW_TEST_FILE_ID {
 namespace {
 
 TEST(CpuFeatures, OnlyThisArchitecturesFlagsAreSet) {

@@ -19,7 +19,7 @@
 #include "train/sharded_batches.h"
 #include "train/training_run.h"
 
-namespace sf {
+namespace sf::SLIMFLOW_TEST_FILE_ID {
 namespace {
 
 // Examples whose single pixel holds their own index.
@@ -99,7 +99,7 @@ using testing::run_shell;
 std::string mpirun(int ranks) { return testing::mpirun_slimflow(ranks, 120); }
 
 TEST(DataParallel, TwoRanksOfBatch32MatchOneProcessOfBatch64After20Steps) {
-  if (!testing::mnist_available()) GTEST_SKIP() << "MNIST not installed";
+  REQUIRE_MNIST();
   const std::string dir = testing::make_temp_dir("dp-equal");
   const std::string spec = testing::write_deterministic_cnn_spec(dir);
   const std::string common = "train --model " + spec +
@@ -133,7 +133,7 @@ TEST(DataParallel, TwoRanksOfBatch32MatchOneProcessOfBatch64After20Steps) {
 }
 
 TEST(DataParallel, BadArgumentsAreOneLineErrors) {
-  if (!testing::mnist_available()) GTEST_SKIP() << "MNIST not installed";
+  REQUIRE_MNIST();
   const std::string dir = testing::make_temp_dir("dp-args");
   const std::string base = "train --model " + testing::source_path("tests/data/tiny-cnn.yaml") +
                            " --train-limit 256 --test-limit 100 --epochs 1 --threads 1 --quiet ";
@@ -161,7 +161,7 @@ TEST(DataParallel, BadArgumentsAreOneLineErrors) {
 }
 
 TEST(DataParallel, KilledRankEndsTheJobNamingItAndResumeWithAnyRanksFinishesTheRun) {
-  if (!testing::mnist_available()) GTEST_SKIP() << "MNIST not installed";
+  REQUIRE_MNIST();
   const std::string dir = testing::make_temp_dir("dp-kill");
   const std::string run = dir + "/run";
   const std::string spec = testing::write_deterministic_cnn_spec(dir);
@@ -229,7 +229,7 @@ TEST(DataParallel, KilledRankEndsTheJobNamingItAndResumeWithAnyRanksFinishesTheR
 }
 
 TEST(DataParallel, ResumeWithAnotherModelIsAnError) {
-  if (!testing::mnist_available()) GTEST_SKIP() << "MNIST not installed";
+  REQUIRE_MNIST();
   const std::string dir = testing::make_temp_dir("dp-model");
   auto first = testing::run_cli("train --model " + testing::source_path("tests/data/tiny-cnn.yaml") +
                                 " --train-limit 128 --test-limit 50 --epochs 1 --threads 1 "
@@ -248,7 +248,7 @@ TEST(DataParallel, ResumeWithAnotherModelIsAnError) {
 }
 
 TEST(DataParallel, CompressedGradientsWithErrorFeedbackConvergeOnFewerBytes) {
-  if (!testing::mnist_available()) GTEST_SKIP() << "MNIST not installed";
+  REQUIRE_MNIST();
   const std::string dir = testing::make_temp_dir("dp-compress");
   const std::string spec = testing::write_deterministic_cnn_spec(dir);
   const std::string common = "train --model " + spec +
@@ -293,7 +293,7 @@ TEST(DataParallel, CompressedGradientsWithErrorFeedbackConvergeOnFewerBytes) {
 }
 
 TEST(DataParallel, CompressionResidualsResumeWithTheSameRanksAndAreDroppedWithOthers) {
-  if (!testing::mnist_available()) GTEST_SKIP() << "MNIST not installed";
+  REQUIRE_MNIST();
   const std::string dir = testing::make_temp_dir("dp-residuals");
   const std::string spec = testing::write_deterministic_cnn_spec(dir);
   // Two epochs at once, and one epoch resumed for a second: the same weights only if the

@@ -16,11 +16,8 @@
 #include "train/trainer.h"
 #include "train/training_run.h"
 
-namespace sf {
+namespace sf::SLIMFLOW_TEST_FILE_ID {
 namespace {
-
-#define REQUIRE_MNIST()                                                          \
-  if (!testing::mnist_available()) GTEST_SKIP() << "MNIST not installed: run scripts/setup.sh"
 
 constexpr int64_t kRows = 4, kClasses = 5;
 

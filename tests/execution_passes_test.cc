@@ -10,7 +10,7 @@
 #include "runtime/session.h"
 #include "support/testing.h"
 
-namespace sf {
+namespace sf::SLIMFLOW_TEST_FILE_ID {
 namespace {
 
 class Builder {

@@ -13,7 +13,7 @@
 #include "kernels/int8_loops.h"
 #include "codec/quant_params.h"
 
-namespace sf {
+namespace sf::SLIMFLOW_TEST_FILE_ID {
 namespace {
 
 __extension__ typedef __int128 int128;

@@ -12,7 +12,7 @@
 #include "train/trainer.h"
 #include "transforms/inference_passes.h"
 
-namespace sf {
+namespace sf::SLIMFLOW_TEST_FILE_ID {
 namespace {
 
 void expect_close(const Tensor& a, const Tensor& b, double tol) {
@@ -72,7 +72,7 @@ TEST(FreezeTest, PassesKeepOutputsAndFoldAndFuse) {
 }
 
 TEST(FreezeTest, FrozenRunMatchesTheCheckpointAndRoundTripsThroughAFile) {
-  if (!testing::mnist_available()) GTEST_SKIP() << "MNIST not installed";
+  REQUIRE_MNIST();
   std::string dir = testing::make_temp_dir("sf-freeze");
   TrainOptions o;
   o.model_path = testing::source_path("tests/data/tiny-cnn.yaml");

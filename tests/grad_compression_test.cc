@@ -17,7 +17,7 @@
 #include "core/error.h"
 #include "support/testing.h"
 
-namespace sf {
+namespace sf::SLIMFLOW_TEST_FILE_ID {
 namespace {
 
 // Compresses `residual` in place (leaving what the message does not carry) and returns what the

@@ -4,7 +4,7 @@
 #include "kernels/kernel.h"
 #include "ops/ops.h"
 
-namespace sf {
+namespace sf::SLIMFLOW_TEST_FILE_ID {
 namespace {
 
 TEST(GraphTest, PlaceholderHasDeclaredType) {
@@ -39,12 +39,6 @@ TEST(GraphTest, DuplicateNameIsAnError) {
   ops::placeholder(g, DType::f32, {1}, "x");
   EXPECT_THROW(ops::placeholder(g, DType::f32, {1}, "x"), Error);
 }
-
-}  // namespace
-}  // namespace sf
-
-namespace sf {
-namespace {
 
 TEST(KernelRegistryTest, NoKernelListsWhatIsRegistered) {
   Graph g;

@@ -6,7 +6,7 @@
 #include "support/testing.h"
 #include "transforms/graph_uses.h"
 
-namespace sf {
+namespace sf::SLIMFLOW_TEST_FILE_ID {
 namespace {
 
 // x -> m = x + x -> r = relu(m) -> y = -r, and a branch dead = sigmoid(m) that y does not need.

@@ -9,7 +9,7 @@
 #include "runtime/session.h"
 #include "support/testing.h"
 
-namespace sf {
+namespace sf::SLIMFLOW_TEST_FILE_ID {
 namespace {
 
 // x NCHW [1,C,4,5] -> the importer's move to NHWC -> conv -> y; `move` is "Transpose" or, for

@@ -5,7 +5,7 @@
 
 #include "io/dataset.h"
 
-namespace sf {
+namespace sf::SLIMFLOW_TEST_FILE_ID {
 namespace {
 
 // `n` examples of 2x2x1 whose pixels all equal the example's index, labelled index % 10.

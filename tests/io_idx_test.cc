@@ -15,7 +15,7 @@
 #include "support/temp_files.h"
 #include "support/testing.h"
 
-namespace sf {
+namespace sf::SLIMFLOW_TEST_FILE_ID {
 namespace {
 
 using testing::TempDir;

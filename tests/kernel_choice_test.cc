@@ -6,7 +6,7 @@
 #include "kernels/kernel.h"
 #include "ops/ops.h"
 
-namespace sf {
+namespace sf::SLIMFLOW_TEST_FILE_ID {
 namespace {
 
 KernelDef relu_kernel(const std::string& impl, int priority, const bool* accepting = nullptr) {

@@ -20,7 +20,7 @@
 #include "support/kernel_cases.h"
 #include "support/testing.h"
 
-namespace sf {
+namespace sf::SLIMFLOW_TEST_FILE_ID {
 namespace {
 
 using testing::kernel_shape_sets;

@@ -21,7 +21,7 @@
 #include "runtime/session.h"
 #include "support/testing.h"
 
-namespace sf {
+namespace sf::SLIMFLOW_TEST_FILE_ID {
 namespace {
 
 Tensor random_u8(const Shape& shape, uint32_t seed) {

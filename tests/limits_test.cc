@@ -12,7 +12,7 @@
 #include "ops/conv_geometry.h"
 #include "support/testing.h"
 
-namespace sf {
+namespace sf::SLIMFLOW_TEST_FILE_ID {
 namespace {
 
 TEST(LimitsTest, ElementCountsNeverOverflow) {

@@ -9,7 +9,7 @@
 
 #include "cpu/thread_count.h"
 
-namespace sf {
+namespace sf::SLIMFLOW_TEST_FILE_ID {
 namespace {
 
 // Runs `split` through `runs` calls with `work` and returns the ways it ran, one per call; a run

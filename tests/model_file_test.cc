@@ -20,7 +20,7 @@
 #include "support/testing.h"
 #include "support/temp_files.h"
 
-namespace sf {
+namespace sf::SLIMFLOW_TEST_FILE_ID {
 namespace {
 
 using testing::read_file_bytes;

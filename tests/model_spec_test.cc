@@ -2,7 +2,7 @@
 
 #include "models/spec.h"
 
-namespace sf {
+namespace sf::SLIMFLOW_TEST_FILE_ID {
 namespace {
 
 std::string source(const std::string& relative) {

@@ -10,7 +10,7 @@
 #include "support/temp_files.h"
 #include "support/testing.h"
 
-namespace sf {
+namespace sf::SLIMFLOW_TEST_FILE_ID {
 namespace {
 
 Output conv(Graph& g, Output x, int64_t out, uint32_t seed, const std::string& name) {

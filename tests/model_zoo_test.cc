@@ -17,11 +17,8 @@
 #include "support/temp_files.h"
 #include "train/trainer.h"
 
-namespace sf {
+namespace sf::SLIMFLOW_TEST_FILE_ID {
 namespace {
-
-#define REQUIRE_MNIST()                                                          \
-  if (!testing::mnist_available()) GTEST_SKIP() << "MNIST not installed: run scripts/setup.sh"
 
 int64_t parameter_count(const std::string& spec_name) {
   const Model model =

@@ -16,7 +16,7 @@
 #include "support/onnx_models.h"
 #include "support/testing.h"
 
-namespace sf {
+namespace sf::SLIMFLOW_TEST_FILE_ID {
 namespace {
 
 // The export and the peer start Python and Node: bounded, so that a stuck one fails the test.

@@ -22,7 +22,7 @@
 #include "support/testing.h"
 #include "transforms/inference_passes.h"
 
-namespace sf {
+namespace sf::SLIMFLOW_TEST_FILE_ID {
 namespace {
 
 // x [1,8,8,3] -> conv_a (3x3 SAME, relu) -> pool_a (max 2x2) -> conv_b (1x1, relu6);

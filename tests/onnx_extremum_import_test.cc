@@ -14,7 +14,7 @@
 #include "support/testing.h"
 #include "support/onnx_models.h"
 
-namespace sf {
+namespace sf::SLIMFLOW_TEST_FILE_ID {
 namespace {
 
 using namespace testing;

@@ -13,7 +13,7 @@
 #include "runtime/session.h"
 #include "support/onnx_models.h"
 
-namespace sf {
+namespace sf::SLIMFLOW_TEST_FILE_ID {
 namespace {
 
 using namespace testing;

@@ -11,7 +11,7 @@
 #include "support/onnx_models.h"
 #include "support/testing.h"
 
-namespace sf {
+namespace sf::SLIMFLOW_TEST_FILE_ID {
 namespace {
 
 TEST(OnnxOldOpsets, Opset7ModelIsUpgradedAndRuns) {

@@ -6,7 +6,7 @@
 #include "ops/ops.h"
 #include "support/testing.h"
 
-namespace sf {
+namespace sf::SLIMFLOW_TEST_FILE_ID {
 namespace {
 
 using testing::expect_gradients_match;

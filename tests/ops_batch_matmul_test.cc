@@ -12,7 +12,7 @@
 #include "support/onnx_models.h"
 #include "support/testing.h"
 
-namespace sf {
+namespace sf::SLIMFLOW_TEST_FILE_ID {
 namespace {
 
 Shape output_shape(Shape a, Shape b, bool ta = false, bool tb = false) {

@@ -16,7 +16,7 @@
 #include "runtime/session.h"
 #include "support/testing.h"
 
-namespace sf {
+namespace sf::SLIMFLOW_TEST_FILE_ID {
 namespace {
 
 using testing::expect_gradients_match;

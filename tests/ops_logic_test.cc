@@ -8,7 +8,7 @@
 #include "ops/ops.h"
 #include "support/testing.h"
 
-namespace sf {
+namespace sf::SLIMFLOW_TEST_FILE_ID {
 namespace {
 
 using testing::expect_error;

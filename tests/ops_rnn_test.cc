@@ -9,7 +9,7 @@
 #include "ops/ops.h"
 #include "support/testing.h"
 
-namespace sf {
+namespace sf::SLIMFLOW_TEST_FILE_ID {
 namespace {
 
 constexpr int64_t T = 3, N = 2, I = 3, H = 4;

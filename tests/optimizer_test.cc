@@ -7,7 +7,7 @@
 #include "models/initializers.h"
 #include "train/optimizer.h"
 
-namespace sf {
+namespace sf::SLIMFLOW_TEST_FILE_ID {
 namespace {
 
 TEST(OptimizerTest, SgdStepsAgainstTheGradient) {

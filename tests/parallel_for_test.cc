@@ -6,7 +6,7 @@
 #include <atomic>
 #include <vector>
 
-namespace sf {
+namespace sf::SLIMFLOW_TEST_FILE_ID {
 namespace {
 
 // Restores the calling thread's team size when a test ends.

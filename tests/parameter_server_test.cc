@@ -19,7 +19,7 @@
 #include "train/parameter_server.h"
 #include "train/training_run.h"
 
-namespace sf {
+namespace sf::SLIMFLOW_TEST_FILE_ID {
 namespace {
 
 TEST(ParameterShards, VariablesSpreadBySizeLargestFirst) {
@@ -60,7 +60,7 @@ double worst_difference(const std::string& run_a, const std::string& run_b) {
 }
 
 TEST(AsyncDataParallel, StalenessZeroTrainsTheWeightsOfSync) {
-  if (!testing::mnist_available()) GTEST_SKIP() << "MNIST not installed";
+  REQUIRE_MNIST();
   const std::string dir = testing::make_temp_dir("ps-sync");
   const std::string spec = testing::write_deterministic_cnn_spec(dir);
   // 20 steps of 2 x 32 with Adam (whose state lives on the servers).
@@ -97,7 +97,7 @@ TEST(AsyncDataParallel, StalenessZeroTrainsTheWeightsOfSync) {
 }
 
 TEST(AsyncDataParallel, StaleWorkersConvergeAndResume) {
-  if (!testing::mnist_available()) GTEST_SKIP() << "MNIST not installed";
+  REQUIRE_MNIST();
   const std::string dir = testing::make_temp_dir("ps-stale");
   const std::string spec = testing::write_deterministic_cnn_spec(dir);
   auto r = run_shell(mpirun(3) + "train --model " + spec +
@@ -129,7 +129,7 @@ TEST(AsyncDataParallel, StaleWorkersConvergeAndResume) {
 }
 
 TEST(AsyncDataParallel, BadArgumentsAreOneLineErrors) {
-  if (!testing::mnist_available()) GTEST_SKIP() << "MNIST not installed";
+  REQUIRE_MNIST();
   const std::string dir = testing::make_temp_dir("ps-args");
   const std::string base = "train --model " + testing::source_path("tests/data/tiny-cnn.yaml") +
                            " --train-limit 256 --test-limit 100 --epochs 1 --threads 1 --quiet ";
@@ -201,7 +201,7 @@ void expect_killed_rank_ends_job(int victim) {
 }
 
 TEST(AsyncDataParallel, KilledWorkerOrServerEndsTheJobNamingIt) {
-  if (!testing::mnist_available()) GTEST_SKIP() << "MNIST not installed";
+  REQUIRE_MNIST();
   expect_killed_rank_ends_job(2);  // a worker
   expect_killed_rank_ends_job(0);  // the server
 }

@@ -30,7 +30,7 @@
 #include "train/trainer.h"
 #include "train/training_run.h"
 
-namespace sf {
+namespace sf::SLIMFLOW_TEST_FILE_ID {
 namespace {
 
 using testing::expect_error;
@@ -472,7 +472,7 @@ TEST(PartitionedRun, AFailingDeviceStopsTheOthersWithItsError) {
 // --- training ---
 
 TEST(PartitionedTraining, DeepMnistOnTwoDevicesEqualsOneDevice) {
-  if (!testing::mnist_available()) GTEST_SKIP() << "MNIST not installed: run scripts/setup.sh";
+  REQUIRE_MNIST();
   const std::string one = testing::make_temp_dir("sf-1dev"),
                     two = testing::make_temp_dir("sf-2dev");
   auto options = [](const std::string& model, const std::string& out) {
@@ -652,7 +652,7 @@ void expect_close(const std::map<std::string, Tensor>& a, const std::map<std::st
 }
 
 TEST(PartitionedTraining, MicroBatchesGiveTheWholeBatchUpdate) {
-  if (!testing::mnist_available()) GTEST_SKIP() << "MNIST not installed: run scripts/setup.sh";
+  REQUIRE_MNIST();
   const std::string dir = testing::make_temp_dir("sf-micro");
   const std::string split = testing::source_path("tests/data/tiny-cnn-2dev.yaml");
   const OneStep whole = one_step(split, dir + "/m1", 1);
@@ -676,7 +676,7 @@ TEST(PartitionedTraining, MicroBatchesGiveTheWholeBatchUpdate) {
 }
 
 TEST(PartitionedTraining, MicroBatchesThatCannotGiveTheBatchUpdateAreOneLineErrors) {
-  if (!testing::mnist_available()) GTEST_SKIP() << "MNIST not installed: run scripts/setup.sh";
+  REQUIRE_MNIST();
   const std::string dir = testing::make_temp_dir("sf-micro-bad");
   TrainOptions o;
   o.data = "mnist";
@@ -722,26 +722,25 @@ TEST(PlacementCli, MicroBatchesAreValidatedAndRecorded) {
 }
 
 TEST(PlacementCli, GpuFallsBackSoftlyAndStrictIsAOneLineError) {
+  REQUIRE_MNIST();  // the dataset is checked before the placement
   const std::string dir = testing::make_temp_dir("sf-place-cli");
   const std::string tiny = testing::source_path("tests/data/tiny-cnn.yaml");
   const std::string common = " --model " + tiny +
                              " --train-limit 64 --batch 32 --test-limit 32 "
                              "--epochs 1 --quiet --threads 1 --cpu-devices 2 --out " +
                              dir;
-  if (testing::mnist_available()) {
-    const testing::CliResult soft =
-        testing::run_cli("train" + common + "/soft --device /gpu:0 --log-placement");
-    EXPECT_EQ(soft.exit_code, 0) << soft.out;
-    EXPECT_NE(soft.out.find("default device; soft fallback from /gpu:0: no gpu memory here"),
-              std::string::npos)
-        << soft.out;
-    const testing::CliResult logged = testing::run_cli(
-        "train" + common + "/file --device /cpu:1 --log-placement=" + dir + "/log.json --json");
-    EXPECT_EQ(logged.exit_code, 0) << logged.out;
-    const nlohmann::json j =
-        nlohmann::json::parse(testing::run_shell("cat " + dir + "/log.json").out);
-    EXPECT_EQ(j["devices"][0]["device"], "/cpu:1");
-  }
+  const testing::CliResult soft =
+      testing::run_cli("train" + common + "/soft --device /gpu:0 --log-placement");
+  EXPECT_EQ(soft.exit_code, 0) << soft.out;
+  EXPECT_NE(soft.out.find("default device; soft fallback from /gpu:0: no gpu memory here"),
+            std::string::npos)
+      << soft.out;
+  const testing::CliResult logged = testing::run_cli(
+      "train" + common + "/file --device /cpu:1 --log-placement=" + dir + "/log.json --json");
+  EXPECT_EQ(logged.exit_code, 0) << logged.out;
+  const nlohmann::json j =
+      nlohmann::json::parse(testing::run_shell("cat " + dir + "/log.json").out);
+  EXPECT_EQ(j["devices"][0]["device"], "/cpu:1");
   const testing::CliResult strict =
       testing::run_cli("train" + common + "/strict --device /gpu:0 --strict-placement");
   EXPECT_EQ(strict.exit_code, 1) << strict.out;
@@ -804,7 +803,7 @@ TEST(ProcessDevices, AKilledTaskEndsTheJobNamingIt) {
 }
 
 TEST(ProcessDevices, TinyCnnOnTwoProcessesEqualsOneDeviceAndResumes) {
-  if (!testing::mnist_available()) GTEST_SKIP() << "MNIST not installed: run scripts/setup.sh";
+  REQUIRE_MNIST();
   const std::string dir = testing::make_temp_dir("sf-2proc");
   const std::string common =
       "train --data mnist --batch 32 --train-limit 96 --test-limit 32 --threads 1 --seed 5 "
@@ -845,7 +844,7 @@ TEST(ProcessDevices, TinyCnnOnTwoProcessesEqualsOneDeviceAndResumes) {
 }
 
 TEST(ProcessDevices, MicroBatchesOnTwoProcessesEqualOneProcess) {
-  if (!testing::mnist_available()) GTEST_SKIP() << "MNIST not installed: run scripts/setup.sh";
+  REQUIRE_MNIST();
   const std::string dir = testing::make_temp_dir("sf-2proc-micro");
   const std::string common =
       "train --data mnist --batch 32 --train-limit 64 --test-limit 32 --threads 1 --seed 5 "

@@ -5,7 +5,7 @@
 
 #include "support/cli.h"
 
-namespace sf {
+namespace sf::SLIMFLOW_TEST_FILE_ID {
 namespace {
 
 using Result = testing::CliResult;

@@ -20,11 +20,8 @@
 #include "modelfile/model_file.h"
 #include "train/optimizer.h"
 
-namespace sf {
+namespace sf::SLIMFLOW_TEST_FILE_ID {
 namespace {
-
-#define REQUIRE_MNIST()                                                          \
-  if (!testing::mnist_available()) GTEST_SKIP() << "MNIST not installed: run scripts/setup.sh"
 
 Tensor values(std::vector<float> v) {
   Tensor t(DType::f32, {static_cast<int64_t>(v.size())});

@@ -22,7 +22,7 @@
 #include "train/freeze_run.h"
 #include "train/trainer.h"
 
-namespace sf {
+namespace sf::SLIMFLOW_TEST_FILE_ID {
 namespace {
 
 TEST(FakeQuantizeLinearTest, EqualsEncodeThenDecodeOnRandomShapes) {
@@ -164,7 +164,7 @@ TEST(QatSpecTest, RejectsBadQatKeys) {
 }
 
 TEST(QatTrainTest, TrainsFreezesOnTheBitGridAndQuantizesWithLearnedRanges) {
-  if (!testing::mnist_available()) GTEST_SKIP() << "MNIST not installed: run scripts/setup.sh";
+  REQUIRE_MNIST();
   const std::string dir = testing::make_temp_dir("qat");
   TrainOptions o;
   o.model_path = testing::source_path("tests/data/tiny-cnn.yaml");
@@ -240,7 +240,7 @@ TEST(QatTrainTest, TrainsFreezesOnTheBitGridAndQuantizesWithLearnedRanges) {
 }
 
 TEST(QatTrainTest, FineTunesAFloatRunWithQat) {
-  if (!testing::mnist_available()) GTEST_SKIP() << "MNIST not installed: run scripts/setup.sh";
+  REQUIRE_MNIST();
   const std::string base = testing::make_temp_dir("qat-base"), tuned = testing::make_temp_dir("qat-tuned");
   TrainOptions o;
   o.model_path = testing::source_path("tests/data/tiny-cnn.yaml");

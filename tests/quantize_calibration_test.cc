@@ -14,7 +14,7 @@
 #include "support/temp_files.h"
 #include "support/testing.h"
 
-namespace sf {
+namespace sf::SLIMFLOW_TEST_FILE_ID {
 namespace {
 
 Tensor gaussian(int64_t count, uint32_t seed, double mean = 0.0, double stddev = 1.0) {
@@ -329,7 +329,7 @@ TEST(QuantizeCalibrationTest, ImageSourcesScaleAndLayOutLikeTheModel) {
 }
 
 TEST(QuantizeCalibrationTest, MnistSourceUsesTheTrainingImages) {
-  if (!testing::mnist_available()) GTEST_SKIP() << "MNIST not installed";
+  REQUIRE_MNIST();
   auto source = open_image_source("mnist", 10, ImageInputSpec{28, 28, 1});
   ASSERT_EQ(source->size(), 10);
   Tensor b = source->batch(0, 10)[0];

@@ -18,7 +18,7 @@
 #include "support/temp_files.h"
 #include "support/testing.h"
 
-namespace sf {
+namespace sf::SLIMFLOW_TEST_FILE_ID {
 namespace {
 
 // Twelve RGB images 4x5 as one IDX file of u8 [N,H,W,C].

@@ -19,7 +19,7 @@
 #include "train/trainer.h"
 #include "transforms/inference_passes.h"
 
-namespace sf {
+namespace sf::SLIMFLOW_TEST_FILE_ID {
 namespace {
 
 // Data must stay 8-bit between integer layers: no Quantize may read a Dequantize.
@@ -336,7 +336,7 @@ TEST(QuantizeEightbitTest, LayoutOpsMoveU8AndAFloatInputIsQuantizedOnce) {
 }
 
 TEST(QuantizeEightbitTest, TrainedMnistModelKeepsItsAccuracy) {
-  if (!testing::mnist_available()) GTEST_SKIP() << "MNIST not installed";
+  REQUIRE_MNIST();
   const std::string dir = testing::make_temp_dir("sf-eightbit");
   TrainOptions o;
   o.model_path = testing::source_path("tests/data/tiny-cnn.yaml");

@@ -25,7 +25,7 @@
 #include "transforms/inference_passes.h"
 #include "support/temp_files.h"
 
-namespace sf {
+namespace sf::SLIMFLOW_TEST_FILE_ID {
 namespace {
 
 using testing::read_file_bytes;
@@ -851,7 +851,7 @@ TEST_F(QuantizeCliTest, JsonReportAndInspect) {
 }
 
 TEST_F(QuantizeCliTest, MnistModelKeepsItsAccuracy) {
-  if (!testing::mnist_available()) GTEST_SKIP() << "MNIST not installed";
+  REQUIRE_MNIST();
   const std::string run_dir = testing::source_path("runs/mnist");
   if (!std::filesystem::exists(run_dir + "/checkpoint.sfck")) GTEST_SKIP() << "no runs/mnist";
   const std::string f32 = dir_ + "/mnist.sfm", w4 = dir_ + "/mnist-k4.sfm";

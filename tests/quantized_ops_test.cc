@@ -18,7 +18,7 @@
 #include "codec/quant_params.h"
 #include "support/testing.h"
 
-namespace sf {
+namespace sf::SLIMFLOW_TEST_FILE_ID {
 namespace {
 
 using testing::random_tensor;

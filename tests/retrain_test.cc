@@ -21,7 +21,7 @@
 #include "support/temp_files.h"
 #include "support/testing.h"
 
-namespace sf {
+namespace sf::SLIMFLOW_TEST_FILE_ID {
 namespace {
 
 namespace fs = std::filesystem;

@@ -5,7 +5,7 @@
 #include "ops/ops.h"
 #include "support/testing.h"
 
-namespace sf {
+namespace sf::SLIMFLOW_TEST_FILE_ID {
 namespace {
 
 TEST(SessionTest, ArenaSharesMemoryBetweenTensorsNotAliveTogether) {

@@ -7,7 +7,7 @@
 #include "core/limits.h"
 #include "cpu/thread_wait_policy.h"
 
-namespace sf {
+namespace sf::SLIMFLOW_TEST_FILE_ID {
 namespace {
 
 TEST(ThreadCount, SetsTheTeamSizeOfLaterParallelRegions) {

@@ -11,11 +11,8 @@
 #include "train/checkpoint.h"
 #include "train/trainer.h"
 
-namespace sf {
+namespace sf::SLIMFLOW_TEST_FILE_ID {
 namespace {
-
-#define REQUIRE_MNIST()                                                          \
-  if (!testing::mnist_available()) GTEST_SKIP() << "MNIST not installed: run scripts/setup.sh"
 
 TrainOptions tiny_run(const std::string& out, int64_t train_limit, int64_t epochs) {
   TrainOptions o;

@@ -16,7 +16,7 @@
 #include "runtime/session.h"
 #include "support/testing.h"
 
-namespace sf {
+namespace sf::SLIMFLOW_TEST_FILE_ID {
 namespace {
 
 // Two layers as a CNN's: h = max_pool(relu(a + b1)), then dense = relu(flatten(h) w + b2); the

@@ -10,7 +10,7 @@
 #include "support/temp_files.h"
 #include "support/testing.h"
 
-namespace sf {
+namespace sf::SLIMFLOW_TEST_FILE_ID {
 namespace {
 
 // A run of tests/data/tiny-cnn.yaml as `slimflow train` would leave it, without training: every

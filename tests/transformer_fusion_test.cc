@@ -25,7 +25,7 @@
 #include "kernels/transformer_kernels_avx512.h"
 #endif
 
-namespace sf {
+namespace sf::SLIMFLOW_TEST_FILE_ID {
 namespace {
 
 // How a decomposed LayerNorm is written.

@@ -10,3 +10,7 @@ bool mnist_available();
 std::string source_path(const std::string& relative);
 
 }  // namespace sf::testing
+
+// Skips the calling test, with a message, when the MNIST files are missing.
+#define REQUIRE_MNIST() \
+  if (!sf::testing::mnist_available()) GTEST_SKIP() << "MNIST not installed: run scripts/setup.sh"
