@@ -722,7 +722,7 @@ TEST(PlacementCli, MicroBatchesAreValidatedAndRecorded) {
 }
 
 TEST(PlacementCli, GpuFallsBackSoftlyAndStrictIsAOneLineError) {
-  REQUIRE_MNIST();  // the dataset is checked before the placement
+  REQUIRE_MNIST();
   const std::string dir = testing::make_temp_dir("sf-place-cli");
   const std::string tiny = testing::source_path("tests/data/tiny-cnn.yaml");
   const std::string common = " --model " + tiny +
@@ -748,11 +748,23 @@ TEST(PlacementCli, GpuFallsBackSoftlyAndStrictIsAOneLineError) {
   EXPECT_NE(strict.out.find("on /gpu:0 (default device); devices with kernels: /cpu:0, /cpu:1"),
             std::string::npos)
       << strict.out;
-  const testing::CliResult unknown = testing::run_cli("train" + common + "/bad --device /cpu:9");
-  EXPECT_EQ(unknown.exit_code, 1);
-  EXPECT_NE(unknown.out.find("slimflow: error: --device: unknown device '/cpu:9'"),
-            std::string::npos)
-      << unknown.out;
+  std::filesystem::remove_all(dir);
+}
+
+TEST(PlacementCli, AnUnknownDeviceIsRefusedBeforeTheDataLoads) {
+  const std::string dir = testing::make_temp_dir("sf-place-unknown");
+  const std::string tiny = testing::source_path("tests/data/tiny-cnn.yaml");
+  // The data folder does not exist: the device's error must come first.
+  testing::expect_one_line_error("train --model " + tiny + " --data " + dir +
+                                     "/no-such-data --cpu-devices 2 --device /cpu:9 --out " +
+                                     dir + "/run",
+                                 {"--device: unknown device '/cpu:9'", "2 CPU devices",
+                                  "--cpu-devices sets the count"});
+  testing::expect_one_line_error(
+      "train --model " + tiny + " --data " + dir + "/no-such-data --device /tpu:0 --out " + dir +
+          "/run",
+      {"--device: device '/tpu:0' is not a device name"});
+  EXPECT_FALSE(std::filesystem::exists(dir + "/run"));
   std::filesystem::remove_all(dir);
 }
 

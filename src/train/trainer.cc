@@ -514,6 +514,14 @@ std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks
     shard = 0;
   }
 
+  // The devices, and the default device checked like the other flags before the data loads. A
+  // job's processes place the graph alike, each as task 0 does: a device named without its task
+  // (`/cpu:1`, the default device) is task 0's on every process.
+  const int cpu_devices = options.cpu_devices > 0 ? options.cpu_devices : default_cpu_devices();
+  const DeviceSet devices =
+      job ? DeviceSet(cpu_devices, spec.job, job->size(), 0) : DeviceSet(cpu_devices);
+  devices.resolve(DeviceName::parse(options.device, "--device"), "--device");
+
   // Data.
   DataSplit split = options.data_split ? *options.data_split : load_dataset(config.data);
   Dataset train_data = limited(split.train, config.train_limit);
@@ -562,11 +570,6 @@ std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks
     teacher.emplace(*distillation, train_data, /*cache=*/!config.augment.any(), config.batch,
                     message);
   {
-    const int cpu_devices = options.cpu_devices > 0 ? options.cpu_devices : default_cpu_devices();
-    // A job's processes place the graph alike, each as task 0 does: a device named without its
-    // task (`/cpu:1`, the default device) is task 0's on every process.
-    const DeviceSet devices =
-        job ? DeviceSet(cpu_devices, spec.job, job->size(), 0) : DeviceSet(cpu_devices);
     PlacementOptions placement{.default_device = options.device,
                                .soft = !options.strict_placement,
                                .colocate = {},
