@@ -751,7 +751,7 @@ TEST(PlacementCli, GpuFallsBackSoftlyAndStrictIsAOneLineError) {
   std::filesystem::remove_all(dir);
 }
 
-TEST(PlacementCli, AnUnknownDeviceIsRefusedBeforeTheDataLoads) {
+TEST(PlacementCli, BadDevicesAndStepFlagsAreRefusedBeforeTheDataLoads) {
   const std::string dir = testing::make_temp_dir("sf-place-unknown");
   const std::string tiny = testing::source_path("tests/data/tiny-cnn.yaml");
   // The data folder does not exist: the device's error must come first.
@@ -764,6 +764,12 @@ TEST(PlacementCli, AnUnknownDeviceIsRefusedBeforeTheDataLoads) {
       "train --model " + tiny + " --data " + dir + "/no-such-data --device /tpu:0 --out " + dir +
           "/run",
       {"--device: device '/tpu:0' is not a device name"});
+  const std::string no_data =
+      "train --model " + tiny + " --data " + dir + "/no-such-data --batch 32 --out " + dir + "/run ";
+  testing::expect_one_line_error(no_data + "--micro-batches 3",
+                                 {"--micro-batches 3 must divide the batch 32"});
+  testing::expect_one_line_error(no_data + "--grad-compression topk:7",
+                                 {"--grad-compression must be none, fp16"});
   EXPECT_FALSE(std::filesystem::exists(dir + "/run"));
   std::filesystem::remove_all(dir);
 }

@@ -514,29 +514,16 @@ std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks
     shard = 0;
   }
 
-  // The devices, and the default device checked like the other flags before the data loads. A
+  // The devices, and the default device, checked with the other flags before the data loads. A
   // job's processes place the graph alike, each as task 0 does: a device named without its task
   // (`/cpu:1`, the default device) is task 0's on every process.
   const int cpu_devices = options.cpu_devices > 0 ? options.cpu_devices : default_cpu_devices();
   const DeviceSet devices =
       job ? DeviceSet(cpu_devices, spec.job, job->size(), 0) : DeviceSet(cpu_devices);
   devices.resolve(DeviceName::parse(options.device, "--device"), "--device");
-
-  // Data.
-  DataSplit split = options.data_split ? *options.data_split : load_dataset(config.data);
-  Dataset train_data = limited(split.train, config.train_limit);
-  Dataset test_data = limited(split.test, config.test_limit);
-  const Shape example = {train_data.images.dim(1), train_data.images.dim(2), train_data.images.dim(3)};
-  if (example != spec.input)
-    fail("{}: model input is {} but {} examples are {}", spec.origin, shape_str(spec.input),
-         config.data, shape_str(example));
-  if (train_data.size() < config.batch)
-    fail("train: batch {} is larger than the {} training examples", config.batch, train_data.size());
   if (comm && !(options.bucket_mb > 0.0 && std::isfinite(options.bucket_mb)))
     fail("train: --bucket-mb must be a positive number, got {}", options.bucket_mb);
   const GradCompression compression = parse_grad_compression(options.grad_compression);
-
-  // Graph, session, variables.
   const Distillation* distillation = options.distillation.get();
   const int64_t micro_batches = options.micro_batches;
   if (micro_batches < 1) fail("train: --micro-batches must be 1 or more, got {}", micro_batches);
@@ -553,6 +540,19 @@ std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks
            "whole batch's mean gradient)",
            micro_batches, config.batch);
   }
+
+  // Data.
+  DataSplit split = options.data_split ? *options.data_split : load_dataset(config.data);
+  Dataset train_data = limited(split.train, config.train_limit);
+  Dataset test_data = limited(split.test, config.test_limit);
+  const Shape example = {train_data.images.dim(1), train_data.images.dim(2), train_data.images.dim(3)};
+  if (example != spec.input)
+    fail("{}: model input is {} but {} examples are {}", spec.origin, shape_str(spec.input),
+         config.data, shape_str(example));
+  if (train_data.size() < config.batch)
+    fail("train: batch {} is larger than the {} training examples", config.batch, train_data.size());
+
+  // Graph, session, variables.
   TrainingGraph t = micro_batches == 1
                         ? build_training_graph(spec, config.batch, distillation)
                         : build_training_graph(spec, config.batch / micro_batches);

@@ -11,6 +11,10 @@ std::string source_path(const std::string& relative);
 
 }  // namespace sf::testing
 
-// Skips the calling test, with a message, when the MNIST files are missing.
-#define REQUIRE_MNIST() \
-  if (!sf::testing::mnist_available()) GTEST_SKIP() << "MNIST not installed: run scripts/setup.sh"
+// Skips the calling test, with a message, when the MNIST files are missing. One statement, so
+// that an `else` after it cannot attach to its `if`.
+#define REQUIRE_MNIST()                                                                  \
+  do {                                                                                   \
+    if (!sf::testing::mnist_available())                                                 \
+      GTEST_SKIP() << "MNIST not installed: run scripts/setup.sh";                       \
+  } while (0)
