@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
 # Fuzzes the loaders with libFuzzer (clang, AddressSanitizer, UBSan): the .sfm model loader
-# ("model") and the ONNX importer ("onnx", seeded with the ONNX backend node-test models of
-# Debian's libonnx-testdata).
-# Usage: scripts/fuzz.sh [seconds per target, default 60] [model|onnx|all, default all].
+# ("model"), the ONNX importer ("onnx", seeded with the ONNX backend node-test models of
+# Debian's libonnx-testdata) and the data-file readers ("data": IDX, .npy, images, the
+# bottleneck cache, model specs, checkpoints).
+# Usage: scripts/fuzz.sh [seconds per target, default 60] [model|onnx|data|all, default all].
 # Exits non-zero when a fuzzer finds a crash; crashing inputs are left in build/fuzz/artifacts/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${1:-60}"
 which="${2:-all}"
+case "$which" in
+  model|onnx|data|all) ;;
+  *) echo "fuzz.sh: the target must be model, onnx, data or all, got '$which'" >&2; exit 2 ;;
+esac
 build=build/fuzz
 launcher=()
 if command -v ccache >/dev/null; then
@@ -34,10 +39,11 @@ run_fuzzer() {  # name corpus
 targets=()
 if [[ "$which" == all || "$which" == model ]]; then targets+=(model_file_fuzzer model_file_make_seeds); fi
 if [[ "$which" == all || "$which" == onnx ]]; then targets+=(onnx_fuzzer); fi
+if [[ "$which" == all || "$which" == data ]]; then targets+=(data_file_fuzzer data_file_make_seeds); fi
 cmake --build "$build" -j "$(nproc)" --target "${targets[@]}"
 
-# Each fuzzer runs on one core, so the two run side by side; each writes its own log, printed
-# when it ends, and either one's failure fails the script.
+# The fuzzers run side by side (on 2 cores, three share them); each writes its own log, printed
+# when it ends, and any one's failure fails the script.
 fuzzers=()
 if [[ "$which" == all || "$which" == model ]]; then
   corpus="$build/corpus"
@@ -54,6 +60,12 @@ if [[ "$which" == all || "$which" == onnx ]]; then
     if (( size <= 65536 )); then cp "$model" "$corpus/$(basename "$(dirname "$model")").onnx"; fi
   done
   fuzzers+=(onnx_fuzzer:"$corpus")
+fi
+if [[ "$which" == all || "$which" == data ]]; then
+  corpus="$build/data-corpus"
+  mkdir -p "$corpus"
+  "$build/tests/data_file_make_seeds" "$corpus" models
+  fuzzers+=(data_file_fuzzer:"$corpus")
 fi
 pids=()
 for fuzzer in "${fuzzers[@]}"; do

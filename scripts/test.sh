@@ -21,7 +21,7 @@ bash scripts/build.sh asan
 ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1 ctest --preset asan
 stage_done "ASan + UBSan build and tests"
 
-echo "== fuzz the model-file loader and the ONNX importer (libFuzzer, 30 s each, side by side)"
+echo "== fuzz the model-file loader, the ONNX importer and the data-file readers (libFuzzer, 30 s each, side by side)"
 bash scripts/fuzz.sh 30 all
 stage_done "fuzzing"
 

@@ -1,4 +1,9 @@
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
 
 #include "models/spec.h"
 
@@ -63,6 +68,50 @@ TEST(ModelSpecTest, WrongClassCountIsAnError) {
   EXPECT_NE(e.find("the last layer outputs [1,7], expected [batch, classes] = [1,10]"),
             std::string::npos)
       << e;
+}
+
+// Found by the data-file fuzzer: the fans of a 2e17 x 2e17 kernel overflowed int64 before the
+// shape was checked.
+TEST(ModelSpecTest, HugeKernelsAndMultipliersAreErrorsNotOverflows) {
+  std::string e = error_of(std::string(kHeader) +
+                           "  - {name: c, type: conv2d, filters: 32, kernel: 199999999999999999}\n");
+  EXPECT_NE(e.find("layer 'c' (conv2d): weights [199999999999999999,199999999999999999,1,32] "
+                   "have more than 1099511627776 elements"),
+            std::string::npos)
+      << e;
+  e = error_of(std::string(kHeader) +
+               "  - {name: d, type: depthwise_conv2d, kernel: 3, multiplier: 4611686018427387904}\n");
+  EXPECT_NE(e.find("layer 'd' (depthwise_conv2d): multiplier must be 1..1099511627776 for 1 "
+                   "input channels, got 4611686018427387904"),
+            std::string::npos)
+      << e;
+}
+
+// Pipes and /dev/stdin have no size to seek to; a spec is read up to the limit instead.
+TEST(ModelSpecTest, ReadsFromAPipeAndRefusesSpecsOverOneMegabyte) {
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  const std::string text = std::string(kHeader) + "  - {type: flatten}\n  - {type: dense, units: 10}\n";
+  ASSERT_EQ(write(fds[1], text.data(), text.size()), static_cast<ssize_t>(text.size()));
+  close(fds[1]);
+  const ModelSpec spec = load_model_spec("/proc/self/fd/" + std::to_string(fds[0]));
+  close(fds[0]);
+  EXPECT_EQ(spec.classes, 10);
+
+  const std::string big = ::testing::TempDir() + "/big-spec.yaml";
+  {
+    std::ofstream out(big);
+    out << kHeader << std::string(size_t{1} << 20, '#');
+  }
+  try {
+    load_model_spec(big);
+    ADD_FAILURE() << "a spec over 1 MB loaded";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(big + ": a model spec of more than 1048576 bytes"),
+              std::string::npos)
+        << e.what();
+  }
+  std::remove(big.c_str());
 }
 
 TEST(ModelSpecTest, InvalidYamlNamesTheLine) {

@@ -1,7 +1,6 @@
 #include "io/image.h"
 
 #include <stb/stb_image.h>
-#include <stb/stb_image_resize.h>
 #include <stb/stb_image_write.h>
 #include <sys/stat.h>
 
@@ -10,6 +9,8 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+
+#include "io/image_resize.h"
 
 namespace sf {
 namespace {
@@ -54,6 +55,32 @@ int64_t to_float_channels(const Image& img, int64_t target, std::vector<float>& 
   return color;
 }
 
+uint32_t little_endian(const unsigned char* p, int bytes) {
+  uint32_t v = 0;
+  for (int i = bytes - 1; i >= 0; --i) v = (v << 8) | p[i];
+  return v;
+}
+
+// The fewest bytes a file holding a w x h image of `decoded` bytes can have. Binary PNM and BMP
+// (stb reads no run-length BMP) store pixels raw: a row per line of the image, BMP's padded to
+// 4 bytes. The other formats compress, PNG by at most deflate's 1032:1 from pixels of as little
+// as one bit that decode to up to 4 bytes (1-bit palette entries of RGBA colours): 33,024:1.
+int64_t least_file_bytes(FILE* file, int64_t w, int64_t h, int64_t decoded) {
+  unsigned char header[34] = {};
+  const size_t got = std::fread(header, 1, sizeof(header), file);
+  std::rewind(file);
+  if (got >= 2 && header[0] == 'P' && (header[1] == '5' || header[1] == '6')) return decoded;
+  if (got >= 34 && header[0] == 'B' && header[1] == 'M') {
+    // OS/2's 12-byte info header has 16-bit sizes and no compression field.
+    const bool os2 = little_endian(header + 14, 4) == 12;
+    const int64_t bits_per_pixel = little_endian(header + (os2 ? 24 : 28), 2);
+    const uint32_t compression = os2 ? 0 : little_endian(header + 30, 4);
+    if (compression == 0 || compression == 3)  // BI_RGB, BI_BITFIELDS
+      return (w * bits_per_pixel + 31) / 32 * 4 * h;
+  }
+  return decoded / kMaxImageCompression;
+}
+
 }  // namespace
 
 Image decode_image(const std::string& path) {
@@ -78,13 +105,14 @@ Image decode_image(const std::string& path) {
     fail("{}: image is {}x{}x{} ({} bytes decoded); the limit is {} bytes", path, w, h, c, bytes,
          kMaxImageBytes);
 
-  // Binary PNM stores pixels raw: a header that declares more pixels than the file holds is
-  // truncated, and stb would still allocate the whole image and return it padded.
-  unsigned char magic[2] = {0, 0};
-  if (std::fread(magic, 1, 2, file.get()) == 2 && magic[0] == 'P' &&
-      (magic[1] == '5' || magic[1] == '6') && static_cast<int64_t>(st.st_size) < bytes)
-    fail("{}: truncated: the header says {}x{}x{} ({} bytes of pixels) but the file has {} bytes",
-         path, w, h, c, bytes, static_cast<int64_t>(st.st_size));
+  // A header that declares more pixels than the file can hold is truncated or hostile; stb
+  // would still allocate the whole image and return it padded.
+  const int64_t file_bytes = static_cast<int64_t>(st.st_size);
+  const int64_t at_least = least_file_bytes(file.get(), w, h, bytes);
+  if (file_bytes < at_least)
+    fail("{}: truncated: the header says {}x{}x{} ({} bytes of pixels), which needs a file of at "
+         "least {} bytes, but the file has {} bytes",
+         path, w, h, c, bytes, at_least, file_bytes);
   std::rewind(file.get());
 
   int dw = 0, dh = 0, dc = 0;
@@ -130,13 +158,8 @@ Tensor image_to_tensor(const Image& img, int64_t width, int64_t height, int64_t 
   const std::vector<float>* pixels = &src;
   if (width != img.width || height != img.height) {
     resized.resize(static_cast<size_t>(width * height * c));
-    // alpha_channel -1: a kept alpha channel is resized like any other, not premultiplied.
-    int ok = stbir_resize_float_generic(
-        src.data(), static_cast<int>(img.width), static_cast<int>(img.height), 0, resized.data(),
-        static_cast<int>(width), static_cast<int>(height), 0, static_cast<int>(c), -1, 0,
-        STBIR_EDGE_CLAMP, STBIR_FILTER_TRIANGLE, STBIR_COLORSPACE_LINEAR, nullptr);
-    if (ok == 0)
-      fail("image_to_tensor: resizing {}x{} to {}x{} failed", img.width, img.height, width, height);
+    // A kept alpha channel is resized like any other, not premultiplied.
+    resize_triangle(src.data(), img.width, img.height, c, resized.data(), width, height);
     pixels = &resized;
   }
 

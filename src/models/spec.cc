@@ -47,6 +47,17 @@ struct LayerContext {
     fail("{}: layer '{}' ({}): {}", where(origin, yaml), name, type,
          fmt::format(format, std::forward<Args>(args)...));
   }
+  // The element count of a parameter of this shape (positive dimensions), or an error naming
+  // the layer when it exceeds limits::kMaxElements, so that sizes derived from it cannot overflow.
+  int64_t elements(const Shape& shape, const char* what) const {
+    int64_t n = 1;
+    for (int64_t d : shape) {
+      if (d > limits::kMaxElements / n)
+        error("{} {} have more than {} elements", what, shape_str(shape), limits::kMaxElements);
+      n *= d;
+    }
+    return n;
+  }
   bool has(const char* key) const { return static_cast<bool>(yaml[key]); }
   template <typename T>
   T get(const char* key, T fallback) const {
@@ -188,13 +199,18 @@ Output build_conv(LayerContext& ctx, bool depthwise) {
   const Shape& in = ctx.input_shape();
   if (in.size() != 4) ctx.error("input is {}, expected an image batch [N,H,W,C]", shape_str(in));
   const int64_t in_channels = in[3];
+  if (in_channels <= 0) ctx.error("input {} has no channels", shape_str(in));
   std::vector<int64_t> kernel = ctx.pair("kernel", 0);
   if (!ctx.has("kernel")) ctx.error("missing required key 'kernel'");
   ops::Conv2DOptions options = conv_options(ctx);
   int64_t out_channels, groups;
   if (depthwise) {
     groups = in_channels;
-    out_channels = in_channels * ctx.get<int64_t>("multiplier", 1);
+    const int64_t multiplier = ctx.get<int64_t>("multiplier", 1);
+    if (multiplier <= 0 || multiplier > limits::kMaxElements / std::max<int64_t>(in_channels, 1))
+      ctx.error("multiplier must be 1..{} for {} input channels, got {}",
+                limits::kMaxElements / std::max<int64_t>(in_channels, 1), in_channels, multiplier);
+    out_channels = in_channels * multiplier;
   } else {
     out_channels = ctx.required<int64_t>("filters");
     groups = ctx.get<int64_t>("groups", 1);
@@ -207,9 +223,10 @@ Output build_conv(LayerContext& ctx, bool depthwise) {
   options.groups = groups;
   std::string activation = ctx.get<std::string>("activation", "none");
   const int64_t per_group_in = in_channels / groups;
-  Output w = ctx.weights({kernel[0], kernel[1], per_group_in, out_channels},
-                         weight_init(ctx, activation), kernel[0] * kernel[1] * per_group_in,
-                         kernel[0] * kernel[1] * out_channels / groups);
+  const Shape w_shape = {kernel[0], kernel[1], per_group_in, out_channels};
+  const int64_t w_elements = ctx.elements(w_shape, "weights");
+  Output w = ctx.weights(w_shape, weight_init(ctx, activation), w_elements / out_channels,
+                         w_elements / per_group_in / groups);
   Output y = ops::conv2d(ctx.graph(), x, w, options, ctx.name);
   if (ctx.get<bool>("use_bias", true)) {
     Output b = ctx.parameter("bias", {out_channels}, bias_init(ctx), 1, 1, false);
@@ -333,16 +350,17 @@ std::vector<std::string> layer_types() {
 }
 
 ModelSpec load_model_spec(const std::string& path) {
-  std::ifstream in(path);
+  std::ifstream in(path, std::ios::binary);
   if (!in) fail("{}: cannot open model spec", path);
-  in.seekg(0, std::ios::end);
-  if (static_cast<uint64_t>(in.tellg()) > kMaxSpecBytes)
-    fail("{}: a model spec of {} bytes is larger than the {}-byte limit", path,
-         static_cast<uint64_t>(in.tellg()), kMaxSpecBytes);
-  in.seekg(0);
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return parse_model_spec(buffer.str(), path);
+  // Read up to one byte past the limit rather than trusting a seek: pipes and /dev/stdin have
+  // no size to seek to.
+  std::string text(kMaxSpecBytes + 1, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  if (in.bad()) fail("{}: cannot read model spec", path);
+  text.resize(static_cast<size_t>(in.gcount()));
+  if (text.size() > kMaxSpecBytes)
+    fail("{}: a model spec of more than {} bytes is larger than the limit", path, kMaxSpecBytes);
+  return parse_model_spec(text, path);
 }
 
 namespace {

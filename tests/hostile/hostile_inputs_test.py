@@ -279,6 +279,17 @@ class HostileInputs(unittest.TestCase):
         relu_model(p, x_shape=(1, 28, 28, 1))
         self.assert_error(["classify", "--model", p, "--image", img], img, "truncated")
 
+    def test_images_at_shrink_ratios_stb_resize_aborts_on(self):
+        # Debian's stb_image_resize aborts on an assertion when shrinking 36 -> 28 (and 270 ->
+        # 224, ...); classify must resize such images like any other.
+        p = self.path("cls36.sfm")
+        relu_model(p, x_shape=(1, 28, 28, 1))
+        for side in (36, 37, 41):
+            img = self.write(f"side{side}.pgm",
+                             f"P5\n{side} {side}\n255\n".encode() + bytes(range(side)) * side, "wb")
+            r = run_slimflow(["classify", "--model", p, "--image", img, "--top", "1"])
+            self.assertEqual((r.code, r.signal), (0, None), r.stderr)
+
     def test_idx_gzip_bomb(self):
         folder = self.path("bomb")
         tiny_dataset(folder)
