@@ -3,6 +3,7 @@
 // integer ops: qdq_fusion.cc), and names the outputs.
 #include "onnx/importer.h"
 
+#include <algorithm>
 #include <climits>
 #include <fstream>
 #include <map>
@@ -143,10 +144,22 @@ onnx::ModelProto upgraded(const onnx::ModelProto& proto, int opset, const std::s
   std::set<std::string> defined;
   for (const onnx::ValueInfoProto& in : graph.input()) defined.insert(in.name());
   for (const onnx::TensorProto& init : graph.initializer()) defined.insert(init.name());
+  // The ranks the converter will see: its Gemm 6 -> 7 adapter reads two dimensions of A and B.
+  std::map<std::string, int> declared_rank;
+  for (const auto* infos : {&graph.input(), &graph.value_info()})
+    for (const onnx::ValueInfoProto& v : *infos)
+      if (v.type().has_tensor_type() && v.type().tensor_type().has_shape())
+        declared_rank[v.name()] = v.type().tensor_type().shape().dim_size();
+  for (const onnx::TensorProto& init : graph.initializer()) declared_rank[init.name()] = init.dims_size();
   for (const onnx::NodeProto& n : graph.node()) {
     for (const onnx::AttributeProto& a : n.attribute())
       if (a.has_g() || a.graphs_size() > 0)
         throw invalid(fmt::format("node '{}' ({}) holds a subgraph", n.name(), n.op_type()));
+    if (n.op_type() == "Gemm" && opset < 7)
+      for (int i = 0; i < std::min(n.input_size(), 2); ++i)
+        if (auto it = declared_rank.find(n.input(i)); it != declared_rank.end() && it->second != 2)
+          throw invalid(fmt::format("node '{}' (Gemm) reads '{}' of rank {}; A and B must be 2-D",
+                                    n.name(), n.input(i), it->second));
     for (const std::string& in : n.input())
       if (!in.empty() && !defined.count(in))
         throw invalid(fmt::format("node '{}' ({}) reads '{}' before anything writes it",

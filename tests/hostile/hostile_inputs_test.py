@@ -560,6 +560,18 @@ class HostileInputs(unittest.TestCase):
                           "not valid ONNX")
 
     @unittest.skipIf(onnx is None, "needs the onnx module")
+    def test_old_opset_gemm_of_a_rank_0_input(self):
+        # Found by the ONNX fuzzer: the converter's Gemm 6 -> 7 adapter reads B's second
+        # dimension whatever B's rank (a SEGV in libonnx).
+        for rank_of_b in ([], [4]):
+            p = self.path("gemm5.onnx")
+            save_onnx(p, [helper.make_node("Gemm", ["a", "b", "c"], ["y"], name="g", alpha=1.0)],
+                      [f32_info("a", [3, 5]), f32_info("b", rank_of_b), f32_info("c", [1, 4])],
+                      [f32_info("y", [3, 4])], opset=5)
+            self.assert_error(["import", p, "--out", self.path("gemm5.sfm")], p, "opset 5",
+                              "'g' (Gemm) reads 'b' of rank %d" % len(rank_of_b))
+
+    @unittest.skipIf(onnx is None, "needs the onnx module")
     def test_one_d_conv_transpose_with_wrong_channels(self):
         # Found by the ONNX fuzzer: the 1-D lift's error named a node that no longer existed.
         w = numpy_helper.from_array(np.ones((1, 3, 2), np.float32), "W")
