@@ -10,6 +10,7 @@
 #include <cstring>
 #include <memory>
 
+#include "core/little_endian.h"
 #include "io/image_resize.h"
 
 namespace sf {
@@ -55,12 +56,6 @@ int64_t to_float_channels(const Image& img, int64_t target, std::vector<float>& 
   return color;
 }
 
-uint32_t little_endian(const unsigned char* p, int bytes) {
-  uint32_t v = 0;
-  for (int i = bytes - 1; i >= 0; --i) v = (v << 8) | p[i];
-  return v;
-}
-
 // The fewest bytes a file holding a w x h image of `decoded` bytes can have. Binary PNM and BMP
 // (stb reads no run-length BMP) store pixels raw: a row per line of the image, BMP's padded to
 // 4 bytes. The other formats compress, PNG by at most deflate's 1032:1 from pixels of as little
@@ -72,9 +67,9 @@ int64_t least_file_bytes(FILE* file, int64_t w, int64_t h, int64_t decoded) {
   if (got >= 2 && header[0] == 'P' && (header[1] == '5' || header[1] == '6')) return decoded;
   if (got >= 34 && header[0] == 'B' && header[1] == 'M') {
     // OS/2's 12-byte info header has 16-bit sizes and no compression field.
-    const bool os2 = little_endian(header + 14, 4) == 12;
-    const int64_t bits_per_pixel = little_endian(header + (os2 ? 24 : 28), 2);
-    const uint32_t compression = os2 ? 0 : little_endian(header + 30, 4);
+    const bool os2 = get_le<uint32_t>(header + 14) == 12;
+    const int64_t bits_per_pixel = get_le<uint16_t>(header + (os2 ? 24 : 28));
+    const uint32_t compression = os2 ? 0 : get_le<uint32_t>(header + 30);
     if (compression == 0 || compression == 3)  // BI_RGB, BI_BITFIELDS
       return (w * bits_per_pixel + 31) / 32 * 4 * h;
   }

@@ -12,6 +12,8 @@
 #include <string_view>
 #include <vector>
 
+#include "core/little_endian.h"
+
 namespace sf {
 namespace {
 
@@ -253,8 +255,8 @@ Tensor read_npy(const std::string& path) {
   const size_t len_bytes = major == 1 ? 2 : 4;
   if (!read_all(path, fd.get(), prefix + 8, len_bytes))
     fail("{}: truncated .npy file (no header length)", path);
-  uint32_t header_len = 0;
-  for (size_t i = 0; i < len_bytes; ++i) header_len |= uint32_t{prefix[8 + i]} << (8 * i);
+  const uint32_t header_len =
+      major == 1 ? get_le<uint16_t>(prefix + 8) : get_le<uint32_t>(prefix + 8);
   const uint64_t data_offset = 8 + len_bytes + header_len;
   if (header_len > kMaxNpyHeaderBytes)
     fail("{}: .npy header of {} bytes is over the limit of {}", path, header_len,

@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "core/little_endian.h"
+
 namespace sf::modelfile {
 
 inline constexpr char kMagic[8] = {'S', 'F', 'M', 'O', 'D', 'E', 'L', '\0'};
@@ -30,16 +32,7 @@ inline constexpr size_t kDataSizeAt = 40;
 
 inline uint64_t align_up(uint64_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
 
-template <typename T>
-void put_le(unsigned char* out, T value) {
-  for (size_t i = 0; i < sizeof(T); ++i) out[i] = static_cast<unsigned char>(value >> (8 * i));
-}
-
-template <typename T>
-T get_le(const unsigned char* in) {
-  T value = 0;
-  for (size_t i = 0; i < sizeof(T); ++i) value |= static_cast<T>(in[i]) << (8 * i);
-  return value;
-}
+using sf::get_le;
+using sf::put_le;
 
 }  // namespace sf::modelfile

@@ -150,7 +150,8 @@ onnx::ModelProto upgraded(const onnx::ModelProto& proto, int opset, const std::s
     for (const onnx::ValueInfoProto& v : *infos)
       if (v.type().has_tensor_type() && v.type().tensor_type().has_shape())
         declared_rank[v.name()] = v.type().tensor_type().shape().dim_size();
-  for (const onnx::TensorProto& init : graph.initializer()) declared_rank[init.name()] = init.dims_size();
+  for (const onnx::TensorProto& init : graph.initializer())
+    declared_rank[init.name()] = init.dims_size();
   for (const onnx::NodeProto& n : graph.node()) {
     for (const onnx::AttributeProto& a : n.attribute())
       if (a.has_g() || a.graphs_size() > 0)

@@ -1,5 +1,6 @@
 #include "train/checkpoint.h"
 
+#include "core/little_endian.h"
 #include "io/atomic_file.h"
 
 #include <fcntl.h>
@@ -99,11 +100,9 @@ class Cursor {
   template <typename T>
   T get(const char* what) {
     need(sizeof(T), what);
-    std::make_unsigned_t<T> u = 0;
-    for (size_t i = 0; i < sizeof(T); ++i)
-      u |= static_cast<std::make_unsigned_t<T>>(data_[pos_ + i]) << (8 * i);
+    const T value = get_le<T>(data_ + pos_);
     pos_ += sizeof(T);
-    return static_cast<T>(u);
+    return value;
   }
   std::string bytes(uint64_t n, const char* what) {
     need(n, what);
@@ -214,8 +213,7 @@ Checkpoint load_checkpoint(const std::string& path) {
     fail("{}: checkpoint format version {} is not supported (this build reads {})", path, version,
          kCheckpointVersion);
   uint64_t crc_pos = size - kCrcBytes;
-  uint32_t stored_crc = 0;
-  for (int i = 0; i < 4; ++i) stored_crc |= uint32_t{file[crc_pos + i]} << (8 * i);
+  const uint32_t stored_crc = get_le<uint32_t>(file.data() + crc_pos);
   uint32_t actual_crc = crc_update(0, file.data(), crc_pos);
   if (stored_crc != actual_crc)
     fail(

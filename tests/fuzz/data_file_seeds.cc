@@ -1,9 +1,9 @@
-// Writes the data-file fuzzer's starting corpus into the folder given as argv[1]: small valid
-// files of each kind the fuzzer reads, each behind the byte that selects its reader, so that
-// mutations start from headers the readers accept (IDX of each element type, raw and gzip;
-// .npy versions 1.0 and 2.0 of each dtype; PNG, PGM and BMP images; a bottleneck cache; the
-// model specs of the repository's models/ folder; a checkpoint, without its CRC, which the
-// fuzzer appends).
+// Writes the data-file fuzzer's starting corpus into the folder argv[1]: small valid files of
+// each kind the fuzzer reads, each behind the byte that selects its reader, so that mutations
+// start from headers the readers accept (IDX of each element type, raw and gzip; .npy versions
+// 1.0 and 2.0 of each dtype; PNG, PPM and BMP images; a bottleneck cache; the model specs of
+// the folder argv[2], the repository's models/; a checkpoint, without its CRC, which the fuzzer
+// appends).
 #include <zlib.h>
 
 #include <cstdio>
