@@ -1,4 +1,5 @@
 #include <gtest/gtest.h>
+#include <stb/stb_image.h>
 #include <stb/stb_image_write.h>
 
 #include <cmath>
@@ -134,6 +135,36 @@ TEST(IoImage, ErrorsNameTheFile) {
   write_file_bytes(dir.file("cut.png"), png.substr(0, png.size() / 2));
   e = error_of([&] { decode_image(dir.file("cut.png")); });
   EXPECT_NE(e.find(dir.file("cut.png") + ": "), std::string::npos) << e;
+}
+
+std::string be(uint32_t v, int bytes) {
+  std::string s;
+  for (int i = bytes - 1; i >= 0; --i) s.push_back(static_cast<char>(v >> (8 * i)));
+  return s;
+}
+
+TEST(IoImage, RefusesFormatsStbKnowsButWeDoNotTake) {
+  TempDir dir;
+  // 2x2 Radiance HDR, flat RGBE pixels (rows under 8 pixels are never run-length coded).
+  const std::string hdr = "#?RADIANCE\nFORMAT=32-bit_rle_rgbe\n\n-Y 2 +X 2\n"s +
+                          std::string(4 * 4, '\x80');
+  // 2x2 RGB Photoshop file: header, three empty sections, raw planar pixels.
+  const std::string psd = "8BPS"s + be(1, 2) + std::string(6, '\0') + be(3, 2) + be(2, 4) +
+                          be(2, 4) + be(8, 2) + be(3, 2) + be(0, 4) + be(0, 4) + be(0, 4) +
+                          be(0, 2) + std::string(3 * 4, '\x40');
+  for (const auto& [name, bytes, format] :
+       {std::tuple{"x.hdr", hdr, "Radiance HDR"}, std::tuple{"x.psd", psd, "Photoshop (PSD)"}}) {
+    const std::string path = dir.file(name);
+    write_file_bytes(path, bytes);
+    // stb would decode it: the refusal is ours.
+    int w = 0, h = 0, c = 0;
+    ASSERT_EQ(stbi_info(path.c_str(), &w, &h, &c), 1) << name;
+    EXPECT_EQ(w, 2) << name;
+    const std::string e = error_of([&] { decode_image(path); });
+    EXPECT_EQ(e, path + ": " + format +
+                     " images are not supported; use PNG, JPEG, BMP, GIF, TGA or PGM/PPM")
+        << name;
+  }
 }
 
 TEST(IoImage, RejectsHugeImagesBeforeDecoding) {

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <string_view>
 
 #include "core/little_endian.h"
 #include "io/image_resize.h"
@@ -60,10 +61,8 @@ int64_t to_float_channels(const Image& img, int64_t target, std::vector<float>& 
 // (stb reads no run-length BMP) store pixels raw: a row per line of the image, BMP's padded to
 // 4 bytes. The other formats compress, PNG by at most deflate's 1032:1 from pixels of as little
 // as one bit that decode to up to 4 bytes (1-bit palette entries of RGBA colours): 33,024:1.
-int64_t least_file_bytes(FILE* file, int64_t w, int64_t h, int64_t decoded) {
-  unsigned char header[34] = {};
-  const size_t got = std::fread(header, 1, sizeof(header), file);
-  std::rewind(file);
+int64_t least_file_bytes(const unsigned char* header, size_t got, int64_t w, int64_t h,
+                         int64_t decoded) {
   if (got >= 2 && header[0] == 'P' && (header[1] == '5' || header[1] == '6')) return decoded;
   if (got >= 34 && header[0] == 'B' && header[1] == 'M') {
     // OS/2's 12-byte info header has 16-bit sizes and no compression field.
@@ -76,6 +75,19 @@ int64_t least_file_bytes(FILE* file, int64_t w, int64_t h, int64_t decoded) {
   return decoded / kMaxImageCompression;
 }
 
+// The name of a format stb_image decodes that we do not take, or nullptr. Photoshop, Softimage
+// PIC and Radiance HDR are not image formats users feed a network, are not documented as
+// inputs, and their stb decoders are the ones with the longest record of memory bugs.
+const char* refused_format(const unsigned char* header, size_t got) {
+  auto starts_with = [&](std::string_view magic) {
+    return got >= magic.size() && std::memcmp(header, magic.data(), magic.size()) == 0;
+  };
+  if (starts_with("8BPS")) return "Photoshop (PSD)";
+  if (starts_with("\x53\x80\xF6\x34")) return "Softimage PIC";
+  if (starts_with("#?RADIANCE") || starts_with("#?RGBE")) return "Radiance HDR";
+  return nullptr;
+}
+
 }  // namespace
 
 Image decode_image(const std::string& path) {
@@ -86,6 +98,12 @@ Image decode_image(const std::string& path) {
   if (::fstat(fileno(file.get()), &st) != 0)
     fail("{}: cannot stat: {}", path, std::strerror(errno));
   if (S_ISDIR(st.st_mode)) fail("{}: cannot open: {}", path, std::strerror(EISDIR));
+
+  unsigned char header[34] = {};
+  const size_t header_bytes = std::fread(header, 1, sizeof(header), file.get());
+  std::rewind(file.get());
+  if (const char* format = refused_format(header, header_bytes))
+    fail("{}: {} images are not supported; use PNG, JPEG, BMP, GIF, TGA or PGM/PPM", path, format);
 
   int w = 0, h = 0, c = 0;
   // stbi_info reads only the header and rewinds, so the limits are checked before decoding.
@@ -103,7 +121,7 @@ Image decode_image(const std::string& path) {
   // A header that declares more pixels than the file can hold is truncated or hostile; stb
   // would still allocate the whole image and return it padded.
   const int64_t file_bytes = static_cast<int64_t>(st.st_size);
-  const int64_t at_least = least_file_bytes(file.get(), w, h, bytes);
+  const int64_t at_least = least_file_bytes(header, header_bytes, w, h, bytes);
   if (file_bytes < at_least)
     fail("{}: truncated: the header says {}x{}x{} ({} bytes of pixels), which needs a file of at "
          "least {} bytes, but the file has {} bytes",

@@ -1,5 +1,5 @@
-// Reading images (PNG, JPEG, BMP, PGM/PPM and the other formats stb_image knows) and turning
-// them into network inputs; writing grayscale PNGs (test digits for the README demo).
+// Reading images (PNG, JPEG, BMP, GIF, TGA, PGM/PPM) and turning them into network inputs;
+// writing grayscale PNGs (test digits for the README demo).
 //
 // Decoding uses Debian's libstb (resizing does not: io/image_resize.h says why). The header's
 // width, height and channel count are read first and checked against kMaxImageSide and
@@ -32,8 +32,9 @@ struct Image {
 };
 
 // Decodes `path` with the channel count stored in the file. Throws sf::Error "<path>: ..." when
-// the file cannot be opened, is not an image ("<path>: not an image (<stb's reason>)"), is
-// larger than the limits above, or is too small for the pixels its header declares.
+// the file cannot be opened, is not an image ("<path>: not an image (<stb's reason>)"), is a
+// format stb knows but we refuse (PSD, PIC, HDR), is larger than the limits above, or is too
+// small for the pixels its header declares.
 Image decode_image(const std::string& path);
 
 // Converts `img` to f32 [1, height, width, channels] (NHWC) with values (pixel - mean) / std,
