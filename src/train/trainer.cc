@@ -5,29 +5,31 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstddef>
 #include <cstring>
 #include <filesystem>
-#include <numeric>
+#include <map>
+#include <random>
 #include <sstream>
 #include <utility>
 
-#include "autodiff/gradients.h"
 #include "comm/communicator.h"
 #include "comm/process_links.h"
 #include "core/error.h"
 #include "ops/op_names.h"
-#include "ops/ops.h"
 #include "placement/device_name.h"
+#include "runtime/precision.h"
 #include "runtime/process_stats.h"
 #include "runtime/session.h"
 #include "train/checkpoint.h"
 #include "train/data_parallel.h"
-#include "train/micro_batches.h"
+#include "train/grad_compression.h"
 #include "train/optimizer.h"
 #include "train/parameter_server.h"
+#include "train/run_config.h"
 #include "train/sharded_batches.h"
+#include "train/training_graph.h"
 #include "train/training_run.h"
-#include "transforms/training_passes.h"
 
 namespace sf {
 
@@ -40,155 +42,6 @@ void clip_to_unit(Tensor& weights) {
   for (int64_t i = 0; i < weights.numel(); ++i) w[i] = std::clamp(w[i], -1.0f, 1.0f);
 }
 
-constexpr int64_t kEvalBatch = 200;
-
-// The options a run trains with once the command line, a resumed run, the spec's `train:`
-// section and the built-in defaults are merged (in that order of precedence).
-struct RunConfig {
-  int64_t epochs = 5;
-  int64_t batch = 64;
-  double lr = 1e-3;
-  std::string optimizer = "adam";
-  double weight_decay = 0.0;
-  double momentum = 0.9;
-  std::string lr_schedule = "constant";
-  uint64_t seed = 1;
-  std::string data;
-  int64_t train_limit = 0;
-  int64_t test_limit = 0;
-  std::string lr_scaling = "linear";
-  Augmentation augment;
-
-  json to_json() const {
-    return {{"epochs", epochs},       {"batch", batch},
-            {"lr", lr},               {"optimizer", optimizer},
-            {"weight_decay", weight_decay}, {"momentum", momentum},
-            {"lr_schedule", lr_schedule}, {"seed", seed},
-            {"data", data},           {"train_limit", train_limit},
-            {"test_limit", test_limit}, {"lr_scaling", lr_scaling},
-            {"augment", augmentation_str(augment)}};
-  }
-};
-
-// The recipe a run recorded in its metadata's "options", which both --resume and --init-from
-// take over; the epochs and data limits only a resumed run keeps.
-void read_recipe(const json& o, RunConfig& config) {
-  config.batch = o.at("batch");
-  config.lr = o.at("lr");
-  config.optimizer = o.at("optimizer");
-  config.weight_decay = o.at("weight_decay");
-  config.momentum = o.at("momentum");
-  config.lr_schedule = o.at("lr_schedule");
-  config.seed = o.at("seed");
-  config.data = o.at("data");
-  config.lr_scaling = o.value("lr_scaling", config.lr_scaling);
-  config.augment = parse_augmentation(o.value("augment", ""));
-}
-
-template <typename T>
-T spec_default(const ModelSpec& spec, const std::string& key, T fallback) {
-  auto it = spec.train_defaults.find(key);
-  if (it == spec.train_defaults.end()) return fallback;
-  try {
-    if constexpr (std::is_same_v<T, std::string>) {
-      return it->second;
-    } else if constexpr (std::is_floating_point_v<T>) {
-      return static_cast<T>(std::stod(it->second));
-    } else {
-      return static_cast<T>(std::stoll(it->second));
-    }
-  } catch (const std::exception&) {
-    fail("{}: train.{}: '{}' is not a valid value", spec.origin, key, it->second);
-  }
-}
-
-struct TrainingGraph {
-  Model model;
-  Output labels;
-  Output teacher_logits;  // distillation only
-  Output loss;            // what training minimizes
-  Output label_loss;      // cross-entropy against the labels (the test loss)
-  Output probs;
-  std::vector<Output> grads;
-  int first_backward = 0;  // the node gradients() added first
-  // With micro-batches, evaluation runs micro-batch 0's copy (model.input, labels, label_loss,
-  // probs) and a training step feeds every copy's (input, labels) and fetches step_probs.
-  std::vector<std::pair<Output, Output>> micro_batch_inputs;
-  Output step_probs;
-};
-
-TrainingGraph build_training_graph(const ModelSpec& spec, int64_t batch,
-                                   const Distillation* distillation = nullptr) {
-  TrainingGraph t{build_model(spec, batch), {}, {}, {}, {}, {}, {}};
-  Graph& g = t.model.graph;
-  t.labels = ops::placeholder(g, DType::i32, {batch}, "labels");
-  if (distillation) {
-    if (distillation->classes != spec.classes)
-      fail("distill: the teacher has {} classes, the student {} ({}) has {}",
-           distillation->classes, spec.name, spec.origin, spec.classes);
-    t.label_loss = ops::softmax_cross_entropy(g, t.model.logits, t.labels, "label_loss");
-    t.teacher_logits =
-        ops::placeholder(g, DType::f32, {batch, distillation->classes}, "teacher_logits");
-    t.loss = distillation_loss(g, t.model.logits, t.teacher_logits, t.label_loss,
-                               distillation->temperature, distillation->alpha);
-  } else {
-    t.loss = t.label_loss = ops::softmax_cross_entropy(g, t.model.logits, t.labels, "loss");
-  }
-  t.probs = Output{t.label_loss.node, 1};
-  std::vector<Output> wrt;
-  for (const Parameter& p : t.model.parameters) wrt.push_back(p.output);
-  t.first_backward = g.num_nodes();
-  t.grads = gradients(g, t.loss, wrt);
-  for (size_t i = 0; i < wrt.size(); ++i)
-    if (!t.grads[i].valid())
-      fail("{}: parameter '{}' does not affect the loss", spec.origin,
-           t.model.parameters[i].name);
-  // The training rewrites, every output the loop holds mapped along.
-  std::vector<Output*> held = {&t.model.input, &t.model.logits, &t.labels,
-                               &t.loss,        &t.label_loss,   &t.probs};
-  if (t.teacher_logits.valid()) held.push_back(&t.teacher_logits);
-  for (Parameter& p : t.model.parameters) held.push_back(&p.output);
-  for (MovingAverage& m : t.model.moving_averages) held.push_back(&m.batch_value);
-  for (Output& grad : t.grads) held.push_back(&grad);
-  std::vector<Output> outputs;
-  for (const Output* o : held) outputs.push_back(*o);
-  // The rewrite keeps the nodes' order and names, not their ids: the gradient seed is found
-  // again by name.
-  const std::string seed = t.model.graph.node(t.first_backward).name;
-  t.model.graph = rewrite_training_graph(t.model.graph, outputs);
-  t.first_backward = t.model.graph.id_of(seed);
-  for (size_t i = 0; i < held.size(); ++i) *held[i] = outputs[i];
-  t.step_probs = t.probs;
-  return t;
-}
-
-// The training graph of a batch in `micro_batches` micro-batches (train/micro_batches.h);
-// `step` is one micro-batch's.
-TrainingGraph micro_batched(TrainingGraph step, int64_t micro_batches) {
-  MicroBatchGraph mb = micro_batch_graph(
-      StepGraph{.graph = &step.model.graph,
-                .first_backward = step.first_backward,
-                .fed = {step.model.input, step.labels},
-                .loss = step.loss,
-                .probs = step.probs,
-                .grads = step.grads},
-      micro_batches);
-  TrainingGraph t;
-  t.model = std::move(step.model);
-  t.model.graph = std::move(mb.graph);
-  for (Parameter& p : t.model.parameters) p.output = Output{t.model.graph.id_of(p.name), 0};
-  t.model.input = mb.fed[0][0];
-  t.labels = mb.fed[0][1];
-  t.model.logits = Output{};  // one per micro-batch
-  t.label_loss = mb.losses[0];
-  t.probs = mb.probs[0];
-  t.loss = mb.loss;
-  t.step_probs = mb.probs_all;
-  t.grads = mb.grads;
-  for (const auto& fed : mb.fed) t.micro_batch_inputs.emplace_back(fed[0], fed[1]);
-  return t;
-}
-
 // Rows [begin, end) of a batch, copied (a kernel may expect its input aligned as a new tensor is).
 Tensor batch_rows(const Tensor& batch, int64_t begin, int64_t end) {
   Shape shape = batch.shape();
@@ -198,86 +51,6 @@ Tensor batch_rows(const Tensor& batch, int64_t begin, int64_t end) {
   std::memcpy(part.raw(), static_cast<const char*>(batch.raw()) + static_cast<size_t>(begin) * row_bytes,
               part.bytes());
   return part;
-}
-
-int64_t count_correct(const Tensor& probs, const Tensor& labels) {
-  const int64_t n = probs.dim(0), classes = probs.dim(1);
-  const float* p = probs.data<float>();
-  const int32_t* y = labels.data<int32_t>();
-  int64_t correct = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    const float* row = p + i * classes;
-    int64_t best = 0;
-    for (int64_t c = 1; c < classes; ++c)
-      if (row[c] > row[best]) best = c;
-    correct += best == y[i];
-  }
-  return correct;
-}
-
-EvalResult evaluate(Session& session, const TrainingGraph& t, const Dataset& test) {
-  BatchIterator it(test, BatchOptions{.batch_size = kEvalBatch, .seed = 0, .shuffle = false});
-  Tensor images, labels;
-  EvalResult result;
-  double loss_sum = 0.0;
-  int64_t correct = 0;
-  while (it.next(images, labels)) {
-    Feeds feeds = {{t.model.input, images}, {t.labels, labels}};
-    // Shapes are re-inferred over the whole graph for the evaluation batch, so the teacher's
-    // input (which the test loss does not read) gets a placeholder of that batch.
-    if (t.teacher_logits.valid()) {
-      Tensor unused(DType::f32, {labels.numel(), t.model.graph.type(t.teacher_logits).shape[1]});
-      std::fill(unused.data<float>(), unused.data<float>() + unused.numel(), 0.0f);
-      feeds.emplace_back(t.teacher_logits, unused);
-    }
-    auto out = session.run(feeds, {t.label_loss, t.probs}, false);
-    loss_sum += static_cast<double>(*out[0].data<float>()) * static_cast<double>(labels.numel());
-    correct += count_correct(out[1], labels);
-    result.count += labels.numel();
-  }
-  result.accuracy = result.count ? static_cast<double>(correct) / static_cast<double>(result.count) : 0.0;
-  result.loss = result.count ? loss_sum / static_cast<double>(result.count) : 0.0;
-  return result;
-}
-
-// Rows [begin, end) of `data`, sharing its storage.
-Dataset rows(const Dataset& data, int64_t begin, int64_t end) {
-  Dataset part = data;
-  Shape image_shape = data.images.shape();
-  image_shape[0] = end - begin;
-  const size_t example_bytes = static_cast<size_t>(data.images.numel() / std::max<int64_t>(data.size(), 1)) * sizeof(float);
-  part.images = Tensor(DType::f32, image_shape, data.images.storage(),
-                       static_cast<size_t>(begin) * example_bytes +
-                           (static_cast<char*>(data.images.raw()) -
-                            static_cast<char*>(data.images.storage()->data())));
-  part.labels = Tensor(DType::i32, {end - begin}, data.labels.storage(),
-                       static_cast<size_t>(begin) * sizeof(int32_t) +
-                           (static_cast<char*>(data.labels.raw()) -
-                            static_cast<char*>(data.labels.storage()->data())));
-  return part;
-}
-
-// Every rank evaluates its share of the test set; the counts are summed.
-EvalResult evaluate_sharded(Session& session, const TrainingGraph& t, const Dataset& test,
-                            Communicator& comm) {
-  const int64_t n = test.size(), world = comm.size(), r = comm.rank();
-  EvalResult local;
-  const int64_t begin = n * r / world, end = n * (r + 1) / world;
-  if (end > begin) local = evaluate(session, t, rows(test, begin, end));
-  Tensor counts(DType::i64, {2});
-  counts.data<int64_t>()[0] = std::llround(local.accuracy * static_cast<double>(local.count));
-  counts.data<int64_t>()[1] = local.count;
-  Tensor loss(DType::f32, {1});
-  loss.data<float>()[0] = static_cast<float>(local.loss * static_cast<double>(local.count));
-  comm.allreduce(counts, ReduceOp::sum, "test counts");
-  comm.allreduce(loss, ReduceOp::sum, "test loss");
-  EvalResult result;
-  result.count = counts.data<int64_t>()[1];
-  if (result.count > 0) {
-    result.accuracy = static_cast<double>(counts.data<int64_t>()[0]) / static_cast<double>(result.count);
-    result.loss = static_cast<double>(loss.data<float>()[0]) / static_cast<double>(result.count);
-  }
-  return result;
 }
 
 Dataset limited(const Dataset& data, int64_t limit) {
@@ -340,751 +113,802 @@ json report_json(const EpochReport& r) {
   return j;
 }
 
-}  // namespace
-
-std::string epoch_report_json(const EpochReport& report) { return report_json(report).dump(); }
-
-// --resume continues the run as it was started: a flag that names another model, data set or
-// option would silently mix two runs, so it is refused rather than obeyed or ignored.
-void refuse_contradictions(const TrainOptions& options, const RunConfig& run) {
-  const std::string& dir = options.resume_dir;
-  if (!options.model_path.empty())
-    fail("train: --resume {} trains the run's own model; drop --model {} (or start a new run "
-         "with --out)", dir, options.model_path);
-  if (!options.out_dir.empty() && options.out_dir != dir)
-    fail("train: --resume {} writes to its own directory; drop --out {}", dir, options.out_dir);
-  auto refuse = [&](const char* flag, const auto& given, const auto& stored) {
-    if (given != stored)
-      fail("train: {} {} contradicts the run in {}, which trains with {} {}; drop it to resume",
-           flag, given, dir, flag, stored);
-  };
-  if (!options.data.empty()) refuse("--data", options.data, run.data);
-  if (options.batch) refuse("--batch", *options.batch, run.batch);
-  if (options.lr) refuse("--lr", *options.lr, run.lr);
-  if (options.optimizer) refuse("--optimizer", *options.optimizer, run.optimizer);
-  if (options.weight_decay) refuse("--weight-decay", *options.weight_decay, run.weight_decay);
-  if (options.momentum) refuse("--momentum", *options.momentum, run.momentum);
-  if (options.lr_schedule) refuse("--lr-schedule", *options.lr_schedule, run.lr_schedule);
-  if (options.seed) refuse("--seed", *options.seed, run.seed);
-  if (options.train_limit) refuse("--train-limit", options.train_limit, run.train_limit);
-  if (options.test_limit) refuse("--test-limit", options.test_limit, run.test_limit);
-}
-
-std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks& all_callbacks) {
-  // Data parallelism's replicas; a model placed on the job's devices sets `job` instead (below).
-  Communicator* comm = options.comm;
+// Who this process is in the job, from the communicator and the data-parallel flags.
+struct JobRoles {
+  // Data parallelism's replicas; a model placed on the job's devices sets `job` instead.
+  Communicator* comm = nullptr;
   Communicator* job = nullptr;
-  const int rank = comm ? comm->rank() : 0;
-  int world = comm ? comm->size() : 1;
-  // Async: the first `servers` ranks serve parameters, the others (the data shards) train.
+  int rank = 0;
+  int world = 1;
+  bool async = false;
+  int64_t servers = 0;  // async: the first `servers` ranks serve parameters
+  int64_t max_staleness = 4;
+  bool serving = false;
+  // The ranks that train, each on its shard of every step's data, and this rank's shard.
+  int shards = 1;
+  int shard = 0;
+};
+
+JobRoles job_roles(const TrainOptions& options, bool prunes) {
+  JobRoles roles;
+  roles.comm = options.comm;
+  roles.rank = roles.comm ? roles.comm->rank() : 0;
+  roles.world = roles.comm ? roles.comm->size() : 1;
   if (options.data_parallel != "sync" && options.data_parallel != "async")
     fail("train: --data-parallel must be sync or async, got '{}'", options.data_parallel);
-  const bool async = options.data_parallel == "async";
-  if (!async && options.parameter_servers)
+  roles.async = options.data_parallel == "async";
+  if (!roles.async && options.parameter_servers)
     fail("train: --ps {} needs --data-parallel async", *options.parameter_servers);
-  if (!async && options.max_staleness)
+  if (!roles.async && options.max_staleness)
     fail("train: --max-staleness {} needs --data-parallel async", *options.max_staleness);
-  const int64_t max_staleness = options.max_staleness.value_or(4);
-  if (max_staleness < 0)
-    fail("train: --max-staleness must be 0 or more, got {}", max_staleness);
-  const int64_t servers = async ? options.parameter_servers.value_or(1) : 0;
-  if (async && !comm)
+  roles.max_staleness = options.max_staleness.value_or(4);
+  if (roles.max_staleness < 0)
+    fail("train: --max-staleness must be 0 or more, got {}", roles.max_staleness);
+  roles.servers = roles.async ? options.parameter_servers.value_or(1) : 0;
+  if (roles.async && !roles.comm)
     fail("train: --data-parallel async needs an mpirun job of more ranks than --ps {} (e.g. "
          "mpirun -np {} slimflow train ...)",
-         servers, servers + 2);
-  if (async && (servers < 1 || servers >= world))
+         roles.servers, roles.servers + 2);
+  if (roles.async && (roles.servers < 1 || roles.servers >= roles.world))
     fail("train: --ps {} must be 1..{} for this {}-rank job: at least one rank serves and one "
          "trains",
-         servers, world - 1, world);
-  if (async && options.grad_compression != "none")
+         roles.servers, roles.world - 1, roles.world);
+  if (roles.async && options.grad_compression != "none")
     fail("train: --grad-compression {} compresses sync's allreduce; drop it with --data-parallel "
          "async",
          options.grad_compression);
-  if (async && all_callbacks.after_step)
-    fail("train: this training (pruning) needs --data-parallel sync");
-  const bool serving = async && rank < servers;
-  // The ranks that train, each on its shard of every step's data.
-  int shards = static_cast<int>(world - servers);
-  int shard = static_cast<int>(rank - servers);
+  if (roles.async && prunes) fail("train: this training (pruning) needs --data-parallel sync");
+  roles.serving = roles.async && roles.rank < roles.servers;
+  roles.shards = static_cast<int>(roles.world - roles.servers);
+  roles.shard = static_cast<int>(roles.rank - roles.servers);
+  return roles;
+}
+
+// Model parallelism: a spec placed on an MPI job's devices trains as one model, each process
+// running its devices' part on the same batches (no replicas, no shards).
+void place_on_job(JobRoles& roles, const ModelSpec& spec) {
+  if (!roles.comm || spec.job.empty()) return;
+  if (roles.async)
+    fail("train: {} places its layers on /job:{}, whose processes train one model; drop "
+         "--data-parallel async",
+         spec.origin, spec.job);
+  roles.job = std::exchange(roles.comm, nullptr);
+  roles.world = roles.shards = 1;
+  roles.shard = 0;
+}
+
+// The position and running statistics a resumed run continues from.
+struct ResumePoint {
+  int64_t epoch = 0, batch = 0, offset = 0, step = 0;
+  double loss_sum = 0.0, seconds = 0.0;
+  int64_t correct = 0, seen = 0;
+};
+
+// The training of one process: set up by the constructor (flags, data, graph, session,
+// variables, the exchange with the other ranks), then run() epoch by epoch.
+class TrainingLoop {
+ public:
+  TrainingLoop(const TrainOptions& options, const TrainCallbacks& callbacks);
+  TrainingLoop(const TrainingLoop&) = delete;
+  TrainingLoop& operator=(const TrainingLoop&) = delete;
+
+  std::vector<EpochReport> run();
+
+ private:
+  void message(const std::string& text) const {
+    if (callbacks_.on_message) callbacks_.on_message(text);
+  }
+  DeviceSet check_step_flags();
+  void load_data();
+  void build_graph(const DeviceSet& devices);
+  void create_session();
+  void restore_or_initialize();
+  void prepare_exchange();
+  void restore_compression_state();
+
+  void serve_epoch();
+  void train_step(const Tensor& images, const Tensor& labels);
+  void finish_epoch(double train_seconds, int64_t fresh_seen);
+  double elapsed() const {
+    return std::chrono::duration<double>(Clock::now() - epoch_start_).count();
+  }
+  void apply_update(int64_t at_step, const std::vector<size_t>& parameters,
+                    const std::vector<Tensor>& grads);
+  void save(int64_t at_epoch, int64_t at_batch, int64_t at_offset);
+  void mid_epoch_checkpoint(int64_t at_offset);
+  void async_sync_point();
+  void global_epoch_stats(double& loss_sum, int64_t& correct, int64_t& seen, int64_t& fresh);
+  void global_async_stats(CommStats& comm_stats, int64_t& staleness_max, double& staleness_mean);
+
+  using Clock = std::chrono::steady_clock;
+
+  const TrainOptions& options_;
+  TrainCallbacks callbacks_;
+  JobRoles roles_;
+  ResolvedRun run_;
+  const RunConfig& config_ = run_.config;
+  GradCompression compression_;
+  const Distillation* distillation_ = options_.distillation.get();
+  Dataset train_data_, test_data_;
+
+  TrainingGraph t_;
+  std::optional<TeacherOutputs> teacher_;
+  std::shared_ptr<VariableStore> store_ = std::make_shared<VariableStore>();
+  // The parameters this process updates: all, or in a job those on its own devices.
+  std::vector<size_t> owned_;
+  std::vector<int> owners_;
+  std::optional<ProcessLinks> links_;
+  int rng_owner_ = 0;
+  PrecisionChoice precision_;
+  std::optional<Session> session_;
+  bool shared_second_moment_ = false;
+  std::optional<Optimizer> optimizer_;
+  std::optional<ShardedBatches> batches_;
+  int64_t batches_per_epoch_ = 0;
+
+  ResumePoint resume_;
+  int64_t epoch_ = 0, step_ = 0;
+  std::vector<EpochReport> history_;
+  std::optional<LrSchedule> schedule_;
+
+  std::vector<std::string> parameter_names_, statistics_names_;
+  std::vector<Shape> shapes_, statistics_shapes_;
+  std::vector<int> statistics_owners_;
+  std::vector<Output> fetches_;
+  std::optional<GradientBuckets> buckets_;  // sync data parallelism
+  FetchReady on_fetch_ready_;
+  std::optional<ParameterShards> ps_shards_;
+  std::optional<ParameterServer> server_;
+  std::optional<AsyncWorker> worker_;
+
+  // The epoch under way.
+  double epoch_loss_sum_ = 0.0, epoch_seconds_before_ = 0.0;
+  int64_t epoch_correct_ = 0, epoch_seen_ = 0, seen_before_ = 0, start_offset_ = 0;
+  Clock::time_point epoch_start_;
+  double lr_ = 0.0;
+};
+
+TrainingLoop::TrainingLoop(const TrainOptions& options, const TrainCallbacks& callbacks)
+    : options_(options),
+      callbacks_(callbacks),
+      roles_(job_roles(options, static_cast<bool>(callbacks.after_step))),
+      run_(resolve_run(options)) {
   // Rank 0 speaks for the job; every rank keeps after_step (pruning masks its own replica).
-  TrainCallbacks callbacks = all_callbacks;
-  if (rank != 0) callbacks = TrainCallbacks{all_callbacks.after_step, {}, {}, {}, {}};
-  auto message = [&](const std::string& text) {
-    if (callbacks.on_message) callbacks.on_message(text);
-  };
-  // Resolve the spec and configuration.
-  ModelSpec spec;
-  RunConfig config;
-  std::optional<TrainingRun> resumed;
-  std::optional<TrainingRun> initial;  // --init-from: the run to start from
-  if (!options.resume_dir.empty() && !options.init_from.empty())
-    fail("train: --resume continues a run, --init-from starts a new one from it: give one");
-  if (!options.resume_dir.empty()) {
-    std::string path = checkpoint_path(options.resume_dir);
-    if (!std::filesystem::exists(path))
-      fail("{}: no checkpoint to resume from (expected {})", options.resume_dir, path);
-    resumed.emplace(options.resume_dir);
-    spec = resumed->spec();
-    if (resumed->metadata().contains("distill") && !options.distillation)
-      fail("{}: a distillation run; resume it with slimflow distill --resume {}",
-           options.resume_dir, options.resume_dir);
-    resumed->read_metadata([&](const json& meta) {
-      const json& o = meta.at("options");
-      read_recipe(o, config);
-      config.epochs = o.at("epochs");
-      config.train_limit = o.at("train_limit");
-      config.test_limit = o.at("test_limit");
-    });
-    refuse_contradictions(options, config);
-  } else if (!options.init_from.empty()) {
-    if (options.out_dir.empty()) fail("train: --out DIR is required");
-    initial.emplace(options.init_from);
-    spec = initial->spec();
-    initial->read_metadata([&](const json& meta) { read_recipe(meta.at("options"), config); });
-    config.train_limit = options.train_limit;
-    config.test_limit = options.test_limit;
-  } else {
-    if (options.model_path.empty()) fail("train: --model is required (or --resume DIR)");
-    if (options.out_dir.empty()) fail("train: --out DIR is required");
-    spec = load_model_spec(options.model_path);
-    config.epochs = spec_default<int64_t>(spec, "epochs", config.epochs);
-    config.batch = spec_default<int64_t>(spec, "batch", config.batch);
-    config.lr = spec_default<double>(spec, "lr", config.lr);
-    config.optimizer = spec_default<std::string>(spec, "optimizer", config.optimizer);
-    config.weight_decay = spec_default<double>(spec, "weight_decay", config.weight_decay);
-    config.momentum = spec_default<double>(spec, "momentum", config.momentum);
-    config.lr_schedule = spec_default<std::string>(spec, "lr_schedule", config.lr_schedule);
-    config.seed = spec_default<uint64_t>(spec, "seed", config.seed);
-    config.data = options.data.empty() ? "mnist" : options.data;
-    config.train_limit = options.train_limit;
-    config.test_limit = options.test_limit;
-  }
-  const bool resuming = resumed.has_value();
-  if (options.qat_bits != 0) {
-    if (resuming && spec.qat_bits != options.qat_bits)
-      fail("train: --qat cannot change when resuming ({} trains with qat bits {})",
-           options.resume_dir, spec.qat_bits);
-    spec = with_qat(spec, options.qat_bits);
-  }
-  if (options.binarize_all && options.binarize.empty())
-    fail("train: --binarize-all needs --binarize weights|xnor|ternary");
-  if (!options.binarize.empty()) {
-    if (resuming && (spec.binarize != options.binarize || spec.binarize_all != options.binarize_all))
-      fail("train: --binarize cannot change when resuming ({} trains with binarize '{}'{})",
-           options.resume_dir, spec.binarize, spec.binarize_all ? " on all layers" : "");
-    spec = with_binarize(spec, options.binarize, options.binarize_all);
-  }
-  if (!resuming || !options.data.empty()) {
-    if (!options.data.empty()) config.data = options.data;
-  }
-  if (options.batch) config.batch = *options.batch;
-  if (options.lr) config.lr = *options.lr;
-  if (options.optimizer) config.optimizer = *options.optimizer;
-  if (options.weight_decay) config.weight_decay = *options.weight_decay;
-  if (options.momentum) config.momentum = *options.momentum;
-  if (options.lr_schedule) config.lr_schedule = *options.lr_schedule;
-  if (options.seed) config.seed = *options.seed;
-  if (options.lr_scaling) config.lr_scaling = *options.lr_scaling;
-  check_lr_scaling(config.lr_scaling);
-  if (!options.augment.empty()) config.augment = parse_augmentation(options.augment);
-  if (!resuming && options.epochs) config.epochs = *options.epochs;
-  if (resuming && options.train_limit) config.train_limit = options.train_limit;
-  if (resuming && options.test_limit) config.test_limit = options.test_limit;
-  check_optimizer_kind(config.optimizer);
-  check_lr_schedule(config.lr_schedule);
-  if (config.batch <= 0) fail("train: --batch must be positive, got {}", config.batch);
-  if (config.epochs < 0) fail("train: --epochs must be non-negative, got {}", config.epochs);
-  if (!(config.lr > 0.0) || !std::isfinite(config.lr))
-    fail("train: --lr must be a positive number, got {}", config.lr);
-  const std::string out_dir = resuming ? options.resume_dir : options.out_dir;
-  if (!resuming && !options.overwrite && std::filesystem::exists(checkpoint_path(out_dir)))
-    fail("train: {} already holds a run (its checkpoint {}); continue it with --resume {}, or "
-         "replace it with --overwrite",
-         out_dir, checkpoint_path(out_dir), out_dir);
+  if (roles_.rank != 0) callbacks_ = TrainCallbacks{callbacks.after_step, {}, {}, {}, {}};
+  place_on_job(roles_, run_.spec);
+  const DeviceSet devices = check_step_flags();
+  load_data();
+  build_graph(devices);
+  create_session();
+  restore_or_initialize();
+  prepare_exchange();
+}
 
-  // Model parallelism: a spec placed on an MPI job's devices trains as one model, each process
-  // running its devices' part on the same batches (no replicas, no shards).
-  if (comm && !spec.job.empty()) {
-    if (async)
-      fail("train: {} places its layers on /job:{}, whose processes train one model; drop "
-           "--data-parallel async",
-           spec.origin, spec.job);
-    job = std::exchange(comm, nullptr);
-    world = shards = 1;
-    shard = 0;
-  }
-
-  // The devices, and the default device, checked with the other flags before the data loads. A
-  // job's processes place the graph alike, each as task 0 does: a device named without its task
-  // (`/cpu:1`, the default device) is task 0's on every process.
-  const int cpu_devices = options.cpu_devices > 0 ? options.cpu_devices : default_cpu_devices();
-  const DeviceSet devices =
-      job ? DeviceSet(cpu_devices, spec.job, job->size(), 0) : DeviceSet(cpu_devices);
-  devices.resolve(DeviceName::parse(options.device, "--device"), "--device");
-  if (comm && !(options.bucket_mb > 0.0 && std::isfinite(options.bucket_mb)))
-    fail("train: --bucket-mb must be a positive number, got {}", options.bucket_mb);
-  const GradCompression compression = parse_grad_compression(options.grad_compression);
-  const Distillation* distillation = options.distillation.get();
-  const int64_t micro_batches = options.micro_batches;
+// The devices, and the default device, checked with the other flags before the data loads. A
+// job's processes place the graph alike, each as task 0 does: a device named without its task
+// (`/cpu:1`, the default device) is task 0's on every process.
+DeviceSet TrainingLoop::check_step_flags() {
+  const int cpu_devices = options_.cpu_devices > 0 ? options_.cpu_devices : default_cpu_devices();
+  DeviceSet devices = roles_.job ? DeviceSet(cpu_devices, run_.spec.job, roles_.job->size(), 0)
+                                 : DeviceSet(cpu_devices);
+  devices.resolve(DeviceName::parse(options_.device, "--device"), "--device");
+  if (roles_.comm && !(options_.bucket_mb > 0.0 && std::isfinite(options_.bucket_mb)))
+    fail("train: --bucket-mb must be a positive number, got {}", options_.bucket_mb);
+  compression_ = parse_grad_compression(options_.grad_compression);
+  const int64_t micro_batches = options_.micro_batches;
   if (micro_batches < 1) fail("train: --micro-batches must be 1 or more, got {}", micro_batches);
   if (micro_batches > 1) {
-    if (distillation)
+    if (distillation_)
       fail("train: --micro-batches {} is not supported with distillation; drop it",
            micro_batches);
-    if (comm)
+    if (roles_.comm)
       fail("train: --micro-batches {} pipelines a model placed over devices; data-parallel "
            "replicas (mpirun without /job: devices in the spec) do not take it, drop it",
            micro_batches);
-    if (config.batch % micro_batches != 0)
+    if (config_.batch % micro_batches != 0)
       fail("train: --micro-batches {} must divide the batch {} (equal micro-batches give the "
            "whole batch's mean gradient)",
-           micro_batches, config.batch);
+           micro_batches, config_.batch);
   }
+  return devices;
+}
 
-  // Data.
-  DataSplit split = options.data_split ? *options.data_split : load_dataset(config.data);
-  Dataset train_data = limited(split.train, config.train_limit);
-  Dataset test_data = limited(split.test, config.test_limit);
-  const Shape example = {train_data.images.dim(1), train_data.images.dim(2), train_data.images.dim(3)};
-  if (example != spec.input)
-    fail("{}: model input is {} but {} examples are {}", spec.origin, shape_str(spec.input),
-         config.data, shape_str(example));
-  if (train_data.size() < config.batch)
-    fail("train: batch {} is larger than the {} training examples", config.batch, train_data.size());
+void TrainingLoop::load_data() {
+  DataSplit split = options_.data_split ? *options_.data_split : load_dataset(config_.data);
+  train_data_ = limited(split.train, config_.train_limit);
+  test_data_ = limited(split.test, config_.test_limit);
+  const Shape example = {train_data_.images.dim(1), train_data_.images.dim(2),
+                         train_data_.images.dim(3)};
+  if (example != run_.spec.input)
+    fail("{}: model input is {} but {} examples are {}", run_.spec.origin,
+         shape_str(run_.spec.input), config_.data, shape_str(example));
+  if (train_data_.size() < config_.batch)
+    fail("train: batch {} is larger than the {} training examples", config_.batch,
+         train_data_.size());
+}
 
-  // Graph, session, variables.
-  TrainingGraph t = micro_batches == 1
-                        ? build_training_graph(spec, config.batch, distillation)
-                        : build_training_graph(spec, config.batch / micro_batches);
+// The training graph (micro-batched if asked), the teacher's outputs, and the placement.
+void TrainingLoop::build_graph(const DeviceSet& devices) {
+  const int64_t micro_batches = options_.micro_batches;
+  t_ = micro_batches == 1 ? build_training_graph(run_.spec, config_.batch, distillation_)
+                          : build_training_graph(run_.spec, config_.batch / micro_batches);
   if (micro_batches > 1) {
-    if (!t.model.moving_averages.empty())
+    if (!t_.model.moving_averages.empty())
       fail("train: --micro-batches {}: {} keeps batch statistics ('{}': batch norm or learned "
            "activation ranges), which micro-batches would compute over {} examples instead of "
            "the batch's {}; use --micro-batches 1",
-           micro_batches, spec.origin, t.model.moving_averages[0].variable,
-           config.batch / micro_batches, config.batch);
-    t = micro_batched(std::move(t), micro_batches);
+           micro_batches, run_.spec.origin, t_.model.moving_averages[0].variable,
+           config_.batch / micro_batches, config_.batch);
+    t_ = micro_batched(std::move(t_), micro_batches);
   }
-  std::optional<TeacherOutputs> teacher;
-  if (distillation)
-    teacher.emplace(*distillation, train_data, /*cache=*/!config.augment.any(), config.batch,
-                    message);
-  {
-    PlacementOptions placement{.default_device = options.device,
-                               .soft = !options.strict_placement,
-                               .colocate = {},
-                               .device_threads = options.device_threads};
-    // Each variable stays with its gradient (and so with the optimizer's update of it).
-    for (size_t i = 0; i < t.model.parameters.size(); ++i)
-      placement.colocate.emplace_back(t.model.graph.node(t.grads[i].node).name,
-                                      t.model.parameters[i].name);
-    const PlacementReport report = place(t.model.graph, devices, placement);
-    if (callbacks.on_placement && rank == 0) callbacks.on_placement(t.model.graph, report);
-  }
-  auto store = std::make_shared<VariableStore>();
-  // The parameters this process updates: all, or in a job those on its own devices.
-  std::vector<size_t> owned;
-  std::vector<int> owners;
+  if (distillation_)
+    teacher_.emplace(*distillation_, train_data_, /*cache=*/!config_.augment.any(), config_.batch,
+                     [this](const std::string& text) { message(text); });
+  PlacementOptions placement{.default_device = options_.device,
+                             .soft = !options_.strict_placement,
+                             .colocate = {},
+                             .device_threads = options_.device_threads};
+  // Each variable stays with its gradient (and so with the optimizer's update of it).
+  for (size_t i = 0; i < t_.model.parameters.size(); ++i)
+    placement.colocate.emplace_back(t_.model.graph.node(t_.grads[i].node).name,
+                                    t_.model.parameters[i].name);
+  const PlacementReport report = place(t_.model.graph, devices, placement);
+  if (callbacks_.on_placement && roles_.rank == 0) callbacks_.on_placement(t_.model.graph, report);
+}
+
+void TrainingLoop::create_session() {
+  const Communicator* job = roles_.job;
   std::vector<Output> fetched_where_computed;
-  std::optional<ProcessLinks> links;
-  for (size_t i = 0; i < t.model.parameters.size(); ++i) {
-    const std::string& device = t.model.graph.node(t.model.parameters[i].output.node).device;
-    owners.push_back(job ? DeviceName::parse(device, "train").task : 0);
-    if (owners.back() == rank || !job) owned.push_back(i);
-    fetched_where_computed.push_back(t.grads[i]);
+  for (size_t i = 0; i < t_.model.parameters.size(); ++i) {
+    const std::string& device = t_.model.graph.node(t_.model.parameters[i].output.node).device;
+    owners_.push_back(job ? DeviceName::parse(device, "train").task : 0);
+    if (owners_.back() == roles_.rank || !job) owned_.push_back(i);
+    fetched_where_computed.push_back(t_.grads[i]);
   }
-  for (const MovingAverage& m : t.model.moving_averages)
+  for (const MovingAverage& m : t_.model.moving_averages)
     fetched_where_computed.push_back(m.batch_value);
-  if (job) links.emplace(*job);
+  if (job) links_.emplace(*roles_.job);
   // Dropout masks come from one generator, as on one device: the process whose device draws
   // them holds its true state (with draws on several, every process reseeds them alike).
-  int rng_owner = 0;
-  for (const Node& n : t.model.graph.nodes())
+  for (const Node& n : t_.model.graph.nodes())
     if (job && n.op == op_names::kDropout) {
-      rng_owner = DeviceName::parse(n.device, "train").task;
+      rng_owner_ = DeviceName::parse(n.device, "train").task;
       break;
     }
-  const PrecisionChoice precision = choose_precision(options.precision, "--precision");
-  Session session(t.model.graph,
-                  SessionOptions{.threads = options.threads,
-                                 .kernel_impl = options.kernel_impl,
-                                 // Each replica draws its own dropout masks.
-                                 .seed = config.seed + 1 + 1000003ull * static_cast<uint64_t>(comm ? rank : 0),
-                                 .precision = precision.precision,
-                                 .device_threads = options.device_threads,
-                                 .processes = links ? &*links : nullptr,
-                                 .local_fetches = job ? fetched_where_computed
-                                                      : std::vector<Output>{}},
-                  store);
-  if (precision.precision != Precision::fp32)
-    message(fmt::format("precision {} ({})", precision_name(precision.precision),
-                        precision.reason));
+  precision_ = choose_precision(options_.precision, "--precision");
+  const uint64_t replica = roles_.comm ? static_cast<uint64_t>(roles_.rank) : 0;
+  session_.emplace(t_.model.graph,
+                   SessionOptions{.threads = options_.threads,
+                                  .kernel_impl = options_.kernel_impl,
+                                  // Each replica draws its own dropout masks.
+                                  .seed = config_.seed + 1 + 1000003ull * replica,
+                                  .precision = precision_.precision,
+                                  .device_threads = options_.device_threads,
+                                  .processes = links_ ? &*links_ : nullptr,
+                                  .local_fetches = job ? fetched_where_computed
+                                                       : std::vector<Output>{}},
+                   store_);
+  if (precision_.precision != Precision::fp32)
+    message(fmt::format("precision {} ({})", precision_name(precision_.precision),
+                        precision_.reason));
   // One-bit's decoded gradients carry a chunk's mean magnitude for every float: Adam's second
   // moment comes from the ranks' own gradients instead (GradientBuckets shares it).
-  const bool shared_second_moment = comm && !async && config.optimizer == "adam" &&
-                                    compression.kind == GradCompression::Kind::onebit;
-  Optimizer optimizer(OptimizerConfig{.kind = config.optimizer,
-                                      .momentum = config.momentum,
-                                      .weight_decay = config.weight_decay,
-                                      .second_moment_from_outside = shared_second_moment});
+  shared_second_moment_ = roles_.comm && !roles_.async && config_.optimizer == "adam" &&
+                          compression_.kind == GradCompression::Kind::onebit;
+  optimizer_.emplace(OptimizerConfig{.kind = config_.optimizer,
+                                     .momentum = config_.momentum,
+                                     .weight_decay = config_.weight_decay,
+                                     .second_moment_from_outside = shared_second_moment_});
   // A server reads no data; it follows the step count of shard 0.
-  ShardedBatches batches(train_data, config.batch, config.seed, serving ? 0 : shard, shards,
-                         config.augment);
-  const int64_t batches_per_epoch = batches.steps_per_epoch();
-  int64_t epoch = 0, start_batch = 0, start_offset = 0, step = 0;
-  double resumed_loss_sum = 0.0, resumed_seconds = 0.0;
-  int64_t resumed_correct = 0, resumed_seen = 0;
-  std::vector<EpochReport> history;
-  if (resuming) {
-    resumed->restore_variables(*store, t.model);
-    optimizer.restore(resumed->optimizer_state());
-    const json& resumed_meta = resumed->metadata();
+  batches_.emplace(train_data_, config_.batch, config_.seed, roles_.serving ? 0 : roles_.shard,
+                   roles_.shards, config_.augment);
+  batches_per_epoch_ = batches_->steps_per_epoch();
+}
+
+// A checkpoint's epoch report (older runs lack the later keys).
+EpochReport report_from_json(const json& r, int64_t global_batch) {
+  return EpochReport{r.at("epoch"), r.at("epochs"), r.at("step"), r.at("loss"),
+                     r.at("train_accuracy"), r.at("test_accuracy"),
+                     r.at("test_count"), r.at("images_per_sec"),
+                     r.at("epoch_seconds"), r.at("peak_rss_mb"),
+                     r.at("current_rss_mb"), r.at("lr"),
+                     r.value("world_size", int64_t{1}),
+                     r.value("global_batch", global_batch),
+                     r.value("comm_seconds", 0.0), r.value("comm_bytes", int64_t{0}),
+                     r.value("comm_bytes_per_step", 0.0),
+                     r.value("overlap_fraction", 0.0),
+                     r.value("parameter_servers", int64_t{0}),
+                     r.value("workers", int64_t{0}),
+                     r.value("staleness_max", int64_t{0}),
+                     r.value("staleness_mean", 0.0),
+                     r.value("precision", std::string("fp32")),
+                     r.value("precision_reason", std::string()),
+                     r.value("micro_batches", int64_t{1})};
+}
+
+// The variables, optimizer state, position and history of the run resumed or started from;
+// new variables for a new run. Every replica starts from rank 0's.
+void TrainingLoop::restore_or_initialize() {
+  RunConfig& config = run_.config;
+  if (run_.resumed) {
+    TrainingRun& resumed = *run_.resumed;
+    resumed.restore_variables(*store_, t_.model);
+    optimizer_->restore(resumed.optimizer_state());
+    const json& resumed_meta = resumed.metadata();
     const json& pos = resumed_meta.at("position");
-    epoch = pos.at("epoch");
-    start_batch = pos.at("batch");
+    resume_.epoch = pos.at("epoch");
+    resume_.batch = pos.at("batch");
     // Examples the job had consumed in the epoch (older runs: whole single-process batches).
-    start_offset = pos.value("images", start_batch * config.batch);
-    step = pos.at("step");
-    if (rank == 0 || job) restore_rng(session.rng(), resumed_meta.at("rng").get<std::string>());
+    resume_.offset = pos.value("images", resume_.batch * config.batch);
+    resume_.step = pos.at("step");
+    if (roles_.rank == 0 || roles_.job)
+      restore_rng(session_->rng(), resumed_meta.at("rng").get<std::string>());
     const json& stats = resumed_meta.at("epoch_stats");
-    resumed_loss_sum = stats.at("loss_sum");
-    resumed_correct = stats.at("correct");
-    resumed_seen = stats.at("seen");
-    resumed_seconds = stats.at("seconds");
+    resume_.loss_sum = stats.at("loss_sum");
+    resume_.correct = stats.at("correct");
+    resume_.seen = stats.at("seen");
+    resume_.seconds = stats.at("seconds");
     for (const json& r : resumed_meta.at("history"))
-      history.push_back(EpochReport{r.at("epoch"), r.at("epochs"), r.at("step"), r.at("loss"),
-                                    r.at("train_accuracy"), r.at("test_accuracy"),
-                                    r.at("test_count"), r.at("images_per_sec"),
-                                    r.at("epoch_seconds"), r.at("peak_rss_mb"),
-                                    r.at("current_rss_mb"), r.at("lr"),
-                                    r.value("world_size", int64_t{1}),
-                                    r.value("global_batch", config.batch),
-                                    r.value("comm_seconds", 0.0), r.value("comm_bytes", int64_t{0}),
-                                    r.value("comm_bytes_per_step", 0.0),
-                                    r.value("overlap_fraction", 0.0),
-                                    r.value("parameter_servers", int64_t{0}),
-                                    r.value("workers", int64_t{0}),
-                                    r.value("staleness_max", int64_t{0}),
-                                    r.value("staleness_mean", 0.0),
-                                    r.value("precision", std::string("fp32")),
-                                    r.value("precision_reason", std::string()),
-                                    r.value("micro_batches", int64_t{1})});
-    if (options.epochs) config.epochs = epoch + *options.epochs;
+      history_.push_back(report_from_json(r, config.batch));
+    if (options_.epochs) config.epochs = resume_.epoch + *options_.epochs;
     const int64_t saved_world = pos.value("world_size", int64_t{1});
-    if (saved_world != shards || start_offset % batches.global_batch() != 0)
+    if (saved_world != roles_.shards || resume_.offset % batches_->global_batch() != 0)
       message(fmt::format("resuming {} at epoch {}, image {}/{} (step {}; saved by {} rank(s), "
                           "now {} x batch {})",
-                          out_dir, epoch + 1, start_offset, train_data.size(), step, saved_world,
-                          shards, config.batch));
+                          run_.out_dir, resume_.epoch + 1, resume_.offset, train_data_.size(),
+                          resume_.step, saved_world, roles_.shards, config.batch));
     else
-      message(fmt::format("resuming {} at epoch {}, batch {}/{} (step {})", out_dir, epoch + 1,
-                          start_batch, batches_per_epoch, step));
-  } else if (initial) {
-    initial->restore_variables(*store, t.model, /*initialize_missing_state=*/true);
-    if (rank == 0) std::filesystem::create_directories(out_dir);
+      message(fmt::format("resuming {} at epoch {}, batch {}/{} (step {})", run_.out_dir,
+                          resume_.epoch + 1, resume_.batch, batches_per_epoch_, resume_.step));
+  } else if (run_.initial) {
+    run_.initial->restore_variables(*store_, t_.model, /*initialize_missing_state=*/true);
+    if (roles_.rank == 0) std::filesystem::create_directories(run_.out_dir);
   } else {
     std::mt19937_64 init_rng(config.seed);
-    for (const Parameter& p : t.model.parameters) {
-      Tensor value(DType::f32, t.model.graph.type(p.output).shape);
+    for (const Parameter& p : t_.model.parameters) {
+      Tensor value(DType::f32, t_.model.graph.type(p.output).shape);
       initialize(value, p.init, p.fan_in, p.fan_out, init_rng);
-      store->set(p.name, value);
+      store_->set(p.name, value);
     }
-    for (const auto& [name, init] : t.model.state) {
-      Tensor value(DType::f32, t.model.graph.node(t.model.graph.id_of(name)).outputs[0].shape);
+    for (const auto& [name, init] : t_.model.state) {
+      Tensor value(DType::f32, t_.model.graph.node(t_.model.graph.id_of(name)).outputs[0].shape);
       initialize(value, init, 1, 1, init_rng);
-      store->set(name, value);
+      store_->set(name, value);
     }
-    if (rank == 0) std::filesystem::create_directories(out_dir);
+    if (roles_.rank == 0) std::filesystem::create_directories(run_.out_dir);
   }
-  if (comm) broadcast_variables(*comm, *store);
-  const double lr_factor = lr_scale_factor(config.lr_scaling, shards);
-  LrSchedule schedule{config.lr_schedule, config.lr * lr_factor, config.epochs * batches_per_epoch};
+  epoch_ = resume_.epoch;
+  step_ = resume_.step;
+  if (roles_.comm) broadcast_variables(*roles_.comm, *store_);
+  const double lr_factor = lr_scale_factor(config.lr_scaling, roles_.shards);
+  schedule_.emplace(LrSchedule{config.lr_schedule, config.lr * lr_factor,
+                               config.epochs * batches_per_epoch_});
+}
 
-  const size_t num_params = t.model.parameters.size();
-  std::vector<std::string> parameter_names, statistics_names;
-  std::vector<Shape> shapes;
-  for (const Parameter& p : t.model.parameters) {
-    parameter_names.push_back(p.name);
-    shapes.push_back(t.model.graph.type(p.output).shape);
+// What a step fetches, and how gradients and statistics reach the other ranks: buckets
+// averaged while the backward pass runs (sync), or parameter servers and workers (async).
+void TrainingLoop::prepare_exchange() {
+  for (const Parameter& p : t_.model.parameters) {
+    parameter_names_.push_back(p.name);
+    shapes_.push_back(t_.model.graph.type(p.output).shape);
   }
-  std::vector<Shape> statistics_shapes;
-  std::vector<int> statistics_owners;
-  for (const MovingAverage& m : t.model.moving_averages) {
-    statistics_names.push_back(m.variable);
-    const Node& n = t.model.graph.node(t.model.graph.id_of(m.variable));
-    statistics_shapes.push_back(n.outputs[0].shape);
-    statistics_owners.push_back(job ? DeviceName::parse(n.device, "train").task : 0);
+  for (const MovingAverage& m : t_.model.moving_averages) {
+    statistics_names_.push_back(m.variable);
+    const Node& n = t_.model.graph.node(t_.model.graph.id_of(m.variable));
+    statistics_shapes_.push_back(n.outputs[0].shape);
+    statistics_owners_.push_back(roles_.job ? DeviceName::parse(n.device, "train").task : 0);
   }
+  fetches_ = {t_.loss, t_.step_probs};
+  for (const Output& g : t_.grads) fetches_.push_back(g);
+  for (const MovingAverage& m : t_.model.moving_averages) fetches_.push_back(m.batch_value);
 
-  // Checkpointing.
-  double epoch_loss_sum = 0.0, epoch_seconds_before = 0.0;
-  int64_t epoch_correct = 0, epoch_seen = 0;
-  std::optional<GradientBuckets> buckets;  // sync data parallelism (below)
-  auto save = [&](int64_t at_epoch, int64_t at_batch, int64_t at_offset) {
-    // Compression's residuals are each rank's own: rank 0 gathers them (every rank is here).
-    std::map<std::string, Tensor> residuals;
-    if (buckets) residuals = gather_residuals(*comm, *buckets, parameter_names);
-    // A job's processes each updated their own parameters: rank 0 gathers them.
-    if (job) {
-      share_rng(*job, session.rng(), rng_owner);
-      share_parameters(*job, parameter_names, shapes, owners, *store, &optimizer);
-      share_parameters(*job, statistics_names, statistics_shapes, statistics_owners, *store,
-                       nullptr);
-    }
-    if (rank != 0) return;
-    const bool with_residuals = !residuals.empty();
-    Checkpoint ckpt;
-    ckpt.tensors = std::move(residuals);
-    for (const auto& [name, value] : store->all()) ckpt.tensors[kVariablePrefix + name] = value;
-    for (const auto& [name, value] : optimizer.state()) ckpt.tensors[kOptimizerPrefix + name] = value;
-    json history_json = json::array();
-    for (const EpochReport& r : history) history_json.push_back(report_json(r));
-    json meta = {{"format", "slimflow-run"},
-                 {"model_origin", spec.origin},
-                 {"model_spec", spec.text},
-                 {"options", config.to_json()},
-                 {"position",
-                  {{"epoch", at_epoch},
-                   {"batch", at_batch},
-                   {"step", step},
-                   {"images", at_offset},
-                   {"world_size", shards}}},
-                 {"rng", rng_state(session.rng())},
-                 {"epoch_stats",
-                  {{"loss_sum", epoch_loss_sum},
-                   {"correct", epoch_correct},
-                   {"seen", epoch_seen},
-                   {"seconds", epoch_seconds_before}}},
-                 {"history", history_json}};
-    if (distillation) meta["distill"] = distillation->description;
-    if (with_residuals)
-      meta["compression"] = {{"scheme", compression.name()}, {"ranks", world}};
-    ckpt.metadata_json = meta.dump();
-    save_checkpoint(checkpoint_path(out_dir), ckpt);
-  };
-
-  std::vector<Output> fetches = {t.loss, t.step_probs};
-  for (const Output& g : t.grads) fetches.push_back(g);
-  for (const MovingAverage& m : t.model.moving_averages) fetches.push_back(m.batch_value);
-
-  // Data parallelism: gradients are averaged in buckets while the backward pass runs.
-  FetchReady on_fetch_ready;
-  if (comm && !async) {
-    buckets.emplace(*comm, shapes, options.bucket_mb, compression,
-                    shared_second_moment ? std::optional<double>(optimizer.config().beta2)
-                                         : std::nullopt);
-    on_fetch_ready = [&](size_t index, const Tensor& value) {
-      if (index >= 2 && index < 2 + num_params) buckets->ready(index - 2, value);
+  if (roles_.comm && !roles_.async) {
+    buckets_.emplace(*roles_.comm, shapes_, options_.bucket_mb, compression_,
+                     shared_second_moment_ ? std::optional<double>(optimizer_->config().beta2)
+                                           : std::nullopt);
+    const size_t num_params = t_.model.parameters.size();
+    on_fetch_ready_ = [this, num_params](size_t index, const Tensor& value) {
+      if (index >= 2 && index < 2 + num_params) buckets_->ready(index - 2, value);
     };
   }
-  // Compression residuals continue where they were with the same ranks and scheme; otherwise
-  // the shards of the residuals no longer match the ranks' data, so they are dropped.
+  restore_compression_state();
+  if (roles_.async) {
+    Communicator& comm = *roles_.comm;
+    ps_shards_.emplace(roles_.rank, roles_.world, static_cast<int>(roles_.servers),
+                       parameter_names_, shapes_);
+    if (roles_.serving)
+      server_.emplace(comm, *ps_shards_, *store_,
+                      [this](int64_t at_step, const std::vector<size_t>& parameters,
+                             const std::vector<Tensor>& grads) {
+                        apply_update(at_step, parameters, grads);
+                      },
+                      step_);
+    else
+      worker_.emplace(comm, *ps_shards_, *store_, roles_.max_staleness, step_);
+  }
+}
+
+// Compression residuals continue where they were with the same ranks and scheme; otherwise
+// the shards of the residuals no longer match the ranks' data, so they are dropped.
+void TrainingLoop::restore_compression_state() {
+  if (!run_.resumed) return;
+  TrainingRun& resumed = *run_.resumed;
   bool own_second_moments_restored = false;
-  if (resuming && resumed->metadata().contains("compression")) {
+  if (resumed.metadata().contains("compression")) {
     std::string saved_scheme;
     int64_t saved_ranks = 0;
-    resumed->read_metadata([&](const json& meta) {
+    resumed.read_metadata([&](const json& meta) {
       saved_scheme = meta.at("compression").at("scheme").get<std::string>();
       saved_ranks = meta.at("compression").at("ranks").get<int64_t>();
     });
-    if (buckets && saved_scheme == compression.name() && saved_ranks == world) {
-      const auto& tensors = resumed->checkpoint().tensors;
-      buckets->restore_residuals(residuals_of_rank(tensors, rank, parameter_names, shapes));
+    if (buckets_ && saved_scheme == compression_.name() && saved_ranks == roles_.world) {
+      const auto& tensors = resumed.checkpoint().tensors;
+      buckets_->restore_residuals(
+          residuals_of_rank(tensors, roles_.rank, parameter_names_, shapes_));
       // One-bit's ranks go on with their own second moments, as if never stopped.
-      if (shared_second_moment) {
-        std::vector<Tensor> own = own_second_moments_of_rank(tensors, rank, parameter_names, shapes);
+      if (shared_second_moment_) {
+        std::vector<Tensor> own =
+            own_second_moments_of_rank(tensors, roles_.rank, parameter_names_, shapes_);
         own_second_moments_restored = !own.empty();
         if (own_second_moments_restored)
-          buckets->restore_second_moments(std::move(own), optimizer.steps(), false);
+          buckets_->restore_second_moments(std::move(own), optimizer_->steps(), false);
       }
     } else {
       message(fmt::format("note: the {} compression residuals of the {} rank(s) that saved {} "
                           "are dropped (this job: {} rank(s), compression {}); error feedback "
                           "starts from zero{}",
-                          saved_scheme, saved_ranks, out_dir, world,
-                          buckets ? compression.name() : "none",
-                          shared_second_moment ? ", and each rank's second moment from the last "
-                                                 "one the ranks shared"
-                                               : ""));
+                          saved_scheme, saved_ranks, run_.out_dir, roles_.world,
+                          buckets_ ? compression_.name() : "none",
+                          shared_second_moment_ ? ", and each rank's second moment from the "
+                                                  "last one the ranks shared"
+                                                : ""));
     }
   }
   // Otherwise a resumed one-bit run's ranks start from the second moment its optimizer holds
   // (the last one shared, or its own before compression), shared at the first step.
-  if (shared_second_moment && resuming && !own_second_moments_restored) {
-    const std::map<std::string, Tensor> state = optimizer.state();
+  if (shared_second_moment_ && !own_second_moments_restored) {
+    const std::map<std::string, Tensor> state = optimizer_->state();
     std::vector<Tensor> v;
-    for (size_t i = 0; i < parameter_names.size(); ++i) {
-      auto it = state.find("adam/v/" + parameter_names[i]);
+    for (size_t i = 0; i < parameter_names_.size(); ++i) {
+      auto it = state.find("adam/v/" + parameter_names_[i]);
       if (it != state.end()) {
         v.push_back(it->second);
       } else {  // resumed before its first step
-        v.emplace_back(DType::f32, shapes[i]);
+        v.emplace_back(DType::f32, shapes_[i]);
         std::memset(v.back().raw(), 0, v.back().bytes());
       }
     }
-    buckets->restore_second_moments(std::move(v), optimizer.steps(), true);
+    buckets_->restore_second_moments(std::move(v), optimizer_->steps(), true);
   }
-  // One optimizer step on these parameters (all of them, or a parameter server's shard).
-  auto apply_update = [&](int64_t at_step, const std::vector<size_t>& parameters,
-                          const std::vector<Tensor>& grads) {
-    const double step_lr = schedule.at(at_step);
-    optimizer.begin_step();
-    for (size_t k = 0; k < parameters.size(); ++k) {
-      const Parameter& p = t.model.parameters[parameters[k]];
-      optimizer.apply(p.name, store->get(p.name), grads[k], step_lr, p.decay);
-      if (p.clip_to_unit) clip_to_unit(store->get(p.name));
-    }
-  };
-  // Async data parallelism: this rank serves a shard of the parameters or trains as a worker.
-  std::optional<ParameterShards> ps_shards;
-  std::optional<ParameterServer> server;
-  std::optional<AsyncWorker> worker;
-  if (async) {
-    ps_shards.emplace(rank, world, static_cast<int>(servers), parameter_names, shapes);
-    if (serving)
-      server.emplace(*comm, *ps_shards, *store, apply_update, step);
-    else
-      worker.emplace(*comm, *ps_shards, *store, max_staleness, step);
-  }
-  // At a sync point every rank holds the servers' whole state (rank 0 then writes it).
-  auto async_sync_point = [&] {
-    if (!async) return;
-    if (worker) worker->drain();
-    gather_parameters(*comm, *ps_shards, *store, optimizer);
-  };
-  std::vector<Tensor> local_grads(num_params);
-  // Sums this epoch's loss, accuracy and image counts over the ranks (every rank calls it at
-  // the same step).
-  auto global_epoch_stats = [&](double& loss_sum, int64_t& correct, int64_t& seen, int64_t& fresh) {
-    if (!comm) return;
-    Tensor counts(DType::i64, {3});
-    counts.data<int64_t>()[0] = correct;
-    counts.data<int64_t>()[1] = seen;
-    counts.data<int64_t>()[2] = fresh;
-    Tensor loss(DType::f32, {1});
-    loss.data<float>()[0] = static_cast<float>(loss_sum);
-    comm->allreduce(counts, ReduceOp::sum, "epoch statistics");
-    comm->allreduce(loss, ReduceOp::sum, "epoch loss");
-    correct = counts.data<int64_t>()[0];
-    seen = counts.data<int64_t>()[1];
-    fresh = counts.data<int64_t>()[2];
-    loss_sum = static_cast<double>(loss.data<float>()[0]);
-  };
-  // The epoch's async figures over the workers: staleness, the longest wait, bytes per worker.
-  auto global_async_stats = [&](CommStats& comm_stats, int64_t& staleness_max,
-                                double& staleness_mean) {
-    const AsyncStats mine = worker ? worker->take_stats() : AsyncStats{};
-    Tensor sums(DType::i64, {2});
-    sums.data<int64_t>()[0] = mine.staleness_sum;
-    sums.data<int64_t>()[1] = mine.steps;
-    Tensor most(DType::i64, {3});
-    most.data<int64_t>()[0] = mine.staleness_max;
-    most.data<int64_t>()[1] = mine.bytes;
-    most.data<int64_t>()[2] = std::llround(mine.wait_seconds * 1e6);
-    comm->allreduce(sums, ReduceOp::sum, "staleness");
-    comm->allreduce(most, ReduceOp::max, "staleness");
-    staleness_mean = static_cast<double>(sums.data<int64_t>()[0]) /
-                     static_cast<double>(std::max<int64_t>(sums.data<int64_t>()[1], 1));
-    staleness_max = most.data<int64_t>()[0];
-    comm_stats.bytes = most.data<int64_t>()[1];
-    comm_stats.steps = sums.data<int64_t>()[1] / std::max(shards, 1);
-    comm_stats.comm_seconds = static_cast<double>(most.data<int64_t>()[2]) * 1e-6;
-    comm_stats.exposed_seconds = comm_stats.comm_seconds;  // waiting hides nothing
-  };
-  Tensor images, labels;
-  using Clock = std::chrono::steady_clock;
+}
 
-  for (; epoch < config.epochs; ++epoch, start_batch = 0, start_offset = 0) {
-    const bool continuing = resuming && start_offset > 0;
+// One optimizer step on these parameters (all of them, or a parameter server's shard).
+void TrainingLoop::apply_update(int64_t at_step, const std::vector<size_t>& parameters,
+                                const std::vector<Tensor>& grads) {
+  const double step_lr = schedule_->at(at_step);
+  optimizer_->begin_step();
+  for (size_t k = 0; k < parameters.size(); ++k) {
+    const Parameter& p = t_.model.parameters[parameters[k]];
+    optimizer_->apply(p.name, store_->get(p.name), grads[k], step_lr, p.decay);
+    if (p.clip_to_unit) clip_to_unit(store_->get(p.name));
+  }
+}
+
+void TrainingLoop::save(int64_t at_epoch, int64_t at_batch, int64_t at_offset) {
+  // Compression's residuals are each rank's own: rank 0 gathers them (every rank is here).
+  std::map<std::string, Tensor> residuals;
+  if (buckets_) residuals = gather_residuals(*roles_.comm, *buckets_, parameter_names_);
+  // A job's processes each updated their own parameters: rank 0 gathers them.
+  if (roles_.job) {
+    share_rng(*roles_.job, session_->rng(), rng_owner_);
+    share_parameters(*roles_.job, parameter_names_, shapes_, owners_, *store_, &*optimizer_);
+    share_parameters(*roles_.job, statistics_names_, statistics_shapes_, statistics_owners_,
+                     *store_, nullptr);
+  }
+  if (roles_.rank != 0) return;
+  const bool with_residuals = !residuals.empty();
+  Checkpoint ckpt;
+  ckpt.tensors = std::move(residuals);
+  for (const auto& [name, value] : store_->all()) ckpt.tensors[kVariablePrefix + name] = value;
+  for (const auto& [name, value] : optimizer_->state())
+    ckpt.tensors[kOptimizerPrefix + name] = value;
+  json history_json = json::array();
+  for (const EpochReport& r : history_) history_json.push_back(report_json(r));
+  json meta = {{"format", "slimflow-run"},
+               {"model_origin", run_.spec.origin},
+               {"model_spec", run_.spec.text},
+               {"options", config_.to_json()},
+               {"position",
+                {{"epoch", at_epoch},
+                 {"batch", at_batch},
+                 {"step", step_},
+                 {"images", at_offset},
+                 {"world_size", roles_.shards}}},
+               {"rng", rng_state(session_->rng())},
+               {"epoch_stats",
+                {{"loss_sum", epoch_loss_sum_},
+                 {"correct", epoch_correct_},
+                 {"seen", epoch_seen_},
+                 {"seconds", epoch_seconds_before_}}},
+               {"history", history_json}};
+  if (distillation_) meta["distill"] = distillation_->description;
+  if (with_residuals)
+    meta["compression"] = {{"scheme", compression_.name()}, {"ranks", roles_.world}};
+  ckpt.metadata_json = meta.dump();
+  save_checkpoint(checkpoint_path(run_.out_dir), ckpt);
+}
+
+// A mid-epoch checkpoint after the step just done (never after the epoch's last step).
+void TrainingLoop::mid_epoch_checkpoint(int64_t at_offset) {
+  if (!(options_.checkpoint_every > 0 && step_ % options_.checkpoint_every == 0 &&
+        at_offset + batches_->global_batch() <= train_data_.size()))
+    return;
+  async_sync_point();
+  double saved_seconds = epoch_seconds_before_, saved_loss = epoch_loss_sum_;
+  int64_t saved_correct = epoch_correct_, saved_seen = epoch_seen_, fresh = 0;
+  epoch_seconds_before_ += elapsed();
+  global_epoch_stats(epoch_loss_sum_, epoch_correct_, epoch_seen_, fresh);
+  save(epoch_, at_offset / batches_->global_batch(), at_offset);
+  epoch_seconds_before_ = saved_seconds;
+  epoch_loss_sum_ = saved_loss;
+  epoch_correct_ = saved_correct;
+  epoch_seen_ = saved_seen;
+}
+
+// At a sync point every rank holds the servers' whole state (rank 0 then writes it).
+void TrainingLoop::async_sync_point() {
+  if (!roles_.async) return;
+  if (worker_) worker_->drain();
+  gather_parameters(*roles_.comm, *ps_shards_, *store_, *optimizer_);
+}
+
+// Sums this epoch's loss, accuracy and image counts over the ranks (every rank calls it at the
+// same step).
+void TrainingLoop::global_epoch_stats(double& loss_sum, int64_t& correct, int64_t& seen,
+                                      int64_t& fresh) {
+  if (!roles_.comm) return;
+  Communicator& comm = *roles_.comm;
+  Tensor counts(DType::i64, {3});
+  counts.data<int64_t>()[0] = correct;
+  counts.data<int64_t>()[1] = seen;
+  counts.data<int64_t>()[2] = fresh;
+  Tensor loss(DType::f32, {1});
+  loss.data<float>()[0] = static_cast<float>(loss_sum);
+  comm.allreduce(counts, ReduceOp::sum, "epoch statistics");
+  comm.allreduce(loss, ReduceOp::sum, "epoch loss");
+  correct = counts.data<int64_t>()[0];
+  seen = counts.data<int64_t>()[1];
+  fresh = counts.data<int64_t>()[2];
+  loss_sum = static_cast<double>(loss.data<float>()[0]);
+}
+
+// The epoch's async figures over the workers: staleness, the longest wait, bytes per worker.
+void TrainingLoop::global_async_stats(CommStats& comm_stats, int64_t& staleness_max,
+                                      double& staleness_mean) {
+  Communicator& comm = *roles_.comm;
+  const AsyncStats mine = worker_ ? worker_->take_stats() : AsyncStats{};
+  Tensor sums(DType::i64, {2});
+  sums.data<int64_t>()[0] = mine.staleness_sum;
+  sums.data<int64_t>()[1] = mine.steps;
+  Tensor most(DType::i64, {3});
+  most.data<int64_t>()[0] = mine.staleness_max;
+  most.data<int64_t>()[1] = mine.bytes;
+  most.data<int64_t>()[2] = std::llround(mine.wait_seconds * 1e6);
+  comm.allreduce(sums, ReduceOp::sum, "staleness");
+  comm.allreduce(most, ReduceOp::max, "staleness");
+  staleness_mean = static_cast<double>(sums.data<int64_t>()[0]) /
+                   static_cast<double>(std::max<int64_t>(sums.data<int64_t>()[1], 1));
+  staleness_max = most.data<int64_t>()[0];
+  comm_stats.bytes = most.data<int64_t>()[1];
+  comm_stats.steps = sums.data<int64_t>()[1] / std::max(roles_.shards, 1);
+  comm_stats.comm_seconds = static_cast<double>(most.data<int64_t>()[2]) * 1e-6;
+  comm_stats.exposed_seconds = comm_stats.comm_seconds;  // waiting hides nothing
+}
+
+std::vector<EpochReport> TrainingLoop::run() {
+  Tensor images, labels;
+  for (start_offset_ = resume_.offset; epoch_ < config_.epochs; ++epoch_, start_offset_ = 0) {
+    const bool continuing = run_.resumed && start_offset_ > 0;
     // A resumed epoch's statistics so far are the job's (rank 0 saved them): rank 0 carries them.
-    const bool carries = continuing && rank == 0;
-    epoch_loss_sum = carries ? resumed_loss_sum : 0.0;
-    epoch_correct = carries ? resumed_correct : 0;
-    epoch_seen = carries ? resumed_seen : 0;
-    epoch_seconds_before = continuing ? resumed_seconds : 0.0;
-    resumed_seen = 0;
-    const int64_t seen_before = epoch_seen;
-    batches.seek(epoch, start_offset);
-    const auto epoch_start = Clock::now();
-    auto elapsed = [&] {
-      return std::chrono::duration<double>(Clock::now() - epoch_start).count();
-    };
-    double lr = schedule.at(step);
-    // A mid-epoch checkpoint after the step just done (never after the epoch's last step).
-    auto mid_epoch_checkpoint = [&](int64_t at_offset) {
-      if (!(options.checkpoint_every > 0 && step % options.checkpoint_every == 0 &&
-            at_offset + batches.global_batch() <= train_data.size()))
-        return;
-      async_sync_point();
-      double saved_seconds = epoch_seconds_before, saved_loss = epoch_loss_sum;
-      int64_t saved_correct = epoch_correct, saved_seen = epoch_seen, fresh = 0;
-      epoch_seconds_before += elapsed();
-      global_epoch_stats(epoch_loss_sum, epoch_correct, epoch_seen, fresh);
-      save(epoch, at_offset / batches.global_batch(), at_offset);
-      epoch_seconds_before = saved_seconds;
-      epoch_loss_sum = saved_loss;
-      epoch_correct = saved_correct;
-      epoch_seen = saved_seen;
-    };
-    if (server) {
-      // Serve this epoch's steps (as many as shard 0 takes), stopping at each checkpoint.
-      const int64_t first_step = step;
-      const int64_t epoch_steps = (train_data.size() - start_offset) / batches.global_batch();
-      StepReport reported;
-      server->take_reports();
-      auto on_update = [&](int64_t applied) {
-        lr = schedule.at(applied - 1);
-        if (!callbacks.on_progress) return;
-        const StepReport r = server->take_reports();
-        reported.loss_sum += r.loss_sum;
-        reported.correct += r.correct;
-        reported.examples += r.examples;
-        const double seen = static_cast<double>(std::max<int64_t>(reported.examples, 1));
-        const int64_t done = start_offset / batches.global_batch() + applied - first_step;
-        const double rate = static_cast<double>((applied - first_step) * batches.global_batch()) /
-                            std::max(elapsed(), 1e-9);
-        const int64_t left = (batches_per_epoch - done) * batches.global_batch();
-        callbacks.on_progress(Progress{epoch + 1, config.epochs, done, batches_per_epoch,
-                                       reported.loss_sum / seen,
-                                       static_cast<double>(reported.correct) / seen, rate,
-                                       static_cast<double>(left) / std::max(rate, 1e-9)});
-      };
-      while (step < first_step + epoch_steps) {
-        int64_t target = first_step + epoch_steps;
-        if (options.checkpoint_every > 0)
-          target = std::min(target, (step / options.checkpoint_every + 1) * options.checkpoint_every);
-        server->serve_until(target, on_update);
-        step = target;
-        mid_epoch_checkpoint(start_offset + (step - first_step) * batches.global_batch());
-      }
-    }
-    while (!server && batches.next(images, labels)) {
-      lr = schedule.at(step);
-      if (worker) worker->await_weights(step);
-      Feeds feeds;
-      if (t.micro_batch_inputs.empty()) {
-        feeds = {{t.model.input, images}, {t.labels, labels}};
-      } else {
-        const int64_t size = config.batch / micro_batches;
-        for (size_t k = 0; k < t.micro_batch_inputs.size(); ++k) {
-          const int64_t begin = static_cast<int64_t>(k) * size;
-          feeds.emplace_back(t.micro_batch_inputs[k].first, batch_rows(images, begin, begin + size));
-          feeds.emplace_back(t.micro_batch_inputs[k].second, batch_rows(labels, begin, begin + size));
-        }
-      }
-      if (teacher)
-        feeds.emplace_back(t.teacher_logits, teacher->for_batch(images, batches.batch_indices()));
-      std::vector<Tensor> out = session.run(feeds, fetches, true, on_fetch_ready);
-      const float loss = *out[0].data<float>();
-      if (!std::isfinite(loss)) {
-        const std::string where = std::filesystem::exists(checkpoint_path(out_dir))
-                                      ? "the last checkpoint is " + checkpoint_path(out_dir)
-                                      : "no checkpoint was written yet";
-        fail("step {}: loss is {} (epoch {}, batch {}); lower --lr (now {:g}) or check the data; "
-             "{}",
-             step + 1, loss, epoch + 1, batches.step_in_epoch(), lr, where);
-      }
-      const int64_t correct = count_correct(out[1], labels);
-      for (size_t i = 0; i < num_params; ++i) local_grads[i] = out[2 + i];
-      std::vector<Tensor> owned_grads;
-      for (size_t i : owned) owned_grads.push_back(local_grads[i]);
-      if (worker) {
-        worker->push(local_grads,
-                     StepReport{static_cast<double>(loss) * static_cast<double>(labels.numel()),
-                                correct, labels.numel()});
-      } else if (buckets) {
-        const std::vector<Tensor>& averaged = buckets->finish(local_grads, step + 1);
-        if (const std::vector<Tensor>* v = buckets->shared_second_moments())
-          for (size_t k : owned)
-            optimizer.set_second_moment(t.model.parameters[k].name, (*v)[k],
-                                        buckets->second_moment_steps());
-        apply_update(step, owned, averaged);
-      } else {
-        apply_update(step, owned, owned_grads);
-      }
-      for (size_t i = 0; i < t.model.moving_averages.size(); ++i) {
-        const MovingAverage& m = t.model.moving_averages[i];
-        const Tensor& observed = out[2 + num_params + i];
-        if (!observed.defined()) continue;  // another process's statistic
-        float* avg = store->get(m.variable).data<float>();
-        const float* obs = observed.data<float>();
-        const float mom = static_cast<float>(m.momentum);
-        // NaN: nothing observed yet (learned activation ranges), so the first batch is taken.
-        for (int64_t k = 0; k < observed.numel(); ++k)
-          avg[k] = std::isnan(avg[k]) ? obs[k] : mom * avg[k] + (1 - mom) * obs[k];
-      }
-      ++step;
-      if (comm && !async && options.check_replicas_every > 0 &&
-          step % options.check_replicas_every == 0)
-        check_replicas(*comm, *store, parameter_names, step);
-      if (callbacks.after_step)
-        callbacks.after_step(StepState{step, config.epochs * batches_per_epoch, *store, optimizer});
-      if (options.profile && step == 5) session.set_profiling(true);  // after warm-up
-      epoch_loss_sum += static_cast<double>(loss) * static_cast<double>(labels.numel());
-      epoch_correct += correct;
-      epoch_seen += labels.numel();
-      if (callbacks.on_progress) {
-        double seconds = elapsed();
-        // Rank 0's own rate, times the ranks that run in step with it.
-        double rate = static_cast<double>(world) * static_cast<double>(epoch_seen - seen_before) /
-                      std::max(seconds, 1e-9);
-        int64_t left = (batches_per_epoch - batches.step_in_epoch()) * batches.global_batch();
-        callbacks.on_progress(Progress{epoch + 1, config.epochs, batches.step_in_epoch(),
-                                       batches_per_epoch,
-                                       epoch_loss_sum / static_cast<double>(epoch_seen),
-                                       static_cast<double>(epoch_correct) / static_cast<double>(epoch_seen),
-                                       rate, static_cast<double>(left) / std::max(rate, 1e-9)});
-      }
-      mid_epoch_checkpoint(batches.offset());
+    const bool carries = continuing && roles_.rank == 0;
+    epoch_loss_sum_ = carries ? resume_.loss_sum : 0.0;
+    epoch_correct_ = carries ? resume_.correct : 0;
+    epoch_seen_ = carries ? resume_.seen : 0;
+    epoch_seconds_before_ = continuing ? resume_.seconds : 0.0;
+    resume_.seen = 0;
+    seen_before_ = epoch_seen_;
+    batches_->seek(epoch_, start_offset_);
+    epoch_start_ = Clock::now();
+    lr_ = schedule_->at(step_);
+    if (server_) serve_epoch();
+    while (!server_ && batches_->next(images, labels)) {
+      train_step(images, labels);
+      mid_epoch_checkpoint(batches_->offset());
     }
     const double train_seconds = elapsed();
-    if (options.profile && callbacks.on_profile) callbacks.on_profile(session.profile());
+    if (options_.profile && callbacks_.on_profile) callbacks_.on_profile(session_->profile());
     async_sync_point();
-    int64_t fresh_seen = epoch_seen - seen_before;
-    global_epoch_stats(epoch_loss_sum, epoch_correct, epoch_seen, fresh_seen);
-    // The moving statistics are the training ranks' (a server's never moved).
-    if (comm) average_variables(*comm, *store, statistics_names, /*contribute=*/!serving, shards);
-    EvalResult eval = comm ? evaluate_sharded(session, t, test_data, *comm)
-                           : evaluate(session, t, test_data);
-    CommStats comm_stats = buckets ? buckets->take_stats() : CommStats{};
-    int64_t staleness_max = 0;
-    double staleness_mean = 0.0;
-    if (async) global_async_stats(comm_stats, staleness_max, staleness_mean);
-    EpochReport report{epoch + 1,
-                       config.epochs,
-                       step,
-                       epoch_loss_sum / static_cast<double>(std::max<int64_t>(epoch_seen, 1)),
-                       static_cast<double>(epoch_correct) / static_cast<double>(std::max<int64_t>(epoch_seen, 1)),
-                       eval.accuracy,
-                       eval.count,
-                       static_cast<double>(fresh_seen) / std::max(train_seconds, 1e-9),
-                       epoch_seconds_before + train_seconds,
-                       peak_rss_mb(),
-                       current_rss_mb(),
-                       lr,
-                       world,
-                       batches.global_batch(),
-                       comm_stats.comm_seconds,
-                       comm_stats.bytes,
-                       comm_stats.steps > 0 ? static_cast<double>(comm_stats.bytes) /
-                                                  static_cast<double>(comm_stats.steps)
-                                            : 0.0,
-                       comm_stats.overlap_fraction(),
-                       servers,
-                       async ? shards : 0,
-                       staleness_max,
-                       staleness_mean,
-                       precision_name(precision.precision),
-                       precision.reason,
-                       micro_batches};
-    history.push_back(report);
-    epoch_loss_sum = 0.0;
-    epoch_correct = epoch_seen = 0;
-    epoch_seconds_before = 0.0;
-    save(epoch + 1, 0, 0);
-    if (callbacks.on_epoch) callbacks.on_epoch(report);
+    int64_t fresh_seen = epoch_seen_ - seen_before_;
+    global_epoch_stats(epoch_loss_sum_, epoch_correct_, epoch_seen_, fresh_seen);
+    finish_epoch(train_seconds, fresh_seen);
   }
-  return history;
+  return history_;
+}
+
+// A parameter server serves this epoch's steps (as many as shard 0 takes), stopping at each
+// checkpoint.
+void TrainingLoop::serve_epoch() {
+  const int64_t global_batch = batches_->global_batch();
+  const int64_t first_step = step_;
+  const int64_t epoch_steps = (train_data_.size() - start_offset_) / global_batch;
+  StepReport reported;
+  server_->take_reports();
+  auto on_update = [&](int64_t applied) {
+    lr_ = schedule_->at(applied - 1);
+    if (!callbacks_.on_progress) return;
+    const StepReport r = server_->take_reports();
+    reported.loss_sum += r.loss_sum;
+    reported.correct += r.correct;
+    reported.examples += r.examples;
+    const double seen = static_cast<double>(std::max<int64_t>(reported.examples, 1));
+    const int64_t done = start_offset_ / global_batch + applied - first_step;
+    const double rate = static_cast<double>((applied - first_step) * global_batch) /
+                        std::max(elapsed(), 1e-9);
+    const int64_t left = (batches_per_epoch_ - done) * global_batch;
+    callbacks_.on_progress(Progress{epoch_ + 1, config_.epochs, done, batches_per_epoch_,
+                                    reported.loss_sum / seen,
+                                    static_cast<double>(reported.correct) / seen, rate,
+                                    static_cast<double>(left) / std::max(rate, 1e-9)});
+  };
+  while (step_ < first_step + epoch_steps) {
+    int64_t target = first_step + epoch_steps;
+    if (options_.checkpoint_every > 0)
+      target = std::min(target, (step_ / options_.checkpoint_every + 1) * options_.checkpoint_every);
+    server_->serve_until(target, on_update);
+    step_ = target;
+    mid_epoch_checkpoint(start_offset_ + (step_ - first_step) * global_batch);
+  }
+}
+
+// One step of a worker, a sync replica or a single process: forward and backward, the
+// gradients averaged or pushed, the update, the moving statistics, progress.
+void TrainingLoop::train_step(const Tensor& images, const Tensor& labels) {
+  const size_t num_params = t_.model.parameters.size();
+  lr_ = schedule_->at(step_);
+  if (worker_) worker_->await_weights(step_);
+  Feeds feeds;
+  if (t_.micro_batch_inputs.empty()) {
+    feeds = {{t_.model.input, images}, {t_.labels, labels}};
+  } else {
+    const int64_t size = config_.batch / options_.micro_batches;
+    for (size_t k = 0; k < t_.micro_batch_inputs.size(); ++k) {
+      const int64_t begin = static_cast<int64_t>(k) * size;
+      feeds.emplace_back(t_.micro_batch_inputs[k].first, batch_rows(images, begin, begin + size));
+      feeds.emplace_back(t_.micro_batch_inputs[k].second, batch_rows(labels, begin, begin + size));
+    }
+  }
+  if (teacher_)
+    feeds.emplace_back(t_.teacher_logits, teacher_->for_batch(images, batches_->batch_indices()));
+  std::vector<Tensor> out = session_->run(feeds, fetches_, true, on_fetch_ready_);
+  const float loss = *out[0].data<float>();
+  if (!std::isfinite(loss)) {
+    const std::string checkpoint = checkpoint_path(run_.out_dir);
+    const std::string where = std::filesystem::exists(checkpoint)
+                                  ? "the last checkpoint is " + checkpoint
+                                  : "no checkpoint was written yet";
+    fail("step {}: loss is {} (epoch {}, batch {}); lower --lr (now {:g}) or check the data; {}",
+         step_ + 1, loss, epoch_ + 1, batches_->step_in_epoch(), lr_, where);
+  }
+  const int64_t correct = count_correct(out[1], labels);
+  std::vector<Tensor> local_grads(out.begin() + 2, out.begin() + 2 + static_cast<std::ptrdiff_t>(num_params));
+  if (worker_) {
+    worker_->push(local_grads,
+                  StepReport{static_cast<double>(loss) * static_cast<double>(labels.numel()),
+                             correct, labels.numel()});
+  } else if (buckets_) {
+    const std::vector<Tensor>& averaged = buckets_->finish(local_grads, step_ + 1);
+    if (const std::vector<Tensor>* v = buckets_->shared_second_moments())
+      for (size_t k : owned_)
+        optimizer_->set_second_moment(t_.model.parameters[k].name, (*v)[k],
+                                      buckets_->second_moment_steps());
+    apply_update(step_, owned_, averaged);
+  } else {
+    std::vector<Tensor> owned_grads;
+    for (size_t i : owned_) owned_grads.push_back(local_grads[i]);
+    apply_update(step_, owned_, owned_grads);
+  }
+  for (size_t i = 0; i < t_.model.moving_averages.size(); ++i) {
+    const MovingAverage& m = t_.model.moving_averages[i];
+    const Tensor& observed = out[2 + num_params + i];
+    if (!observed.defined()) continue;  // another process's statistic
+    float* avg = store_->get(m.variable).data<float>();
+    const float* obs = observed.data<float>();
+    const float mom = static_cast<float>(m.momentum);
+    // NaN: nothing observed yet (learned activation ranges), so the first batch is taken.
+    for (int64_t k = 0; k < observed.numel(); ++k)
+      avg[k] = std::isnan(avg[k]) ? obs[k] : mom * avg[k] + (1 - mom) * obs[k];
+  }
+  ++step_;
+  if (roles_.comm && !roles_.async && options_.check_replicas_every > 0 &&
+      step_ % options_.check_replicas_every == 0)
+    check_replicas(*roles_.comm, *store_, parameter_names_, step_);
+  if (callbacks_.after_step)
+    callbacks_.after_step(
+        StepState{step_, config_.epochs * batches_per_epoch_, *store_, *optimizer_});
+  if (options_.profile && step_ == 5) session_->set_profiling(true);  // after warm-up
+  epoch_loss_sum_ += static_cast<double>(loss) * static_cast<double>(labels.numel());
+  epoch_correct_ += correct;
+  epoch_seen_ += labels.numel();
+  if (callbacks_.on_progress) {
+    const double seconds = elapsed();
+    // Rank 0's own rate, times the ranks that run in step with it.
+    const double rate = static_cast<double>(roles_.world) *
+                        static_cast<double>(epoch_seen_ - seen_before_) / std::max(seconds, 1e-9);
+    const int64_t left =
+        (batches_per_epoch_ - batches_->step_in_epoch()) * batches_->global_batch();
+    const double seen = static_cast<double>(epoch_seen_);
+    callbacks_.on_progress(Progress{epoch_ + 1, config_.epochs, batches_->step_in_epoch(),
+                                    batches_per_epoch_, epoch_loss_sum_ / seen,
+                                    static_cast<double>(epoch_correct_) / seen, rate,
+                                    static_cast<double>(left) / std::max(rate, 1e-9)});
+  }
+}
+
+// The epoch's end: statistics averaged, the test evaluation, the report, the checkpoint.
+void TrainingLoop::finish_epoch(double train_seconds, int64_t fresh_seen) {
+  // The moving statistics are the training ranks' (a server's never moved).
+  if (roles_.comm)
+    average_variables(*roles_.comm, *store_, statistics_names_, /*contribute=*/!roles_.serving,
+                      roles_.shards);
+  EvalResult eval = roles_.comm ? evaluate_sharded(*session_, t_, test_data_, *roles_.comm)
+                                : evaluate(*session_, t_, test_data_);
+  CommStats comm_stats = buckets_ ? buckets_->take_stats() : CommStats{};
+  int64_t staleness_max = 0;
+  double staleness_mean = 0.0;
+  if (roles_.async) global_async_stats(comm_stats, staleness_max, staleness_mean);
+  const double seen = static_cast<double>(std::max<int64_t>(epoch_seen_, 1));
+  EpochReport report{epoch_ + 1,
+                     config_.epochs,
+                     step_,
+                     epoch_loss_sum_ / seen,
+                     static_cast<double>(epoch_correct_) / seen,
+                     eval.accuracy,
+                     eval.count,
+                     static_cast<double>(fresh_seen) / std::max(train_seconds, 1e-9),
+                     epoch_seconds_before_ + train_seconds,
+                     peak_rss_mb(),
+                     current_rss_mb(),
+                     lr_,
+                     roles_.world,
+                     batches_->global_batch(),
+                     comm_stats.comm_seconds,
+                     comm_stats.bytes,
+                     comm_stats.steps > 0 ? static_cast<double>(comm_stats.bytes) /
+                                                static_cast<double>(comm_stats.steps)
+                                          : 0.0,
+                     comm_stats.overlap_fraction(),
+                     roles_.servers,
+                     roles_.async ? roles_.shards : 0,
+                     staleness_max,
+                     staleness_mean,
+                     precision_name(precision_.precision),
+                     precision_.reason,
+                     options_.micro_batches};
+  history_.push_back(report);
+  epoch_loss_sum_ = 0.0;
+  epoch_correct_ = epoch_seen_ = 0;
+  epoch_seconds_before_ = 0.0;
+  save(epoch_ + 1, 0, 0);
+  if (callbacks_.on_epoch) callbacks_.on_epoch(report);
+}
+
+}  // namespace
+
+std::string epoch_report_json(const EpochReport& report) { return report_json(report).dump(); }
+
+std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks& callbacks) {
+  TrainingLoop loop(options, callbacks);
+  return loop.run();
 }
 
 struct RunEvaluator::Impl {
