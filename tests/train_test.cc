@@ -4,10 +4,13 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <optional>
+#include <string>
 
 #include "runtime/process_stats.h"
 #include "support/mnist.h"
 #include "support/temp_files.h"
+#include "support/testing.h"
 #include "train/checkpoint.h"
 #include "train/trainer.h"
 
@@ -149,6 +152,28 @@ TEST(TrainTest, NonFiniteLossStopsWithTheStep) {
     std::string m = e.what();
     EXPECT_EQ(m.rfind("step ", 0), 0u) << m;
     EXPECT_NE(m.find(": loss is "), std::string::npos) << m;
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST(TrainTest, OptimizerValuesOutOfRangeAreRefusedBeforeTraining) {
+  const std::string dir = testing::make_temp_dir("sf-optimizer-values");
+  const double nan = std::nan("");
+  struct Case {
+    std::optional<double> weight_decay, momentum;
+    std::string error;
+  };
+  for (const Case& c : {Case{nan, {}, "train: --weight-decay must be a number >= 0, got nan"},
+                        Case{-1e-4, {}, "train: --weight-decay must be a number >= 0, got -0.0001"},
+                        Case{{}, nan, "train: --momentum must be in [0, 1), got nan"},
+                        Case{{}, -0.5, "train: --momentum must be in [0, 1), got -0.5"},
+                        Case{{}, 1.0, "train: --momentum must be in [0, 1), got 1"}}) {
+    TrainOptions o = tiny_run(dir + "/run", 64, 1);
+    o.data = dir + "/no-such-data";  // the check comes first: no data is read
+    o.optimizer = "momentum";
+    o.weight_decay = c.weight_decay;
+    o.momentum = c.momentum;
+    EXPECT_EQ(testing::error_of([&] { train(o, {}); }), c.error);
   }
   std::filesystem::remove_all(dir);
 }

@@ -84,6 +84,17 @@ PruneResult structured_prune_run(const PruneOptions& options, const TrainCallbac
   return result;
 }
 
+// The pruned run replaces whatever run --out holds (so that pruning again is one command), but
+// never the run being pruned.
+void check_out_dir(const PruneOptions& options) {
+  if (options.out_dir.empty()) fail("prune: --out DIR is required");
+  std::error_code unused;
+  if (std::filesystem::equivalent(options.run_dir, options.out_dir, unused))
+    fail("prune: --out {} is the run being pruned ({}), which the pruned run would replace; give "
+         "another directory",
+         options.out_dir, options.run_dir);
+}
+
 }  // namespace
 
 int64_t PruneResult::total_weights() const {
@@ -139,7 +150,7 @@ PruneResult prune_run(const PruneOptions& options, const TrainCallbacks& callbac
     if (!options.per_layer.empty() || options.from_sensitivity)
       fail("prune --structured: use --target (the fraction of filters to remove)");
     if (options.epochs < 0) fail("prune: --epochs must be non-negative, got {}", options.epochs);
-    if (options.out_dir.empty()) fail("prune: --out DIR is required");
+    check_out_dir(options);
     return structured_prune_run(options, callbacks, lr);
   }
   const int ways = (options.target ? 1 : 0) + (options.per_layer.empty() ? 0 : 1) +
@@ -149,7 +160,7 @@ PruneResult prune_run(const PruneOptions& options, const TrainCallbacks& callbac
   if (options.schedule != "gradual" && options.schedule != "oneshot")
     fail("prune: --schedule must be gradual or oneshot, got '{}'", options.schedule);
   if (options.epochs < 1) fail("prune: --epochs must be at least 1, got {}", options.epochs);
-  if (options.out_dir.empty()) fail("prune: --out DIR is required");
+  check_out_dir(options);
   if (options.from_sensitivity && !(options.max_drop >= 0.0))
     fail("prune: --max-drop must be non-negative, got {}", options.max_drop);
 

@@ -175,6 +175,11 @@ ResolvedRun resolve_run(const TrainOptions& options) {
   if (config.epochs < 0) fail("train: --epochs must be non-negative, got {}", config.epochs);
   if (!(config.lr > 0.0) || !std::isfinite(config.lr))
     fail("train: --lr must be a positive number, got {}", config.lr);
+  // Either would train, and a NaN would only show as a NaN loss steps later.
+  if (!(config.weight_decay >= 0.0) || !std::isfinite(config.weight_decay))
+    fail("train: --weight-decay must be a number >= 0, got {}", config.weight_decay);
+  if (!(config.momentum >= 0.0 && config.momentum < 1.0))
+    fail("train: --momentum must be in [0, 1), got {}", config.momentum);
   run.out_dir = resuming ? options.resume_dir : options.out_dir;
   if (!resuming && !options.overwrite && std::filesystem::exists(checkpoint_path(run.out_dir)))
     fail("train: {} already holds a run (its checkpoint {}); continue it with --resume {}, or "
