@@ -1,15 +1,20 @@
 // The shared limits (core/limits.h) and where they bite: element counts without overflow, the
 // memory budget on tensor storage, bounded window geometry, and stale-temporary cleanup.
 #include <gtest/gtest.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <string>
 
 #include "core/limits.h"
 #include "core/tensor.h"
 #include "io/atomic_file.h"
 #include "ops/conv_geometry.h"
+#include "support/temp_files.h"
 #include "support/testing.h"
 
 namespace sf::SLIMFLOW_TEST_FILE_ID {
@@ -95,6 +100,42 @@ TEST(AtomicFileTest, RemovesStaleTemporariesOfDeadWriters) {
   EXPECT_TRUE(std::filesystem::exists(alive));
   EXPECT_TRUE(std::filesystem::exists(other));
   std::filesystem::remove_all(dir);
+}
+
+TEST(AtomicFileTest, WritesPipesAndDevicesDirectlyAndReplacesWhatALinkNames) {
+  const testing::TempDir dir("sf-atomic-kinds");
+  // A FIFO opened for reading first (without blocking), so the writer's open does not wait;
+  // "abc" fits the pipe's buffer. Renaming over it would leave a plain file and no bytes here.
+  const std::string fifo = dir.file("fifo");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const int reader = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK);
+  ASSERT_GE(reader, 0);
+  {
+    AtomicFile file(fifo, "model");
+    file.write("abc", 3);
+    file.commit();
+  }
+  char got[8] = {};
+  EXPECT_EQ(::read(reader, got, sizeof(got)), 3);
+  EXPECT_EQ(std::string(got, 3), "abc");
+  ::close(reader);
+  EXPECT_TRUE(std::filesystem::is_fifo(fifo));
+
+  // Through a link the file it names gets the new bytes; the link stays a link.
+  const std::string real = dir.file("real.sfm"), link = dir.file("link.sfm");
+  std::ofstream(real) << "old";
+  std::filesystem::create_symlink(real, link);
+  {
+    AtomicFile file(link, "model");
+    file.write("new", 3);
+    file.commit();
+  }
+  EXPECT_TRUE(std::filesystem::is_symlink(link));
+  std::ifstream in(real);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), "new");
+
+  testing::expect_error([&] { AtomicFile file(dir.str(), "model"); },
+                        ": cannot write model: it is a folder");
 }
 
 }  // namespace

@@ -42,16 +42,34 @@ void remove_stale_temporaries(const std::string& path) {
 
 AtomicFile::AtomicFile(const std::string& path, const std::string& kind)
     : path_(path), kind_(kind) {
-  remove_stale_temporaries(path);
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::file_status target = fs::status(path, ec);
+  if (fs::is_directory(target)) fail("{}: cannot write {}: it is a folder", path, kind);
+  // A device, pipe or socket (/dev/null, /dev/stdout on a pipe) is written as it is: renaming a
+  // file over it would replace the device node itself (as root, /dev/null became a file).
+  if (fs::exists(target) && !fs::is_regular_file(target)) {
+    fd_ = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd_ < 0) error("cannot open");
+    return;
+  }
+  // Through a symbolic link the file it names is replaced, and the link stays.
+  std::string staged = path;
+  if (fs::is_symlink(fs::symlink_status(path, ec)) && fs::exists(target)) {
+    const fs::path resolved = fs::canonical(path, ec);
+    if (!ec) staged = resolved.string();
+  }
+  final_ = staged;
+  remove_stale_temporaries(staged);
   static std::atomic<int> counter{0};
-  tmp_ = fmt::format("{}.tmp-{}-{}", path, ::getpid(), counter++);
+  tmp_ = fmt::format("{}.tmp-{}-{}", staged, ::getpid(), counter++);
   fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd_ < 0) error("cannot create " + tmp_);
 }
 
 AtomicFile::~AtomicFile() {
   if (fd_ >= 0) ::close(fd_);
-  if (!committed_) ::unlink(tmp_.c_str());
+  if (!committed_ && !tmp_.empty()) ::unlink(tmp_.c_str());
 }
 
 void AtomicFile::write(const void* data, uint64_t n) {
@@ -59,7 +77,7 @@ void AtomicFile::write(const void* data, uint64_t n) {
   while (n > 0) {
     ssize_t done = ::write(fd_, p, std::min<uint64_t>(n, uint64_t{1} << 30));
     if (done < 0 && errno == EINTR) continue;
-    if (done < 0) error("cannot write " + tmp_);
+    if (done < 0) error("cannot write " + (tmp_.empty() ? path_ : tmp_));
     p += done;
     n -= static_cast<uint64_t>(done);
     pos_ += static_cast<uint64_t>(done);
@@ -74,13 +92,20 @@ void AtomicFile::pad_to(uint64_t offset, uint64_t alignment) {
 
 // fsync, rename over the target, then fsync the folder so the rename itself is durable.
 void AtomicFile::commit() {
+  if (tmp_.empty()) {  // a device or pipe: nothing to rename, nothing to make durable
+    const int rc = ::close(fd_);
+    fd_ = -1;
+    committed_ = true;
+    if (rc != 0) error("cannot close");
+    return;
+  }
   if (::fsync(fd_) != 0) error("cannot fsync " + tmp_);
   int rc = ::close(fd_);
   fd_ = -1;
   if (rc != 0) error("cannot close " + tmp_);
-  if (::rename(tmp_.c_str(), path_.c_str()) != 0) error("cannot rename " + tmp_);
+  if (::rename(tmp_.c_str(), final_.c_str()) != 0) error("cannot rename " + tmp_);
   committed_ = true;
-  std::filesystem::path parent = std::filesystem::path(path_).parent_path();
+  std::filesystem::path parent = std::filesystem::path(final_).parent_path();
   const std::string dir = parent.empty() ? std::string(".") : parent.string();
   int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dir_fd < 0) error("cannot open folder " + dir);

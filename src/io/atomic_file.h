@@ -1,7 +1,8 @@
 // Writes that matter (checkpoints, models) go through AtomicFile: a temporary file next to the
 // target, fsync, rename over the target, fsync of the folder. A process killed at any moment
 // leaves either the old file or the new one, never a torn one; the temporary is removed unless
-// committed.
+// committed. Through a symbolic link, the file it names is replaced and the link kept; a
+// device, pipe or socket (/dev/null, /dev/stdout) is written directly; a folder is an error.
 #pragma once
 
 #include <cstdint>
@@ -30,7 +31,9 @@ class AtomicFile {
  private:
   [[noreturn]] void error(const std::string& what);
 
-  std::string path_, kind_, tmp_;
+  std::string path_, kind_;
+  std::string final_;  // the file the rename replaces: path_, or the file its link names
+  std::string tmp_;    // empty when writing a device or pipe directly
   int fd_ = -1;
   bool committed_ = false;
   uint64_t pos_ = 0;

@@ -76,8 +76,9 @@ struct ModelFile {
 };
 
 // Writes atomically: a temporary file in the same folder, fsync, rename, fsync of the folder.
-// Throws sf::Error "<path>: ..." when the model is inconsistent or the write fails.
-void save_model(const std::string& path, const ModelFile& model);
+// Throws sf::Error "<path>: ..." when the model is inconsistent or the write fails. Returns the
+// bytes written (what a file's size would say; `path` may be a device or pipe).
+uint64_t save_model(const std::string& path, const ModelFile& model);
 
 // Memory-maps the file (private, copy-on-write, so writing to a weight never changes the file).
 // Dense tensor-valued attributes (Const "value") borrow the mapping, which is unmapped when the

@@ -200,7 +200,7 @@ std::optional<std::string> deflated(const std::string& path, const std::string& 
 
 }  // namespace
 
-void save_model(const std::string& path, const ModelFile& model) {
+uint64_t save_model(const std::string& path, const ModelFile& model) {
   check_model(path, model);
   Layout layout;
   json nodes = json::array();
@@ -265,6 +265,7 @@ void save_model(const std::string& path, const ModelFile& model) {
   SF_CHECK(file.position() == data_offset + layout.data_size, "wrote {} bytes, expected {}",
            file.position(), data_offset + layout.data_size);
   file.commit();
+  return file.position();
 }
 
 size_t weight_bytes(const ModelFile& model) {

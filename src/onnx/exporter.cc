@@ -354,12 +354,13 @@ std::string export_onnx_bytes(const ModelFile& model, const std::string& name,
   return bytes;
 }
 
-void export_onnx(const ModelFile& model, const std::string& name, const std::string& path,
-                 const ExportOptions& options) {
+uint64_t export_onnx(const ModelFile& model, const std::string& name, const std::string& path,
+                     const ExportOptions& options) {
   const std::string bytes = export_onnx_bytes(model, name, options);
   AtomicFile file(path, "ONNX model");
   file.write(bytes.data(), bytes.size());
   file.commit();
+  return bytes.size();
 }
 
 }  // namespace sf

@@ -31,8 +31,9 @@ struct ExportOptions {
 std::string export_onnx_bytes(const ModelFile& model, const std::string& name,
                               const ExportOptions& options = {});
 
-// Writes the model to `path` atomically (a torn file is never left behind).
-void export_onnx(const ModelFile& model, const std::string& name, const std::string& path,
-                 const ExportOptions& options = {});
+// Writes the model to `path` atomically (a torn file is never left behind); returns the bytes
+// written.
+uint64_t export_onnx(const ModelFile& model, const std::string& name, const std::string& path,
+                     const ExportOptions& options = {});
 
 }  // namespace sf

@@ -28,9 +28,9 @@ Action add_export_command(CLI::App& app) {
     ModelFile model = open_model(a->model);
     ExportOptions options;
     options.opset = a->opset;
-    export_onnx(model, a->model, a->out, options);
+    const uint64_t bytes = export_onnx(model, a->model, a->out, options);
     std::fprintf(stderr, "wrote %s: opset %d, %ju bytes\n", a->out.c_str(), a->opset,
-                 static_cast<uintmax_t>(std::filesystem::file_size(a->out)));
+                 static_cast<uintmax_t>(bytes));
     return 0;
   };
 }

@@ -17,11 +17,18 @@ namespace sf::cli {
 
 namespace {
 
-void print_saved(const std::string& out) {
-  ModelFile loaded = load_model(out);
-  std::fprintf(stderr, "wrote %s: %d nodes, %.2f MB of weights, %zu bytes on disk\n", out.c_str(),
-               loaded.graph.num_nodes(), static_cast<double>(weight_bytes(loaded)) / 1e6,
-               loaded.file_bytes);
+void print_saved(const std::string& out, const ModelFile& model, uint64_t bytes) {
+  std::fprintf(stderr, "wrote %s: %d nodes, %.2f MB of weights, %ju bytes on disk\n", out.c_str(),
+               model.graph.num_nodes(), static_cast<double>(weight_bytes(model)) / 1e6,
+               static_cast<uintmax_t>(bytes));
+}
+
+// A device or pipe (/dev/null, /dev/stdout) is written in place: there is no file to replace.
+bool is_device_or_pipe(const std::string& path) {
+  std::error_code ec;
+  const std::filesystem::file_status status = std::filesystem::status(path, ec);
+  return std::filesystem::exists(status) && !std::filesystem::is_regular_file(status) &&
+         !std::filesystem::is_directory(status);
 }
 
 }  // namespace
@@ -36,8 +43,7 @@ Action add_freeze_command(CLI::App& app) {
   cmd->add_option("--out", *out, "Model file to write (.sfm)")->required();
   return [run_dir, out]() {
     ModelFile model = freeze_run(*run_dir);
-    save_model(*out, model);
-    print_saved(*out);
+    print_saved(*out, model, save_model(*out, model));
     return 0;
   };
 }
@@ -57,10 +63,11 @@ Action add_import_command(CLI::App& app) {
     if (std::optional<std::string> bytes = onnx_source(*path);
         bytes && needs_symbolic_form(declared_onnx_inputs(*bytes, *path), input_shapes)) {
       // Kept as ONNX: it is imported per input shape when run (onnx/shape_specializer.h).
-      save_model(*out, symbolic_model_file(*bytes, *path));
+      const ModelFile symbolic = symbolic_model_file(*bytes, *path);
+      const uint64_t written = save_model(*out, symbolic);
       std::fprintf(stderr, "%s: symbolic input dimensions kept; planned per input shape at run "
                    "time (--input-shape specializes)\n", out->c_str());
-      print_saved(*out);
+      print_saved(*out, symbolic, written);
       return 0;
     }
     ModelFile model = open_model(*path, input_shapes);
@@ -71,10 +78,15 @@ Action add_import_command(CLI::App& app) {
     model.metadata["source"] = *path;
     // Written next to the target and loaded back before it replaces anything: an import that
     // fails at any step leaves no file, or the previous one, at --out.
-    remove_stale_temporaries(*out);
-    const std::string staged = fmt::format("{}.tmp-{}-import", *out, ::getpid());
+    const bool in_place = is_device_or_pipe(*out);
+    const std::string staged =
+        in_place ? (std::filesystem::temp_directory_path() /
+                    fmt::format("slimflow-import-{}.sfm", ::getpid()))
+                       .string()
+                 : fmt::format("{}.tmp-{}-import", *out, ::getpid());
+    if (!in_place) remove_stale_temporaries(*out);
     const std::filesystem::path folder = std::filesystem::path(*out).parent_path();
-    if (!folder.empty() && !std::filesystem::is_directory(folder))
+    if (!in_place && !folder.empty() && !std::filesystem::is_directory(folder))
       fail("{}: cannot write model: folder {} does not exist", *out, folder.string());
     try {
       save_model(staged, model);
@@ -92,12 +104,17 @@ Action add_import_command(CLI::App& app) {
            *out, e.what());
     }
     std::error_code ec;
+    if (in_place) {
+      std::filesystem::remove(staged, ec);
+      print_saved(*out, model, save_model(*out, model));
+      return 0;
+    }
     std::filesystem::rename(staged, *out, ec);
     if (ec) {
       std::filesystem::remove(staged, ec);
       fail("{}: cannot write model: {}", *out, ec.message());
     }
-    print_saved(*out);
+    print_saved(*out, model, std::filesystem::file_size(*out));
     return 0;
   };
 }

@@ -47,8 +47,7 @@ struct QuantizeArgs {
   int threads = 0;
 };
 
-void print_eightbit(const QuantizeArgs& args, const EightbitModel& q) {
-  const uintmax_t file_bytes = std::filesystem::file_size(args.out);
+void print_eightbit(const QuantizeArgs& args, const EightbitModel& q, uintmax_t file_bytes) {
   size_t sparse_tensors = 0;
   for (const auto& [name, encoded] : q.model.encoded_weights)
     sparse_tensors += encoded.encoding.kind == quant::Encoding::sparse;
@@ -131,8 +130,7 @@ int run_eightbit_quantization(const QuantizeArgs& args) {
                    args.calib_data.c_str(), args.method.c_str());
     };
   const EightbitModel q = quantize_model_eightbit(model, args.model, options);
-  save_model(args.out, q.model);
-  print_eightbit(args, q);
+  print_eightbit(args, q, save_model(args.out, q.model));
   return 0;
 }
 
@@ -274,8 +272,7 @@ int run_weight_quantization(const QuantizeArgs& args, bool bf16) {
     if (!report.excluded_layers.empty())
       model.metadata[kFp32LayersMetadataKey] = nlohmann::json(report.excluded_layers).dump();
   }
-  save_model(args.out, model);
-  const uint64_t file_bytes = std::filesystem::file_size(args.out);
+  const uint64_t file_bytes = save_model(args.out, model);
   if (args.json)
     std::printf("%s\n", report_json(args, options, report, file_bytes).dump().c_str());
   else
