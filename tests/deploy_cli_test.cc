@@ -81,6 +81,20 @@ TEST_F(DeployCli, BenchReportsTheThreadWaitPolicyAndKeepsTheUsers) {
       << r.out;
 }
 
+// Through a link the file it names is replaced and the link stays; a pipe is written in place.
+TEST_F(DeployCli, ImportWritesThroughALinkAndIntoAPipe) {
+  const std::string real = dir_ + "/real.sfm", link = dir_ + "/link.sfm";
+  testing::write_file_bytes(real, "old");
+  std::filesystem::create_symlink(real, link);
+  ASSERT_EQ(run_cli("import " + model_ + " --out " + link).exit_code, 0);
+  EXPECT_TRUE(std::filesystem::is_symlink(link));
+  EXPECT_EQ(run_cli("inspect " + real).exit_code, 0);
+  const testing::CliResult piped = testing::run_shell(
+      std::string(SLIMFLOW_CLI) + " import " + model_ + " --out /dev/stdout 2>/dev/null | wc -c");
+  ASSERT_EQ(piped.exit_code, 0) << piped.out;
+  EXPECT_EQ(std::stoull(piped.out), std::filesystem::file_size(real)) << piped.out;
+}
+
 TEST_F(DeployCli, BenchPlacesTheModelOnTheDeviceAndLogsIt) {
   const std::string log = dir_ + "/placement.json", sfm = dir_ + "/classifier.sfm";
   ASSERT_EQ(run_cli("import " + model_ + " --out " + sfm).exit_code, 0);

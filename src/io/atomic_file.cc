@@ -40,29 +40,36 @@ void remove_stale_temporaries(const std::string& path) {
   }
 }
 
-AtomicFile::AtomicFile(const std::string& path, const std::string& kind)
-    : path_(path), kind_(kind) {
+bool is_device_or_pipe(const std::string& path) {
   namespace fs = std::filesystem;
   std::error_code ec;
-  const fs::file_status target = fs::status(path, ec);
-  if (fs::is_directory(target)) fail("{}: cannot write {}: it is a folder", path, kind);
-  // A device, pipe or socket (/dev/null, /dev/stdout on a pipe) is written as it is: renaming a
-  // file over it would replace the device node itself (as root, /dev/null became a file).
-  if (fs::exists(target) && !fs::is_regular_file(target)) {
+  const fs::file_status status = fs::status(path, ec);
+  return fs::exists(status) && !fs::is_regular_file(status) && !fs::is_directory(status);
+}
+
+std::string file_to_replace(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::is_symlink(fs::symlink_status(path, ec)) || !fs::exists(path, ec)) return path;
+  const fs::path resolved = fs::canonical(path, ec);
+  return ec ? path : resolved.string();
+}
+
+AtomicFile::AtomicFile(const std::string& path, const std::string& kind)
+    : path_(path), kind_(kind) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    fail("{}: cannot write {}: it is a folder", path, kind);
+  // As root, renaming over /dev/null made it a regular file.
+  if (is_device_or_pipe(path)) {
     fd_ = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
     if (fd_ < 0) error("cannot open");
     return;
   }
-  // Through a symbolic link the file it names is replaced, and the link stays.
-  std::string staged = path;
-  if (fs::is_symlink(fs::symlink_status(path, ec)) && fs::exists(target)) {
-    const fs::path resolved = fs::canonical(path, ec);
-    if (!ec) staged = resolved.string();
-  }
-  final_ = staged;
-  remove_stale_temporaries(staged);
+  final_ = file_to_replace(path);
+  remove_stale_temporaries(final_);
   static std::atomic<int> counter{0};
-  tmp_ = fmt::format("{}.tmp-{}-{}", staged, ::getpid(), counter++);
+  tmp_ = fmt::format("{}.tmp-{}-{}", final_, ::getpid(), counter++);
   fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd_ < 0) error("cannot create " + tmp_);
 }

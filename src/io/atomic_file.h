@@ -10,6 +10,14 @@
 
 namespace sf {
 
+// Whether `path` is an existing device, pipe or socket (/dev/null, /dev/stdout on a pipe): such
+// a target is written in place, since renaming a file over it would replace the node itself.
+bool is_device_or_pipe(const std::string& path);
+
+// The file a write of `path` replaces: the file a symbolic link names (so the link stays), else
+// `path` itself.
+std::string file_to_replace(const std::string& path);
+
 // Removes "<path>.tmp-<pid>-..." files left by writers of `path` that were killed (their process
 // is gone). AtomicFile calls it before each write; other staged writers may call it too.
 void remove_stale_temporaries(const std::string& path);

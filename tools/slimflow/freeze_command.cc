@@ -23,14 +23,6 @@ void print_saved(const std::string& out, const ModelFile& model, uint64_t bytes)
                static_cast<uintmax_t>(bytes));
 }
 
-// A device or pipe (/dev/null, /dev/stdout) is written in place: there is no file to replace.
-bool is_device_or_pipe(const std::string& path) {
-  std::error_code ec;
-  const std::filesystem::file_status status = std::filesystem::status(path, ec);
-  return std::filesystem::exists(status) && !std::filesystem::is_regular_file(status) &&
-         !std::filesystem::is_directory(status);
-}
-
 }  // namespace
 
 Action add_freeze_command(CLI::App& app) {
@@ -78,13 +70,16 @@ Action add_import_command(CLI::App& app) {
     model.metadata["source"] = *path;
     // Written next to the target and loaded back before it replaces anything: an import that
     // fails at any step leaves no file, or the previous one, at --out.
+    // A device or pipe has no folder to stage in and no file to replace: the model is checked
+    // in the temporary folder, then written in place.
     const bool in_place = is_device_or_pipe(*out);
+    const std::string replaced = file_to_replace(*out);
     const std::string staged =
         in_place ? (std::filesystem::temp_directory_path() /
                     fmt::format("slimflow-import-{}.sfm", ::getpid()))
                        .string()
-                 : fmt::format("{}.tmp-{}-import", *out, ::getpid());
-    if (!in_place) remove_stale_temporaries(*out);
+                 : fmt::format("{}.tmp-{}-import", replaced, ::getpid());
+    if (!in_place) remove_stale_temporaries(replaced);
     const std::filesystem::path folder = std::filesystem::path(*out).parent_path();
     if (!in_place && !folder.empty() && !std::filesystem::is_directory(folder))
       fail("{}: cannot write model: folder {} does not exist", *out, folder.string());
@@ -109,7 +104,7 @@ Action add_import_command(CLI::App& app) {
       print_saved(*out, model, save_model(*out, model));
       return 0;
     }
-    std::filesystem::rename(staged, *out, ec);
+    std::filesystem::rename(staged, replaced, ec);
     if (ec) {
       std::filesystem::remove(staged, ec);
       fail("{}: cannot write model: {}", *out, ec.message());
