@@ -10,6 +10,7 @@
 #include <iterator>
 #include <string>
 
+#include "core/error.h"
 #include "core/limits.h"
 #include "core/tensor.h"
 #include "io/atomic_file.h"
@@ -133,9 +134,57 @@ TEST(AtomicFileTest, WritesPipesAndDevicesDirectlyAndReplacesWhatALinkNames) {
   EXPECT_TRUE(std::filesystem::is_symlink(link));
   std::ifstream in(real);
   EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), "new");
+  // A link to a file not there yet creates it, as the shell's `>` does.
+  const std::string dangling = dir.file("dangling.sfm");
+  std::filesystem::create_symlink("later.sfm", dangling);
+  {
+    AtomicFile file(dangling, "model");
+    file.write("new", 3);
+    file.commit();
+  }
+  EXPECT_TRUE(std::filesystem::is_symlink(dangling));
+  EXPECT_EQ(std::filesystem::file_size(dir.file("later.sfm")), 3u);
 
   testing::expect_error([&] { AtomicFile file(dir.str(), "model"); },
                         ": cannot write model: it is a folder");
+}
+
+// A check that refuses what was written leaves the target as it was, and no temporary; into a
+// pipe, the bytes are staged and only a checked file reaches it.
+TEST(AtomicFileTest, ACheckThatFailsLeavesTheTargetAndThePipeUntouched) {
+  const testing::TempDir dir("sf-atomic-check");
+  const auto refuse = [](const std::string& written) {
+    std::ifstream in(written);
+    const std::string bytes(std::istreambuf_iterator<char>(in), {});
+    if (bytes != "good") fail("{}: holds '{}'", written, bytes);
+  };
+  const auto write = [&](const std::string& path, const std::string& bytes) {
+    AtomicFile file(path, "model", refuse);
+    file.write(bytes.data(), bytes.size());
+    file.commit();
+  };
+  const std::string target = dir.file("model.sfm");
+  std::ofstream(target) << "old";
+  testing::expect_error([&] { write(target, "bad"); }, "holds 'bad'");
+  std::ifstream in(target);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), "old");
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir.str()), {}), 1);
+
+  const std::string fifo = dir.file("fifo");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const int reader = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK);
+  ASSERT_GE(reader, 0);
+  testing::expect_error([&] { write(fifo, "bad"); }, "holds 'bad'");
+  char got[8] = {};
+  EXPECT_LE(::read(reader, got, sizeof(got)), 0);
+  write(fifo, "good");
+  EXPECT_EQ(::read(reader, got, sizeof(got)), 4);
+  EXPECT_EQ(std::string(got, 4), "good");
+  ::close(reader);
+  EXPECT_TRUE(std::filesystem::is_fifo(fifo));
+
+  testing::expect_error([&] { write(dir.file("no/such/model.sfm"), "good"); },
+                        ": cannot write model: folder " + dir.file("no/such") + " does not exist");
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <utility>
 #include <vector>
 
 #include "core/error.h"
@@ -50,26 +51,42 @@ bool is_device_or_pipe(const std::string& path) {
 std::string file_to_replace(const std::string& path) {
   namespace fs = std::filesystem;
   std::error_code ec;
-  if (!fs::is_symlink(fs::symlink_status(path, ec)) || !fs::exists(path, ec)) return path;
-  const fs::path resolved = fs::canonical(path, ec);
-  return ec ? path : resolved.string();
+  fs::path file(path);
+  // A dangling link is followed too, as `cp` and the shell's `>` do: the file it names is
+  // created. 40 hops is Linux's own limit (ELOOP).
+  for (int hops = 0; fs::is_symlink(fs::symlink_status(file, ec)); ++hops) {
+    const fs::path target = fs::read_symlink(file, ec);
+    if (ec || hops == 40) return path;
+    file = target.is_absolute() ? target : file.parent_path() / target;
+  }
+  return file.string();
 }
 
-AtomicFile::AtomicFile(const std::string& path, const std::string& kind)
-    : path_(path), kind_(kind) {
+AtomicFile::AtomicFile(const std::string& path, const std::string& kind, WrittenFileCheck check)
+    : path_(path), kind_(kind), check_(std::move(check)) {
+  namespace fs = std::filesystem;
   std::error_code ec;
-  if (std::filesystem::is_directory(path, ec))
-    fail("{}: cannot write {}: it is a folder", path, kind);
+  if (fs::is_directory(path, ec)) fail("{}: cannot write {}: it is a folder", path, kind);
+  static std::atomic<int> counter{0};
   // As root, renaming over /dev/null made it a regular file.
-  if (is_device_or_pipe(path)) {
+  device_ = is_device_or_pipe(path);
+  if (device_ && !check_) {
     fd_ = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
     if (fd_ < 0) error("cannot open");
     return;
   }
-  final_ = file_to_replace(path);
-  remove_stale_temporaries(final_);
-  static std::atomic<int> counter{0};
-  tmp_ = fmt::format("{}.tmp-{}-{}", final_, ::getpid(), counter++);
+  if (device_) {
+    fs::path folder = fs::temp_directory_path(ec);
+    if (ec) folder = "/tmp";
+    tmp_ = (folder / fmt::format("slimflow-{}-{}.tmp", ::getpid(), counter++)).string();
+  } else {
+    final_ = file_to_replace(path);
+    const fs::path folder = fs::path(final_).parent_path();
+    if (!folder.empty() && !fs::is_directory(folder, ec))
+      fail("{}: cannot write {}: folder {} does not exist", path, kind, folder.string());
+    remove_stale_temporaries(final_);
+    tmp_ = fmt::format("{}.tmp-{}-{}", final_, ::getpid(), counter++);
+  }
   fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd_ < 0) error("cannot create " + tmp_);
 }
@@ -97,7 +114,7 @@ void AtomicFile::pad_to(uint64_t offset, uint64_t alignment) {
   write(zeros.data(), zeros.size());
 }
 
-// fsync, rename over the target, then fsync the folder so the rename itself is durable.
+// fsync, check, rename over the target, then fsync the folder so the rename itself is durable.
 void AtomicFile::commit() {
   if (tmp_.empty()) {  // a device or pipe: nothing to rename, nothing to make durable
     const int rc = ::close(fd_);
@@ -106,10 +123,17 @@ void AtomicFile::commit() {
     if (rc != 0) error("cannot close");
     return;
   }
-  if (::fsync(fd_) != 0) error("cannot fsync " + tmp_);
+  if (!device_ && ::fsync(fd_) != 0) error("cannot fsync " + tmp_);
   int rc = ::close(fd_);
   fd_ = -1;
   if (rc != 0) error("cannot close " + tmp_);
+  if (check_) check_(tmp_);
+  if (device_) {
+    copy_staged_into_device();
+    committed_ = true;
+    ::unlink(tmp_.c_str());
+    return;
+  }
   if (::rename(tmp_.c_str(), final_.c_str()) != 0) error("cannot rename " + tmp_);
   committed_ = true;
   std::filesystem::path parent = std::filesystem::path(final_).parent_path();
@@ -124,6 +148,42 @@ void AtomicFile::commit() {
     errno = saved;
     error("cannot fsync folder " + dir);
   }
+}
+
+void AtomicFile::copy_staged_into_device() {
+  const int from = ::open(tmp_.c_str(), O_RDONLY | O_CLOEXEC);
+  if (from < 0) error("cannot open " + tmp_);
+  fd_ = ::open(path_.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd_ < 0) {
+    ::close(from);
+    error("cannot open");
+  }
+  std::vector<char> buffer(size_t{1} << 20);
+  for (;;) {
+    const ssize_t got = ::read(from, buffer.data(), buffer.size());
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) {
+      const int saved = errno;
+      ::close(from);
+      errno = saved;
+      if (got < 0) error("cannot read " + tmp_);
+      break;
+    }
+    for (ssize_t done = 0; done < got;) {
+      const ssize_t put = ::write(fd_, buffer.data() + done, static_cast<size_t>(got - done));
+      if (put < 0 && errno == EINTR) continue;
+      if (put < 0) {
+        const int saved = errno;
+        ::close(from);
+        errno = saved;
+        error("cannot write");
+      }
+      done += put;
+    }
+  }
+  const int rc = ::close(fd_);
+  fd_ = -1;
+  if (rc != 0) error("cannot close");
 }
 
 void AtomicFile::error(const std::string& what) {

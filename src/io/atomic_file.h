@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 namespace sf {
@@ -14,18 +15,24 @@ namespace sf {
 // a target is written in place, since renaming a file over it would replace the node itself.
 bool is_device_or_pipe(const std::string& path);
 
-// The file a write of `path` replaces: the file a symbolic link names (so the link stays), else
-// `path` itself.
+// The file a write of `path` replaces: the file a symbolic link names, even one that does not
+// exist yet (so the link stays), else `path` itself.
 std::string file_to_replace(const std::string& path);
 
 // Removes "<path>.tmp-<pid>-..." files left by writers of `path` that were killed (their process
 // is gone). AtomicFile calls it before each write; other staged writers may call it too.
 void remove_stale_temporaries(const std::string& path);
 
+// Reads back a complete, closed file before it replaces anything (`import` loads the model it
+// converted); throwing leaves the target as it was.
+using WrittenFileCheck = std::function<void(const std::string& written)>;
+
 class AtomicFile {
  public:
-  // `kind` names the file in errors: "<path>: cannot write <kind>: ...".
-  AtomicFile(const std::string& path, const std::string& kind);
+  // `kind` names the file in errors: "<path>: cannot write <kind>: ...". With a `check`, a
+  // device or pipe target is staged in the temporary folder too and copied in once checked,
+  // since what reaches a pipe cannot be taken back.
+  AtomicFile(const std::string& path, const std::string& kind, WrittenFileCheck check = {});
   ~AtomicFile();
   AtomicFile(const AtomicFile&) = delete;
   AtomicFile& operator=(const AtomicFile&) = delete;
@@ -38,10 +45,13 @@ class AtomicFile {
 
  private:
   [[noreturn]] void error(const std::string& what);
+  void copy_staged_into_device();
 
   std::string path_, kind_;
-  std::string final_;  // the file the rename replaces: path_, or the file its link names
-  std::string tmp_;    // empty when writing a device or pipe directly
+  WrittenFileCheck check_;
+  bool device_ = false;  // a device or pipe: written in place, or copied in from tmp_
+  std::string final_;    // the file the rename replaces: path_, or the file its link names
+  std::string tmp_;      // empty when writing a device or pipe directly
   int fd_ = -1;
   bool committed_ = false;
   uint64_t pos_ = 0;

@@ -43,8 +43,9 @@
 #include <string>
 #include <vector>
 
-#include "graph/graph.h"
 #include "codec/weight_codec.h"
+#include "graph/graph.h"
+#include "io/atomic_file.h"
 
 namespace sf {
 
@@ -77,8 +78,9 @@ struct ModelFile {
 
 // Writes atomically: a temporary file in the same folder, fsync, rename, fsync of the folder.
 // Throws sf::Error "<path>: ..." when the model is inconsistent or the write fails. Returns the
-// bytes written (what a file's size would say; `path` may be a device or pipe).
-uint64_t save_model(const std::string& path, const ModelFile& model);
+// bytes written (what a file's size would say; `path` may be a device or pipe). `check` reads the
+// complete file back before it replaces anything (AtomicFile).
+uint64_t save_model(const std::string& path, const ModelFile& model, WrittenFileCheck check = {});
 
 // Memory-maps the file (private, copy-on-write, so writing to a weight never changes the file).
 // Dense tensor-valued attributes (Const "value") borrow the mapping, which is unmapped when the

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
+#include <utility>
 
 #include "graph/op_registry.h"
 #include "io/atomic_file.h"
@@ -200,7 +201,7 @@ std::optional<std::string> deflated(const std::string& path, const std::string& 
 
 }  // namespace
 
-uint64_t save_model(const std::string& path, const ModelFile& model) {
+uint64_t save_model(const std::string& path, const ModelFile& model, WrittenFileCheck check) {
   check_model(path, model);
   Layout layout;
   json nodes = json::array();
@@ -254,7 +255,7 @@ uint64_t save_model(const std::string& path, const ModelFile& model) {
   modelfile::put_le<uint64_t>(header + modelfile::kDataOffsetAt, data_offset);
   modelfile::put_le<uint64_t>(header + modelfile::kDataSizeAt, layout.data_size);
 
-  AtomicFile file(path, "model");
+  AtomicFile file(path, "model", std::move(check));
   file.write(header, sizeof(header));
   file.write(meta_bytes.data(), meta_bytes.size());
   file.pad_to(data_offset);

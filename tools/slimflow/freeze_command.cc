@@ -1,14 +1,11 @@
 // `slimflow freeze` (training run -> .sfm) and `slimflow import` (.onnx -> .sfm).
-#include <algorithm>
 #include <fmt/ranges.h>
+
+#include <algorithm>
 #include <cstdio>
-#include <filesystem>
 #include <memory>
 
-#include <unistd.h>
-
 #include "commands.h"
-#include "io/atomic_file.h"
 #include "model_io.h"
 #include "modelfile/model_file.h"
 #include "train/freeze_run.h"
@@ -68,48 +65,17 @@ Action add_import_command(CLI::App& app) {
         fail("--input-shape {}: {} has no input named '{}' (inputs: {})", name, *path, name,
              fmt::join(model.inputs, ", "));
     model.metadata["source"] = *path;
-    // Written next to the target and loaded back before it replaces anything: an import that
-    // fails at any step leaves no file, or the previous one, at --out.
-    // A device or pipe has no folder to stage in and no file to replace: the model is checked
-    // in the temporary folder, then written in place.
-    const bool in_place = is_device_or_pipe(*out);
-    const std::string replaced = file_to_replace(*out);
-    const std::string staged =
-        in_place ? (std::filesystem::temp_directory_path() /
-                    fmt::format("slimflow-import-{}.sfm", ::getpid()))
-                       .string()
-                 : fmt::format("{}.tmp-{}-import", replaced, ::getpid());
-    if (!in_place) remove_stale_temporaries(replaced);
-    const std::filesystem::path folder = std::filesystem::path(*out).parent_path();
-    if (!in_place && !folder.empty() && !std::filesystem::is_directory(folder))
-      fail("{}: cannot write model: folder {} does not exist", *out, folder.string());
-    try {
-      save_model(staged, model);
-    } catch (const Error& e) {
-      std::error_code ignored;
-      std::filesystem::remove(staged, ignored);
-      fail("{}: cannot write model: {}", *out, e.what());
-    }
-    try {
-      (void)load_model(staged);
-    } catch (const Error& e) {
-      std::error_code ignored;
-      std::filesystem::remove(staged, ignored);
-      fail("import {}: the converted model does not load back, nothing written to {}: {}", *path,
-           *out, e.what());
-    }
-    std::error_code ec;
-    if (in_place) {
-      std::filesystem::remove(staged, ec);
-      print_saved(*out, model, save_model(*out, model));
-      return 0;
-    }
-    std::filesystem::rename(staged, replaced, ec);
-    if (ec) {
-      std::filesystem::remove(staged, ec);
-      fail("{}: cannot write model: {}", *out, ec.message());
-    }
-    print_saved(*out, model, std::filesystem::file_size(*out));
+    // Loaded back before it replaces anything: an import that fails at any step leaves no
+    // file, or the previous one, at --out.
+    const auto loads_back = [&](const std::string& written) {
+      try {
+        (void)load_model(written);
+      } catch (const Error& e) {
+        fail("import {}: the converted model does not load back, nothing written to {}: {}",
+             *path, *out, e.what());
+      }
+    };
+    print_saved(*out, model, save_model(*out, model, loads_back));
     return 0;
   };
 }
