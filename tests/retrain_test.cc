@@ -397,6 +397,11 @@ TEST_F(RetrainCli, BadInputIsOneLineError) {
   std::ofstream(images_ + "/top/broken.png") << "not a png at all";
   expect_one_line_error("retrain --base " + base_ + " --bottleneck features --images " + images_ + common,
                         {"broken.png", "not an image"});
+  fs::remove(images_ + "/top/broken.png");
+  // Named by the flag, not by the head spec retrain writes from it.
+  expect_one_line_error("retrain --base " + base_ + " --bottleneck features --images " + images_ +
+                            common + " --hidden 4000000000000",
+                        {"--hidden 4000000000000", "more than the limit of"});
 }
 
 }  // namespace

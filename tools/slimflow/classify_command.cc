@@ -32,7 +32,8 @@ std::vector<std::string> read_labels(const std::string& path) {
 }  // namespace
 
 Action add_classify_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand("classify", "Classify an image (PNG, JPEG, PGM, BMP): top-k labels");
+  auto* cmd = app.add_subcommand(
+      "classify", "Classify an image (PNG, JPEG, BMP, GIF, TGA or PGM/PPM): top-k labels");
   struct Args {
     std::string model, image, labels;
     int64_t top = 5, width = 0, height = 0;

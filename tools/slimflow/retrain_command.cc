@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -15,6 +16,7 @@
 #include <random>
 
 #include "commands.h"
+#include "core/limits.h"
 #include "io/atomic_file.h"
 #include "io/bottleneck_cache.h"
 #include "io/dataset.h"
@@ -436,6 +438,9 @@ Action add_retrain_command(CLI::App& app) {
       fail("retrain: {} already holds a run (its checkpoint {}); replace it with --overwrite",
            a->out, checkpoint_path(a->out));
     Base base = open_base(a->base, a->bottleneck);
+    if (a->hidden > limits::kMaxElements / std::max<int64_t>(base.dim, 1))
+      fail("--hidden {}: a {} x {} weight matrix is more than the limit of {} elements",
+           a->hidden, base.dim, a->hidden, limits::kMaxElements);
     if (!a->fine_tune_from.empty()) {
       try {
         check_fine_tunable(base.model.file.graph, a->fine_tune_from, base.node);
