@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -170,7 +171,12 @@ TEST(AtomicFileTest, ACheckThatFailsLeavesTheTargetAndThePipeUntouched) {
   EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), "old");
   EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir.str()), {}), 1);
 
-  const std::string fifo = dir.file("fifo");
+  // Staged in TMPDIR, where a writer killed earlier left its file.
+  const std::string fifo = dir.file("fifo"), killed = dir.file("slimflow-staged.tmp-999999999-0");
+  std::ofstream(killed) << "x";
+  const char* tmpdir = std::getenv("TMPDIR");
+  const std::string saved_tmpdir = tmpdir != nullptr ? tmpdir : "";
+  ::setenv("TMPDIR", dir.str().c_str(), 1);
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
   const int reader = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK);
   ASSERT_GE(reader, 0);
@@ -181,7 +187,13 @@ TEST(AtomicFileTest, ACheckThatFailsLeavesTheTargetAndThePipeUntouched) {
   EXPECT_EQ(::read(reader, got, sizeof(got)), 4);
   EXPECT_EQ(std::string(got, 4), "good");
   ::close(reader);
+  if (tmpdir != nullptr)
+    ::setenv("TMPDIR", saved_tmpdir.c_str(), 1);
+  else
+    ::unsetenv("TMPDIR");
   EXPECT_TRUE(std::filesystem::is_fifo(fifo));
+  EXPECT_FALSE(std::filesystem::exists(killed));
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir.str()), {}), 2);  // + fifo
 
   testing::expect_error([&] { write(dir.file("no/such/model.sfm"), "good"); },
                         ": cannot write model: folder " + dir.file("no/such") + " does not exist");

@@ -78,7 +78,9 @@ AtomicFile::AtomicFile(const std::string& path, const std::string& kind, Written
   if (device_) {
     fs::path folder = fs::temp_directory_path(ec);
     if (ec) folder = "/tmp";
-    tmp_ = (folder / fmt::format("slimflow-{}-{}.tmp", ::getpid(), counter++)).string();
+    const std::string staged = (folder / "slimflow-staged").string();
+    remove_stale_temporaries(staged);
+    tmp_ = fmt::format("{}.tmp-{}-{}", staged, ::getpid(), counter++);
   } else {
     final_ = file_to_replace(path);
     const fs::path folder = fs::path(final_).parent_path();
