@@ -17,6 +17,8 @@
 
 namespace sf {
 
+namespace {
+
 // A writer killed mid-write (SIGKILL, power loss) leaves its "<target>.tmp-<pid>-<n>" behind;
 // the next writer of the same target removes those whose process is gone.
 void remove_stale_temporaries(const std::string& path) {
@@ -62,6 +64,20 @@ std::string file_to_replace(const std::string& path) {
   return file.string();
 }
 
+// Writes all `n` bytes, through short writes and signals; false with errno set on failure.
+bool write_all(int fd, const char* p, uint64_t n) {
+  while (n > 0) {
+    const ssize_t done = ::write(fd, p, std::min<uint64_t>(n, uint64_t{1} << 30));
+    if (done < 0 && errno == EINTR) continue;
+    if (done < 0) return false;
+    p += done;
+    n -= static_cast<uint64_t>(done);
+  }
+  return true;
+}
+
+}  // namespace
+
 AtomicFile::AtomicFile(const std::string& path, const std::string& kind, WrittenFileCheck check)
     : path_(path), kind_(kind), check_(std::move(check)) {
   namespace fs = std::filesystem;
@@ -99,15 +115,9 @@ AtomicFile::~AtomicFile() {
 }
 
 void AtomicFile::write(const void* data, uint64_t n) {
-  auto* p = static_cast<const char*>(data);
-  while (n > 0) {
-    ssize_t done = ::write(fd_, p, std::min<uint64_t>(n, uint64_t{1} << 30));
-    if (done < 0 && errno == EINTR) continue;
-    if (done < 0) error("cannot write " + (tmp_.empty() ? path_ : tmp_));
-    p += done;
-    n -= static_cast<uint64_t>(done);
-    pos_ += static_cast<uint64_t>(done);
-  }
+  if (!write_all(fd_, static_cast<const char*>(data), n))
+    error("cannot write " + (tmp_.empty() ? path_ : tmp_));
+  pos_ += n;
 }
 
 void AtomicFile::pad_to(uint64_t offset, uint64_t alignment) {
@@ -171,16 +181,11 @@ void AtomicFile::copy_staged_into_device() {
       if (got < 0) error("cannot read " + tmp_);
       break;
     }
-    for (ssize_t done = 0; done < got;) {
-      const ssize_t put = ::write(fd_, buffer.data() + done, static_cast<size_t>(got - done));
-      if (put < 0 && errno == EINTR) continue;
-      if (put < 0) {
-        const int saved = errno;
-        ::close(from);
-        errno = saved;
-        error("cannot write");
-      }
-      done += put;
+    if (!write_all(fd_, buffer.data(), static_cast<uint64_t>(got))) {
+      const int saved = errno;
+      ::close(from);
+      errno = saved;
+      error("cannot write");
     }
   }
   const int rc = ::close(fd_);

@@ -1,8 +1,10 @@
 // Writes that matter (checkpoints, models) go through AtomicFile: a temporary file next to the
 // target, fsync, rename over the target, fsync of the folder. A process killed at any moment
 // leaves either the old file or the new one, never a torn one; the temporary is removed unless
-// committed. Through a symbolic link, the file it names is replaced and the link kept; a
-// device, pipe or socket (/dev/null, /dev/stdout) is written directly; a folder is an error.
+// committed; "<target>.tmp-<pid>-<n>" files of writers that were killed are removed by the next
+// writer. Through a symbolic link, the file it names is replaced (or created) and the link kept;
+// a device, pipe or socket (/dev/null, /dev/stdout) is written directly, since renaming over it
+// would replace the node itself; a folder is an error.
 #pragma once
 
 #include <cstdint>
@@ -10,18 +12,6 @@
 #include <string>
 
 namespace sf {
-
-// Whether `path` is an existing device, pipe or socket (/dev/null, /dev/stdout on a pipe): such
-// a target is written in place, since renaming a file over it would replace the node itself.
-bool is_device_or_pipe(const std::string& path);
-
-// The file a write of `path` replaces: the file a symbolic link names, even one that does not
-// exist yet (so the link stays), else `path` itself.
-std::string file_to_replace(const std::string& path);
-
-// Removes "<path>.tmp-<pid>-..." files left by writers of `path` that were killed (their process
-// is gone). AtomicFile calls it before each write; other staged writers may call it too.
-void remove_stale_temporaries(const std::string& path);
 
 // Reads back a complete, closed file before it replaces anything (`import` loads the model it
 // converted); throwing leaves the target as it was.

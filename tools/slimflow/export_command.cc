@@ -1,7 +1,6 @@
 // `slimflow export`: a model (.sfm, or .onnx through the importer) written in another format;
 // ONNX for now (onnx/exporter.h). Arguments are checked here so that a mistake is one line.
 #include <cstdio>
-#include <filesystem>
 #include <memory>
 
 #include "commands.h"
