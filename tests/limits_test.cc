@@ -145,6 +145,14 @@ TEST(AtomicFileTest, WritesPipesAndDevicesDirectlyAndReplacesWhatALinkNames) {
   }
   EXPECT_TRUE(std::filesystem::is_symlink(dangling));
   EXPECT_EQ(std::filesystem::file_size(dir.file("later.sfm")), 3u);
+  // Two links naming each other: an error, and both links stay (the rename would replace one).
+  const std::string loop_a = dir.file("a.sfm"), loop_b = dir.file("b.sfm");
+  std::filesystem::create_symlink("b.sfm", loop_a);
+  std::filesystem::create_symlink("a.sfm", loop_b);
+  testing::expect_error([&] { AtomicFile file(loop_a, "model"); },
+                        loop_a + ": cannot write model: too many levels of symbolic links");
+  EXPECT_EQ(std::filesystem::read_symlink(loop_a), "b.sfm");
+  EXPECT_EQ(std::filesystem::read_symlink(loop_b), "a.sfm");
 
   testing::expect_error([&] { AtomicFile file(dir.str(), "model"); },
                         ": cannot write model: it is a folder");

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -50,15 +51,16 @@ bool is_device_or_pipe(const std::string& path) {
   return fs::exists(status) && !fs::is_regular_file(status) && !fs::is_directory(status);
 }
 
-std::string file_to_replace(const std::string& path) {
+// nullopt for a loop of links. A dangling link is followed too, as `cp` and the shell's `>` do:
+// the file it names is created. 40 hops is Linux's own limit (ELOOP).
+std::optional<std::string> file_to_replace(const std::string& path) {
   namespace fs = std::filesystem;
   std::error_code ec;
   fs::path file(path);
-  // A dangling link is followed too, as `cp` and the shell's `>` do: the file it names is
-  // created. 40 hops is Linux's own limit (ELOOP).
   for (int hops = 0; fs::is_symlink(fs::symlink_status(file, ec)); ++hops) {
+    if (hops == 40) return std::nullopt;
     const fs::path target = fs::read_symlink(file, ec);
-    if (ec || hops == 40) return path;
+    if (ec) return path;
     file = target.is_absolute() ? target : file.parent_path() / target;
   }
   return file.string();
@@ -85,20 +87,22 @@ AtomicFile::AtomicFile(const std::string& path, const std::string& kind, Written
   if (fs::is_directory(path, ec)) fail("{}: cannot write {}: it is a folder", path, kind);
   static std::atomic<int> counter{0};
   // As root, renaming over /dev/null made it a regular file.
-  device_ = is_device_or_pipe(path);
-  if (device_ && !check_) {
+  if (is_device_or_pipe(path)) target_ = check_ ? Target::StagedDevice : Target::Device;
+  if (target_ == Target::Device) {
     fd_ = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
     if (fd_ < 0) error("cannot open");
     return;
   }
-  if (device_) {
+  if (target_ == Target::StagedDevice) {
     fs::path folder = fs::temp_directory_path(ec);
     if (ec) folder = "/tmp";
     const std::string staged = (folder / "slimflow-staged").string();
     remove_stale_temporaries(staged);
     tmp_ = fmt::format("{}.tmp-{}-{}", staged, ::getpid(), counter++);
   } else {
-    final_ = file_to_replace(path);
+    const std::optional<std::string> file = file_to_replace(path);
+    if (!file) fail("{}: cannot write {}: too many levels of symbolic links", path, kind);
+    final_ = *file;
     const fs::path folder = fs::path(final_).parent_path();
     if (!folder.empty() && !fs::is_directory(folder, ec))
       fail("{}: cannot write {}: folder {} does not exist", path, kind, folder.string());
@@ -111,12 +115,12 @@ AtomicFile::AtomicFile(const std::string& path, const std::string& kind, Written
 
 AtomicFile::~AtomicFile() {
   if (fd_ >= 0) ::close(fd_);
-  if (!committed_ && !tmp_.empty()) ::unlink(tmp_.c_str());
+  if (!committed_ && target_ != Target::Device) ::unlink(tmp_.c_str());
 }
 
 void AtomicFile::write(const void* data, uint64_t n) {
   if (!write_all(fd_, static_cast<const char*>(data), n))
-    error("cannot write " + (tmp_.empty() ? path_ : tmp_));
+    error("cannot write " + (target_ == Target::Device ? path_ : tmp_));
   pos_ += n;
 }
 
@@ -128,19 +132,19 @@ void AtomicFile::pad_to(uint64_t offset, uint64_t alignment) {
 
 // fsync, check, rename over the target, then fsync the folder so the rename itself is durable.
 void AtomicFile::commit() {
-  if (tmp_.empty()) {  // a device or pipe: nothing to rename, nothing to make durable
+  if (target_ == Target::Device) {  // nothing to rename, nothing to make durable
     const int rc = ::close(fd_);
     fd_ = -1;
     committed_ = true;
     if (rc != 0) error("cannot close");
     return;
   }
-  if (!device_ && ::fsync(fd_) != 0) error("cannot fsync " + tmp_);
+  if (target_ == Target::File && ::fsync(fd_) != 0) error("cannot fsync " + tmp_);
   int rc = ::close(fd_);
   fd_ = -1;
   if (rc != 0) error("cannot close " + tmp_);
   if (check_) check_(tmp_);
-  if (device_) {
+  if (target_ == Target::StagedDevice) {
     copy_staged_into_device();
     committed_ = true;
     ::unlink(tmp_.c_str());

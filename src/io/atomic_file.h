@@ -4,7 +4,7 @@
 // committed; "<target>.tmp-<pid>-<n>" files of writers that were killed are removed by the next
 // writer. Through a symbolic link, the file it names is replaced (or created) and the link kept;
 // a device, pipe or socket (/dev/null, /dev/stdout) is written directly, since renaming over it
-// would replace the node itself; a folder is an error.
+// would replace the node itself; a folder, a missing folder and a loop of links are errors.
 #pragma once
 
 #include <cstdint>
@@ -37,11 +37,15 @@ class AtomicFile {
   [[noreturn]] void error(const std::string& what);
   void copy_staged_into_device();
 
+  // Where the bytes go: into a temporary renamed over the file (or the file a link names); into
+  // a device or pipe directly; or, with a check, into a temporary copied into the device.
+  enum class Target { File, Device, StagedDevice };
+
   std::string path_, kind_;
   WrittenFileCheck check_;
-  bool device_ = false;  // a device or pipe: written in place, or copied in from tmp_
-  std::string final_;    // the file the rename replaces: path_, or the file its link names
-  std::string tmp_;      // empty when writing a device or pipe directly
+  Target target_ = Target::File;
+  std::string final_;  // Target::File: the file the rename replaces, path_ or what its link names
+  std::string tmp_;    // the temporary; empty for Target::Device
   int fd_ = -1;
   bool committed_ = false;
   uint64_t pos_ = 0;
