@@ -244,6 +244,16 @@ TEST(IoDatasetLoadTest, LoadsAFolderOfRawAndGzipFiles) {
   EXPECT_EQ(two.images.shape(), (Shape{2, 3, 2, 1}));
   EXPECT_EQ(two.labels.data<int32_t>()[1], 9);
   EXPECT_EQ(take(split.train, 100).size(), 4);
+  EXPECT_NE(two.images.raw(), split.train.images.raw());  // a copy
+
+  // rows() is a view: examples 1..2 over the same memory.
+  Dataset middle = rows(split.train, 1, 3);
+  EXPECT_EQ(middle.images.shape(), (Shape{2, 3, 2, 1}));
+  EXPECT_EQ(middle.images.data<float>(), split.train.images.data<float>() + 6);
+  EXPECT_EQ(middle.labels.data<int32_t>()[0], 9);
+  EXPECT_EQ(rows(split.train, 4, 4).size(), 0);
+  EXPECT_NE(error_of([&] { rows(split.train, 2, 5); }).find("rows [2, 5) of a tensor [4,3,2,1]"),
+            std::string::npos);
 }
 
 TEST(IoDatasetLoadTest, CountMismatchNamesBothCounts) {

@@ -13,10 +13,8 @@ int wrap(int chunk, int ranks) { return ((chunk % ranks) + ranks) % ranks; }
 
 // Elements [begin, begin + count) of `t`, flattened, over the same memory.
 Tensor elements(const Tensor& t, int64_t begin, int64_t count) {
-  const auto offset = static_cast<size_t>(static_cast<const char*>(t.raw()) -
-                                          static_cast<const char*>(t.storage()->data()));
   return Tensor(t.dtype(), {count}, t.storage(),
-                offset + static_cast<size_t>(begin) * dtype_size(t.dtype()));
+                t.offset() + static_cast<size_t>(begin) * dtype_size(t.dtype()));
 }
 
 }  // namespace

@@ -66,6 +66,17 @@ Tensor Tensor::reshaped(Shape shape) const {
   return Tensor(dtype_, std::move(shape), storage_, offset_);
 }
 
+Tensor Tensor::rows(int64_t begin, int64_t end) const {
+  SF_CHECK(rank() > 0 && 0 <= begin && begin <= end && end <= shape_[0],
+           "rows [{}, {}) of a tensor {}", begin, end, shape_str(shape_));
+  Shape row_shape(shape_.begin() + 1, shape_.end());
+  const size_t row_bytes = static_cast<size_t>(num_elements(row_shape)) * dtype_size(dtype_);
+  Shape shape = shape_;
+  shape[0] = end - begin;
+  return Tensor(dtype_, std::move(shape), storage_,
+                offset_ + static_cast<size_t>(begin) * row_bytes);
+}
+
 Tensor Tensor::clone() const {
   Tensor copy(dtype_, shape_);
   if (bytes() > 0) std::memcpy(copy.raw(), raw(), bytes());

@@ -69,11 +69,15 @@ class Tensor {
 
   // Same bytes, another shape with the same number of elements.
   Tensor reshaped(Shape shape) const;
+  // Rows [begin, end) along dimension 0 (examples of a batch), over the same storage.
+  Tensor rows(int64_t begin, int64_t end) const;
   Tensor clone() const;
   // Copies the contents of `other` (same dtype and element count) into this tensor.
   void copy_from(const Tensor& other);
   void fill_zero();
   const std::shared_ptr<Storage>& storage() const { return storage_; }
+  // Where raw() starts in storage(), in bytes.
+  size_t offset() const { return offset_; }
 
  private:
   DType dtype_ = DType::f32;

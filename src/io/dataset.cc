@@ -157,19 +157,17 @@ Dataset load_test_split(const std::string& spec) {
 
 Dataset take(const Dataset& data, int64_t count) {
   if (count < 0) fail("take: negative count {}", count);
-  int64_t n = std::min(count, data.size());
-  Dataset out;
-  out.name = data.name;
-  out.classes = data.classes;
-  Shape image_shape = data.images.shape();
-  image_shape[0] = n;
-  out.images = Tensor(DType::f32, image_shape);
-  out.labels = Tensor(DType::i32, {n});
-  if (n > 0) {
-    std::memcpy(out.images.raw(), data.images.raw(), out.images.bytes());
-    std::memcpy(out.labels.raw(), data.labels.raw(), out.labels.bytes());
-  }
+  Dataset out = rows(data, 0, std::min(count, data.size()));
+  out.images = out.images.clone();
+  out.labels = out.labels.clone();
   return out;
+}
+
+Dataset rows(const Dataset& data, int64_t begin, int64_t end) {
+  Dataset part = data;
+  part.images = data.images.rows(begin, end);
+  part.labels = data.labels.rows(begin, end);
+  return part;
 }
 
 BatchIterator::BatchIterator(const Dataset& data, BatchOptions options)
@@ -223,15 +221,11 @@ void view_batch(Tensor& t, DType dtype, const Shape& example, int64_t rows, int6
     full[0] = capacity;
     t = Tensor(dtype, full);
   } else {
-    size_t offset = static_cast<char*>(t.raw()) - static_cast<char*>(t.storage()->data());
-    if (t.dtype() != dtype || t.storage()->bytes() - offset < full_bytes)
+    if (t.dtype() != dtype || t.storage()->bytes() - t.offset() < full_bytes)
       fail("BatchIterator: {} tensor is {} {}, too small for a batch of {} x {}", what,
            dtype_name(t.dtype()), shape_str(t.shape()), capacity, shape_str(example));
   }
-  if (t.shape() != shape) {
-    size_t offset = static_cast<char*>(t.raw()) - static_cast<char*>(t.storage()->data());
-    t = Tensor(dtype, shape, t.storage(), offset);
-  }
+  if (t.shape() != shape) t = Tensor(dtype, shape, t.storage(), t.offset());
 }
 
 }  // namespace

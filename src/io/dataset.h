@@ -38,6 +38,8 @@ Dataset load_test_split(const std::string& spec);
 
 // The first `count` examples of `data` (all of them when count >= size), copied.
 Dataset take(const Dataset& data, int64_t count);
+// Examples [begin, end) of `data`, sharing its storage.
+Dataset rows(const Dataset& data, int64_t begin, int64_t end);
 
 // Random changes to training images, drawn from (seed, epoch, example index) alone, so that a
 // resumed run sees exactly the images it would have seen.

@@ -208,16 +208,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-Tensor slice_examples(const Tensor& all, int64_t begin, int64_t end) {
-  Shape shape = all.shape();
-  const size_t example_bytes = all.bytes() / static_cast<size_t>(std::max<int64_t>(shape[0], 1));
-  shape[0] = end - begin;
-  return Tensor(all.dtype(), shape, all.storage(),
-                static_cast<size_t>(begin) * example_bytes +
-                    static_cast<size_t>(static_cast<char*>(all.raw()) -
-                                        static_cast<char*>(all.storage()->data())));
-}
-
 // Images decoded on demand; subclasses say how to get image i.
 class ImageSource : public CalibrationSource {
  public:
@@ -340,7 +330,7 @@ int64_t TensorSource::size() const { return inputs_[0].dim(0); }
 std::vector<Tensor> TensorSource::batch(int64_t begin, int64_t end) {
   SF_CHECK(0 <= begin && begin <= end && end <= size(), "batch [{}, {}) of {}", begin, end, size());
   std::vector<Tensor> out;
-  for (const Tensor& t : inputs_) out.push_back(slice_examples(t, begin, end));
+  for (const Tensor& t : inputs_) out.push_back(t.rows(begin, end));
   return out;
 }
 
@@ -402,7 +392,7 @@ std::unique_ptr<CalibrationSource> open_npy_source(const std::string& spec, int6
     examples.push_back(std::move(t));
   }
   if (count > 0 && count < examples[0].dim(0))
-    for (Tensor& t : examples) t = slice_examples(t, 0, count);
+    for (Tensor& t : examples) t = t.rows(0, count);
   return std::make_unique<TensorSource>(std::move(examples));
 }
 

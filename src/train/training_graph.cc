@@ -14,28 +14,6 @@
 
 namespace sf {
 
-namespace {
-
-// Rows [begin, end) of `data`, sharing its storage.
-Dataset rows(const Dataset& data, int64_t begin, int64_t end) {
-  Dataset part = data;
-  Shape image_shape = data.images.shape();
-  image_shape[0] = end - begin;
-  const size_t example_bytes = static_cast<size_t>(data.images.numel() / std::max<int64_t>(data.size(), 1)) * sizeof(float);
-  part.images = Tensor(DType::f32, image_shape, data.images.storage(),
-                       static_cast<size_t>(begin) * example_bytes +
-                           (static_cast<char*>(data.images.raw()) -
-                            static_cast<char*>(data.images.storage()->data())));
-  part.labels = Tensor(DType::i32, {end - begin}, data.labels.storage(),
-                       static_cast<size_t>(begin) * sizeof(int32_t) +
-                           (static_cast<char*>(data.labels.raw()) -
-                            static_cast<char*>(data.labels.storage()->data())));
-  return part;
-}
-
-}  // namespace
-
-
 TrainingGraph build_training_graph(const ModelSpec& spec, int64_t batch,
                                    const Distillation* distillation) {
   TrainingGraph t{build_model(spec, batch), {}, {}, {}, {}, {}, {}};
