@@ -42,17 +42,6 @@ void clip_to_unit(Tensor& weights) {
   for (int64_t i = 0; i < weights.numel(); ++i) w[i] = std::clamp(w[i], -1.0f, 1.0f);
 }
 
-// Rows [begin, end) of a batch, copied (a kernel may expect its input aligned as a new tensor is).
-Tensor batch_rows(const Tensor& batch, int64_t begin, int64_t end) {
-  Shape shape = batch.shape();
-  shape[0] = end - begin;
-  Tensor part(batch.dtype(), shape);
-  const size_t row_bytes = batch.bytes() / static_cast<size_t>(batch.dim(0));
-  std::memcpy(part.raw(), static_cast<const char*>(batch.raw()) + static_cast<size_t>(begin) * row_bytes,
-              part.bytes());
-  return part;
-}
-
 Dataset limited(const Dataset& data, int64_t limit) {
   return limit > 0 && limit < data.size() ? take(data, limit) : data;
 }
@@ -780,11 +769,12 @@ void TrainingLoop::train_step(const Tensor& images, const Tensor& labels) {
   if (t_.micro_batch_inputs.empty()) {
     feeds = {{t_.model.input, images}, {t_.labels, labels}};
   } else {
+    // Copies, not views: a kernel may expect its input aligned as a new tensor is.
     const int64_t size = config_.batch / options_.micro_batches;
     for (size_t k = 0; k < t_.micro_batch_inputs.size(); ++k) {
       const int64_t begin = static_cast<int64_t>(k) * size;
-      feeds.emplace_back(t_.micro_batch_inputs[k].first, batch_rows(images, begin, begin + size));
-      feeds.emplace_back(t_.micro_batch_inputs[k].second, batch_rows(labels, begin, begin + size));
+      feeds.emplace_back(t_.micro_batch_inputs[k].first, images.rows(begin, begin + size).clone());
+      feeds.emplace_back(t_.micro_batch_inputs[k].second, labels.rows(begin, begin + size).clone());
     }
   }
   if (teacher_)
