@@ -1,5 +1,5 @@
 // Kernels (impl "float_loops") for the float ops of a training step around oneDNN's products:
-// MaxPool, MaxPoolGrad, the filter gradient of single-channel convs, BiasAdd, BiasAddRelu,
+// MaxPool, MaxPoolGrad, the filter gradient of single-channel convs, BiasAdd, BiasAddRelu, AddN,
 // BiasAddGrad and Dropout, made of kernels/float_loops.h (AVX-512 where the CPU has it, portable
 // loops elsewhere), so they run on every CPU. Measured on the Deep-MNIST layers
 // (bench/kernels_bench.cc, one thread, Xeon with AVX-512, under load): MaxPoolGrad reads each
@@ -14,6 +14,7 @@
 // element by element, 0.03 ms for a [128, 768] row block that takes 0.005 ms here. Dropout
 // draws its mask by hashing (kernels/dropout_draw.h), sixteen elements to a vector.
 #include <algorithm>
+#include <vector>
 
 #include "kernels/dropout_draw.h"
 #include "kernels/float_loops.h"
@@ -97,6 +98,13 @@ void add_bias(KernelContext& ctx) {
                ctx.outputs[0].data<float>());
 }
 
+void add_n(KernelContext& ctx) {
+  std::vector<const float*> xs;
+  for (const Tensor& x : ctx.inputs) xs.push_back(x.data<float>());
+  add_n_f32(xs.data(), static_cast<int64_t>(xs.size()), ctx.outputs[0].numel(),
+            ctx.outputs[0].data<float>());
+}
+
 void dropout(KernelContext& ctx) {
   const double rate = ctx.node.attrs.get_float("rate");
   const int64_t n = ctx.inputs[0].numel();
@@ -132,6 +140,7 @@ void register_float_loop_kernels(KernelRegistry& r) {
            bias_input(spec.inputs[0].shape, spec.inputs[1].shape, spec.node.outputs[0].shape) >= 0;
   };
   r.add(std::move(add));
+  r.add(simple_kernel(op_names::kAddN, DType::f32, impl, add_n, kElementwisePriority));
   r.add(simple_kernel(op_names::kDropout, DType::f32, impl, dropout, kElementwisePriority));
 }
 

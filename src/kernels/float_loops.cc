@@ -232,6 +232,34 @@ void bias_add_f32(const float* x, const float* bias, int64_t rows, int64_t chann
                });
 }
 
+void add_n_f32(const float* const* xs, int64_t count, int64_t n, float* y) {
+  // The reference's inner loop over the inputs kept each element's double sum in a register
+  // and vectorized nothing: 10x slower than a Relu of the same size. Here sixteen sums at a
+  // time (AVX-512), or a block of them the compiler vectorizes, take each input in turn.
+  constexpr int64_t kBlock = 512;
+  const bool vector = has_avx512();
+  parallel_for(0, n, n >= kStreamingParallelMin, [&](int64_t share_begin, int64_t share_end) {
+#if defined(__x86_64__)
+    if (vector) {
+      add_n_span_avx512(xs, count, share_begin, share_end, y);
+      return;
+    }
+#else
+    (void)vector;
+#endif
+    double sums[kBlock];
+    for (int64_t begin = share_begin; begin < share_end; begin += kBlock) {
+      const int64_t size = std::min(kBlock, share_end - begin);
+      for (int64_t i = 0; i < size; ++i) sums[i] = 0.0;
+      for (int64_t k = 0; k < count; ++k) {
+        const float* x = xs[k] + begin;
+        for (int64_t i = 0; i < size; ++i) sums[i] += x[i];
+      }
+      for (int64_t i = 0; i < size; ++i) y[begin + i] = static_cast<float>(sums[i]);
+    }
+  });
+}
+
 void bias_add_grad_f32(const float* dy, int64_t rows, int64_t channels, float* db) {
   // Blocks of rows summed in float, block sums added in double: about the reference's double
   // sum, at float speed. Each thread keeps its own totals, added in thread order afterwards, so

@@ -1,5 +1,5 @@
 // The hot loops of the float kernels a training step runs besides oneDNN's products: max pooling
-// and its gradient, the filter gradient of single-channel convs, BiasAdd, BiasAddGrad and
+// and its gradient, the filter gradient of single-channel convs, BiasAdd, AddN, BiasAddGrad and
 // Dropout. They give the reference kernels' results (the same elements chosen, sums reassociated
 // only), vectorized with AVX-512 where the CPU has it (chosen at run time: the build targets
 // baseline x86-64; float_loops_avx512.h), in portable C++ elsewhere.
@@ -32,6 +32,10 @@ void conv_filter_grad_single_channel_f32(const float* x, const float* dy, int64_
 // y[r, j] = x[r, j] + bias[j] for rows x channels; with relu, that sum where positive, else 0.
 void bias_add_f32(const float* x, const float* bias, int64_t rows, int64_t channels, bool relu,
                   float* y);
+
+// y[i] = the sum of xs[k][i] over k < count, summed in double in input order and rounded once:
+// the reference's sums, in blocks of elements the compiler vectorizes.
+void add_n_f32(const float* const* xs, int64_t count, int64_t n, float* y);
 
 // db[j] = sum over rows of dy[r, j]: float partial sums over blocks of rows, totals in double.
 void bias_add_grad_f32(const float* dy, int64_t rows, int64_t channels, float* db);

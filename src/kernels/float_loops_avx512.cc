@@ -190,6 +190,24 @@ __attribute__((target("avx512f"))) inline __m512i mix32(__m512i x) {
 
 }  // namespace
 
+__attribute__((target("avx512f"))) void add_n_span_avx512(const float* const* xs, int64_t count,
+                                                         int64_t begin, int64_t end, float* y) {
+  for (int64_t i = begin; i < end; i += 16) {
+    const __mmask16 m = lanes(i, end);
+    __m512d low = _mm512_setzero_pd(), high = _mm512_setzero_pd();
+    for (int64_t k = 0; k < count; ++k) {
+      const __m512 x = _mm512_maskz_loadu_ps(m, xs[k] + i);
+      low = _mm512_add_pd(low, _mm512_cvtps_pd(_mm512_castps512_ps256(x)));
+      high = _mm512_add_pd(
+          high, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1))));
+    }
+    const __m512 sums = _mm512_castpd_ps(_mm512_insertf64x4(
+        _mm512_castps_pd(_mm512_castps256_ps512(_mm512_cvtpd_ps(low))),
+        _mm256_castps_pd(_mm512_cvtpd_ps(high)), 1));
+    _mm512_mask_storeu_ps(y + i, m, sums);
+  }
+}
+
 __attribute__((target("avx512f"))) void dropout_span_avx512(const float* x, int64_t begin,
                                                             int64_t end, uint64_t key,
                                                             uint32_t threshold, float keep,

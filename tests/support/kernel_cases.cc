@@ -337,6 +337,19 @@ std::vector<KernelCase> add_cases() {
           {"column", {f32({4, 6}), f32({4, 1})}, {}}};
 }
 
+// One to four inputs; one case large enough for every thread, and blocks with a remainder.
+std::vector<KernelCase> add_n_cases() {
+  std::vector<KernelCase> cases;
+  int64_t count = 1;
+  for (const Shape& shape : kElementwiseShapes) {
+    std::vector<InputSpec> inputs(static_cast<size_t>(count), f32(shape));
+    cases.push_back({shape_str(shape) + "x" + std::to_string(count), inputs, {}});
+    count = count % 4 + 1;
+  }
+  cases.push_back({"large_x3", std::vector<InputSpec>(3, f32({64, 14, 14, 65})), {}});
+  return cases;
+}
+
 // Gru / Lstm in every direction; GRU with and without linear_before_reset, LSTM with and without
 // initial states and peepholes; weights frozen (rearranged on the first run only) or fed; steps
 // small enough for one thread per direction, and one large enough for all threads.
@@ -640,6 +653,7 @@ std::map<std::string, ShapeSet> build_shape_sets() {
   sets["Dropout"] = {float_elementwise_cases("Dropout"), exact};
   sets["Transpose"] = {transpose_cases(), exact};
   sets["Add"] = {add_cases(), exact};
+  sets["AddN"] = {add_n_cases(), exact};
   sets["StridedSlice"] = {slice_cases(), exact};
   // Sums in float in other orders; erf by a rational approximation (a few float roundings).
   for (const char* op : {"LayerNorm", "Gelu", "Softmax"})
