@@ -1,6 +1,6 @@
 // The rewrites made before a model runs keep every output and remove what they promise to:
-// fire modules (SqueezeNet) lose their channel Concats, residual blocks (ResNet) their Add and
-// Relu; a Concat something else reads stays.
+// fire modules (SqueezeNet) lose their channel Concats, residual blocks (ResNet) their Add (or
+// two-operand AddN) and Relu; a Concat something else reads stays.
 #include "transforms/execution_passes.h"
 
 #include <gtest/gtest.h>
@@ -136,6 +136,25 @@ TEST(ExecutionPasses, ResidualAddAndReluFuseIntoTheConv) {
   EXPECT_EQ(optimized.node(optimized.id_of("conv2")).attrs.get_string("activation"), "relu");
   EXPECT_EQ(optimized.node(optimized.id_of("conv3")).op, "FusedConv2DAdd");
   expect_same_outputs(g, outputs, {1, 8, 8, 6});
+}
+
+// A spec's `add` layer freezes to an AddN: with two operands it fuses as an Add does; with
+// three it stays.
+TEST(ExecutionPasses, TwoOperandAddNFusesIntoTheConv) {
+  Graph g;
+  Builder b(g);
+  Output x = ops::placeholder(g, DType::f32, {1, 7, 7, 8}, "x");
+  Output block = ops::relu(g, ops::add_n(g, {b.conv(x, 1, 8, "none", "restore"), x}, "sum"));
+  Output three = ops::add_n(g, {b.conv(block, 1, 8, "none", "restore2"), block, x}, "sum3");
+  std::vector<std::string> outputs = {g.node(three.node).name};
+  std::vector<std::string> names = outputs;
+  Graph optimized = optimize_for_execution(g, names);
+  EXPECT_EQ(testing::count_ops(optimized, "AddN"), 1);
+  EXPECT_EQ(testing::count_ops(optimized, "Relu"), 0);
+  EXPECT_EQ(optimized.node(optimized.id_of("restore")).op, "FusedConv2DAdd");
+  EXPECT_EQ(optimized.node(optimized.id_of("restore")).attrs.get_string("activation"), "relu");
+  EXPECT_EQ(optimized.node(optimized.id_of("restore2")).op, "FusedConv2D");
+  expect_same_outputs(g, outputs, {1, 7, 7, 8});
 }
 
 TEST(ExecutionPasses, AddThatBroadcastsOrReadsAnActivatedConvStays) {

@@ -290,6 +290,28 @@ TEST_P(SparseConv, FusedMatchesReference) {
     }
 }
 
+// FusedConv2DAdd (a residual conv) adds its fourth input before the activation.
+TEST_P(SparseConv, FusedAddMatchesReference) {
+  const ConvCase& c = GetParam();
+  Graph shapes;
+  const Shape y = shapes
+                      .type(ops::conv2d(shapes, ops::placeholder(shapes, DType::f32, c.x),
+                                        ops::placeholder(shapes, DType::f32, c.w), c.options))
+                      .shape;
+  const Tensor weights = sparse_tensor(c.w, 0.9, 11);
+  for (const char* activation : {"none", "relu6"}) {
+    SCOPED_TRACE(activation);
+    expect_impl_matches_reference(
+        [&](Graph& g, const std::vector<Output>& in) {
+          return g.add("FusedConv2DAdd", {in[0], ops::constant(g, weights), in[2], in[3]},
+                       conv_attrs(c.options, activation));
+        },
+        {random_tensor(c.x, 14, -3.0f, 3.0f), weights, random_tensor({c.w[3]}, 15),
+         random_tensor(y, 16, -3.0f, 3.0f)},
+        "sparse_only", kRtol, 1e-3);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Shapes, SparseConv,
     ::testing::Values(

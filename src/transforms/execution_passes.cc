@@ -522,7 +522,10 @@ Graph fuse_residual_add(const Graph& graph, std::vector<Output>& outputs) {
   std::map<int, Fusion> fusions;  // keyed by the group's last node
   std::map<int, bool> member;
   for (const Node& add : graph.nodes()) {
-    if (add.op != op_names::kAdd || !uses.needed(add.id)) continue;
+    // A spec's `add` layer freezes to an AddN, which with two operands is the same sum.
+    const bool sums_two = add.op == op_names::kAdd ||
+                          (add.op == op_names::kAddN && add.inputs.size() == 2);
+    if (!sums_two || !uses.needed(add.id)) continue;
     const Shape& y = add.outputs[0].shape;
     if (graph.type(add.inputs[0]).shape != y || graph.type(add.inputs[1]).shape != y) continue;
     for (int side : {1, 0}) {

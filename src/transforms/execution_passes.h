@@ -17,8 +17,9 @@
 //   split_channel_concat  a channel Concat read only by convs disappears: each conv becomes a
 //                         chain of convs over the parts, each adding the previous one's partial
 //                         sum (FusedConv2DAdd), so the concatenated tensor is never written
-//   fuse_residual_add     a 1x1 FusedConv2D (no activation) -> Add (-> Relu/Relu6) becomes
-//                         one FusedConv2DAdd, which adds the other operand inside the conv
+//   fuse_residual_add     a 1x1 FusedConv2D (no activation) -> Add or two-input AddN
+//                         (-> Relu/Relu6) becomes one FusedConv2DAdd, which adds the other
+//                         operand inside the conv
 //   pack_binary_activations  a BinarizeActivation read only by convs / matmuls with binary or
 //                         ternary Const weights: they become XnorConv2D / XnorMatMul reading
 //                         packed sign bits (ops/binary_ops.h), written by the MaxPool before it

@@ -1,7 +1,7 @@
-// Sparse FusedConv2D (groups 1): y = conv(x, filter) + bias, then the activation, with a frozen
-// HWIO filter kept as each output channel's nonzero taps, each an offset into the zero-padded,
-// stride-split input layout of split_layout.h, so that an output channel is one sum of scaled
-// contiguous runs (sparse_accumulate.h) over the whole image.
+// Sparse FusedConv2D and FusedConv2DAdd (groups 1): y = conv(x, filter) + bias (+ the addend),
+// then the activation, with a frozen HWIO filter kept as each output channel's nonzero taps,
+// each an offset into the zero-padded, stride-split input layout of split_layout.h, so that an
+// output channel is one sum of scaled contiguous runs (sparse_accumulate.h) over the whole image.
 #include <omp.h>
 
 #include <algorithm>
@@ -55,11 +55,13 @@ class SparseConvKernel : public SparseKernel {
     split_.resize(static_cast<size_t>(batch * layout_.image()));
     for (int64_t b = 0; b < batch; ++b)
       layout_.split_image(x, b, geometry_, 0.0f, split_.data() + b * layout_.image());
-    multiply(ctx.inputs[2].data<float>(), ctx.outputs[0].data<float>(), batch);
+    const float* addend = ctx.inputs.size() == 4 ? ctx.inputs[3].data<float>() : nullptr;
+    multiply(ctx.inputs[2].data<float>(), addend, ctx.outputs[0].data<float>(), batch);
   }
 
  private:
-  void multiply(const float* bias, float* y, int64_t batch) {
+  // `addend`, null or of y's shape, is added before the activation (FusedConv2DAdd).
+  void multiply(const float* bias, const float* addend, float* y, int64_t batch) {
     const AccumulateFn<uint32_t> accumulate = best_accumulate<uint32_t>();
     const int64_t out_channels = filter_shape_[3];
     const int64_t run = layout_.run_length();
@@ -80,13 +82,15 @@ class SparseConvKernel : public SparseKernel {
                        values_.data() + tap_start_[co], tap_start_[co + 1] - tap_start_[co], run,
                        sums + c * run);
           }
-          float* image = y + b * out_h * out_w * out_channels + co0;
+          const int64_t image = b * out_h * out_w * out_channels + co0;
           for (int64_t oh = 0; oh < out_h; ++oh)
             for (int64_t ow = 0; ow < out_w; ++ow) {
-              float* pixel = image + (oh * out_w + ow) * out_channels;
+              const int64_t pixel = image + (oh * out_w + ow) * out_channels;
               const int64_t at = layout_.run_index(oh, ow);
-              for (int64_t c = 0; c < channels; ++c)
-                pixel[c] = activate(sums[c * run + at] + bias[co0 + c], act);
+              for (int64_t c = 0; c < channels; ++c) {
+                const float v = sums[c * run + at] + bias[co0 + c];
+                y[pixel + c] = activate(addend != nullptr ? v + addend[pixel + c] : v, act);
+              }
             }
         }
     });
@@ -104,7 +108,9 @@ class SparseConvKernel : public SparseKernel {
 };
 
 bool accepts(const KernelSpec& spec) {
-  if (!spec.input_is_constant(1) || spec.inputs.size() != 3) return false;
+  const bool adds = spec.node.op == op_names::kFusedConv2DAdd;
+  if (!spec.input_is_constant(1) || spec.inputs.size() != (adds ? 4u : 3u)) return false;
+  if (adds && spec.inputs[3].shape != spec.node.outputs[0].shape) return false;
   for (const TensorType& t : spec.inputs)
     if (t.dtype != DType::f32 || num_elements(t.shape) == 0) return false;
   const Shape& x = spec.inputs[0].shape;
@@ -115,9 +121,9 @@ bool accepts(const KernelSpec& spec) {
   return layout.image() <= static_cast<int64_t>(std::numeric_limits<uint32_t>::max());
 }
 
-KernelDef conv_kernel(const char* impl, bool always_sparse, int priority) {
+KernelDef conv_kernel(const char* op, const char* impl, bool always_sparse, int priority) {
   KernelDef def;
-  def.op = op_names::kFusedConv2D;
+  def.op = op;
   def.impl = impl;
   def.priority = priority;
   def.accepts = accepts;
@@ -130,8 +136,10 @@ KernelDef conv_kernel(const char* impl, bool always_sparse, int priority) {
 }  // namespace
 
 void register_conv_kernels(KernelRegistry& registry) {
-  registry.add(conv_kernel("sparse", false, kPriority));
-  registry.add(conv_kernel("sparse_only", true, kOnlyWhenAskedPriority));
+  for (const char* op : {op_names::kFusedConv2D, op_names::kFusedConv2DAdd}) {
+    registry.add(conv_kernel(op, "sparse", false, kPriority));
+    registry.add(conv_kernel(op, "sparse_only", true, kOnlyWhenAskedPriority));
+  }
 }
 
 }  // namespace sf::sparse
