@@ -228,7 +228,8 @@ FrozenBuild fused_conv_relu() {
   };
 }
 
-// fc1 (3136 -> 1024) at batch 1 and 64, conv2 of Deep-MNIST at batch 1 and 64: the dense kernel
+// fc1 (3136 -> 1024) at batch 1 and 64, conv2 of Deep-MNIST at batch 1 and 64, and 1x1 convs
+// (which "sparse" leaves to oneDNN, kernels/sparse/sparse_kernels.h): the dense kernel
 // and the sparse one (forced, so that it runs at every sparsity); for fc1 also block-pruned
 // weights.
 void register_sparse_cases() {
@@ -254,11 +255,15 @@ void register_sparse_cases() {
       {"fc1_batch64", {kBatch, 3136}, {3136, 1024}, fused_matmul_relu()},
       {"conv2_batch1", {1, 14, 14, 32}, kW2, fused_conv_relu()},
       {"conv2_batch64", kX2, kW2, fused_conv_relu()},
+      // 1x1 convs: resnet-mnist's restore layer, and a wider one (MobileNetV2's 14x14 stage).
+      {"pointwise16x32_batch1", {1, 14, 14, 16}, {1, 1, 16, 32}, fused_conv_relu()},
+      {"pointwise16x32_batch64", {kBatch, 14, 14, 16}, {1, 1, 16, 32}, fused_conv_relu()},
+      {"pointwise64x384_batch1", {1, 14, 14, 64}, {1, 1, 64, 384}, fused_conv_relu()},
   };
   for (const Layer& layer : layers) {
     // The dense kernel does not care about zeros: one sparsity is enough.
     add(layer, "onednn", 1, 90);
-    for (int percent : {50, 70, 80, 90, 95}) add(layer, "sparse_only", 1, percent);
+    for (int percent : {50, 70, 80, 90, 95, 98}) add(layer, "sparse_only", 1, percent);
   }
   for (const Layer& layer : {layers[0], layers[1]})
     for (int64_t block : {16, 8, 4})
@@ -342,7 +347,8 @@ void register_sparse_int8_cases() {
       {"fc1_batch1", {1, 3136}, {3136, 1024}, matmul},
       {"fc1_batch" + std::to_string(kBatch), {kBatch, 3136}, {3136, 1024}, matmul},
       {"conv2_batch1", {1, 14, 14, 32}, kW2, conv},
-      {"conv2_batch" + std::to_string(kBatch), kX2, kW2, conv}};
+      {"conv2_batch" + std::to_string(kBatch), kX2, kW2, conv},
+      {"pointwise64x384_batch1", {1, 14, 14, 64}, {1, 1, 64, 384}, conv}};
   for (const Layer& layer : layers) {
     add(layer, "onednn", 1, 90);
     for (int percent : {70, 80, 90, 95, 98}) add(layer, "sparse_only", 1, percent);

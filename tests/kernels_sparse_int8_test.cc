@@ -587,6 +587,20 @@ TEST(SparseInt8ConvSelection, GroupedConvsStayDense) {
   EXPECT_NE(forced.kernel_choices()["conv"], "sparse_only");
 }
 
+// A pruned 1x1 conv is left to oneDNN's dense int8 kernel (sparse_conv_can_pay); "sparse_only"
+// still runs it, exactly.
+TEST(SparseInt8ConvSelection, PointwiseConvsStayDense) {
+  std::vector<Tensor> inputs =
+      conv_inputs({1, 7, 7, 16}, pruned_filter({1, 1, 16, 32}, 0.99, 3), true, 5, 11);
+  inputs.push_back(params_tensor({0.05f, 0}));
+  ConvNode node(inputs, conv_options("SAME"), "relu");
+  Session session(node.g);
+  session.run({{node.x, inputs[0]}}, {node.y});
+  EXPECT_NE(session.kernel_choices()["conv"], "sparse");
+  EXPECT_EQ(values<uint8_t>(node.run(inputs[0], "sparse_only")),
+            values<uint8_t>(node.run(inputs[0], "reference")));
+}
+
 // Filters whose int32 sums could overflow run dense under "sparse"; "sparse_only" refuses them.
 // Here 95% sparse, yet 255 * 118000 taps of 127 > 2^31.
 TEST(SparseInt8ConvSelection, OverflowingSumsRunDense) {

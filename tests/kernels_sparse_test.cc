@@ -353,6 +353,26 @@ TEST(SparseSelection, GroupedConvIsNotSparse) {
   EXPECT_NE(session.kernel_choices()["dw"], "sparse");
 }
 
+// A pruned 1x1 conv runs oneDNN's dense kernel, which beats the sparse one at any sparsity
+// (kConvCrossover); a 3x3 conv as pruned takes the sparse path.
+TEST(SparseSelection, PointwiseConvIsNotSparse) {
+  for (const int64_t k : {1, 3}) {
+    Graph g;
+    Output x = ops::placeholder(g, DType::f32, {1, 14, 14, 16});
+    Output y = g.add("FusedConv2D",
+                     {x, ops::constant(g, sparse_tensor({k, k, 16, 32}, 0.95, 1)),
+                      ops::constant(g, random_tensor({32}, 2))},
+                     conv_attrs({.padding = "SAME"}, "relu"), "conv");
+    Session session(g);
+    session.run({{x, random_tensor({1, 14, 14, 16}, 3)}}, {y});
+    SCOPED_TRACE(k);
+    if (k == 1)
+      EXPECT_NE(session.kernel_choices()["conv"], "sparse");
+    else
+      EXPECT_EQ(session.kernel_choices()["conv"], "sparse");
+  }
+}
+
 // Profiles say which path a sparse kernel ran: its own, or the dense fallback.
 TEST(SparseSelection, ProfileNamesThePathThatRan) {
   for (double sparsity : {0.95, 0.0}) {

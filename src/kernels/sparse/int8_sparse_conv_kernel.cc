@@ -251,7 +251,9 @@ KernelDef int8_conv_kernel(const char* op, bool requantized, const char* impl, b
   def.dtype = DType::u8;
   def.impl = impl;
   def.priority = priority;
-  def.accepts = accepts;
+  def.accepts = [always_sparse](const KernelSpec& spec) {
+    return accepts(spec) && (always_sparse || sparse_conv_can_pay(spec.inputs[kWeightInput].shape));
+  };
   def.create = [requantized, always_sparse](const KernelSpec& spec) -> std::unique_ptr<Kernel> {
     return std::make_unique<Int8SparseConvKernel>(spec, always_sparse ? 0.0 : kCsrCrossover,
                                                   requantized);

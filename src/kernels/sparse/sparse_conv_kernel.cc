@@ -126,7 +126,9 @@ KernelDef conv_kernel(const char* op, const char* impl, bool always_sparse, int 
   def.op = op;
   def.impl = impl;
   def.priority = priority;
-  def.accepts = accepts;
+  def.accepts = [always_sparse](const KernelSpec& spec) {
+    return accepts(spec) && (always_sparse || sparse_conv_can_pay(spec.inputs[1].shape));
+  };
   def.create = [always_sparse](const KernelSpec& spec) -> std::unique_ptr<Kernel> {
     return std::make_unique<SparseConvKernel>(spec, always_sparse ? 0.0 : kConvCrossover);
   };

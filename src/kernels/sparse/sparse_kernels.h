@@ -49,6 +49,15 @@ inline constexpr double kMatMulBatchCrossover = 0.8;
 // dilated and other shapes were not measured and use the same constant.
 inline constexpr double kConvCrossover = 0.8;
 
+// Whether a sparse conv (fp32 or int8) can beat oneDNN's dense one on this HWIO filter at some
+// sparsity: not on a 1x1 filter, where each output takes one tap per input channel and the
+// split layout, the per-channel runs and the output transposes cost more than the zeros save.
+// oneDNN stayed ahead at every sparsity measured, up to 98% (kernel_bench sparse/pointwise*
+// and sparse_int8/pointwise*, one thread): fp32 14x14 16->32 at batch 1 2.1 vs 4.5 us, at
+// batch 64 72 vs 281 us, 64->384 45 vs 51 us at 95%; int8 64->384 16 vs 39 us (CSR at 98%) and
+// 33.5 us (blocks of 16 at 95%). Impl "sparse" declines such convs; "sparse_only" still runs them.
+inline bool sparse_conv_can_pay(const Shape& filter) { return filter[0] != 1 || filter[1] != 1; }
+
 // Block-sparse MatMul (weights pruned in blocks of R adjacent outputs, sparse_weights.h), per
 // block width: the fraction of zero blocks from which the block product beats oneDNN, and its
 // time per stored weight (every weight of a nonzero block) relative to the CSR product's time
