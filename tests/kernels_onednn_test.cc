@@ -1,6 +1,7 @@
 // Every oneDNN kernel against the reference kernel over a shape set with sizes 1, primes, odd
 // channel counts, strides, padding, dilation and groups.
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <cmath>
 #include <oneapi/dnnl/dnnl.hpp>
@@ -134,6 +135,27 @@ TEST(OneDnnFusedConv, AddRunsInsideTheConvolution) {
          random_tensor({2, 13, 13, w[3]}, 10)},
         "onednn", kRtol, kAtol);
   }
+}
+
+// A conv made for one thread says so in the profile, and leaves the session's thread count as
+// it found it.
+TEST(OneDnnFusedConv, OneThreadConvolutionSaysSoAndRestoresTheThreadCount) {
+  Graph g;
+  const Output x = ops::placeholder(g, DType::f32, {1, 7, 7, 16}, "x");
+  Attrs a = conv_attrs({.padding = "SAME"});
+  a.set("activation", std::string("relu"));
+  const Output y = g.add("FusedConv2D",
+                         {x, ops::constant(g, random_tensor({1, 1, 16, 16}, 1)),
+                          ops::constant(g, random_tensor({16}, 2))},
+                         a, "conv");
+  Session session(g, {.threads = 2, .kernel_impl = "onednn_1thread"});
+  session.set_profiling(true);
+  const int threads = omp_get_max_threads();
+  session.run({{x, random_tensor({1, 7, 7, 16}, 3)}}, {y});
+  EXPECT_EQ(omp_get_max_threads(), threads);
+  ASSERT_EQ(session.profile().size(), 1u);
+  EXPECT_NE(session.profile()[0].impl.find(":1thread"), std::string::npos)
+      << session.profile()[0].impl;
 }
 
 // The layout is measured once per problem: the fire modules of SqueezeNet, each with the same

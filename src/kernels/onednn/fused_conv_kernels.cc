@@ -5,8 +5,10 @@
 // small, depthwise and 1x1 layers at batch 1), oneDNN's blocked layouts run faster jit kernels
 // but cost a reorder of the input and output on every call. Impl "onednn" builds both and, when
 // oneDNN really picked a blocked layout for the second, keeps the one that measures faster on
-// the node's own shapes at plan time (once per distinct problem, see choose_index);
-// "onednn_nhwc" and "onednn_blocked" force one, so tests can check each against the reference.
+// the node's own shapes at plan time (once per distinct problem, see choose_index); each also
+// made for one thread, which small layers at batch 1 run faster on. "onednn_nhwc",
+// "onednn_blocked" and "onednn_winograd" force a layout and "onednn_1thread" one thread, so
+// tests can check each against the reference.
 // FusedConv2DAdd adds its addend as a binary post-op before the activation, read in plain NHWC
 // whatever the destination's layout (Winograd has no binary post-ops).
 #include <omp.h>
@@ -16,6 +18,7 @@
 #include <map>
 #include <mutex>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "cpu/cache_flush.h"
@@ -38,11 +41,17 @@ class Candidate {
   // multiply-add per value it loads, so bf16 products save it nothing and rounding its input
   // costs: mobilenet_v2 in bf16 on AMX (1 thread) ran in 4.3-7.5 ms with bf16 depthwise convs,
   // 3.4-3.8 ms with them in fp32, and 4.5-4.9 ms all in fp32.
-  static std::optional<Candidate> make(const KernelSpec& spec, Layout layout) {
+  // With `one_thread`, the primitive and its reorders are made for, and run on, one thread.
+  static std::optional<Candidate> make(const KernelSpec& spec, Layout layout,
+                                       bool one_thread = false) {
+    std::optional<OneThread> one;
+    if (one_thread) one.emplace();
+    std::optional<Candidate> c;
     if (spec.bf16 && layout != Layout::Winograd && !depthwise(spec))
-      if (std::optional<Candidate> c = make_typed(spec, layout, dnnl::memory::data_type::bf16))
-        return c;
-    return make_typed(spec, layout, dnnl::memory::data_type::f32);
+      c = make_typed(spec, layout, dnnl::memory::data_type::bf16);
+    if (!c) c = make_typed(spec, layout, dnnl::memory::data_type::f32);
+    if (c) c->one_thread_ = one_thread;
+    return c;
   }
 
   static bool depthwise(const KernelSpec& spec) {
@@ -95,6 +104,8 @@ class Candidate {
   }
 
   void run(void* x, void* w, void* bias, void* addend, void* y) {
+    std::optional<OneThread> one;
+    if (one_thread_) one.emplace();
     const dnnl::memory& src = x_.bind(x);
     const dnnl::memory& weights = constant_w_ ? w_.bind_constant(w) : w_.bind(w);
     bias_.set_data_handle(bias);
@@ -145,6 +156,7 @@ class Candidate {
 
   const std::string& impl() const { return runner_.impl(); }
   bool bf16() const { return bf16_; }
+  bool one_thread() const { return one_thread_; }
   bool activations_staged() const { return x_.staged() || y_.staged(); }
 
  private:
@@ -166,6 +178,7 @@ class Candidate {
   dnnl::memory bias_;
   std::optional<dnnl::memory> addend_;
   bool bf16_;
+  bool one_thread_ = false;  // made under OneThread: runs under it too
   Runner runner_;
 };
 
@@ -181,7 +194,7 @@ class FusedConvKernel : public Kernel {
   // oneDNN's implementation, without the ISA ("brgconv", "jit_fp32_wino_2x3", ...).
   std::string running_impl() const override {
     return candidate_.impl().substr(0, candidate_.impl().find(':')) +
-           (candidate_.bf16() ? ":bf16" : "");
+           (candidate_.bf16() ? ":bf16" : "") + (candidate_.one_thread() ? ":1thread" : "");
   }
 
  private:
@@ -197,10 +210,16 @@ class FusedConvKernel : public Kernel {
 constexpr double kStagedMargin = 0.10;
 constexpr int kMeasureRounds = 5;
 
+// The thread counts a kernel may run on: the session's, and one thread, measured against each
+// other; or one thread only (impl "onednn_1thread", so tests can check those primitives).
+enum class Threads { Measured, One };
+
 // What makes two nodes the same problem for choose().
-std::string problem_key(const KernelSpec& spec, const std::vector<Layout>& layouts) {
+std::string problem_key(const KernelSpec& spec, const std::vector<Layout>& layouts,
+                        Threads threads) {
   std::string key = spec.node.op + "/" + std::to_string(layouts.size()) + "/" +
-                    std::to_string(omp_get_max_threads()) + (spec.bf16 ? "/bf16" : "");
+                    std::to_string(omp_get_max_threads()) + (spec.bf16 ? "/bf16" : "") +
+                    (threads == Threads::One ? "/1thread" : "");
   for (const TensorType& t : spec.inputs) key += shape_str(t.shape);
   key += shape_str(spec.node.outputs[0].shape);
   for (const char* attr : {"strides", "dilations", "pads"})
@@ -214,11 +233,10 @@ std::string problem_key(const KernelSpec& spec, const std::vector<Layout>& layou
 
 // Index into the made candidates of the one to run, measured once per problem: identical nodes
 // (fire modules, residual blocks) then agree instead of splitting by measurement noise.
-size_t choose_index(const KernelSpec& spec, const std::vector<Layout>& layouts,
+size_t choose_index(const KernelSpec& spec, const std::string& key,
                     std::vector<Candidate>& candidates) {
   static std::mutex mutex;
   static std::map<std::string, size_t> chosen;
-  const std::string key = problem_key(spec, layouts);
   std::lock_guard<std::mutex> lock(mutex);
   if (auto it = chosen.find(key); it != chosen.end() && it->second < candidates.size())
     return it->second;
@@ -240,21 +258,46 @@ size_t choose_index(const KernelSpec& spec, const std::vector<Layout>& layouts,
   return pick;
 }
 
-std::optional<Candidate> choose(const KernelSpec& spec, const std::vector<Layout>& layouts) {
+// Multiply-adds times two of one run of the conv.
+double conv_flops(const KernelSpec& spec) {
+  const Shape& w = spec.inputs[1].shape;  // HWIO, I per group
+  return 2.0 * static_cast<double>(num_elements(spec.node.outputs[0].shape)) *
+         static_cast<double>(w[0] * w[1] * w[2]);
+}
+
+// Above this, one thread is not measured: at ~100 GFLOP/s it would take 40 us where a second
+// thread costs a few. Below, at batch 1, waking the other threads and waiting for them can cost
+// more than the work (squeezenet-mnist's 0.1-0.2 MFLOP 1x1 convs: 13-17 us on two threads, 2.5-5
+// us on one).
+constexpr double kOneThreadMaxFlops = 4e6;
+
+std::optional<Candidate> choose(const KernelSpec& spec, const std::vector<Layout>& layouts,
+                                Threads threads) {
   std::vector<Candidate> candidates;
-  for (Layout layout : layouts)
-    if (std::optional<Candidate> c = Candidate::make(spec, layout)) {
-      // "Any" often resolves to plain NHWC (the brgconv kernels): then it is the same kernel
-      // and there is nothing to measure.
-      if (c->activations_staged() || candidates.empty()) candidates.push_back(std::move(*c));
-    }
+  const bool measure_one_thread =
+      omp_get_max_threads() > 1 && conv_flops(spec) <= kOneThreadMaxFlops;
+  // Each layout on every thread, then on one.
+  for (bool one_thread : {false, true}) {
+    if (one_thread ? threads == Threads::Measured && !measure_one_thread
+                   : threads == Threads::One)
+      continue;
+    bool have_plain = false;
+    for (Layout layout : layouts)
+      if (std::optional<Candidate> c = Candidate::make(spec, layout, one_thread)) {
+        // "Any" often resolves to plain NHWC (the brgconv kernels): then it is the same kernel
+        // and there is nothing to measure.
+        if (!c->activations_staged() && std::exchange(have_plain, true)) continue;
+        candidates.push_back(std::move(*c));
+      }
+  }
   if (candidates.size() <= 1)
     return candidates.empty() ? std::nullopt : std::optional<Candidate>(std::move(candidates[0]));
-  return std::move(candidates[choose_index(spec, layouts, candidates)]);
+  return std::move(
+      candidates[choose_index(spec, problem_key(spec, layouts, threads), candidates)]);
 }
 
 KernelDef fused_conv_kernel(const char* op, const char* impl, std::vector<Layout> layouts,
-                            int priority) {
+                            int priority, Threads threads = Threads::Measured) {
   KernelDef def;
   def.op = op;
   def.impl = impl;
@@ -264,8 +307,8 @@ KernelDef fused_conv_kernel(const char* op, const char* impl, std::vector<Layout
       if (Candidate::make(spec, layout)) return true;
     return false;
   };
-  def.create = [layouts](const KernelSpec& spec) -> std::unique_ptr<Kernel> {
-    std::optional<Candidate> c = choose(spec, layouts);
+  def.create = [layouts, threads](const KernelSpec& spec) -> std::unique_ptr<Kernel> {
+    std::optional<Candidate> c = choose(spec, layouts, threads);
     SF_CHECK(c.has_value(), "node '{}': no oneDNN convolution", spec.node.name);
     return std::make_unique<FusedConvKernel>(std::move(*c));
   };
@@ -280,6 +323,8 @@ void register_fused_conv_kernels(KernelRegistry& r) {
                             kPriority));
     r.add(fused_conv_kernel(op, "onednn_nhwc", {Layout::Nhwc}, 1));
     r.add(fused_conv_kernel(op, "onednn_blocked", {Layout::Blocked}, 1));
+    r.add(fused_conv_kernel(op, "onednn_1thread",
+                            {Layout::Nhwc, Layout::Blocked, Layout::Winograd}, 1, Threads::One));
     // Winograd has no binary post-ops, so FusedConv2DAdd could never run it.
     if (std::string_view(op) == op_names::kFusedConv2D)
       r.add(fused_conv_kernel(op, "onednn_winograd", {Layout::Winograd}, 1));

@@ -27,18 +27,6 @@ using dims = dnnl::memory::dims;
 // thread: about 20 us of work on one core.
 constexpr int64_t kSmallStepFlops = int64_t{1} << 20;
 
-// Runs the calling thread's next parallel regions (oneDNN's included) on one thread.
-class OneThread {
- public:
-  OneThread() : saved_(omp_get_max_threads()) { omp_set_num_threads(1); }
-  ~OneThread() { omp_set_num_threads(saved_); }
-  OneThread(const OneThread&) = delete;
-  OneThread& operator=(const OneThread&) = delete;
-
- private:
-  int saved_;
-};
-
 class RecurrentKernel : public Kernel {
  public:
   RecurrentKernel(const KernelSpec& spec, bool lstm)
