@@ -354,7 +354,7 @@ TEST(SparseSelection, GroupedConvIsNotSparse) {
 }
 
 // A pruned 1x1 conv runs oneDNN's dense kernel, which beats the sparse one at any sparsity
-// (kConvCrossover); a 3x3 conv as pruned takes the sparse path.
+// (sparse_conv_can_pay); a 3x3 conv as pruned takes the sparse path.
 TEST(SparseSelection, PointwiseConvIsNotSparse) {
   for (const int64_t k : {1, 3}) {
     Graph g;

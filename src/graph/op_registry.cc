@@ -77,11 +77,14 @@ bool is_quantization_input(const OpDef& def, int index) {
 
 double node_flops(const Graph& graph, int id) {
   const Node& node = graph.node(id);
-  const OpDef& def = OpRegistry::global().get(node.op, fmt::format("node '{}'", node.name));
-  if (!def.flops) return 0.0;
   std::vector<Shape> input_shapes;
   for (const Output& input : node.inputs) input_shapes.push_back(graph.type(input).shape);
-  return def.flops(node, input_shapes);
+  return node_flops(node, input_shapes);
+}
+
+double node_flops(const Node& node, const std::vector<Shape>& input_shapes) {
+  const OpDef& def = OpRegistry::global().get(node.op, fmt::format("node '{}'", node.name));
+  return def.flops ? def.flops(node, input_shapes) : 0.0;
 }
 
 }  // namespace sf

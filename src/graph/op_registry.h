@@ -130,5 +130,7 @@ bool is_quantization_input(const OpDef& def, int index);
 
 // The FLOPs of one run of node `id` (0 for ops that declare no count).
 double node_flops(const Graph& graph, int id);
+// The same for a node given its input shapes (a kernel's spec).
+double node_flops(const Node& node, const std::vector<Shape>& input_shapes);
 
 }  // namespace sf

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "cpu/cache_flush.h"
+#include "graph/op_registry.h"
 #include "kernels/onednn/onednn_common.h"
 #include "ops/conv_geometry.h"
 #include "ops/op_names.h"
@@ -258,11 +259,11 @@ size_t choose_index(const KernelSpec& spec, const std::string& key,
   return pick;
 }
 
-// Multiply-adds times two of one run of the conv.
-double conv_flops(const KernelSpec& spec) {
-  const Shape& w = spec.inputs[1].shape;  // HWIO, I per group
-  return 2.0 * static_cast<double>(num_elements(spec.node.outputs[0].shape)) *
-         static_cast<double>(w[0] * w[1] * w[2]);
+// The FLOPs of one run of the node, as its op counts them.
+double spec_flops(const KernelSpec& spec) {
+  std::vector<Shape> shapes;
+  for (const TensorType& t : spec.inputs) shapes.push_back(t.shape);
+  return node_flops(spec.node, shapes);
 }
 
 // Above this, one thread is not measured: at ~100 GFLOP/s it would take 40 us where a second
@@ -275,7 +276,7 @@ std::optional<Candidate> choose(const KernelSpec& spec, const std::vector<Layout
                                 Threads threads) {
   std::vector<Candidate> candidates;
   const bool measure_one_thread =
-      omp_get_max_threads() > 1 && conv_flops(spec) <= kOneThreadMaxFlops;
+      omp_get_max_threads() > 1 && spec_flops(spec) <= kOneThreadMaxFlops;
   // Each layout on every thread, then on one.
   for (bool one_thread : {false, true}) {
     if (one_thread ? threads == Threads::Measured && !measure_one_thread
