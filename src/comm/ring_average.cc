@@ -13,8 +13,7 @@ int wrap(int chunk, int ranks) { return ((chunk % ranks) + ranks) % ranks; }
 
 // Elements [begin, begin + count) of `t`, flattened, over the same memory.
 Tensor elements(const Tensor& t, int64_t begin, int64_t count) {
-  return Tensor(t.dtype(), {count}, t.storage(),
-                t.offset() + static_cast<size_t>(begin) * dtype_size(t.dtype()));
+  return t.reshaped({t.numel()}).rows(begin, begin + count);
 }
 
 }  // namespace

@@ -24,6 +24,7 @@
 #include "train/checkpoint.h"
 #include "train/data_parallel.h"
 #include "train/grad_compression.h"
+#include "train/job_roles.h"
 #include "train/optimizer.h"
 #include "train/parameter_server.h"
 #include "train/run_config.h"
@@ -68,102 +69,6 @@ void share_rng(Communicator& comm, std::mt19937_64& rng, int owner) {
   if (comm.rank() == owner) std::memcpy(bytes.raw(), state.data(), state.size());
   comm.broadcast(bytes, owner, "random generator state");
   restore_rng(rng, std::string(static_cast<const char*>(bytes.raw()), bytes.bytes()));
-}
-
-json report_json(const EpochReport& r) {
-  json j = {{"epoch", r.epoch},
-          {"epochs", r.epochs},
-          {"step", r.step},
-          {"loss", r.loss},
-          {"train_accuracy", r.train_accuracy},
-          {"test_accuracy", r.test_accuracy},
-          {"test_count", r.test_count},
-          {"images_per_sec", r.images_per_sec},
-          {"epoch_seconds", r.epoch_seconds},
-          {"peak_rss_mb", r.peak_rss_mb},
-          {"current_rss_mb", r.current_rss_mb},
-          {"lr", r.lr},
-          {"world_size", r.world_size},
-          {"global_batch", r.global_batch},
-          {"comm_seconds", r.comm_seconds},
-          {"comm_bytes", r.comm_bytes},
-          {"comm_bytes_per_step", r.comm_bytes_per_step},
-          {"overlap_fraction", r.overlap_fraction},
-          {"precision", r.precision},
-          {"precision_reason", r.precision_reason},
-          {"micro_batches", r.micro_batches}};
-  if (r.parameter_servers > 0) {
-    j["data_parallel"] = "async";
-    j["parameter_servers"] = r.parameter_servers;
-    j["workers"] = r.workers;
-    j["staleness_max"] = r.staleness_max;
-    j["staleness_mean"] = r.staleness_mean;
-  }
-  return j;
-}
-
-// Who this process is in the job, from the communicator and the data-parallel flags.
-struct JobRoles {
-  // Data parallelism's replicas; a model placed on the job's devices sets `job` instead.
-  Communicator* comm = nullptr;
-  Communicator* job = nullptr;
-  int rank = 0;
-  int world = 1;
-  bool async = false;
-  int64_t servers = 0;  // async: the first `servers` ranks serve parameters
-  int64_t max_staleness = 4;
-  bool serving = false;
-  // The ranks that train, each on its shard of every step's data, and this rank's shard.
-  int shards = 1;
-  int shard = 0;
-};
-
-JobRoles job_roles(const TrainOptions& options, bool prunes) {
-  JobRoles roles;
-  roles.comm = options.comm;
-  roles.rank = roles.comm ? roles.comm->rank() : 0;
-  roles.world = roles.comm ? roles.comm->size() : 1;
-  if (options.data_parallel != "sync" && options.data_parallel != "async")
-    fail("train: --data-parallel must be sync or async, got '{}'", options.data_parallel);
-  roles.async = options.data_parallel == "async";
-  if (!roles.async && options.parameter_servers)
-    fail("train: --ps {} needs --data-parallel async", *options.parameter_servers);
-  if (!roles.async && options.max_staleness)
-    fail("train: --max-staleness {} needs --data-parallel async", *options.max_staleness);
-  roles.max_staleness = options.max_staleness.value_or(4);
-  if (roles.max_staleness < 0)
-    fail("train: --max-staleness must be 0 or more, got {}", roles.max_staleness);
-  roles.servers = roles.async ? options.parameter_servers.value_or(1) : 0;
-  if (roles.async && !roles.comm)
-    fail("train: --data-parallel async needs an mpirun job of more ranks than --ps {} (e.g. "
-         "mpirun -np {} slimflow train ...)",
-         roles.servers, roles.servers + 2);
-  if (roles.async && (roles.servers < 1 || roles.servers >= roles.world))
-    fail("train: --ps {} must be 1..{} for this {}-rank job: at least one rank serves and one "
-         "trains",
-         roles.servers, roles.world - 1, roles.world);
-  if (roles.async && options.grad_compression != "none")
-    fail("train: --grad-compression {} compresses sync's allreduce; drop it with --data-parallel "
-         "async",
-         options.grad_compression);
-  if (roles.async && prunes) fail("train: this training (pruning) needs --data-parallel sync");
-  roles.serving = roles.async && roles.rank < roles.servers;
-  roles.shards = static_cast<int>(roles.world - roles.servers);
-  roles.shard = static_cast<int>(roles.rank - roles.servers);
-  return roles;
-}
-
-// Model parallelism: a spec placed on an MPI job's devices trains as one model, each process
-// running its devices' part on the same batches (no replicas, no shards).
-void place_on_job(JobRoles& roles, const ModelSpec& spec) {
-  if (!roles.comm || spec.job.empty()) return;
-  if (roles.async)
-    fail("train: {} places its layers on /job:{}, whose processes train one model; drop "
-         "--data-parallel async",
-         spec.origin, spec.job);
-  roles.job = std::exchange(roles.comm, nullptr);
-  roles.world = roles.shards = 1;
-  roles.shard = 0;
 }
 
 // The position and running statistics a resumed run continues from.
@@ -394,27 +299,6 @@ void TrainingLoop::create_session() {
   batches_per_epoch_ = batches_->steps_per_epoch();
 }
 
-// A checkpoint's epoch report (older runs lack the later keys).
-EpochReport report_from_json(const json& r, int64_t global_batch) {
-  return EpochReport{r.at("epoch"), r.at("epochs"), r.at("step"), r.at("loss"),
-                     r.at("train_accuracy"), r.at("test_accuracy"),
-                     r.at("test_count"), r.at("images_per_sec"),
-                     r.at("epoch_seconds"), r.at("peak_rss_mb"),
-                     r.at("current_rss_mb"), r.at("lr"),
-                     r.value("world_size", int64_t{1}),
-                     r.value("global_batch", global_batch),
-                     r.value("comm_seconds", 0.0), r.value("comm_bytes", int64_t{0}),
-                     r.value("comm_bytes_per_step", 0.0),
-                     r.value("overlap_fraction", 0.0),
-                     r.value("parameter_servers", int64_t{0}),
-                     r.value("workers", int64_t{0}),
-                     r.value("staleness_max", int64_t{0}),
-                     r.value("staleness_mean", 0.0),
-                     r.value("precision", std::string("fp32")),
-                     r.value("precision_reason", std::string()),
-                     r.value("micro_batches", int64_t{1})};
-}
-
 // The variables, optimizer state, position and history of the run resumed or started from;
 // new variables for a new run. Every replica starts from rank 0's.
 void TrainingLoop::restore_or_initialize() {
@@ -438,7 +322,7 @@ void TrainingLoop::restore_or_initialize() {
     resume_.seen = stats.at("seen");
     resume_.seconds = stats.at("seconds");
     for (const json& r : resumed_meta.at("history"))
-      history_.push_back(report_from_json(r, config.batch));
+      history_.push_back(epoch_report_from_json(r, config.batch));
     if (options_.epochs) config.epochs = resume_.epoch + *options_.epochs;
     const int64_t saved_world = pos.value("world_size", int64_t{1});
     if (saved_world != roles_.shards || resume_.offset % batches_->global_batch() != 0)
@@ -602,7 +486,7 @@ void TrainingLoop::save(int64_t at_epoch, int64_t at_batch, int64_t at_offset) {
   for (const auto& [name, value] : optimizer_->state())
     ckpt.tensors[kOptimizerPrefix + name] = value;
   json history_json = json::array();
-  for (const EpochReport& r : history_) history_json.push_back(report_json(r));
+  for (const EpochReport& r : history_) history_json.push_back(epoch_report_to_json(r));
   json meta = {{"format", "slimflow-run"},
                {"model_origin", run_.spec.origin},
                {"model_spec", run_.spec.text},
@@ -893,8 +777,6 @@ void TrainingLoop::finish_epoch(double train_seconds, int64_t fresh_seen) {
 }
 
 }  // namespace
-
-std::string epoch_report_json(const EpochReport& report) { return report_json(report).dump(); }
 
 std::vector<EpochReport> train(const TrainOptions& options, const TrainCallbacks& callbacks) {
   TrainingLoop loop(options, callbacks);
