@@ -1,6 +1,8 @@
 #include "cpu/thread_wait_policy.h"
 
 #include <sched.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -9,6 +11,7 @@
 #include <fstream>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -36,11 +39,12 @@ int runnable_tasks() {
   return runnable >= 1 ? runnable : -1;
 }
 
-// This process's threads that are running or ready to run (state R in /proc/self/task/*/stat).
-int own_runnable_threads() {
+// The threads of process `proc` ("/proc/self", "/proc/1234") that are running or ready to run
+// (state R in its task/*/stat).
+int runnable_threads(const std::filesystem::path& proc) {
   int running = 0;
   std::error_code ec;
-  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task", ec)) {
+  for (const auto& task : std::filesystem::directory_iterator(proc / "task", ec)) {
     std::ifstream in(task.path() / "stat");
     std::string line;
     if (!std::getline(in, line)) continue;
@@ -48,7 +52,20 @@ int own_runnable_threads() {
     if (name_end != std::string::npos && name_end + 2 < line.size() && line[name_end + 2] == 'R')
       ++running;
   }
-  return std::max(running, 1);  // at least the thread reading
+  return running;
+}
+
+// A pipe as every process that has it open sees it.
+struct PipeId {
+  dev_t device;
+  ino_t inode;
+  bool operator==(const PipeId&) const = default;
+};
+
+std::optional<PipeId> pipe_at(const std::filesystem::path& path) {
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0 || !S_ISFIFO(st.st_mode)) return std::nullopt;
+  return PipeId{st.st_dev, st.st_ino};
 }
 
 int sample_other_tasks_running() {
@@ -58,13 +75,55 @@ int sample_other_tasks_running() {
     if (i > 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     const int runnable = runnable_tasks();
     if (runnable < 0) return -1;
-    others.push_back(std::max(runnable - own_runnable_threads(), 0));
+    int mine = std::max(runnable_threads("/proc/self"), 1);  // at least the thread reading
+    // What reads this process's output waits for it rather than competing with it. Found at
+    // each sample: the shell may still be setting up a later stage of the pipeline.
+    for (int pid : pipeline_readers(STDOUT_FILENO))
+      mine += runnable_threads(std::filesystem::path("/proc") / std::to_string(pid));
+    others.push_back(std::max(runnable - mine, 0));
   }
   std::sort(others.begin(), others.end());
   return others[kSamples / 2];
 }
 
 }  // namespace
+
+std::vector<int> pipeline_readers(int fd) {
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || !S_ISFIFO(st.st_mode)) return {};
+  // Every other process's standard input and output, where its input is a pipe.
+  struct Ends {
+    int pid;
+    PipeId in;
+    std::optional<PipeId> out;
+  };
+  std::vector<Ends> processes;
+  const int self = static_cast<int>(getpid());
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    const int pid = std::atoi(name.c_str());
+    if (pid == self) continue;
+    const std::optional<PipeId> in = pipe_at(entry.path() / "fd" / "0");
+    if (in) processes.push_back({pid, *in, pipe_at(entry.path() / "fd" / "1")});
+  }
+  std::vector<int> readers;
+  std::vector<bool> taken(processes.size(), false);
+  std::vector<PipeId> pipes = {PipeId{st.st_dev, st.st_ino}};
+  while (!pipes.empty()) {
+    std::vector<PipeId> next;
+    for (size_t i = 0; i < processes.size(); ++i) {
+      if (taken[i] || std::find(pipes.begin(), pipes.end(), processes[i].in) == pipes.end())
+        continue;
+      taken[i] = true;
+      readers.push_back(processes[i].pid);
+      if (processes[i].out) next.push_back(*processes[i].out);
+    }
+    pipes = std::move(next);
+  }
+  return readers;
+}
 
 int other_tasks_running() {
   // Start-up asks up to three times (wait policy, placement log, device pinning); one reading

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace sf {
 
@@ -27,10 +28,19 @@ bool should_wait_passively(const char* omp_wait_policy, const char* gomp_spincou
                            int others_running, int cores);
 
 // Tasks of other processes running or ready to run now: the runnable count of /proc/loadavg
-// less this process's own runnable threads, the median of 5 samples a millisecond apart (one
-// sample can catch a short-lived task: a shell, a compiler's driver); -1 when unreadable.
-// Calls within a second of a reading return that reading.
+// less this process's own runnable threads and those of pipeline_readers(stdout), the median
+// of 5 samples a millisecond apart (one sample can catch a short-lived task: a shell, a
+// compiler's driver); -1 when unreadable. Calls within a second of a reading return that
+// reading. The readers are left out because they start with this process and wait for its
+// output: `slimflow bench --json | jq` found jq starting up (20-30 ms of work) in every run and
+// waited passively, which made a small model's batch-1 latency 4x worse.
 int other_tasks_running();
+
+// The processes downstream of `fd` when it is a pipe: those whose standard input is that pipe,
+// those whose standard input is one of those processes' standard output, and so on (`slimflow
+// ... | tee out.json | jq ...` gives tee and jq). Empty when `fd` is not a pipe; processes
+// this one may not inspect are left out.
+std::vector<int> pipeline_readers(int fd);
 
 // The same decision for this process, from its environment, other_tasks_running() and its CPU
 // affinity mask: why it should wait passively ("2 other tasks running on 2 cores"), or "" when
