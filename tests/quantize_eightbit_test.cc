@@ -17,6 +17,7 @@
 #include "support/testing.h"
 #include "train/freeze_run.h"
 #include "train/trainer.h"
+#include "transforms/graph_uses.h"
 #include "transforms/inference_passes.h"
 
 namespace sf::SLIMFLOW_TEST_FILE_ID {
@@ -310,6 +311,50 @@ TEST(QuantizeEightbitTest, AddConcatAndGlobalPoolStayEightBitWhenCalibrated) {
   EXPECT_EQ(testing::count_ops(dynamic, "RequantizationRange"), 4);
   expect_no_dequantize_quantize_pairs(dynamic);
   EXPECT_LT(relative_error(want, run_graph(dynamic, "x", x, "logits")), 0.1);
+}
+
+// A fire module's two expand convs, each read only by the Concat: they requantize straight to
+// the concat's range, so the concat copies their bytes; a conv that something else also reads
+// keeps its own range.
+TEST(QuantizeEightbitTest, ConvsThatOnlyAConcatReadsTakeItsRange) {
+  Graph g;
+  Output x = ops::placeholder(g, DType::f32, {1, 6, 6, 3}, "x");
+  ops::Conv2DOptions same;
+  same.padding = "SAME";
+  auto conv = [&](Output in, int64_t k, const std::string& name, uint32_t seed) {
+    return ops::conv2d(
+        g, in,
+        ops::constant(g, testing::random_tensor({k, k, 3, 4}, seed, -0.5f, 0.5f), name + "/w"),
+        same, name);
+  };
+  Output expand1 = conv(x, 1, "expand1", 80);
+  Output expand3 = conv(x, 3, "expand3", 81);
+  Output shared = conv(x, 3, "shared", 82);
+  Output cat = ops::concat(g, {expand1, expand3, shared}, 3, "cat");
+  ops::add(g, cat, ops::concat(g, {shared, shared, shared}, 3, "again"), "out");
+  EightbitOptions options;
+  const std::vector<std::string> wanted = eightbit_range_tensors(g, options);
+  EXPECT_EQ(std::find(wanted.begin(), wanted.end(), "expand1"), wanted.end());
+  EXPECT_NE(std::find(wanted.begin(), wanted.end(), "shared"), wanted.end());
+  TensorSource source({testing::random_tensor({16, 6, 6, 3}, 83)});
+  CalibrationOptions calibration;
+  calibration.threads = 1;
+  options.ranges = calibrate(g, {"x"}, wanted, source, calibration);
+  const Graph q = rewrite_eightbit(g, options).graph;
+  const Node& concat = q.node(q.id_of("cat/quantized"));
+  ASSERT_EQ(concat.op, "QuantizedConcat");
+  auto params = [&](Output o) { return *const_value(q, o); };
+  const Tensor out_params = params(concat.inputs.back());
+  for (int i : {0, 1, 2}) {
+    const Tensor in_params = params(concat.inputs[static_cast<size_t>(2 * i + 1)]);
+    SCOPED_TRACE(i);
+    ASSERT_EQ(in_params.numel(), out_params.numel());
+    const bool same = std::equal(in_params.data<float>(), in_params.data<float>() + 2,
+                                 out_params.data<float>());
+    EXPECT_EQ(same, i < 2);
+  }
+  Tensor in = testing::random_tensor({8, 6, 6, 3}, 84);
+  EXPECT_LT(relative_error(run_graph(g, "x", in, "out"), run_graph(q, "x", in, "out")), 0.05);
 }
 
 TEST(QuantizeEightbitTest, LayoutOpsMoveU8AndAFloatInputIsQuantizedOnce) {
