@@ -1,8 +1,8 @@
 // Kernels (impl "int8_loops") for the element-wise int8 ops (Quantize, Dequantize, ChooseQParams,
-// Requantize, RequantizationRange, QuantizedAdd) and QuantizedAvgPool, made of
+// Requantize, RequantizationRange, QuantizedAdd), QuantizedAvgPool and QuantizedMaxPool, made of
 // kernels/int8_loops.h: AVX-512 where the CPU has it, portable loops elsewhere, so they run on
 // every CPU. They produce exactly the reference kernels' bytes, only faster, and outrank them when
-// no implementation is forced.
+// no implementation is forced (the max pool outranks oneDNN's too).
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -18,6 +18,7 @@ namespace sf {
 namespace {
 
 constexpr int kPriority = 5;
+constexpr int kMaxPoolPriority = 11;  // above oneDNN's u8 pooling
 
 void choose_qparams(KernelContext& ctx) {
   const FloatRange r = finite_range(ctx.inputs[0].data<float>(), ctx.inputs[0].numel());
@@ -80,6 +81,13 @@ void quantized_avg_pool(KernelContext& ctx) {
                ctx.outputs[0].data<uint8_t>());
 }
 
+void quantized_max_pool(KernelContext& ctx) {
+  const Tensor& x = ctx.inputs[0];
+  if (ctx.outputs[0].numel() == 0) return;
+  max_pool(x.data<uint8_t>(), x.dim(0), x.dim(3), pool_window(ctx.node.attrs, x.shape()),
+           ctx.outputs[0].data<uint8_t>());
+}
+
 void quantized_add(KernelContext& ctx) {
   const QuantParams out = params_input(ctx, 4);
   const QuantizedAddParams p = quantized_add_params(params_input(ctx, 1), params_input(ctx, 3), out,
@@ -100,6 +108,8 @@ void register_int8_kernels(KernelRegistry& r) {
                       requantization_range, kPriority));
   r.add(simple_kernel(op_names::kQuantizedAvgPool, DType::u8, "int8_loops", quantized_avg_pool,
                       kPriority));
+  r.add(simple_kernel(op_names::kQuantizedMaxPool, DType::u8, "int8_loops", quantized_max_pool,
+                      kMaxPoolPriority));
   r.add(simple_kernel(op_names::kQuantizedAdd, DType::u8, "int8_loops", quantized_add, kPriority));
 }
 

@@ -37,6 +37,10 @@ FloatRange finite_range(const float* x, int64_t count);
 // in-bounds values, (sum + count / 2) / count.
 void average_pool(const uint8_t* x, int64_t n, int64_t channels, const Window2D& g, uint8_t* y);
 
+// QuantizedMaxPool of NHWC u8 x [n, g.h.in, g.w.in, channels]: the largest of each window's
+// in-bounds values (0 for a window with none, as the reference).
+void max_pool(const uint8_t* x, int64_t n, int64_t channels, const Window2D& g, uint8_t* y);
+
 // The per-channel minimum and maximum of int32 accumulators [rows, channels], rows > 0.
 void channel_ranges(const int32_t* acc, int64_t rows, int64_t channels, int32_t* lo, int32_t* hi);
 

@@ -251,6 +251,35 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void average_pool_avx512(
       });
 }
 
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void max_pool_avx512(
+    const uint8_t* x, int64_t n, int64_t channels, const Window2D& g, uint8_t* y) {
+  // By output rows: a pixel's three divisions (batch, row, column) cost more than its maxima.
+  const int64_t rows = n * g.h.out;
+  parallel_for(
+      0, rows, rows * g.w.out * channels >= kParallelMin,
+      [&](int64_t share_begin,
+          int64_t share_end) __attribute__((target("avx512f,avx512bw,avx512vl"))) {
+        for (int64_t row = share_begin; row < share_end; ++row) {
+          const int64_t b = row / g.h.out, oy = row % g.h.out;
+          const uint8_t* image = x + b * g.h.in * g.w.in * channels;
+          for (int64_t ox = 0; ox < g.w.out; ++ox) {
+            const PoolWindow win = pool_window_at(g, oy, ox);
+            uint8_t* out = y + (row * g.w.out + ox) * channels;
+            for (int64_t j = 0; j < channels; j += 64) {
+              const __mmask64 k = channels - j >= 64 ? ~__mmask64{0}
+                                                     : (__mmask64{1} << (channels - j)) - 1;
+              __m512i max = _mm512_setzero_si512();
+              for (int64_t r = win.r0; r < win.r1; ++r)
+                for (int64_t c = win.c0; c < win.c1; ++c)
+                  max = _mm512_max_epu8(
+                      max, _mm512_maskz_loadu_epi8(k, image + (r * g.w.in + c) * channels + j));
+              _mm512_mask_storeu_epi8(out + j, k, max);
+            }
+          }
+        }
+      });
+}
+
 #pragma GCC diagnostic pop
 
 }  // namespace sf::int8_loops

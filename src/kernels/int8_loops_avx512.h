@@ -56,6 +56,8 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void channel_ranges_avx512(
     const int32_t* acc, int64_t rows, int64_t channels, int32_t* lo, int32_t* hi);
 __attribute__((target("avx512f,avx512bw,avx512vl"))) void average_pool_avx512(
     const uint8_t* x, int64_t n, int64_t channels, const Window2D& g, uint8_t* y);
+__attribute__((target("avx512f,avx512bw,avx512vl"))) void max_pool_avx512(
+    const uint8_t* x, int64_t n, int64_t channels, const Window2D& g, uint8_t* y);
 #endif
 
 }  // namespace sf::int8_loops
