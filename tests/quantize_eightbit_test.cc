@@ -313,6 +313,34 @@ TEST(QuantizeEightbitTest, AddConcatAndGlobalPoolStayEightBitWhenCalibrated) {
   EXPECT_LT(relative_error(want, run_graph(dynamic, "x", x, "logits")), 0.1);
 }
 
+// A spec's residual `add` freezes to an AddN of two: it runs as a QuantizedAdd with the ReLU
+// after it inside; an AddN of three stays float.
+TEST(QuantizeEightbitTest, TwoOperandAddNIsAQuantizedAdd) {
+  for (const size_t operands : {2, 3}) {
+    Graph g;
+    Output x = ops::placeholder(g, DType::f32, {1, 5, 5, 3}, "x");
+    std::vector<Output> branches;
+    for (size_t i = 0; i < operands; ++i)
+      branches.push_back(ops::conv2d(
+          g, x,
+          ops::constant(g, testing::random_tensor({1, 1, 3, 3}, 90 + static_cast<uint32_t>(i)),
+                        "w" + std::to_string(i)),
+          {}, "conv" + std::to_string(i)));
+    ops::relu(g, ops::add_n(g, branches, "sum"), "out");
+    EightbitOptions options;
+    TensorSource source({testing::random_tensor({16, 5, 5, 3}, 95)});
+    CalibrationOptions calibration;
+    calibration.threads = 1;
+    options.ranges = calibrate(g, {"x"}, eightbit_range_tensors(g, options), source, calibration);
+    const Graph q = rewrite_eightbit(g, options).graph;
+    SCOPED_TRACE(operands);
+    EXPECT_EQ(testing::count_ops(q, "QuantizedAdd"), operands == 2 ? 1 : 0);
+    EXPECT_EQ(testing::count_ops(q, "Relu"), operands == 2 ? 0 : 1);
+    Tensor in = testing::random_tensor({8, 5, 5, 3}, 96);
+    EXPECT_LT(relative_error(run_graph(g, "x", in, "out"), run_graph(q, "x", in, "out")), 0.05);
+  }
+}
+
 // A fire module's two expand convs, each read only by the Concat: they requantize straight to
 // the concat's range, so the concat copies their bytes; a conv that something else also reads
 // keeps its own range.

@@ -275,7 +275,9 @@ class EightbitRewriter {
       return rewrite_linear(node, false);
     if (op == op_names::kMaxPool || op == op_names::kAvgPool) return rewrite_pool(node);
     if (op == op_names::kGlobalAvgPool) return rewrite_global_avg_pool(node);
-    if (op == op_names::kAdd) return rewrite_add(node);
+    // A spec's `add` layer freezes to an AddN of two.
+    if (op == op_names::kAdd || (op == op_names::kAddN && node.inputs.size() == 2))
+      return rewrite_add(node);
     if (op == op_names::kConcat) return rewrite_concat(node);
     if (moves_elements_only(op)) return pass_u8_through(node);
     return false;
