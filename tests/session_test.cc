@@ -1,7 +1,9 @@
 #include "runtime/session.h"
 
 #include <gtest/gtest.h>
+#include <omp.h>
 
+#include "core/error.h"
 #include "ops/ops.h"
 #include "support/testing.h"
 
@@ -96,6 +98,43 @@ TEST(SessionTest, UninitializedVariableIsAnError) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("variable 'w' has no value"), std::string::npos);
   }
+}
+
+// An inference plan of few FLOPs runs on one thread, says so, gives the same result, and leaves
+// the caller's thread count as it was; a large plan, a forced kernel and a graph with
+// variables keep the session's threads.
+TEST(SessionTest, SmallInferencePlansRunOnOneThread) {
+  Graph g;
+  Output x = ops::placeholder(g, DType::f32, {1, 8, 8, 4}, "x");  // other batches re-plan
+  ops::Conv2DOptions same;
+  same.padding = "SAME";
+  // 2 * 8 * 8 * 8 * (3 * 3 * 4) = 36,864 FLOPs an image.
+  Output y = ops::conv2d(g, x, ops::constant(g, testing::random_tensor({3, 3, 4, 8}, 1), "w"),
+                         same, "conv");
+  Session session(g, SessionOptions{.threads = 2});
+  Session forced(g, SessionOptions{.threads = 2, .kernel_impl = "reference"});
+  const Tensor small = testing::random_tensor({1, 8, 8, 4}, 2);
+  const Tensor small_y = session.run({{x, small}}, {y})[0].clone();
+  EXPECT_TRUE(session.ran_on_one_thread());
+  EXPECT_EQ(omp_get_max_threads(), 2);
+  testing::expect_close(forced.run({{x, small}}, {y})[0], small_y, {}, "one-thread conv");
+  EXPECT_FALSE(forced.ran_on_one_thread());
+  const int64_t large_batch =
+      static_cast<int64_t>(Session::kOneThreadPlanMaxFlops / 36864.0) + 1;
+  session.run({{x, testing::random_tensor({large_batch, 8, 8, 4}, 3)}}, {y});
+  EXPECT_FALSE(session.ran_on_one_thread());
+  // The small plan again, from the plan cache.
+  session.run({{x, small}}, {y});
+  EXPECT_TRUE(session.ran_on_one_thread());
+
+  Graph trained;
+  Output tx = ops::placeholder(trained, DType::f32, {1, 8, 8, 4}, "x");
+  Output ty = ops::conv2d(trained, tx, ops::variable(trained, DType::f32, {3, 3, 4, 8}, "w"),
+                          same, "conv");
+  Session training(trained, SessionOptions{.threads = 2});
+  training.variables().set("w", testing::random_tensor({3, 3, 4, 8}, 1));
+  training.run({{tx, small}}, {ty});
+  EXPECT_FALSE(training.ran_on_one_thread());
 }
 
 }  // namespace

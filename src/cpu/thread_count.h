@@ -5,6 +5,8 @@
 // number of threads first turns that into an sf::Error.
 #pragma once
 
+#include <omp.h>
+
 namespace sf {
 
 // Sets the count for parallel regions started by the calling thread: `threads` > 0, or 0 for
@@ -18,5 +20,19 @@ void use_threads(int threads);
 // start one only then: libgomp ends even a one-thread region with a futex wake, a system call
 // (1.2 us a region in this VM, more than many batch-1 layers take in all).
 bool several_threads();
+
+// Runs the calling thread's next parallel regions (oneDNN's included) on one thread, restoring
+// the count it had when it ends. oneDNN fixes a primitive's thread count when it is created, so
+// a primitive meant to run on one thread is created under this as well as executed under it.
+class OneThread {
+ public:
+  OneThread() : saved_(omp_get_max_threads()) { omp_set_num_threads(1); }
+  ~OneThread() { omp_set_num_threads(saved_); }
+  OneThread(const OneThread&) = delete;
+  OneThread& operator=(const OneThread&) = delete;
+
+ private:
+  int saved_;
+};
 
 }  // namespace sf

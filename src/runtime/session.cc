@@ -6,10 +6,12 @@
 #include <algorithm>
 #include <chrono>
 #include <limits>
+#include <optional>
 #include <set>
 
 #include "core/limits.h"
 #include "cpu/thread_count.h"
+#include "graph/op_registry.h"
 #include "kernels/kernel.h"
 #include "ops/op_names.h"
 #include "runtime/arena_plan.h"
@@ -81,6 +83,7 @@ struct Session::Plan {
   std::vector<int> variables;               // nodes bound to the variable store on each run
   std::shared_ptr<Storage> arena;
   std::vector<Output> fetches;
+  bool one_thread = false;  // kernels made and run under OneThread (runs_on_one_thread)
 };
 
 Session::Session(const Graph& graph, SessionOptions options,
@@ -109,6 +112,22 @@ Session::Session(const Graph& graph, SessionOptions options,
 }
 
 Session::~Session() = default;
+
+bool Session::runs_on_one_thread(const Graph& g, const std::vector<int>& step_of) const {
+  // A forced kernel is a test of that kernel, threads included; a graph with variables trains
+  // or is being trained; a device's part of a graph shares its threads with the others.
+  if (!options_.kernel_impl.empty() || options_.transfers != nullptr ||
+      options_.processes != nullptr || omp_get_max_threads() < 2)
+    return false;
+  double flops = 0.0;
+  for (int id = 0; id < g.num_nodes(); ++id) {
+    if (step_of[static_cast<size_t>(id)] < 0) continue;
+    for (const Output& in : g.node(id).inputs)
+      if (g.node(in.node).op == op_names::kVariable) return false;
+    flops += node_flops(g, id);
+  }
+  return flops <= kOneThreadPlanMaxFlops;
+}
 
 Session::Plan& Session::plan_for(const Feeds& feeds, const std::vector<Output>& fetches) {
   plan_key(feeds, fetches, key_);
@@ -198,6 +217,9 @@ Session::Plan& Session::plan_for(const Feeds& feeds, const std::vector<Output>& 
         Tensor(t.dtype, t.shape, plan->arena, arena.offsets[buffer_of.at(view)])};
   }
 
+  plan->one_thread = runs_on_one_thread(g, step_of);
+  std::optional<OneThread> one_thread;
+  if (plan->one_thread) one_thread.emplace();
   for (int id = 0; id < g.num_nodes(); ++id) {
     if (step_of[static_cast<size_t>(id)] < 0) continue;
     const Node& n = g.node(id);
@@ -267,6 +289,8 @@ std::vector<Tensor> Session::run(const Feeds& feeds, const std::vector<Output>& 
       fetches_of_node[static_cast<size_t>(fetches[i].node)].push_back(i);
   }
 
+  std::optional<OneThread> one_thread;
+  if (plan.one_thread) one_thread.emplace();
   for (Plan::Step& step : plan.steps) {
     const Node& n = g.node(step.node);
     for (const Output& in : n.inputs)
@@ -303,6 +327,10 @@ std::vector<Tensor> Session::run(const Feeds& feeds, const std::vector<Output>& 
     results.push_back(slot[static_cast<size_t>(f.index)]);
   }
   return results;
+}
+
+bool Session::ran_on_one_thread() const {
+  return last_plan_ != nullptr && last_plan_->one_thread;
 }
 
 void Session::set_profiling(bool enabled) {

@@ -101,10 +101,24 @@ class Session {
   bool partitioned() const { return partitioned_ != nullptr; }
   // The implementation chosen for each planned node, e.g. {"conv1": "onednn"}.
   std::map<std::string, std::string> kernel_choices() const;
+  // Whether the last run ran on one thread, a small plan's (runs_on_one_thread).
+  bool ran_on_one_thread() const;
+
+  // Inference plans of at most this many FLOPs per run run on one thread. Measured with
+  // `bench --threads 1` against `--threads 2` (AMD EPYC, 2 cores, no AMX): the zoo's models at
+  // batch 1 (0.8-7.4 MFLOP) ran 1.6-2.5x faster on one thread, fp32 and int8 alike, and
+  // resnet-mnist at batch 4 (13 MFLOP) 2x; at 28-52 MFLOP it varied by model (Deep-MNIST at
+  // batch 1 1.5x faster on two, squeezenet-mnist at batch 4 1.3x faster on one, resnet-mnist at
+  // batch 16 even).
+  static constexpr double kOneThreadPlanMaxFlops = 16e6;
 
  private:
   struct Plan;
   Plan& plan_for(const Feeds& feeds, const std::vector<Output>& fetches);
+  // Whether a plan of these steps (step_of[id] >= 0) runs on one thread: an inference of at
+  // most kOneThreadPlanMaxFlops, whose tensors then stay in one core's caches, where two threads
+  // pass each node's output between the cores and wait for each other at every parallel region.
+  bool runs_on_one_thread(const Graph& g, const std::vector<int>& step_of) const;
 
   Graph graph_;
   SessionOptions options_;

@@ -104,6 +104,7 @@ Action add_bench_command(CLI::App& app) {
                              {"batch", batch},
                              {"input_shapes", timed_shapes},
                              {"threads", a->threads},
+                             {"one_thread_plan", session.ran_on_one_thread()},
                              {"omp_wait_policy", thread_wait_policy()},
                              {"precision", precision_name(precision.precision)},
                              {"precision_reason", precision.reason},
@@ -164,8 +165,9 @@ Action add_bench_command(CLI::App& app) {
       std::printf("%s\n", result.dump().c_str());
       return 0;
     }
-    std::printf("%s  batch %lld  threads %d  %d runs  precision %s (%s)\n", a->model.c_str(),
-                static_cast<long long>(batch), a->threads, a->runs,
+    std::printf("%s  batch %lld  threads %d%s  %d runs  precision %s (%s)\n", a->model.c_str(),
+                static_cast<long long>(batch), a->threads,
+                session.ran_on_one_thread() ? " (a small plan: runs on one)" : "", a->runs,
                 precision_name(precision.precision), precision.reason.c_str());
     for (const auto& [name, shape] : timed_shapes.items())
       std::printf("input %s %s\n", name.c_str(), shape_str(shape.get<Shape>()).c_str());

@@ -14,6 +14,7 @@
 #include <unordered_map>
 
 #include "core/shape.h"
+#include "cpu/thread_count.h"
 #include "kernels/kernel.h"
 
 namespace sf::onednn {
@@ -98,20 +99,6 @@ class StagedArg {
   dnnl::memory staged_;
   std::optional<dnnl::reorder> reorder_;
   void* staged_from_ = nullptr;
-};
-
-// Runs the calling thread's next parallel regions (oneDNN's included) on one thread. oneDNN
-// fixes a primitive's thread count when it is created, so a primitive meant to run on one
-// thread is created under this as well as executed under it.
-class OneThread {
- public:
-  OneThread() : saved_(omp_get_max_threads()) { omp_set_num_threads(1); }
-  ~OneThread() { omp_set_num_threads(saved_); }
-  OneThread(const OneThread&) = delete;
-  OneThread& operator=(const OneThread&) = delete;
-
- private:
-  int saved_;
 };
 
 // A primitive with its scratchpad, executed on the shared stream.
