@@ -33,7 +33,7 @@ bool should_wait_passively(const char* omp_wait_policy, const char* gomp_spincou
 // compiler's driver); -1 when unreadable. Calls within a second of a reading return that
 // reading. The readers are left out because they start with this process and wait for its
 // output: `slimflow bench --json | jq` found jq starting up (20-30 ms of work) in every run and
-// waited passively, which made a small model's batch-1 latency 4x worse.
+// waited passively, which made a small model's batch-1 latency 3.4x worse.
 int other_tasks_running();
 
 // The processes downstream of `fd` when it is a pipe: those whose standard input is that pipe,

@@ -216,24 +216,21 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void channel_ranges_avx512(
 
 __attribute__((target("avx512f,avx512bw,avx512vl"))) void average_pool_avx512(
     const uint8_t* x, int64_t n, int64_t channels, const Window2D& g, uint8_t* y) {
-  const int64_t pixels = n * g.h.out * g.w.out;
-  parallel_for(
-      0, pixels, pixels * channels >= kParallelMin,
-      [&](int64_t share_begin,
-          int64_t share_end) __attribute__((target("avx512f,avx512bw,avx512vl"))) {
-        for (int64_t p = share_begin; p < share_end; ++p) {
-          const int64_t b = p / (g.h.out * g.w.out), oy = p / g.w.out % g.h.out, ox = p % g.w.out;
+  for_each_pool_row(
+      x, n, channels, g, y,
+      [&](const uint8_t* image, int64_t oy,
+          uint8_t* y_row) __attribute__((target("avx512f,avx512bw,avx512vl"))) {
+        for (int64_t ox = 0; ox < g.w.out; ++ox) {
           const PoolWindow win = pool_window_at(g, oy, ox);
           const int64_t count = win.count();
-          uint8_t* out = y + p * channels;
+          uint8_t* out = y_row + ox * channels;
           for (int64_t j = 0; j < channels; j += 16) {
             const __mmask16 k = tail_mask(channels - j);
             __m512i sum = _mm512_setzero_si512();
             for (int64_t r = win.r0; r < win.r1; ++r)
               for (int64_t c = win.c0; c < win.c1; ++c)
-                sum = _mm512_add_epi32(sum,
-                                       _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(
-                                           k, x + ((b * g.h.in + r) * g.w.in + c) * channels + j)));
+                sum = _mm512_add_epi32(sum, _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(
+                                                k, image + (r * g.w.in + c) * channels + j)));
             if (count > kMaxFloatPoolCount) {
               alignas(64) int32_t sums[16];
               _mm512_store_si512(sums, sum);
@@ -253,28 +250,22 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void average_pool_avx512(
 
 __attribute__((target("avx512f,avx512bw,avx512vl"))) void max_pool_avx512(
     const uint8_t* x, int64_t n, int64_t channels, const Window2D& g, uint8_t* y) {
-  // By output rows: a pixel's three divisions (batch, row, column) cost more than its maxima.
-  const int64_t rows = n * g.h.out;
-  parallel_for(
-      0, rows, rows * g.w.out * channels >= kParallelMin,
-      [&](int64_t share_begin,
-          int64_t share_end) __attribute__((target("avx512f,avx512bw,avx512vl"))) {
-        for (int64_t row = share_begin; row < share_end; ++row) {
-          const int64_t b = row / g.h.out, oy = row % g.h.out;
-          const uint8_t* image = x + b * g.h.in * g.w.in * channels;
-          for (int64_t ox = 0; ox < g.w.out; ++ox) {
-            const PoolWindow win = pool_window_at(g, oy, ox);
-            uint8_t* out = y + (row * g.w.out + ox) * channels;
-            for (int64_t j = 0; j < channels; j += 64) {
-              const __mmask64 k = channels - j >= 64 ? ~__mmask64{0}
-                                                     : (__mmask64{1} << (channels - j)) - 1;
-              __m512i max = _mm512_setzero_si512();
-              for (int64_t r = win.r0; r < win.r1; ++r)
-                for (int64_t c = win.c0; c < win.c1; ++c)
-                  max = _mm512_max_epu8(
-                      max, _mm512_maskz_loadu_epi8(k, image + (r * g.w.in + c) * channels + j));
-              _mm512_mask_storeu_epi8(out + j, k, max);
-            }
+  for_each_pool_row(
+      x, n, channels, g, y,
+      [&](const uint8_t* image, int64_t oy,
+          uint8_t* y_row) __attribute__((target("avx512f,avx512bw,avx512vl"))) {
+        for (int64_t ox = 0; ox < g.w.out; ++ox) {
+          const PoolWindow win = pool_window_at(g, oy, ox);
+          uint8_t* out = y_row + ox * channels;
+          for (int64_t j = 0; j < channels; j += 64) {
+            const __mmask64 k =
+                channels - j >= 64 ? ~__mmask64{0} : (__mmask64{1} << (channels - j)) - 1;
+            __m512i max = _mm512_setzero_si512();
+            for (int64_t r = win.r0; r < win.r1; ++r)
+              for (int64_t c = win.c0; c < win.c1; ++c)
+                max = _mm512_max_epu8(
+                    max, _mm512_maskz_loadu_epi8(k, image + (r * g.w.in + c) * channels + j));
+            _mm512_mask_storeu_epi8(out + j, k, max);
           }
         }
       });

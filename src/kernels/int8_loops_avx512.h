@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "cpu/parallel_for.h"
 #include "kernels/int8_loops.h"
 
 namespace sf::int8_loops {
@@ -27,6 +28,21 @@ inline PoolWindow pool_window_at(const Window2D& g, int64_t oy, int64_t ox) {
   const int64_t r = oy * g.h.stride - g.h.pad_before, c = ox * g.w.stride - g.w.pad_before;
   return {std::max<int64_t>(r, 0), std::min(r + g.h.k, g.h.in), std::max<int64_t>(c, 0),
           std::min(c + g.w.k, g.w.in)};
+}
+
+// Runs pool_row(image, oy, y_row) for each output row of a pool over n NHWC images, on threads:
+// `image` is the row's image in x, y_row the row's first output pixel in y. By rows rather than
+// pixels: a pixel's three divisions (image, row, column) cost more than a 2x2 window's maxima.
+template <typename PoolRow>
+void for_each_pool_row(const uint8_t* x, int64_t n, int64_t channels, const Window2D& g,
+                       uint8_t* y, const PoolRow& pool_row) {
+  const int64_t rows = n * g.h.out;
+  parallel_for(0, rows, rows * g.w.out * channels >= kParallelMin,
+               [&](int64_t share_begin, int64_t share_end) {
+                 for (int64_t row = share_begin; row < share_end; ++row)
+                   pool_row(x + row / g.h.out * g.h.in * g.w.in * channels, row % g.h.out,
+                            y + row * g.w.out * channels);
+               });
 }
 
 inline uint8_t average_value(int64_t sum, int64_t count) {

@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "comm/communicator.h"
 #include "core/error.h"
 
 namespace sf {

@@ -5,11 +5,12 @@
 
 #include <cstdint>
 
-#include "comm/communicator.h"
 #include "models/spec.h"
 #include "train/trainer.h"
 
 namespace sf {
+
+class Communicator;
 
 struct JobRoles {
   // Data parallelism's replicas; a model placed on the job's devices sets `job` instead.
