@@ -1,6 +1,7 @@
 // The rewrites made before a model runs keep every output and remove what they promise to:
 // fire modules (SqueezeNet) lose their channel Concats, residual blocks (ResNet) their Add (or
-// two-operand AddN) and Relu; a Concat something else reads stays.
+// two-operand AddN) and Relu, into the conv or one FusedAddN; a Concat something else reads
+// stays.
 #include "transforms/execution_passes.h"
 
 #include <gtest/gtest.h>
@@ -130,7 +131,8 @@ TEST(ExecutionPasses, ResidualAddAndReluFuseIntoTheConv) {
   std::vector<std::string> outputs = {g.node(y.node).name};
   std::vector<std::string> names = outputs;
   Graph optimized = optimize_for_execution(g, names);
-  EXPECT_EQ(testing::count_ops(optimized, "Add"), 1);
+  EXPECT_EQ(testing::count_ops(optimized, "Add"), 0);
+  EXPECT_EQ(testing::count_ops(optimized, "AddN"), 1);  // add3, on the AddN kernels
   EXPECT_EQ(testing::count_ops(optimized, "Relu"), 0);
   EXPECT_EQ(testing::count_ops(optimized, "FusedConv2DAdd"), 2);
   EXPECT_EQ(optimized.node(optimized.id_of("conv2")).attrs.get_string("activation"), "relu");
@@ -168,9 +170,39 @@ TEST(ExecutionPasses, AddThatBroadcastsOrReadsAnActivatedConvStays) {
   std::vector<std::string> outputs = {g.node(y.node).name};
   std::vector<std::string> names = outputs;
   Graph optimized = optimize_for_execution(g, names);
-  EXPECT_EQ(testing::count_ops(optimized, "Add"), 2);
+  EXPECT_EQ(testing::count_ops(optimized, "Add"), 1);   // the broadcast
+  EXPECT_EQ(testing::count_ops(optimized, "AddN"), 1);  // sum
   EXPECT_EQ(testing::count_ops(optimized, "FusedConv2DAdd"), 0);
   expect_same_outputs(g, outputs, {1, 6, 6, 4});
+}
+
+// After a 3x3 conv (ResNet-18's second conv of a block) the residual Add and its Relu, or Relu6,
+// become one FusedAddN; a sum that something besides its Relu reads keeps the Relu apart.
+TEST(ExecutionPasses, ResidualSumAndActivationNoConvTookBecomeOneFusedAddN) {
+  Graph g;
+  Builder b(g);
+  Output x = ops::placeholder(g, DType::f32, {1, 8, 8, 6}, "x");
+  Output stem = b.conv(x, 3, 6, "relu", "stem");
+  Output block = ops::relu(g, ops::add(g, b.conv(stem, 3, 6, "none", "conv1"), stem, "add"),
+                           "relu");
+  Output sum = ops::add_n(g, {b.conv(block, 3, 6, "none", "conv2"), block, stem}, "sum3");
+  Output block2 = ops::relu6(g, sum, "relu6");
+  Output shared = ops::add(g, block2, b.conv(block2, 3, 6, "none", "conv3"), "shared");
+  Output y = ops::add(g, ops::relu(g, shared, "relu_shared"), shared, "out");
+  std::vector<std::string> outputs = {g.node(y.node).name};
+  std::vector<std::string> names = outputs;
+  Graph optimized = optimize_for_execution(g, names);
+  EXPECT_EQ(testing::count_ops(optimized, "FusedAddN"), 2);
+  EXPECT_EQ(testing::count_ops(optimized, "Relu6"), 0);
+  EXPECT_EQ(testing::count_ops(optimized, "Relu"), 1);  // relu_shared
+  EXPECT_EQ(testing::count_ops(optimized, "Add"), 0);
+  EXPECT_EQ(testing::count_ops(optimized, "AddN"), 2);  // shared, out
+  const Node& add = optimized.node(optimized.id_of("add"));
+  EXPECT_EQ(add.op, "FusedAddN");
+  EXPECT_EQ(add.attrs.get_string("activation"), "relu");
+  EXPECT_EQ(optimized.node(optimized.id_of("sum3")).attrs.get_string("activation"), "relu6");
+  EXPECT_EQ(optimized.node(optimized.id_of("sum3")).inputs.size(), 3u);
+  expect_same_outputs(g, outputs, {1, 8, 8, 6});
 }
 
 }  // namespace

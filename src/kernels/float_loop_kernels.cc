@@ -1,18 +1,18 @@
 // Kernels (impl "float_loops") for the float ops of a training step around oneDNN's products:
 // MaxPool, MaxPoolGrad, the filter gradient of single-channel convs, BiasAdd, BiasAddRelu, AddN,
-// BiasAddGrad and Dropout, made of kernels/float_loops.h (AVX-512 where the CPU has it, portable
-// loops elsewhere), so they run on every CPU. Measured on the Deep-MNIST layers
-// (bench/kernels_bench.cc, one thread, Xeon with AVX-512, under load): MaxPoolGrad reads each
-// window's first maximum from x and y, which the forward pass kept, where oneDNN's pooling
+// BiasAddGrad and Dropout, and inference's FusedAddN, made of kernels/float_loops.h (AVX-512 where
+// the CPU has it, portable loops elsewhere), so they run on every CPU. Measured on the Deep-MNIST
+// layers (bench/kernels_bench.cc, one thread, Xeon with AVX-512, under load): MaxPoolGrad reads
+// each window's first maximum from x and y, which the forward pass kept, where oneDNN's pooling
 // backward runs the forward again for an argmax workspace (28x28x32 at batch 64: 1.3 vs 4.5 ms);
-// the forward pools as fast as oneDNN's and keeps the pair on one definition of the first
-// maximum. oneDNN's filter gradient of a single-channel 5x5 conv costs as much as a 32-channel
-// one in bf16 (each tap a product of depth 1); here it is broadcasts and FMAs into registers.
-// BiasAdd runs on threads (the reference on one), BiasAddGrad sums blocks of rows in AVX-512
-// registers (2x the reference). An Add of a bias vector (what ONNX graphs have, and a quantized
-// product's dequantized output then meets) is the same loop: the reference walks the broadcast
-// element by element, 0.03 ms for a [128, 768] row block that takes 0.005 ms here. Dropout
-// draws its mask by hashing (kernels/dropout_draw.h), sixteen elements to a vector.
+// the forward pools as fast as oneDNN's and keeps the pair on one definition of the first maximum.
+// oneDNN's filter gradient of a single-channel 5x5 conv costs as much as a 32-channel one in bf16
+// (each tap a product of depth 1); here it is broadcasts and FMAs into registers. BiasAdd runs on
+// threads (the reference on one), BiasAddGrad sums blocks of rows in AVX-512 registers (2x the
+// reference). An Add of a bias vector (what ONNX graphs have, and a quantized product's dequantized
+// output then meets) is the same loop: the reference walks the broadcast element by element,
+// 0.03 ms for a [128, 768] row block that takes 0.005 ms here. Dropout draws its mask by hashing
+// (kernels/dropout_draw.h), sixteen elements to a vector.
 #include <algorithm>
 #include <vector>
 
@@ -21,6 +21,7 @@
 #include "kernels/kernel.h"
 #include "kernels/register.h"
 #include "ops/conv_geometry.h"
+#include "ops/execution_ops.h"
 #include "ops/op_names.h"
 
 namespace sf {
@@ -102,7 +103,7 @@ void add_n(KernelContext& ctx) {
   std::vector<const float*> xs;
   for (const Tensor& x : ctx.inputs) xs.push_back(x.data<float>());
   add_n_f32(xs.data(), static_cast<int64_t>(xs.size()), ctx.outputs[0].numel(),
-            ctx.outputs[0].data<float>());
+            activation_of(ctx.node), ctx.outputs[0].data<float>());
 }
 
 void dropout(KernelContext& ctx) {
@@ -141,6 +142,7 @@ void register_float_loop_kernels(KernelRegistry& r) {
   };
   r.add(std::move(add));
   r.add(simple_kernel(op_names::kAddN, DType::f32, impl, add_n, kElementwisePriority));
+  r.add(simple_kernel(op_names::kFusedAddN, DType::f32, impl, add_n, kElementwisePriority));
   r.add(simple_kernel(op_names::kDropout, DType::f32, impl, dropout, kElementwisePriority));
 }
 

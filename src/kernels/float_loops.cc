@@ -232,16 +232,19 @@ void bias_add_f32(const float* x, const float* bias, int64_t rows, int64_t chann
                });
 }
 
-void add_n_f32(const float* const* xs, int64_t count, int64_t n, float* y) {
+void add_n_f32(const float* const* xs, int64_t count, int64_t n, Activation activation, float* y) {
   // The reference's inner loop over the inputs kept each element's double sum in a register
   // and vectorized nothing: 10x slower than a Relu of the same size. Here sixteen sums at a
   // time (AVX-512), or a block of them the compiler vectorizes, take each input in turn.
+  // On threads from kParallelMin, as the reference's: a residual sum reads conv outputs that
+  // both cores wrote, each its share; on one thread ResNet-18's 56x56x64 sum and Relu took
+  // 0.12 ms, on two 0.065.
   constexpr int64_t kBlock = 512;
   const bool vector = has_avx512();
-  parallel_for(0, n, n >= kStreamingParallelMin, [&](int64_t share_begin, int64_t share_end) {
+  parallel_for(0, n, n >= kParallelMin, [&](int64_t share_begin, int64_t share_end) {
 #if defined(__x86_64__)
     if (vector) {
-      add_n_span_avx512(xs, count, share_begin, share_end, y);
+      add_n_span_avx512(xs, count, share_begin, share_end, activation, y);
       return;
     }
 #else
@@ -255,7 +258,8 @@ void add_n_f32(const float* const* xs, int64_t count, int64_t n, float* y) {
         const float* x = xs[k] + begin;
         for (int64_t i = 0; i < size; ++i) sums[i] += x[i];
       }
-      for (int64_t i = 0; i < size; ++i) y[begin + i] = static_cast<float>(sums[i]);
+      for (int64_t i = 0; i < size; ++i)
+        y[begin + i] = static_cast<float>(activated(sums[i], activation));
     }
   });
 }

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 
+#include "core/activation.h"
 #include "ops/conv_geometry.h"
 
 namespace sf {
@@ -33,10 +34,10 @@ void conv_filter_grad_single_channel_f32(const float* x, const float* dy, int64_
 void bias_add_f32(const float* x, const float* bias, int64_t rows, int64_t channels, bool relu,
                   float* y);
 
-// y[i] = the sum of xs[k][i] over k < count, summed in double in input order and rounded once:
-// the reference's sums, sixteen to an AVX-512 vector where the CPU has it, elsewhere in blocks
-// of elements the compiler vectorizes.
-void add_n_f32(const float* const* xs, int64_t count, int64_t n, float* y);
+// y[i] = the sum of xs[k][i] over k < count, summed in double in input order and rounded once,
+// then the activation: the reference's sums, sixteen to an AVX-512 vector where the CPU has it,
+// elsewhere in blocks of elements the compiler vectorizes.
+void add_n_f32(const float* const* xs, int64_t count, int64_t n, Activation activation, float* y);
 
 // db[j] = sum over rows of dy[r, j]: float partial sums over blocks of rows, totals in double.
 void bias_add_grad_f32(const float* dy, int64_t rows, int64_t channels, float* db);

@@ -190,21 +190,56 @@ __attribute__((target("avx512f"))) inline __m512i mix32(__m512i x) {
 
 }  // namespace
 
-__attribute__((target("avx512f"))) void add_n_span_avx512(const float* const* xs, int64_t count,
-                                                         int64_t begin, int64_t end, float* y) {
-  for (int64_t i = begin; i < end; i += 16) {
-    const __mmask16 m = lanes(i, end);
+namespace {
+
+// p[0, 16): whole vectors load without a mask, since masked loads streamed a 6.4M-float sum 1.5x
+// slower on an AMD EPYC (avx512f, no AMX); the tail loads the lanes in `m`, the others zero.
+template <bool kWhole>
+__attribute__((target("avx512f"))) inline __m512 load_lanes(__mmask16 m, const float* p) {
+  if constexpr (kWhole) return _mm512_loadu_ps(p);
+  return _mm512_maskz_loadu_ps(m, p);
+}
+
+// add_n_span_avx512's 16 results from element i (lanes m).
+template <bool kWhole>
+__attribute__((target("avx512f"))) inline __m512 activated_sums(const float* const* xs,
+                                                                int64_t count, int64_t i,
+                                                                __mmask16 m,
+                                                                Activation activation) {
+  __m512 sums;
+  if (count <= 2) {
+    // One float addition rounds the exact sum once, as the double sum does.
+    sums = load_lanes<kWhole>(m, xs[0] + i);
+    if (count == 2) sums = _mm512_add_ps(sums, load_lanes<kWhole>(m, xs[1] + i));
+  } else {
     __m512d low = _mm512_setzero_pd(), high = _mm512_setzero_pd();
     for (int64_t k = 0; k < count; ++k) {
-      const __m512 x = _mm512_maskz_loadu_ps(m, xs[k] + i);
+      const __m512 x = load_lanes<kWhole>(m, xs[k] + i);
       low = _mm512_add_pd(low, _mm512_cvtps_pd(_mm512_castps512_ps256(x)));
-      high = _mm512_add_pd(
-          high, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1))));
+      high = _mm512_add_pd(high, _mm512_cvtps_pd(_mm256_castpd_ps(
+                                     _mm512_extractf64x4_pd(_mm512_castps_pd(x), 1))));
     }
-    const __m512 sums = _mm512_castpd_ps(_mm512_insertf64x4(
+    sums = _mm512_castpd_ps(_mm512_insertf64x4(
         _mm512_castps_pd(_mm512_castps256_ps512(_mm512_cvtpd_ps(low))),
         _mm256_castps_pd(_mm512_cvtpd_ps(high)), 1));
-    _mm512_mask_storeu_ps(y + i, m, sums);
+  }
+  // max(0, v) and min(6, v) return v when it is NaN, as `activated` does.
+  if (activation != Activation::None) sums = _mm512_max_ps(_mm512_setzero_ps(), sums);
+  if (activation == Activation::Relu6) sums = _mm512_min_ps(_mm512_set1_ps(6.0f), sums);
+  return sums;
+}
+
+}  // namespace
+
+__attribute__((target("avx512f"))) void add_n_span_avx512(const float* const* xs, int64_t count,
+                                                         int64_t begin, int64_t end,
+                                                         Activation activation, float* y) {
+  int64_t i = begin;
+  for (; i + 16 <= end; i += 16)
+    _mm512_storeu_ps(y + i, activated_sums<true>(xs, count, i, 0xFFFF, activation));
+  if (i < end) {
+    const __mmask16 m = lanes(i, end);
+    _mm512_mask_storeu_ps(y + i, m, activated_sums<false>(xs, count, i, m, activation));
   }
 }
 

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 
+#include "core/activation.h"
 #include "ops/conv_geometry.h"
 
 namespace sf::float_loops {
@@ -33,9 +34,10 @@ void single_channel_filter_sums_avx512(const float* padded, int64_t row_stride, 
 // sums[c] = the float sum of dy[r, c] over rows r.
 void column_sums_avx512(const float* dy, int64_t rows, int64_t channels, float* sums);
 
-// add_n_f32 over elements [begin, end): each sum in double, inputs in order, rounded once.
+// add_n_f32 over elements [begin, end): each sum in double, inputs in order, rounded once, then
+// the activation.
 void add_n_span_avx512(const float* const* xs, int64_t count, int64_t begin, int64_t end,
-                       float* y);
+                       Activation activation, float* y);
 
 // dropout_f32 over elements [begin, end), which lie within one block of 2^32 indices.
 void dropout_span_avx512(const float* x, int64_t begin, int64_t end, uint64_t key,

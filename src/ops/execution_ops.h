@@ -13,6 +13,9 @@ namespace sf::op_names {
 // projection's bias Add becomes its bias, a scalar Mul or Div of an operand (attention's
 // 1 / sqrt(d)) its alpha, applied while the output is hot.
 inline constexpr char kFusedBatchMatMul[] = "FusedBatchMatMul";
+// AddN (inputs of one shape, summed in double in input order and rounded once) and then its
+// `activation`: a residual sum and the Relu after it, as one pass over the data.
+inline constexpr char kFusedAddN[] = "FusedAddN";
 }  // namespace sf::op_names
 
 namespace sf::ops {

@@ -3,8 +3,8 @@
 // Their shape functions defer to Conv2D's and MatMul's, so the shape logic lives once.
 // FusedConv2DAdd also adds a tensor of the output's shape before the activation: a residual
 // connection, or the partial sum of a conv whose input channels were split (execution passes).
-// FusedBatchMatMul (ops/execution_ops.h) is a BatchMatMul and its bias, made by the execution
-// passes alone.
+// FusedBatchMatMul (ops/execution_ops.h) is a BatchMatMul and its bias, and FusedAddN an AddN
+// and its activation, made by the execution passes alone.
 #include "graph/op_registry.h"
 #include "ops/execution_ops.h"
 #include "ops/op_names.h"
@@ -51,6 +51,7 @@ void register_fused_ops(OpRegistry& r) {
   const OpDef conv = r.get(op_names::kConv2D, "fused ops");
   const OpDef matmul = r.get(op_names::kMatMul, "fused ops");
   const OpDef batch_matmul = r.get(op_names::kBatchMatMul, "fused ops");
+  const OpDef add_n = r.get(op_names::kAddN, "fused ops");
   r.add(OpDef{.name = op_names::kFusedConv2D,
               .inputs = {"x", "filter", "bias"},
               .attrs = with_activation(conv.attrs),
@@ -75,6 +76,16 @@ void register_fused_ops(OpRegistry& r) {
               .infer = fused_infer(op_names::kBatchMatMul),
               .grad = inference_only_gradient,
               .flops = batch_matmul.flops});
+  r.add(OpDef{.name = op_names::kFusedAddN,
+              .inputs = add_n.inputs,
+              .variadic = true,
+              .attrs = with_activation({}),
+              .infer =
+                  [infer = add_n.infer](const InferContext& ctx) {
+                    activation_of(ctx.node());  // throws naming the node when the name is unknown
+                    return infer(ctx);
+                  },
+              .grad = inference_only_gradient});
 }
 
 namespace ops {

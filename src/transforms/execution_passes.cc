@@ -558,6 +558,51 @@ Graph fuse_residual_add(const Graph& graph, std::vector<Output>& outputs) {
   return rw.finish(outputs);
 }
 
+namespace {
+
+// An f32 Add of two tensors of its output's shape, or an AddN: what FusedAddN computes.
+bool is_elementwise_sum(const Graph& graph, const Node& node) {
+  if (node.op == op_names::kAddN) return node.outputs[0].dtype == DType::f32;
+  if (node.op != op_names::kAdd || node.outputs[0].dtype != DType::f32) return false;
+  const Shape& y = node.outputs[0].shape;
+  return graph.type(node.inputs[0]).shape == y && graph.type(node.inputs[1]).shape == y;
+}
+
+}  // namespace
+
+Graph fuse_add_activation(const Graph& graph, std::vector<Output>& outputs) {
+  const GraphUses uses(graph, outputs);
+  std::map<int, const Node*> sum_before;  // keyed by the activation
+  std::set<int> sums;
+  for (const Node& node : graph.nodes()) {
+    if (!uses.needed(node.id) || !is_elementwise_sum(graph, node)) continue;
+    sums.insert(node.id);
+    if (const Node* act = fusable_activation(uses, node.id)) sum_before[act->id] = &node;
+  }
+  if (sums.empty()) return graph;
+  Rewriter rw(graph);
+  rw.copy_needed(uses, [&](const Node& node) {
+    // Copies of the sum under another op keep its name and device.
+    if (auto s = sum_before.find(node.id); s != sum_before.end()) {
+      Node fused = *s->second;
+      fused.op = op_names::kFusedAddN;
+      fused.attrs = Attrs{};
+      fused.attrs.set("activation", activation_name(fused_activation(&node)));
+      rw.copy(fused, rw.mapped(fused.inputs));
+      rw.set({node.id, 0}, rw.map({fused.id, 0}));
+      return true;
+    }
+    if (!sums.count(node.id)) return false;
+    if (fusable_activation(uses, node.id)) return true;  // the activation's FusedAddN sums it
+    Node add_n = node;
+    add_n.op = op_names::kAddN;
+    add_n.attrs = Attrs{};
+    rw.copy(add_n, rw.mapped(add_n.inputs));
+    return true;
+  });
+  return rw.finish(outputs);
+}
+
 Graph fuse_layer_norm(const Graph& graph, std::vector<Output>& outputs) {
   const GraphUses uses(graph, outputs);
   std::map<int, Fusion> fusions;
@@ -695,7 +740,8 @@ Graph optimize_for_execution(const Graph& graph, std::vector<std::string>& outpu
   Graph pooled = pool_before_concat(products, outputs);
   Graph split = split_channel_concat(pooled, outputs);
   Graph residual = fuse_residual_add(split, outputs);
-  Graph fused = pack_binary_activations(residual, outputs);
+  Graph summed = fuse_add_activation(residual, outputs);
+  Graph fused = pack_binary_activations(summed, outputs);
   for (size_t i = 0; i < outputs.size(); ++i) output_names[i] = fused.node(outputs[i].node).name;
   return fused;
 }

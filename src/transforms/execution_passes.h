@@ -20,6 +20,9 @@
 //   fuse_residual_add     a 1x1 FusedConv2D (no activation) -> Add or two-input AddN
 //                         (-> Relu/Relu6) becomes one FusedConv2DAdd, which adds the other
 //                         operand inside the conv
+//   fuse_add_activation   an elementwise f32 Add or AddN (-> Relu/Relu6) that no conv took
+//                         becomes one FusedAddN (ops/execution_ops.h), so a residual sum and
+//                         its Relu are one pass over the data, on the AddN kernels
 //   pack_binary_activations  a BinarizeActivation read only by convs / matmuls with binary or
 //                         ternary Const weights: they become XnorConv2D / XnorMatMul reading
 //                         packed sign bits (ops/binary_ops.h), written by the MaxPool before it
@@ -41,6 +44,7 @@ Graph fuse_batch_matmul(const Graph& graph, std::vector<Output>& outputs);
 Graph pool_before_concat(const Graph& graph, std::vector<Output>& outputs);
 Graph split_channel_concat(const Graph& graph, std::vector<Output>& outputs);
 Graph fuse_residual_add(const Graph& graph, std::vector<Output>& outputs);
+Graph fuse_add_activation(const Graph& graph, std::vector<Output>& outputs);
 Graph pack_binary_activations(const Graph& graph, std::vector<Output>& outputs);
 
 // All of the above, in order, on a graph with named outputs; outputs whose node was replaced

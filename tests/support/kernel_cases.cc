@@ -350,6 +350,19 @@ std::vector<KernelCase> add_n_cases() {
   return cases;
 }
 
+// add_n_cases with each activation, over values past relu6's upper clamp.
+std::vector<KernelCase> fused_add_n_cases() {
+  std::vector<KernelCase> cases = add_n_cases();
+  for (size_t i = 0; i < cases.size(); ++i) {
+    for (InputSpec& input : cases[i].inputs) input.lo = -8.0, input.hi = 8.0;
+    cases[i].attrs = {{"activation", activation(i)}};
+  }
+  // A residual block's sum: two operands, many vectors per thread.
+  cases.push_back({"large_x2", std::vector<InputSpec>(2, f32({2, 28, 28, 65}, -8.0, 8.0)),
+                   {{"activation", std::string("relu")}}});
+  return cases;
+}
+
 // Gru / Lstm in every direction; GRU with and without linear_before_reset, LSTM with and without
 // initial states and peepholes; weights frozen (rearranged on the first run only) or fed; steps
 // small enough for one thread per direction, and one large enough for all threads.
@@ -654,6 +667,7 @@ std::map<std::string, ShapeSet> build_shape_sets() {
   sets["Transpose"] = {transpose_cases(), exact};
   sets["Add"] = {add_cases(), exact};
   sets["AddN"] = {add_n_cases(), exact};
+  sets["FusedAddN"] = {fused_add_n_cases(), exact};
   sets["StridedSlice"] = {slice_cases(), exact};
   // Sums in float in other orders; erf by a rational approximation (a few float roundings).
   for (const char* op : {"LayerNorm", "Gelu", "Softmax"})

@@ -12,6 +12,7 @@
 #include "kernels/kernel.h"
 #include "kernels/reference/reference.h"
 #include "ops/broadcast.h"
+#include "ops/execution_ops.h"
 #include "ops/op_names.h"
 
 namespace sf {
@@ -186,6 +187,22 @@ void reduce_extremum_grad(KernelContext& ctx) {
   });
 }
 
+// AddN, and FusedAddN with its activation: each sum in double, inputs in order, rounded once.
+void add_n(KernelContext& ctx) {
+  const Activation activation = activation_of(ctx.node);
+  float* y = ctx.outputs[0].data<float>();
+  const int64_t n = ctx.outputs[0].numel();
+  std::vector<const float*> xs;
+  for (const Tensor& t : ctx.inputs) xs.push_back(t.data<float>());
+  parallel_for(0, n, n >= kParallelMin, [&](int64_t share_begin, int64_t share_end) {
+    for (int64_t i = share_begin; i < share_end; ++i) {
+      double sum = 0.0;
+      for (const float* x : xs) sum += x[i];
+      y[i] = static_cast<float>(activated(sum, activation));
+    }
+  });
+}
+
 }  // namespace
 
 void register_reference_math_kernels(KernelRegistry& r) {
@@ -201,19 +218,8 @@ void register_reference_math_kernels(KernelRegistry& r) {
   r.add(simple_kernel(op_names::kDiv, DType::i64, "reference", integer_div<int64_t>));
   r.add(simple_kernel(op_names::kDiv, DType::i8, "reference", integer_div<int8_t>));
   r.add(simple_kernel(op_names::kDiv, DType::u8, "reference", integer_div<uint8_t>));
-  r.add(simple_kernel(op_names::kAddN, DType::f32, "reference", [](KernelContext& ctx) {
-    float* y = ctx.outputs[0].data<float>();
-    const int64_t n = ctx.outputs[0].numel();
-    std::vector<const float*> xs;
-    for (const Tensor& t : ctx.inputs) xs.push_back(t.data<float>());
-    parallel_for(0, n, n >= kParallelMin, [&](int64_t share_begin, int64_t share_end) {
-      for (int64_t i = share_begin; i < share_end; ++i) {
-        double sum = 0.0;
-        for (const float* x : xs) sum += x[i];
-        y[i] = static_cast<float>(sum);
-      }
-    });
-  }));
+  r.add(simple_kernel(op_names::kAddN, DType::f32, "reference", add_n));
+  r.add(simple_kernel(op_names::kFusedAddN, DType::f32, "reference", add_n));
   r.add(simple_kernel(op_names::kSumTo, DType::f32, "reference", [](KernelContext& ctx) {
     sum_into(ctx.inputs[0], ctx.outputs[0].shape(), ctx.outputs[0].data<float>());
   }));
