@@ -17,8 +17,9 @@ spin-then-sleep whatever the load (the behaviour before the choice existed).
 
 The machine's speed drifts by tens of percent over seconds (a shared virtual machine), so one
 measurement of each engine taken a minute apart can put either ahead. The two engines instead
-take turns for --rounds rounds of --runs runs each; every round gives a ratio from two
-measurements seconds apart, and the table shows the median of those ratios and their range.
+take turns for --rounds rounds of --runs runs each, the one that goes first alternating from
+round to round; every round gives a ratio from two measurements seconds apart, and the table
+shows the median of those ratios and their range.
 
     /usr/bin/python3 bench/inference_vs_ort.py [--runs 50] [--rounds 3] [--threads 2]
         [--models a,b] [--precision fp32|bf16] [--batch64 deep-mnist,resnet18] [--json]
@@ -54,6 +55,14 @@ def last_json(text):
     return json.loads([l for l in text.splitlines() if l.startswith("{")][-1])
 
 
+def in_turn(round_index):
+    """Which engine runs first in a round: ONNX Runtime in even rounds, ours in odd ones. Of two
+    slimflow builds run in turn, the one started second ran 3-15% slower in 9 pairs of 9 (the
+    kernel still reclaiming the first one's memory?); taking turns keeps any such effect out of
+    the ratio."""
+    return ("ort", "ours") if round_index % 2 == 0 else ("ours", "ort")
+
+
 def measure(name, args):
     onnx_path = os.path.join(args.dir, f"{name}.onnx")
     x = os.path.join(args.dir, f"{name}-input.npy")
@@ -69,13 +78,17 @@ def measure(name, args):
     run([args.slimflow, "run", "--model", onnx_path, "--input", x, "--output-dir", ours_dir,
          "--threads", t] + precision)
     ours_rounds, ort_rounds = [], []
-    for _ in range(args.rounds):
-        ort_rounds.append(last_json(run(["node", "bench/ort_runner.js", onnx_path, x, ort_out,
-                                         "--runs", str(args.runs), "--threads", t])))
-        ours_rounds.append(last_json(run([args.slimflow, "bench", "--model", onnx_path,
-                                          "--batch", "1", "--threads", t,
-                                          "--runs", str(args.runs), "--json"] + precision,
-                                         ours_env)))
+    for i in range(args.rounds):
+        for engine in in_turn(i):
+            if engine == "ort":
+                ort_rounds.append(last_json(run(["node", "bench/ort_runner.js", onnx_path, x,
+                                                 ort_out, "--runs", str(args.runs),
+                                                 "--threads", t])))
+            else:
+                ours_rounds.append(last_json(run([args.slimflow, "bench", "--model", onnx_path,
+                                                  "--batch", "1", "--threads", t,
+                                                  "--runs", str(args.runs), "--json"] + precision,
+                                                 ours_env)))
     ours_out = np.load(os.path.join(ROOT, ours_dir, "output.npy"))
     theirs = np.load(os.path.join(ROOT, ort_out))
     rel_err = float(np.abs(ours_out - theirs).max() / max(np.abs(theirs).max(), 1e-30))
@@ -96,12 +109,17 @@ def measure(name, args):
            "ort_peak_rss_mb": max(r["peak_rss_mb"] for r in ort_rounds)}
     if name in args.batch64.split(","):
         ours64, ort64 = [], []
-        for _ in range(args.rounds):
-            ort64.append(last_json(run(["node", "bench/ort_runner.js", onnx_path, x, "", "--runs",
-                                        str(args.runs), "--threads", t, "--batch", "64"])))
-            ours64.append(last_json(run([args.slimflow, "bench", "--model", onnx_path, "--batch",
-                                         "64", "--threads", t, "--runs", str(args.runs),
-                                         "--json"] + precision, ours_env)))
+        for i in range(args.rounds):
+            for engine in in_turn(i):
+                if engine == "ort":
+                    ort64.append(last_json(run(["node", "bench/ort_runner.js", onnx_path, x, "",
+                                                "--runs", str(args.runs), "--threads", t,
+                                                "--batch", "64"])))
+                else:
+                    ours64.append(last_json(run([args.slimflow, "bench", "--model", onnx_path,
+                                                 "--batch", "64", "--threads", t,
+                                                 "--runs", str(args.runs), "--json"] + precision,
+                                                ours_env)))
         row.update({"slimflow_b64_per_sec":
                     statistics.median(r["throughput_per_sec"] for r in ours64),
                     "ort_b64_per_sec": statistics.median(r["throughput_per_sec"] for r in ort64),
