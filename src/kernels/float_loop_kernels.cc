@@ -99,11 +99,30 @@ void add_bias(KernelContext& ctx) {
                ctx.outputs[0].data<float>());
 }
 
-void add_n(KernelContext& ctx) {
-  std::vector<const float*> xs;
-  for (const Tensor& x : ctx.inputs) xs.push_back(x.data<float>());
-  add_n_f32(xs.data(), static_cast<int64_t>(xs.size()), ctx.outputs[0].numel(),
-            activation_of(ctx.node), ctx.outputs[0].data<float>());
+// AddN and FusedAddN: the activation is read from the node once, when the plan is made.
+class AddNKernel : public Kernel {
+ public:
+  explicit AddNKernel(const KernelSpec& spec) : activation_(activation_of(spec.node)) {}
+
+  void compute(KernelContext& ctx) override {
+    xs_.clear();
+    for (const Tensor& x : ctx.inputs) xs_.push_back(x.data<float>());
+    add_n_f32(xs_.data(), static_cast<int64_t>(xs_.size()), ctx.outputs[0].numel(), activation_,
+              ctx.outputs[0].data<float>());
+  }
+
+ private:
+  Activation activation_;
+  std::vector<const float*> xs_;  // kept, so a run allocates nothing
+};
+
+KernelDef add_n_kernel(const std::string& op) {
+  KernelDef def;
+  def.op = op;
+  def.impl = "float_loops";
+  def.priority = kElementwisePriority;
+  def.create = [](const KernelSpec& spec) { return std::make_unique<AddNKernel>(spec); };
+  return def;
 }
 
 void dropout(KernelContext& ctx) {
@@ -141,8 +160,8 @@ void register_float_loop_kernels(KernelRegistry& r) {
            bias_input(spec.inputs[0].shape, spec.inputs[1].shape, spec.node.outputs[0].shape) >= 0;
   };
   r.add(std::move(add));
-  r.add(simple_kernel(op_names::kAddN, DType::f32, impl, add_n, kElementwisePriority));
-  r.add(simple_kernel(op_names::kFusedAddN, DType::f32, impl, add_n, kElementwisePriority));
+  r.add(add_n_kernel(op_names::kAddN));
+  r.add(add_n_kernel(op_names::kFusedAddN));
   r.add(simple_kernel(op_names::kDropout, DType::f32, impl, dropout, kElementwisePriority));
 }
 

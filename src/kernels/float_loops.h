@@ -31,6 +31,8 @@ void conv_filter_grad_single_channel_f32(const float* x, const float* dy, int64_
                                          int64_t outputs, const Window2D& g, float* df);
 
 // y[r, j] = x[r, j] + bias[j] for rows x channels; with relu, that sum where positive, else 0.
+// A bool, not an Activation: BiasAddRelu's relu maps NaN to 0 (its reference kernel does), where
+// activated() keeps NaN.
 void bias_add_f32(const float* x, const float* bias, int64_t rows, int64_t channels, bool relu,
                   float* y);
 

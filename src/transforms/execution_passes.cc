@@ -573,11 +573,12 @@ bool is_elementwise_sum(const Graph& graph, const Node& node) {
 Graph fuse_add_activation(const Graph& graph, std::vector<Output>& outputs) {
   const GraphUses uses(graph, outputs);
   std::map<int, const Node*> sum_before;  // keyed by the activation
-  std::set<int> sums;
+  std::map<int, bool> sums;               // each sum: whether its activation's FusedAddN sums it
   for (const Node& node : graph.nodes()) {
     if (!uses.needed(node.id) || !is_elementwise_sum(graph, node)) continue;
-    sums.insert(node.id);
-    if (const Node* act = fusable_activation(uses, node.id)) sum_before[act->id] = &node;
+    const Node* act = fusable_activation(uses, node.id);
+    sums[node.id] = act != nullptr;
+    if (act) sum_before[act->id] = &node;
   }
   if (sums.empty()) return graph;
   Rewriter rw(graph);
@@ -592,8 +593,9 @@ Graph fuse_add_activation(const Graph& graph, std::vector<Output>& outputs) {
       rw.set({node.id, 0}, rw.map({fused.id, 0}));
       return true;
     }
-    if (!sums.count(node.id)) return false;
-    if (fusable_activation(uses, node.id)) return true;  // the activation's FusedAddN sums it
+    auto sum = sums.find(node.id);
+    if (sum == sums.end()) return false;
+    if (sum->second) return true;
     Node add_n = node;
     add_n.op = op_names::kAddN;
     add_n.attrs = Attrs{};
