@@ -21,6 +21,7 @@ CpuFeatures detect() {
   f.avx512bw = __builtin_cpu_supports("avx512bw");
   f.avx512vl = __builtin_cpu_supports("avx512vl");
   f.avx512dq = __builtin_cpu_supports("avx512dq");
+  f.avx512_vbmi = __builtin_cpu_supports("avx512vbmi");
   f.avx512_vnni = __builtin_cpu_supports("avx512vnni");
   f.avx_vnni = __builtin_cpu_supports("avxvnni");
   f.avx512_bf16 = __builtin_cpu_supports("avx512bf16");
@@ -45,6 +46,7 @@ std::vector<std::string> feature_names(const CpuFeatures& f) {
       {f.avx512bw, "avx512bw"},
       {f.avx512vl, "avx512vl"},
       {f.avx512dq, "avx512dq"},
+      {f.avx512_vbmi, "avx512vbmi"},
       {f.avx512_vnni, "avx512_vnni"},
       {f.avx_vnni, "avx_vnni"},
       {f.avx512_bf16, "avx512_bf16"},

@@ -20,6 +20,7 @@ struct CpuFeatures {
   bool avx512bw = false;
   bool avx512vl = false;
   bool avx512dq = false;
+  bool avx512_vbmi = false;  // vpermi2b: 64 bytes through a 128-byte table in one instruction
   bool avx512_vnni = false;  // vpdpbusd on 512-bit vectors: u8 x i8 dot products of four
   bool avx_vnni = false;     // the same on 256-bit vectors, VEX-encoded
   bool avx512_bf16 = false;

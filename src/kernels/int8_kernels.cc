@@ -1,9 +1,10 @@
 // Kernels (impl "int8_loops") for the element-wise int8 ops (Quantize, Dequantize, ChooseQParams,
-// Requantize, RequantizationRange, QuantizedAdd), QuantizedAvgPool and QuantizedMaxPool, made of
-// kernels/int8_loops.h: AVX-512 where the CPU has it, portable loops elsewhere, so they run on
-// every CPU. They produce exactly the reference kernels' bytes, only faster, and outrank them when
-// no implementation is forced (the max pool outranks oneDNN's too).
+// Requantize, RequantizationRange, QuantizedAdd, QuantizedConcat), QuantizedAvgPool and
+// QuantizedMaxPool, made of kernels/int8_loops.h: AVX-512 where the CPU has it, portable loops
+// elsewhere, so they run on every CPU. They produce exactly the reference kernels' bytes, only
+// faster, and outrank them when no implementation is forced (the max pool outranks oneDNN's too).
 #include <algorithm>
+#include <array>
 #include <string>
 #include <vector>
 
@@ -96,6 +97,36 @@ void quantized_add(KernelContext& ctx) {
                          ctx.outputs[0].numel(), p, ctx.outputs[0].data<uint8_t>());
 }
 
+// As the reference, with each input's requantization precomputed for its 256 codes.
+void quantized_concat(KernelContext& ctx) {
+  const int pairs = static_cast<int>(ctx.inputs.size()) / 2;
+  const QuantParams out = params_input(ctx, 2 * pairs);
+  const Tensor& y = ctx.outputs[0];
+  int64_t axis = ctx.node.attrs.get_int("axis");
+  if (axis < 0) axis += y.rank();
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < axis; ++d) outer *= y.dim(static_cast<int>(d));
+  for (int64_t d = axis + 1; d < y.rank(); ++d) inner *= y.dim(static_cast<int>(d));
+  if (y.numel() == 0) return;
+  std::vector<std::array<uint8_t, 256>> tables(static_cast<size_t>(pairs));
+  std::vector<ConcatPart> parts;
+  for (int p = 0; p < pairs; ++p) {
+    const Tensor& x = ctx.inputs[static_cast<size_t>(2 * p)];
+    const QuantParams xq = params_input(ctx, 2 * p + 1);
+    ConcatPart part{x.data<uint8_t>(), x.dim(static_cast<int>(axis)) * inner, nullptr};
+    if (xq.scale != out.scale || xq.zero_point != out.zero_point) {
+      const QuantizedMultiplier m = quantize_multiplier(double{xq.scale} / out.scale);
+      std::array<uint8_t, 256>& table = tables[static_cast<size_t>(p)];
+      for (int code = 0; code < 256; ++code)
+        table[static_cast<size_t>(code)] =
+            requantize_value(code - xq.zero_point, m, out.zero_point, QuantClamp{});
+      part.table = table.data();
+    }
+    parts.push_back(part);
+  }
+  concat_rows(parts, outer, y.dim(static_cast<int>(axis)) * inner, y.data<uint8_t>());
+}
+
 }  // namespace
 
 void register_int8_kernels(KernelRegistry& r) {
@@ -111,6 +142,8 @@ void register_int8_kernels(KernelRegistry& r) {
   r.add(simple_kernel(op_names::kQuantizedMaxPool, DType::u8, "int8_loops", quantized_max_pool,
                       kMaxPoolPriority));
   r.add(simple_kernel(op_names::kQuantizedAdd, DType::u8, "int8_loops", quantized_add, kPriority));
+  r.add(simple_kernel(op_names::kQuantizedConcat, DType::u8, "int8_loops", quantized_concat,
+                      kPriority));
 }
 
 }  // namespace sf

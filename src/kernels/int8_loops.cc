@@ -82,6 +82,26 @@ FloatRange finite_range(const float* x, int64_t count) {
   return r;
 }
 
+void concat_rows(const std::vector<ConcatPart>& parts, int64_t outer, int64_t y_row, uint8_t* y) {
+#if defined(__x86_64__)
+  if (has_avx512() && cpu_features().avx512_vbmi)
+    return concat_rows_avx512(parts, outer, y_row, y);
+#endif
+  parallel_for(0, outer, outer * y_row >= kParallelMin, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      uint8_t* out = y + r * y_row;
+      for (const ConcatPart& part : parts) {
+        const uint8_t* x = part.x + r * part.row;
+        if (part.table == nullptr)
+          std::copy_n(x, part.row, out);
+        else
+          for (int64_t i = 0; i < part.row; ++i) out[i] = part.table[x[i]];
+        out += part.row;
+      }
+    }
+  });
+}
+
 void average_pool(const uint8_t* x, int64_t n, int64_t channels, const Window2D& g, uint8_t* y) {
 #if defined(__x86_64__)
   if (has_avx512()) return average_pool_avx512(x, n, channels, g, y);

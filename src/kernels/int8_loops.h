@@ -41,6 +41,18 @@ void average_pool(const uint8_t* x, int64_t n, int64_t channels, const Window2D&
 // in-bounds values (0 for a window with none, as the reference).
 void max_pool(const uint8_t* x, int64_t n, int64_t channels, const Window2D& g, uint8_t* y);
 
+// One input of a QuantizedConcat: each of its rows, `row` bytes, mapped code by code through
+// `table` (256 entries: the input's code to the output's), or copied as it is where `table` is
+// null (the input has the output's params).
+struct ConcatPart {
+  const uint8_t* x;
+  int64_t row;
+  const uint8_t* table;
+};
+
+// QuantizedConcat of `outer` rows: output row r, `y_row` bytes, is each part's row r in turn.
+void concat_rows(const std::vector<ConcatPart>& parts, int64_t outer, int64_t y_row, uint8_t* y);
+
 // The per-channel minimum and maximum of int32 accumulators [rows, channels], rows > 0.
 void channel_ranges(const int32_t* acc, int64_t rows, int64_t channels, int32_t* lo, int32_t* hi);
 

@@ -74,6 +74,9 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void average_pool_avx512(
     const uint8_t* x, int64_t n, int64_t channels, const Window2D& g, uint8_t* y);
 __attribute__((target("avx512f,avx512bw,avx512vl"))) void max_pool_avx512(
     const uint8_t* x, int64_t n, int64_t channels, const Window2D& g, uint8_t* y);
+// Also needs AVX-512 VBMI.
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi"))) void concat_rows_avx512(
+    const std::vector<ConcatPart>& parts, int64_t outer, int64_t y_row, uint8_t* y);
 #endif
 
 }  // namespace sf::int8_loops

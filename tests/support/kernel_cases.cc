@@ -570,6 +570,34 @@ std::vector<KernelCase> quantized_add_cases() {
   return cases;
 }
 
+// QuantizedConcat with rows of each length its AVX-512 loop splits differently (whole vectors, a
+// half vector, a masked tail), inputs in the output's params (copied) and in others (mapped; the
+// last saturates at both ends), along the channels and along an outer axis.
+std::vector<KernelCase> quantized_concat_cases() {
+  const std::pair<float, int> out = {0.05f, 40};
+  const std::pair<float, int> param_sets[] = {out, {0.02f, 128}, {0.3f, 100}};
+  const std::vector<std::pair<std::vector<int64_t>, int64_t>> layouts = {
+      {{1, 5, 32}, 3}, {{64, 100, 7}, 3}, {{97, 31, 33, 128}, 3}, {{3, 1, 2}, 1}};
+  std::vector<KernelCase> cases;
+  for (const auto& [sizes, axis] : layouts)
+    for (size_t first = 0; first < std::size(param_sets); ++first) {
+      KernelCase c{"axis" + std::to_string(axis) + "_first" + std::to_string(sizes[0]) +
+                       "_params" + std::to_string(first),
+                   {},
+                   {{"axis", axis}}};
+      for (size_t i = 0; i < sizes.size(); ++i) {
+        Shape shape = {2, 3, 5, 4};
+        shape[static_cast<size_t>(axis)] = sizes[i];
+        const auto& p = param_sets[(first + i) % std::size(param_sets)];
+        c.inputs.push_back(u8(shape));
+        c.inputs.push_back(params(p.first, p.second));
+      }
+      c.inputs.push_back(params(out.first, out.second));
+      cases.push_back(std::move(c));
+    }
+  return cases;
+}
+
 // ---- packed sign bits (ops/binary_ops.h) -----------------------------------------------------
 
 // SignBits on rows of any length and MaxPoolSignBits on every pool geometry; values on a 0.5
@@ -687,6 +715,7 @@ std::map<std::string, ShapeSet> build_shape_sets() {
   sets["Requantize"] = {requantize_cases(true), exact};
   sets["RequantizationRange"] = {requantize_cases(false), exact};
   sets["QuantizedAdd"] = {quantized_add_cases(), exact};
+  sets["QuantizedConcat"] = {quantized_concat_cases(), exact};
 #if defined(__x86_64__)
   // Only x86-64 has packing kernels beside the reference (AVX-512 VPOPCNTDQ).
   sets["SignBits"] = {sign_bits_cases(false), exact};
