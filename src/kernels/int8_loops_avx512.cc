@@ -284,9 +284,26 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void max_pool_avx512(
         for (int64_t ox = 0; ox < g.w.out; ++ox) {
           const PoolWindow win = pool_window_at(g, oy, ox);
           uint8_t* out = y_row + ox * channels;
-          for (int64_t j = 0; j < channels; j += 64) {
-            const __mmask64 k =
-                channels - j >= 64 ? ~__mmask64{0} : (__mmask64{1} << (channels - j)) - 1;
+          int64_t j = 0;
+          for (; j + 64 <= channels; j += 64) {
+            __m512i max = _mm512_setzero_si512();
+            for (int64_t r = win.r0; r < win.r1; ++r)
+              for (int64_t c = win.c0; c < win.c1; ++c)
+                max = _mm512_max_epu8(max,
+                                      _mm512_loadu_si512(image + (r * g.w.in + c) * channels + j));
+            _mm512_storeu_si512(out + j, max);
+          }
+          if (channels - j >= 32) {
+            __m256i max = _mm256_setzero_si256();
+            for (int64_t r = win.r0; r < win.r1; ++r)
+              for (int64_t c = win.c0; c < win.c1; ++c)
+                max = _mm256_max_epu8(max, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(
+                                               image + (r * g.w.in + c) * channels + j)));
+            _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + j), max);
+            j += 32;
+          }
+          if (j < channels) {
+            const __mmask64 k = (__mmask64{1} << (channels - j)) - 1;
             __m512i max = _mm512_setzero_si512();
             for (int64_t r = win.r0; r < win.r1; ++r)
               for (int64_t c = win.c0; c < win.c1; ++c)
