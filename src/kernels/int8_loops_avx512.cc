@@ -19,13 +19,24 @@ namespace {
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
 
+// RoundingDivideByPOT of 16 lanes by 2^e, e in [0, 31]: ties away from zero.
+__attribute__((target("avx512f,avx512bw,avx512vl"))) inline __m512i rounding_divide_avx512(
+    __m512i high, __m512i e) {
+  const __m512i one = _mm512_set1_epi32(1);
+  const __m512i mask = _mm512_sub_epi32(_mm512_sllv_epi32(one, e), one);
+  const __m512i remainder = _mm512_and_si512(high, mask);
+  const __m512i threshold =
+      _mm512_add_epi32(_mm512_srli_epi32(mask, 1), _mm512_srli_epi32(high, 31));
+  const __m512i q = _mm512_srav_epi32(high, e);
+  return _mm512_mask_add_epi32(q, _mm512_cmpgt_epi32_mask(remainder, threshold), q, one);
+}
+
 // multiply_by_quantized_multiplier on 16 lanes, for multipliers m (in [2^30, 2^31)) with right
 // shifts e in [0, 31]. With a positive multiplier SaturatingRoundingDoublingHighMul never
 // overflows and equals floor((x * m + 2^30) / 2^31), computed on 64-bit even and odd lanes.
 __attribute__((target("avx512f,avx512bw,avx512vl"))) inline __m512i multiply_avx512(__m512i x,
                                                                                     __m512i m,
                                                                                     __m512i e) {
-  const __m512i one = _mm512_set1_epi32(1);
   const __m512i nudge = _mm512_set1_epi64(int64_t{1} << 30);
   const __m512i even = _mm512_srai_epi64(_mm512_add_epi64(_mm512_mul_epi32(x, m), nudge), 31);
   const __m512i odd = _mm512_srai_epi64(
@@ -33,13 +44,18 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) inline __m512i multiply_avx
       31);
   const __m512i high =
       _mm512_mask_blend_epi32(static_cast<__mmask16>(0xAAAA), even, _mm512_slli_epi64(odd, 32));
-  // RoundingDivideByPOT: ties away from zero.
-  const __m512i mask = _mm512_sub_epi32(_mm512_sllv_epi32(one, e), one);
-  const __m512i remainder = _mm512_and_si512(high, mask);
-  const __m512i threshold =
-      _mm512_add_epi32(_mm512_srli_epi32(mask, 1), _mm512_srli_epi32(high, 31));
-  const __m512i q = _mm512_srav_epi32(high, e);
-  return _mm512_mask_add_epi32(q, _mm512_cmpgt_epi32_mask(remainder, threshold), q, one);
+  return rounding_divide_avx512(high, e);
+}
+
+// multiply_avx512 of x = d * 2^20 (QuantizedAdd's shifted input, |d| <= 255) in 32-bit lanes:
+// floor((x * m + 2^30) / 2^31) = d * (m >> 11) + floor((d * (m & 2047) + 2^10) / 2^11), whose
+// terms all fit int32, so two vpmulld replace the even and odd 64-bit products.
+static_assert(QuantizedAddParams::kLeftShift == 20);
+__attribute__((target("avx512f,avx512bw,avx512vl"))) inline __m512i multiply_shifted_avx512(
+    __m512i d, __m512i m_high, __m512i m_low, __m512i e) {
+  const __m512i low = _mm512_srai_epi32(
+      _mm512_add_epi32(_mm512_mullo_epi32(d, m_low), _mm512_set1_epi32(1 << 10)), 11);
+  return rounding_divide_avx512(_mm512_add_epi32(_mm512_mullo_epi32(d, m_high), low), e);
 }
 
 __attribute__((target("avx512f,avx512bw,avx512vl"))) inline __m512i clamp_avx512(__m512i q,
@@ -129,8 +145,11 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void requantize_rows_avx512
 
 __attribute__((target("avx512f,avx512bw,avx512vl"))) void quantized_add_avx512(
     const uint8_t* a, const uint8_t* b, int64_t count, const QuantizedAddParams& p, uint8_t* out) {
-  const __m512i am = _mm512_set1_epi32(p.a.multiplier), ae = _mm512_set1_epi32(-p.a.shift);
-  const __m512i bm = _mm512_set1_epi32(p.b.multiplier), be = _mm512_set1_epi32(-p.b.shift);
+  const __m512i am_high = _mm512_set1_epi32(p.a.multiplier >> 11);
+  const __m512i am_low = _mm512_set1_epi32(p.a.multiplier & 2047);
+  const __m512i bm_high = _mm512_set1_epi32(p.b.multiplier >> 11);
+  const __m512i bm_low = _mm512_set1_epi32(p.b.multiplier & 2047);
+  const __m512i ae = _mm512_set1_epi32(-p.a.shift), be = _mm512_set1_epi32(-p.b.shift);
   const __m512i om = _mm512_set1_epi32(p.out.multiplier), oe = _mm512_set1_epi32(-p.out.shift);
   const __m512i a_zp = _mm512_set1_epi32(p.a_zero_point);
   const __m512i b_zp = _mm512_set1_epi32(p.b_zero_point);
@@ -140,10 +159,8 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void quantized_add_avx512(
       count >= kParallelMin, [&](int64_t i) __attribute__((target("avx512f,avx512bw,avx512vl"))) {
         const __m512i av = load_16_bytes(a + i, count - i);
         const __m512i bv = load_16_bytes(b + i, count - i);
-        const __m512i sa = multiply_avx512(
-            _mm512_slli_epi32(_mm512_sub_epi32(av, a_zp), QuantizedAddParams::kLeftShift), am, ae);
-        const __m512i sb = multiply_avx512(
-            _mm512_slli_epi32(_mm512_sub_epi32(bv, b_zp), QuantizedAddParams::kLeftShift), bm, be);
+        const __m512i sa = multiply_shifted_avx512(_mm512_sub_epi32(av, a_zp), am_high, am_low, ae);
+        const __m512i sb = multiply_shifted_avx512(_mm512_sub_epi32(bv, b_zp), bm_high, bm_low, be);
         const __m512i q = multiply_avx512(_mm512_add_epi32(sa, sb), om, oe);
         store_16_codes(out + i, count - i, clamp_avx512(q, p.out_zero_point, p.clamp));
       });
