@@ -9,7 +9,8 @@
 //   point and the activation's clamp, in float with round-to-nearest-even instead of the
 //   reference's fixed point, so an output may differ from it by one unit (at near-ties). The
 //   primitive is made on the first run, when the params' values are known: a source zero point
-//   of 0 (inputs that follow a ReLU) selects faster kernels without zero-point compensation.
+//   of 0 (inputs that follow a ReLU) selects faster kernels without zero-point compensation, and
+//   a conv's oneDNN implementations are timed there (fastest_parts_of).
 //   Writing u8 rather than s32 and reading it back saves most of a 1x1 layer's time.
 // - QuantizedConv2D / QuantizedMatMul, and the Requantized forms with params computed at run
 //   time (which would need a new primitive on every run), get the s32 accumulators; the latter
@@ -22,9 +23,18 @@
 // by a few float ulps, which moves a requantized output by at most one unit and rarely at all.
 // Without VNNI, oneDNN's u8 x s8 products (vpmaddubsw) may saturate pairs to int16, so on such
 // CPUs these kernels decline and the reference runs.
+#include <fmt/format.h>
+#include <omp.h>
+
 #include <algorithm>
+#include <chrono>
 #include <functional>
+#include <limits>
+#include <map>
+#include <mutex>
 #include <optional>
+#include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "kernels/int8_loops.h"
@@ -104,15 +114,92 @@ struct PrimitiveParts {
 };
 
 template <typename PrimitiveDesc, typename Primitive>
+PrimitiveParts parts_of_pd(const PrimitiveDesc& pd, const dnnl::memory::desc& user_weights) {
+  PrimitiveParts p{Runner(), pd.src_desc(), pd.weights_desc(), pd.bias_desc(), pd.dst_desc(),
+                   user_weights};
+  p.runner.init<PrimitiveDesc, Primitive>(pd);
+  return p;
+}
+
+// The best of a few runs of the primitive on zeroed scratch arguments, in seconds.
+double time_parts(PrimitiveParts& p) {
+  std::unordered_map<int, dnnl::memory> args;
+  for (const auto& [arg, desc] :
+       {std::pair{DNNL_ARG_SRC, p.src}, std::pair{DNNL_ARG_WEIGHTS, p.weights},
+        std::pair{DNNL_ARG_BIAS, p.bias}, std::pair{DNNL_ARG_DST, p.dst}}) {
+    dnnl::memory m(desc, engine());
+    std::fill_n(static_cast<char*>(m.get_data_handle()), desc.get_size(), 0);
+    args.emplace(arg, m);
+  }
+  for (int arg : {DNNL_ARG_SRC, DNNL_ARG_DST}) {
+    dnnl::memory zero_point({{1}, dt::s32, dnnl::memory::format_tag::a}, engine());
+    *static_cast<int32_t*>(zero_point.get_data_handle()) = 0;
+    args.emplace(DNNL_ARG_ATTR_ZERO_POINTS | arg, zero_point);
+  }
+  double best = std::numeric_limits<double>::infinity();
+  for (int run = 0; run < 4; ++run) {
+    const auto start = std::chrono::steady_clock::now();
+    p.runner.run(args);
+    stream().wait();
+    const std::chrono::duration<double> took = std::chrono::steady_clock::now() - start;
+    if (run > 0) best = std::min(best, took.count());  // the first run warms up
+  }
+  return best;
+}
+
+// oneDNN 2.6 lists brgconv first for int8 convs without a source zero point, yet on an AVX-512
+// VNNI CPU without AMX its jit_int8 kernels ran them faster (alone, 2 threads, batch 64):
+// squeezenet-mnist's single-channel 3x3 first layer 0.29 -> 0.17 ms, a 14x14 16->32 3x3 0.144
+// -> 0.093, Deep-MNIST's 5x5 32->64 0.81 -> 0.75. With AMX, brgconv is the one that uses it. So
+// a conv times oneDNN's implementations once per problem (`key`), on its first run, and keeps
+// the fastest; identical layers (fire modules, residual blocks) then agree rather than split by
+// noise.
+// The iterator behind next_impl() keeps pointers to the operation's descriptor and attributes,
+// so both are the caller's, alive until this returns.
+template <typename PrimitiveDesc, typename Primitive, typename OpDesc>
+std::optional<PrimitiveParts> fastest_parts_of(const OpDesc& desc,
+                                               const dnnl::primitive_attr& attr,
+                                               const dnnl::memory::desc& user_weights,
+                                               const std::string& key) {
+  static std::mutex mutex;
+  static std::map<std::string, int> chosen;  // the index in oneDNN's list of implementations
+  std::lock_guard<std::mutex> lock(mutex);
+  try {
+    PrimitiveDesc pd(desc, attr, engine());
+    auto known = chosen.find(key);
+    std::optional<PrimitiveParts> best;
+    double best_seconds = std::numeric_limits<double>::infinity();
+    int index = 0, best_index = -1;
+    // Only oneDNN's first choice and the others for its ISA ("jit_int8:avx512_core_vnni" beside
+    // "brgconv:avx512_core_vnni"): its avx2, sse41 and gemm kernels are slower by their design.
+    const std::string first = pd.impl_info_str();
+    const std::string isa = first.substr(first.find(':') + 1);
+    do {
+      const std::string impl = pd.impl_info_str();
+      if (is_reference_impl(impl.c_str()) || impl.substr(impl.find(':') + 1) != isa) continue;
+      if (known != chosen.end() && index != known->second) continue;
+      PrimitiveParts p = parts_of_pd<PrimitiveDesc, Primitive>(pd, user_weights);
+      const double seconds = known != chosen.end() ? 0.0 : time_parts(p);
+      if (seconds < best_seconds) {
+        best_seconds = seconds;
+        best_index = index;
+        best = std::move(p);
+      }
+    } while (++index, pd.next_impl());
+    if (best) chosen[key] = best_index;
+    return best;
+  } catch (const dnnl::error&) {
+    return std::nullopt;
+  }
+}
+
+template <typename PrimitiveDesc, typename Primitive>
 std::optional<PrimitiveParts> parts_of(const std::function<PrimitiveDesc()>& make_pd,
                                        const dnnl::memory::desc& user_weights) {
   try {
     const PrimitiveDesc pd = make_pd();
     if (is_reference_impl(pd.impl_info_str())) return std::nullopt;
-    PrimitiveParts p{Runner(), pd.src_desc(), pd.weights_desc(), pd.bias_desc(), pd.dst_desc(),
-                     user_weights};
-    p.runner.init<PrimitiveDesc, Primitive>(pd);
-    return p;
+    return parts_of_pd<PrimitiveDesc, Primitive>(pd, user_weights);
   } catch (const dnnl::error&) {
     return std::nullopt;
   }
@@ -120,11 +207,13 @@ std::optional<PrimitiveParts> parts_of(const std::function<PrimitiveDesc()>& mak
 
 // Makes the node's primitive for a source with or without a zero point and a u8 (`out`) or s32
 // destination; nullopt when oneDNN has no fast implementation for it.
-using MakeParts = std::function<std::optional<PrimitiveParts>(const KernelSpec&, bool x_zero_point,
-                                                              const OutputQuantization* out)>;
+// With `fastest`, the primitive to run (a conv times its implementations); without, one to learn
+// whether oneDNN has any.
+using MakeParts = std::function<std::optional<PrimitiveParts>(
+    const KernelSpec&, bool x_zero_point, const OutputQuantization* out, bool fastest)>;
 
 std::optional<PrimitiveParts> conv_parts(const KernelSpec& spec, bool x_zero_point,
-                                         const OutputQuantization* out) {
+                                         const OutputQuantization* out, bool fastest) {
   const Shape& xs = spec.inputs[0].shape;
   const Shape& ws = spec.inputs[2].shape;
   const Shape& ys = spec.node.outputs[0].shape;
@@ -132,22 +221,29 @@ std::optional<PrimitiveParts> conv_parts(const KernelSpec& spec, bool x_zero_poi
   const Window2D g = conv_window(spec.node.attrs, xs, ws);
   const dnnl::memory::desc user_w = hwio_desc_of(ws, groups, dt::s8);
   using Pd = dnnl::convolution_forward::primitive_desc;
-  return parts_of<Pd, dnnl::convolution_forward>(
-      [&] {
-        return Pd(dnnl::convolution_forward::desc(
-                      dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
-                      nhwc_desc_of(xs, dt::u8), dnnl::memory::desc(user_w.dims(), dt::s8, tag::any),
-                      dnnl::memory::desc({ys[3]}, dt::s32, tag::a),
-                      nhwc_desc_of(ys, destination_type(out)), {g.h.stride, g.w.stride},
-                      {g.h.dilation - 1, g.w.dilation - 1}, {g.h.pad_before, g.w.pad_before},
-                      {g.h.pad_after, g.w.pad_after}),
-                  int8_attr(x_zero_point, out), engine());
-      },
-      user_w);
+  std::string key = spec.node.op + "/" + std::to_string(omp_get_max_threads()) +
+                    (x_zero_point ? "/x_zero_point" : "") +
+                    (out ? fmt::format("/u8/{}/{}/{}", out->zero_point != 0, out->clamp.lo,
+                                       out->clamp.hi)
+                         : "/s32");
+  for (const Shape* shape : {&xs, &ws, &ys}) key += shape_str(*shape);
+  key += fmt::format("/{}/{},{},{},{}/{},{},{},{}", groups, g.h.stride, g.w.stride, g.h.dilation,
+                     g.w.dilation, g.h.pad_before, g.w.pad_before, g.h.pad_after, g.w.pad_after);
+  const dnnl::convolution_forward::desc desc(
+      dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
+      nhwc_desc_of(xs, dt::u8), dnnl::memory::desc(user_w.dims(), dt::s8, tag::any),
+      dnnl::memory::desc({ys[3]}, dt::s32, tag::a), nhwc_desc_of(ys, destination_type(out)),
+      {g.h.stride, g.w.stride}, {g.h.dilation - 1, g.w.dilation - 1},
+      {g.h.pad_before, g.w.pad_before}, {g.h.pad_after, g.w.pad_after});
+  const dnnl::primitive_attr attr = int8_attr(x_zero_point, out);
+  if (!fastest)
+    return parts_of<Pd, dnnl::convolution_forward>([&] { return Pd(desc, attr, engine()); },
+                                                   user_w);
+  return fastest_parts_of<Pd, dnnl::convolution_forward>(desc, attr, user_w, key);
 }
 
 std::optional<PrimitiveParts> matmul_parts(const KernelSpec& spec, bool x_zero_point,
-                                           const OutputQuantization* out) {
+                                           const OutputQuantization* out, bool /*fastest*/) {
   const Shape& a = spec.inputs[0].shape;
   const Shape& b = spec.inputs[2].shape;
   const Shape& y = spec.node.outputs[0].shape;
@@ -260,9 +356,9 @@ class RequantizedKernel : public Kernel {
       for (size_t c = 0; c < scales_.size(); ++c)
         oq.scales[c] = static_cast<float>(static_cast<double>(xq.scale) * scales_[c] / out.scale);
       const KernelSpec spec{ctx.node, inputs_, constant_inputs_};
-      std::optional<PrimitiveParts> parts = make_(spec, xq.zero_point != 0, &oq);
+      std::optional<PrimitiveParts> parts = make_(spec, xq.zero_point != 0, &oq, true);
       // The planner only learned that the form with a source zero point exists.
-      if (!parts) parts = make_(spec, true, &oq);
+      if (!parts) parts = make_(spec, true, &oq, true);
       SF_CHECK(parts.has_value(), "node '{}': no oneDNN int8 primitive with u8 output",
                ctx.node.name);
       primitive_.emplace(spec, std::move(*parts));
@@ -302,15 +398,16 @@ KernelDef int8_kernel(const char* op, bool requantized, MakeParts make) {
   def.impl = "onednn";
   def.priority = kPriority;
   def.accepts = [make](const KernelSpec& spec) {
-    return exact_int8_products() && !any_empty(spec) && make(spec, true, nullptr).has_value();
+    return exact_int8_products() && !any_empty(spec) &&
+           make(spec, true, nullptr, false).has_value();
   };
   def.create = [make, requantized](const KernelSpec& spec) -> std::unique_ptr<Kernel> {
     if (requantized && constant_params(spec)) {
       const OutputQuantization probe = probe_output(spec);
-      if (make(spec, true, &probe).has_value())
+      if (make(spec, true, &probe, false).has_value())
         return std::make_unique<RequantizedKernel>(spec, make);
     }
-    std::optional<PrimitiveParts> parts = make(spec, true, nullptr);
+    std::optional<PrimitiveParts> parts = make(spec, true, nullptr, true);
     SF_CHECK(parts.has_value(), "node '{}': no oneDNN int8 primitive", spec.node.name);
     return std::make_unique<AccumulatorKernel>(spec, std::move(*parts), requantized);
   };
