@@ -15,8 +15,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <map>
-#include <mutex>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -232,31 +230,28 @@ std::string problem_key(const KernelSpec& spec, const std::vector<Layout>& layou
   return key;
 }
 
-// Index into the made candidates of the one to run, measured once per problem: identical nodes
-// (fire modules, residual blocks) then agree instead of splitting by measurement noise.
+// Index into the made candidates of the one to run, measured once per problem.
 size_t choose_index(const KernelSpec& spec, const std::string& key,
                     std::vector<Candidate>& candidates) {
-  static std::mutex mutex;
-  static std::map<std::string, size_t> chosen;
-  std::lock_guard<std::mutex> lock(mutex);
-  if (auto it = chosen.find(key); it != chosen.end() && it->second < candidates.size())
-    return it->second;
-  Candidate::Scratch scratch(spec);
-  std::vector<double> best(candidates.size(), 1e30);
-  for (Candidate& c : candidates) c.time_run(scratch);  // warm-up
-  for (int round = 0; round < kMeasureRounds; ++round)
-    for (size_t i = 0; i < candidates.size(); ++i) {
-      candidates[i].evict(scratch);
-      best[i] = std::min(best[i], candidates[i].time_run(scratch));
-    }
-  for (Candidate& c : candidates) c.forget_scratch();
-  size_t pick = 0;
-  for (size_t i = 1; i < candidates.size(); ++i)
-    if (best[i] < best[pick] &&
-        (candidates[pick].activations_staged() || best[i] < (1.0 - kStagedMargin) * best[pick]))
-      pick = i;
-  chosen[key] = pick;
-  return pick;
+  const std::optional<size_t> pick = measured_choice(key, [&]() -> std::optional<size_t> {
+    Candidate::Scratch scratch(spec);
+    std::vector<double> best(candidates.size(), 1e30);
+    for (Candidate& c : candidates) c.time_run(scratch);  // warm-up
+    for (int round = 0; round < kMeasureRounds; ++round)
+      for (size_t i = 0; i < candidates.size(); ++i) {
+        candidates[i].evict(scratch);
+        best[i] = std::min(best[i], candidates[i].time_run(scratch));
+      }
+    for (Candidate& c : candidates) c.forget_scratch();
+    size_t fastest = 0;
+    for (size_t i = 1; i < candidates.size(); ++i)
+      if (best[i] < best[fastest] && (candidates[fastest].activations_staged() ||
+                                      best[i] < (1.0 - kStagedMargin) * best[fastest]))
+        fastest = i;
+    return fastest;
+  });
+  // The same key makes the same candidates.
+  return pick && *pick < candidates.size() ? *pick : 0;
 }
 
 // The FLOPs of one run of the node, as its op counts them.

@@ -1,6 +1,8 @@
 #include "kernels/onednn/onednn_common.h"
 
 #include <cstring>
+#include <map>
+#include <mutex>
 
 #include "cpu/cache_flush.h"
 #include "cpu/cpu_features.h"
@@ -126,6 +128,17 @@ void Runner::flush_scratchpad() const {
 void StagedArg::finish() {
   if (reorder_ && dir_ == Direction::Out)
     reorder_->execute(stream(), {{DNNL_ARG_FROM, staged_}, {DNNL_ARG_TO, user_}});
+}
+
+std::optional<size_t> measured_choice(const std::string& key,
+                                      const std::function<std::optional<size_t>()>& measure) {
+  static std::mutex mutex;
+  static std::map<std::string, size_t> chosen;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (auto it = chosen.find(key); it != chosen.end()) return it->second;
+  const std::optional<size_t> choice = measure();
+  if (choice) chosen.emplace(key, *choice);
+  return choice;
 }
 
 void Runner::run(std::unordered_map<int, dnnl::memory> args) {

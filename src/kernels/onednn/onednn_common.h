@@ -9,6 +9,7 @@
 
 #include <omp.h>
 #include <oneapi/dnnl/dnnl.hpp>
+#include <functional>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -120,6 +121,13 @@ class Runner {
   dnnl::memory scratchpad_;
   std::string impl_;
 };
+
+// The implementation to run for a problem (`key`: what makes two nodes the same problem): the
+// index `measure` returns (nullopt: none runs), measured once per process and remembered, so
+// identical nodes (fire modules, residual blocks) agree rather than split by measurement noise.
+// Measurements run one at a time, so that they do not share the cores.
+std::optional<size_t> measured_choice(const std::string& key,
+                                      const std::function<std::optional<size_t>()>& measure);
 
 // Per-family registration, each in its own file.
 void register_conv_kernels(KernelRegistry& registry);

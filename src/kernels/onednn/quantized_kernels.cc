@@ -30,13 +30,12 @@
 #include <chrono>
 #include <functional>
 #include <limits>
-#include <map>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "cpu/cache_flush.h"
 #include "kernels/int8_loops.h"
 #include "kernels/onednn/onednn_common.h"
 #include "kernels/quantized_args.h"
@@ -121,7 +120,9 @@ PrimitiveParts parts_of_pd(const PrimitiveDesc& pd, const dnnl::memory::desc& us
   return p;
 }
 
-// The best of a few runs of the primitive on zeroed scratch arguments, in seconds.
+// Seconds the fastest of a few runs of the primitive takes on zeroed scratch arguments, each
+// run with everything it touches flushed from the caches, as in a model, where the other nodes
+// have run since (as the fp32 convs are measured, fused_conv_kernels.cc).
 double time_parts(PrimitiveParts& p) {
   std::unordered_map<int, dnnl::memory> args;
   for (const auto& [arg, desc] :
@@ -137,7 +138,10 @@ double time_parts(PrimitiveParts& p) {
     args.emplace(DNNL_ARG_ATTR_ZERO_POINTS | arg, zero_point);
   }
   double best = std::numeric_limits<double>::infinity();
-  for (int run = 0; run < 4; ++run) {
+  for (int run = 0; run < 5; ++run) {
+    for (const auto& [arg, m] : args)
+      flush_cache_lines(m.get_data_handle(), m.get_desc().get_size());
+    p.runner.flush_scratchpad();
     const auto start = std::chrono::steady_clock::now();
     p.runner.run(args);
     stream().wait();
@@ -151,9 +155,8 @@ double time_parts(PrimitiveParts& p) {
 // VNNI CPU without AMX its jit_int8 kernels ran them faster (alone, 2 threads, batch 64):
 // squeezenet-mnist's single-channel 3x3 first layer 0.29 -> 0.17 ms, a 14x14 16->32 3x3 0.144
 // -> 0.093, Deep-MNIST's 5x5 32->64 0.81 -> 0.75. With AMX, brgconv is the one that uses it. So
-// a conv times oneDNN's implementations once per problem (`key`), on its first run, and keeps
-// the fastest; identical layers (fire modules, residual blocks) then agree rather than split by
-// noise.
+// a conv times oneDNN's implementations for the ISA of its first choice once per problem
+// (`key`, see measured_choice), on its first run, and keeps the fastest.
 // The iterator behind next_impl() keeps pointers to the operation's descriptor and attributes,
 // so both are the caller's, alive until this returns.
 template <typename PrimitiveDesc, typename Primitive, typename OpDesc>
@@ -161,33 +164,33 @@ std::optional<PrimitiveParts> fastest_parts_of(const OpDesc& desc,
                                                const dnnl::primitive_attr& attr,
                                                const dnnl::memory::desc& user_weights,
                                                const std::string& key) {
-  static std::mutex mutex;
-  static std::map<std::string, int> chosen;  // the index in oneDNN's list of implementations
-  std::lock_guard<std::mutex> lock(mutex);
   try {
+    std::optional<PrimitiveParts> fastest;  // made when this call measures
+    const std::optional<size_t> pick = measured_choice(key, [&]() -> std::optional<size_t> {
+      PrimitiveDesc pd(desc, attr, engine());
+      // Its avx2, sse41 and gemm kernels are slower by their design.
+      const std::string first = pd.impl_info_str();
+      const std::string isa = first.substr(first.find(':') + 1);
+      double best_seconds = std::numeric_limits<double>::infinity();
+      std::optional<size_t> best_index;
+      size_t index = 0;
+      do {
+        const std::string impl = pd.impl_info_str();
+        if (is_reference_impl(impl.c_str()) || impl.substr(impl.find(':') + 1) != isa) continue;
+        PrimitiveParts p = parts_of_pd<PrimitiveDesc, Primitive>(pd, user_weights);
+        if (const double seconds = time_parts(p); seconds < best_seconds) {
+          best_seconds = seconds;
+          best_index = index;
+          fastest = std::move(p);
+        }
+      } while (++index, pd.next_impl());
+      return best_index;
+    });
+    if (!pick || fastest) return fastest;
     PrimitiveDesc pd(desc, attr, engine());
-    auto known = chosen.find(key);
-    std::optional<PrimitiveParts> best;
-    double best_seconds = std::numeric_limits<double>::infinity();
-    int index = 0, best_index = -1;
-    // Only oneDNN's first choice and the others for its ISA ("jit_int8:avx512_core_vnni" beside
-    // "brgconv:avx512_core_vnni"): its avx2, sse41 and gemm kernels are slower by their design.
-    const std::string first = pd.impl_info_str();
-    const std::string isa = first.substr(first.find(':') + 1);
-    do {
-      const std::string impl = pd.impl_info_str();
-      if (is_reference_impl(impl.c_str()) || impl.substr(impl.find(':') + 1) != isa) continue;
-      if (known != chosen.end() && index != known->second) continue;
-      PrimitiveParts p = parts_of_pd<PrimitiveDesc, Primitive>(pd, user_weights);
-      const double seconds = known != chosen.end() ? 0.0 : time_parts(p);
-      if (seconds < best_seconds) {
-        best_seconds = seconds;
-        best_index = index;
-        best = std::move(p);
-      }
-    } while (++index, pd.next_impl());
-    if (best) chosen[key] = best_index;
-    return best;
+    for (size_t i = 0; i < *pick; ++i)
+      if (!pd.next_impl()) return std::nullopt;
+    return parts_of_pd<PrimitiveDesc, Primitive>(pd, user_weights);
   } catch (const dnnl::error&) {
     return std::nullopt;
   }
@@ -221,14 +224,6 @@ std::optional<PrimitiveParts> conv_parts(const KernelSpec& spec, bool x_zero_poi
   const Window2D g = conv_window(spec.node.attrs, xs, ws);
   const dnnl::memory::desc user_w = hwio_desc_of(ws, groups, dt::s8);
   using Pd = dnnl::convolution_forward::primitive_desc;
-  std::string key = spec.node.op + "/" + std::to_string(omp_get_max_threads()) +
-                    (x_zero_point ? "/x_zero_point" : "") +
-                    (out ? fmt::format("/u8/{}/{}/{}", out->zero_point != 0, out->clamp.lo,
-                                       out->clamp.hi)
-                         : "/s32");
-  for (const Shape* shape : {&xs, &ws, &ys}) key += shape_str(*shape);
-  key += fmt::format("/{}/{},{},{},{}/{},{},{},{}", groups, g.h.stride, g.w.stride, g.h.dilation,
-                     g.w.dilation, g.h.pad_before, g.w.pad_before, g.h.pad_after, g.w.pad_after);
   const dnnl::convolution_forward::desc desc(
       dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
       nhwc_desc_of(xs, dt::u8), dnnl::memory::desc(user_w.dims(), dt::s8, tag::any),
@@ -239,6 +234,15 @@ std::optional<PrimitiveParts> conv_parts(const KernelSpec& spec, bool x_zero_poi
   if (!fastest)
     return parts_of<Pd, dnnl::convolution_forward>([&] { return Pd(desc, attr, engine()); },
                                                    user_w);
+  // What makes two nodes the same problem.
+  std::string key = spec.node.op + "/" + std::to_string(omp_get_max_threads()) +
+                    (x_zero_point ? "/x_zero_point" : "") +
+                    (out ? fmt::format("/u8/{}/{}/{}", out->zero_point != 0, out->clamp.lo,
+                                       out->clamp.hi)
+                         : "/s32");
+  for (const Shape* shape : {&xs, &ws, &ys}) key += shape_str(*shape);
+  key += fmt::format("/{}/{},{},{},{}/{},{},{},{}", groups, g.h.stride, g.w.stride, g.h.dilation,
+                     g.w.dilation, g.h.pad_before, g.w.pad_before, g.h.pad_after, g.w.pad_after);
   return fastest_parts_of<Pd, dnnl::convolution_forward>(desc, attr, user_w, key);
 }
 
