@@ -102,12 +102,12 @@ CpuReport describe_cpu() {
   r.paths.push_back({"int8 products exact (no int16 saturation)",
                      onednn::exact_int8_products() ? "yes (VNNI)" : "no (vpmaddubsw pairs)"});
   r.paths.push_back({"bf16 matmul", matmul_path(dt::bf16, dt::bf16, dt::f32)});
-  r.paths.push_back({"sparse fp32 products",
-                     sparse::best_block_strip<uint32_t>(16) != sparse::portable_block_strip<uint32_t>(16)
-                         ? (cpu.avx512f ? "avx512" : "avx2")
-                         : "portable"});
-  r.paths.push_back({"sparse int8 products",
-                     sparse::best_quad_strip() != sparse::portable_quad_strip() ? "avx512_vnni" : "portable"});
+  const bool sparse_fp32_simd =
+      sparse::best_block_strip<uint32_t>(16) != sparse::portable_block_strip<uint32_t>(16);
+  r.paths.push_back(
+      {"sparse fp32 products", sparse_fp32_simd ? (cpu.avx512f ? "avx512" : "avx2") : "portable"});
+  const bool sparse_int8_simd = sparse::best_quad_strip() != sparse::portable_quad_strip();
+  r.paths.push_back({"sparse int8 products", sparse_int8_simd ? "avx512_vnni" : "portable"});
 
   if (r.amx)
     r.bf16 = "AMX tiles: bf16 and int8 products run on AMX (several times fp32's throughput)";

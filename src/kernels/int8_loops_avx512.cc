@@ -19,9 +19,10 @@ namespace {
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
 
+#define SF_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl")))
+
 // RoundingDivideByPOT of 16 lanes by 2^e, e in [0, 31]: ties away from zero.
-__attribute__((target("avx512f,avx512bw,avx512vl"))) inline __m512i rounding_divide_avx512(
-    __m512i high, __m512i e) {
+SF_AVX512 inline __m512i rounding_divide_avx512(__m512i high, __m512i e) {
   const __m512i one = _mm512_set1_epi32(1);
   const __m512i mask = _mm512_sub_epi32(_mm512_sllv_epi32(one, e), one);
   const __m512i remainder = _mm512_and_si512(high, mask);
@@ -34,9 +35,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) inline __m512i rounding_div
 // multiply_by_quantized_multiplier on 16 lanes, for multipliers m (in [2^30, 2^31)) with right
 // shifts e in [0, 31]. With a positive multiplier SaturatingRoundingDoublingHighMul never
 // overflows and equals floor((x * m + 2^30) / 2^31), computed on 64-bit even and odd lanes.
-__attribute__((target("avx512f,avx512bw,avx512vl"))) inline __m512i multiply_avx512(__m512i x,
-                                                                                    __m512i m,
-                                                                                    __m512i e) {
+SF_AVX512 inline __m512i multiply_avx512(__m512i x, __m512i m, __m512i e) {
   const __m512i nudge = _mm512_set1_epi64(int64_t{1} << 30);
   const __m512i even = _mm512_srai_epi64(_mm512_add_epi64(_mm512_mul_epi32(x, m), nudge), 31);
   const __m512i odd = _mm512_srai_epi64(
@@ -51,16 +50,14 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) inline __m512i multiply_avx
 // floor((x * m + 2^30) / 2^31) = d * (m >> 11) + floor((d * (m & 2047) + 2^10) / 2^11), whose
 // terms all fit int32, so two vpmulld replace the even and odd 64-bit products.
 static_assert(QuantizedAddParams::kLeftShift == 20);
-__attribute__((target("avx512f,avx512bw,avx512vl"))) inline __m512i multiply_shifted_avx512(
-    __m512i d, __m512i m_high, __m512i m_low, __m512i e) {
+SF_AVX512 inline __m512i multiply_shifted_avx512(__m512i d, __m512i m_high, __m512i m_low,
+                                                 __m512i e) {
   const __m512i low = _mm512_srai_epi32(
       _mm512_add_epi32(_mm512_mullo_epi32(d, m_low), _mm512_set1_epi32(1 << 10)), 11);
   return rounding_divide_avx512(_mm512_add_epi32(_mm512_mullo_epi32(d, m_high), low), e);
 }
 
-__attribute__((target("avx512f,avx512bw,avx512vl"))) inline __m512i clamp_avx512(__m512i q,
-                                                                                 int32_t zero_point,
-                                                                                 QuantClamp clamp) {
+SF_AVX512 inline __m512i clamp_avx512(__m512i q, int32_t zero_point, QuantClamp clamp) {
   q = _mm512_add_epi32(q, _mm512_set1_epi32(zero_point));
   return _mm512_min_epi32(_mm512_max_epi32(q, _mm512_set1_epi32(clamp.lo)),
                           _mm512_set1_epi32(clamp.hi));
@@ -73,7 +70,6 @@ __mmask16 tail_mask(int64_t left) {
 // Sixteen lanes from p, or the first `left` of them where fewer are left. Only a tail takes a
 // mask: streaming a Dequantize, masked loads and stores of whole vectors made it 1.35x slower
 // on an AMD EPYC (Zen) with AVX-512.
-#define SF_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl")))
 SF_AVX512 inline __m512i load_16_bytes(const uint8_t* p, int64_t left) {
   return _mm512_cvtepu8_epi32(left >= 16 ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(p))
                                          : _mm_maskz_loadu_epi8(tail_mask(left), p));
@@ -98,7 +94,6 @@ SF_AVX512 inline void store_16_floats(float* p, int64_t left, __m512 v) {
   else
     _mm512_mask_storeu_ps(p, tail_mask(left), v);
 }
-#undef SF_AVX512
 
 // Window sums are exact in float (below 2^24) and so is their quotient's floor while count is
 // at most 2^14: a quotient just below an integer k <= 255 differs from it by at least 1 / count,
@@ -109,42 +104,37 @@ constexpr int64_t kMaxFloatPoolCount = 1 << 14;
 // `worth_threads`; the body is inlined into a loop compiled for the same AVX-512 subsets.
 template <class Body>
 void for_each_block_of_16(int64_t blocks, bool worth_threads, const Body& body) {
-  parallel_for(
-      0, blocks, worth_threads,
-      [&](int64_t share_begin, int64_t share_end)
-          __attribute__((target("avx512f,avx512bw,avx512vl"))) {
-            for (int64_t block = share_begin; block < share_end; ++block) body(block * 16);
-          });
+  parallel_for(0, blocks, worth_threads, [&](int64_t share_begin, int64_t share_end) SF_AVX512 {
+    for (int64_t block = share_begin; block < share_end; ++block) body(block * 16);
+  });
 }
 
 }  // namespace
 
-__attribute__((target("avx512f,avx512bw,avx512vl"))) void requantize_rows_avx512(
-    const int32_t* acc, int64_t rows, int64_t channels,
-    const std::vector<QuantizedMultiplier>& multipliers, int32_t zero_point, QuantClamp clamp,
-    uint8_t* out) {
+SF_AVX512 void requantize_rows_avx512(const int32_t* acc, int64_t rows, int64_t channels,
+                                      const std::vector<QuantizedMultiplier>& multipliers,
+                                      int32_t zero_point, QuantClamp clamp, uint8_t* out) {
   std::vector<int32_t> mult(static_cast<size_t>(channels)), right(static_cast<size_t>(channels));
   for (size_t c = 0; c < multipliers.size(); ++c) {
     mult[c] = multipliers[c].multiplier;
     right[c] = -multipliers[c].shift;
   }
-  parallel_for(
-      0, rows, rows * channels >= kParallelMin,
-      [&](int64_t share_begin,
-          int64_t share_end) __attribute__((target("avx512f,avx512bw,avx512vl"))) {
-        for (int64_t r = share_begin; r < share_end; ++r)
-          for (int64_t j = 0; j < channels; j += 16) {
-            const int64_t left = channels - j;
-            const __m512i q = multiply_avx512(load_16_ints(acc + r * channels + j, left),
-                                              load_16_ints(mult.data() + j, left),
-                                              load_16_ints(right.data() + j, left));
-            store_16_codes(out + r * channels + j, left, clamp_avx512(q, zero_point, clamp));
-          }
-      });
+  parallel_for(0, rows, rows * channels >= kParallelMin,
+               [&](int64_t share_begin, int64_t share_end) SF_AVX512 {
+                 for (int64_t r = share_begin; r < share_end; ++r)
+                   for (int64_t j = 0; j < channels; j += 16) {
+                     const int64_t left = channels - j;
+                     const __m512i q = multiply_avx512(load_16_ints(acc + r * channels + j, left),
+                                                       load_16_ints(mult.data() + j, left),
+                                                       load_16_ints(right.data() + j, left));
+                     store_16_codes(out + r * channels + j, left,
+                                    clamp_avx512(q, zero_point, clamp));
+                   }
+               });
 }
 
-__attribute__((target("avx512f,avx512bw,avx512vl"))) void quantized_add_avx512(
-    const uint8_t* a, const uint8_t* b, int64_t count, const QuantizedAddParams& p, uint8_t* out) {
+SF_AVX512 void quantized_add_avx512(const uint8_t* a, const uint8_t* b, int64_t count,
+                                    const QuantizedAddParams& p, uint8_t* out) {
   const __m512i am_high = _mm512_set1_epi32(p.a.multiplier >> 11);
   const __m512i am_low = _mm512_set1_epi32(p.a.multiplier & 2047);
   const __m512i bm_high = _mm512_set1_epi32(p.b.multiplier >> 11);
@@ -154,26 +144,21 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void quantized_add_avx512(
   const __m512i a_zp = _mm512_set1_epi32(p.a_zero_point);
   const __m512i b_zp = _mm512_set1_epi32(p.b_zero_point);
   const int64_t blocks = (count + 15) / 16;
-  for_each_block_of_16(
-      blocks,
-      count >= kParallelMin, [&](int64_t i) __attribute__((target("avx512f,avx512bw,avx512vl"))) {
-        const __m512i av = load_16_bytes(a + i, count - i);
-        const __m512i bv = load_16_bytes(b + i, count - i);
-        const __m512i sa = multiply_shifted_avx512(_mm512_sub_epi32(av, a_zp), am_high, am_low, ae);
-        const __m512i sb = multiply_shifted_avx512(_mm512_sub_epi32(bv, b_zp), bm_high, bm_low, be);
-        const __m512i q = multiply_avx512(_mm512_add_epi32(sa, sb), om, oe);
-        store_16_codes(out + i, count - i, clamp_avx512(q, p.out_zero_point, p.clamp));
-      });
+  for_each_block_of_16(blocks, count >= kParallelMin, [&](int64_t i) SF_AVX512 {
+    const __m512i av = load_16_bytes(a + i, count - i);
+    const __m512i bv = load_16_bytes(b + i, count - i);
+    const __m512i sa = multiply_shifted_avx512(_mm512_sub_epi32(av, a_zp), am_high, am_low, ae);
+    const __m512i sb = multiply_shifted_avx512(_mm512_sub_epi32(bv, b_zp), bm_high, bm_low, be);
+    const __m512i q = multiply_avx512(_mm512_add_epi32(sa, sb), om, oe);
+    store_16_codes(out + i, count - i, clamp_avx512(q, p.out_zero_point, p.clamp));
+  });
 }
 
 // Quantize divides in float: the quotient is within half a float ulp of the exact one, so it
 // rounds to the reference's integer unless a tie k + 0.5 lies within that distance. Such rare
 // blocks, NaNs (which quantize to the zero point) and tails take the scalar reference instead,
 // keeping the bytes identical.
-__attribute__((target("avx512f,avx512bw,avx512vl"))) void quantize_avx512(const float* x,
-                                                                          int64_t count,
-                                                                          QuantParams p,
-                                                                          uint8_t* out) {
+SF_AVX512 void quantize_avx512(const float* x, int64_t count, QuantParams p, uint8_t* out) {
   const __m512 scale = _mm512_set1_ps(p.scale);
   const __m512 half = _mm512_set1_ps(0.5f);
   const __m512 one = _mm512_set1_ps(1.0f);
@@ -182,53 +167,44 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void quantize_avx512(const 
   const __m512 hi = _mm512_set1_ps(static_cast<float>(255 - p.zero_point));
   const __m512i zero_point = _mm512_set1_epi32(p.zero_point);
   const int64_t blocks = count / 16;
-  for_each_block_of_16(
-      blocks,
-      count >= kParallelMin, [&](int64_t i) __attribute__((target("avx512f,avx512bw,avx512vl"))) {
-        const __m512 q = _mm512_div_ps(_mm512_loadu_ps(x + i), scale);
-        const __m512 whole = _mm512_roundscale_ps(q, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-        const __m512 fraction = _mm512_abs_ps(_mm512_sub_ps(q, whole));
-        const __mmask16 near_tie =
-            _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_sub_ps(fraction, half)),
-                               _mm512_mul_ps(_mm512_abs_ps(q), rounding_error), _CMP_LE_OQ);
-        if ((near_tie | _mm512_cmp_ps_mask(q, q, _CMP_UNORD_Q)) != 0) {
-          for (int64_t j = i; j < i + 16; ++j) out[j] = quantize_value(x[j], p);
-          return;
-        }
-        // Ties away from zero: whole + sign(q) where the fraction reaches one half.
-        const __m512 sign_one = _mm512_castsi512_ps(_mm512_or_si512(
-            _mm512_castps_si512(one),
-            _mm512_and_si512(_mm512_castps_si512(q),
-                             _mm512_set1_epi32(std::numeric_limits<int32_t>::min()))));
-        const __m512 rounded = _mm512_mask_add_ps(
-            whole, _mm512_cmp_ps_mask(fraction, half, _CMP_GE_OQ), whole, sign_one);
-        // Clamped before the conversion, so infinities and huge values saturate.
-        const __m512i code = _mm512_add_epi32(
-            _mm512_cvttps_epi32(_mm512_min_ps(_mm512_max_ps(rounded, lo), hi)), zero_point);
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), _mm512_cvtepi32_epi8(code));
-      });
+  for_each_block_of_16(blocks, count >= kParallelMin, [&](int64_t i) SF_AVX512 {
+    const __m512 q = _mm512_div_ps(_mm512_loadu_ps(x + i), scale);
+    const __m512 whole = _mm512_roundscale_ps(q, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    const __m512 fraction = _mm512_abs_ps(_mm512_sub_ps(q, whole));
+    const __mmask16 near_tie =
+        _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_sub_ps(fraction, half)),
+                           _mm512_mul_ps(_mm512_abs_ps(q), rounding_error), _CMP_LE_OQ);
+    if ((near_tie | _mm512_cmp_ps_mask(q, q, _CMP_UNORD_Q)) != 0) {
+      for (int64_t j = i; j < i + 16; ++j) out[j] = quantize_value(x[j], p);
+      return;
+    }
+    // Ties away from zero: whole + sign(q) where the fraction reaches one half.
+    const __m512 sign_one = _mm512_castsi512_ps(
+        _mm512_or_si512(_mm512_castps_si512(one),
+                        _mm512_and_si512(_mm512_castps_si512(q),
+                                         _mm512_set1_epi32(std::numeric_limits<int32_t>::min()))));
+    const __m512 rounded =
+        _mm512_mask_add_ps(whole, _mm512_cmp_ps_mask(fraction, half, _CMP_GE_OQ), whole, sign_one);
+    // Clamped before the conversion, so infinities and huge values saturate.
+    const __m512i code = _mm512_add_epi32(
+        _mm512_cvttps_epi32(_mm512_min_ps(_mm512_max_ps(rounded, lo), hi)), zero_point);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), _mm512_cvtepi32_epi8(code));
+  });
   for (int64_t j = blocks * 16; j < count; ++j) out[j] = quantize_value(x[j], p);
 }
 
-__attribute__((target("avx512f,avx512bw,avx512vl"))) void dequantize_avx512(const uint8_t* q,
-                                                                            int64_t count,
-                                                                            QuantParams p,
-                                                                            float* out) {
+SF_AVX512 void dequantize_avx512(const uint8_t* q, int64_t count, QuantParams p, float* out) {
   const __m512 scale = _mm512_set1_ps(p.scale);
   const __m512i zero_point = _mm512_set1_epi32(p.zero_point);
   const int64_t blocks = (count + 15) / 16;
-  for_each_block_of_16(
-      blocks,
-      count >= kParallelMin, [&](int64_t i) __attribute__((target("avx512f,avx512bw,avx512vl"))) {
-        const __m512i codes = load_16_bytes(q + i, count - i);
-        store_16_floats(
-            out + i, count - i,
-            _mm512_mul_ps(scale, _mm512_cvtepi32_ps(_mm512_sub_epi32(codes, zero_point))));
-      });
+  for_each_block_of_16(blocks, count >= kParallelMin, [&](int64_t i) SF_AVX512 {
+    const __m512i codes = load_16_bytes(q + i, count - i);
+    store_16_floats(out + i, count - i,
+                    _mm512_mul_ps(scale, _mm512_cvtepi32_ps(_mm512_sub_epi32(codes, zero_point))));
+  });
 }
 
-__attribute__((target("avx512f,avx512bw,avx512vl"))) FloatRange finite_range_avx512(const float* x,
-                                                                                    int64_t count) {
+SF_AVX512 FloatRange finite_range_avx512(const float* x, int64_t count) {
   const __m512 infinity = _mm512_set1_ps(std::numeric_limits<float>::infinity());
   __m512 lo = _mm512_setzero_ps(), hi = _mm512_setzero_ps();
   for (int64_t i = 0; i < count; i += 16) {
@@ -242,8 +218,8 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) FloatRange finite_range_avx
   return {_mm512_reduce_min_ps(lo), _mm512_reduce_max_ps(hi)};
 }
 
-__attribute__((target("avx512f,avx512bw,avx512vl"))) void channel_ranges_avx512(
-    const int32_t* acc, int64_t rows, int64_t channels, int32_t* lo, int32_t* hi) {
+SF_AVX512 void channel_ranges_avx512(const int32_t* acc, int64_t rows, int64_t channels,
+                                     int32_t* lo, int32_t* hi) {
   for (int64_t j = 0; j < channels; j += 16) {
     const __mmask16 k = tail_mask(channels - j);
     __m512i min = _mm512_set1_epi32(std::numeric_limits<int32_t>::max());
@@ -258,12 +234,10 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void channel_ranges_avx512(
   }
 }
 
-__attribute__((target("avx512f,avx512bw,avx512vl"))) void average_pool_avx512(
-    const uint8_t* x, int64_t n, int64_t channels, const Window2D& g, uint8_t* y) {
+SF_AVX512 void average_pool_avx512(const uint8_t* x, int64_t n, int64_t channels, const Window2D& g,
+                                   uint8_t* y) {
   for_each_pool_row(
-      x, n, channels, g, y,
-      [&](const uint8_t* image, int64_t oy,
-          uint8_t* y_row) __attribute__((target("avx512f,avx512bw,avx512vl"))) {
+      x, n, channels, g, y, [&](const uint8_t* image, int64_t oy, uint8_t* y_row) SF_AVX512 {
         for (int64_t ox = 0; ox < g.w.out; ++ox) {
           const PoolWindow win = pool_window_at(g, oy, ox);
           const int64_t count = win.count();
@@ -292,42 +266,60 @@ __attribute__((target("avx512f,avx512bw,avx512vl"))) void average_pool_avx512(
       });
 }
 
-__attribute__((target("avx512f,avx512bw,avx512vl"))) void max_pool_avx512(
-    const uint8_t* x, int64_t n, int64_t channels, const Window2D& g, uint8_t* y) {
+namespace {
+
+// Up to 64 bytes of a row, from offset `at`: `Width` 64 and 32 move whole vectors (as zmm and
+// ymm), 0 a masked tail (masked loads and stores are the slow ones, see load_16_bytes).
+template <int Width>
+struct RowPiece {
+  int64_t at;
+  __mmask64 tail = 0;
+
+  SF_AVX512 __m512i load(const uint8_t* row) const {
+    if constexpr (Width == 64) return _mm512_loadu_si512(row + at);
+    if constexpr (Width == 32)
+      return _mm512_zextsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + at)));
+    return _mm512_maskz_loadu_epi8(tail, row + at);
+  }
+  SF_AVX512 void store(uint8_t* row, __m512i v) const {
+    if constexpr (Width == 64)
+      _mm512_storeu_si512(row + at, v);
+    else if constexpr (Width == 32)
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(row + at), _mm512_castsi512_si256(v));
+    else
+      _mm512_mask_storeu_epi8(row + at, tail, v);
+  }
+};
+
+// Calls `body` on the pieces of an n-byte row: whole 64-byte vectors, a 32-byte half, then a
+// masked tail. It has no target of its own and always inlines, so that each caller's
+// target-specific `body` inlines there too (a GCC 12 build left each piece a call otherwise).
+template <class Body>
+__attribute__((always_inline)) inline void for_each_row_piece(int64_t n, Body&& body) {
+  int64_t i = 0;
+  for (; i + 64 <= n; i += 64) body(RowPiece<64>{i});
+  if (n - i >= 32) {
+    body(RowPiece<32>{i});
+    i += 32;
+  }
+  if (i < n) body(RowPiece<0>{i, (__mmask64{1} << (n - i)) - 1});
+}
+
+}  // namespace
+
+SF_AVX512 void max_pool_avx512(const uint8_t* x, int64_t n, int64_t channels, const Window2D& g,
+                               uint8_t* y) {
   for_each_pool_row(
-      x, n, channels, g, y,
-      [&](const uint8_t* image, int64_t oy,
-          uint8_t* y_row) __attribute__((target("avx512f,avx512bw,avx512vl"))) {
+      x, n, channels, g, y, [&](const uint8_t* image, int64_t oy, uint8_t* y_row) SF_AVX512 {
         for (int64_t ox = 0; ox < g.w.out; ++ox) {
           const PoolWindow win = pool_window_at(g, oy, ox);
-          uint8_t* out = y_row + ox * channels;
-          int64_t j = 0;
-          for (; j + 64 <= channels; j += 64) {
+          for_each_row_piece(channels, [&](auto piece) SF_AVX512 {
             __m512i max = _mm512_setzero_si512();
             for (int64_t r = win.r0; r < win.r1; ++r)
               for (int64_t c = win.c0; c < win.c1; ++c)
-                max = _mm512_max_epu8(max,
-                                      _mm512_loadu_si512(image + (r * g.w.in + c) * channels + j));
-            _mm512_storeu_si512(out + j, max);
-          }
-          if (channels - j >= 32) {
-            __m256i max = _mm256_setzero_si256();
-            for (int64_t r = win.r0; r < win.r1; ++r)
-              for (int64_t c = win.c0; c < win.c1; ++c)
-                max = _mm256_max_epu8(max, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(
-                                               image + (r * g.w.in + c) * channels + j)));
-            _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + j), max);
-            j += 32;
-          }
-          if (j < channels) {
-            const __mmask64 k = (__mmask64{1} << (channels - j)) - 1;
-            __m512i max = _mm512_setzero_si512();
-            for (int64_t r = win.r0; r < win.r1; ++r)
-              for (int64_t c = win.c0; c < win.c1; ++c)
-                max = _mm512_max_epu8(
-                    max, _mm512_maskz_loadu_epi8(k, image + (r * g.w.in + c) * channels + j));
-            _mm512_mask_storeu_epi8(out + j, k, max);
-          }
+                max = _mm512_max_epu8(max, piece.load(image + (r * g.w.in + c) * channels));
+            piece.store(y_row + ox * channels, max);
+          });
         }
       });
 }
@@ -356,22 +348,10 @@ struct Identity {
   SF_AVX512_VBMI __m512i operator()(__m512i v) const { return v; }
 };
 
-// n bytes from x to y through `map`: whole vectors, then a half vector, then a masked tail
-// (masked loads and stores are the slow ones, see load_16_bytes).
+// n bytes from x to y through `map`.
 template <class Map>
 SF_AVX512_VBMI void map_bytes(const uint8_t* x, int64_t n, const Map& map, uint8_t* y) {
-  int64_t i = 0;
-  for (; i + 64 <= n; i += 64) _mm512_storeu_si512(y + i, map(_mm512_loadu_si512(x + i)));
-  if (n - i >= 32) {
-    const __m512i v =
-        _mm512_zextsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i)));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(y + i), _mm512_castsi512_si256(map(v)));
-    i += 32;
-  }
-  if (i < n) {
-    const __mmask64 k = (__mmask64{1} << (n - i)) - 1;
-    _mm512_mask_storeu_epi8(y + i, k, map(_mm512_maskz_loadu_epi8(k, x + i)));
-  }
+  for_each_row_piece(n, [&](auto piece) SF_AVX512_VBMI { piece.store(y, map(piece.load(x))); });
 }
 
 }  // namespace
@@ -395,6 +375,7 @@ SF_AVX512_VBMI void concat_rows_avx512(const std::vector<ConcatPart>& parts, int
 }
 
 #undef SF_AVX512_VBMI
+#undef SF_AVX512
 
 #pragma GCC diagnostic pop
 

@@ -442,7 +442,8 @@ std::optional<dnnl::pooling_forward::primitive_desc> max_pool_pd(const KernelSpe
 class QuantizedMaxPoolKernel : public Kernel {
  public:
   explicit QuantizedMaxPoolKernel(const dnnl::pooling_forward::primitive_desc& pd)
-      : x_(pd.src_desc(), engine(), DNNL_MEMORY_NONE), y_(pd.dst_desc(), engine(), DNNL_MEMORY_NONE) {
+      : x_(pd.src_desc(), engine(), DNNL_MEMORY_NONE),
+        y_(pd.dst_desc(), engine(), DNNL_MEMORY_NONE) {
     runner_.init<dnnl::pooling_forward::primitive_desc, dnnl::pooling_forward>(pd);
   }
 
