@@ -99,32 +99,22 @@ void quantized_add(KernelContext& ctx) {
 
 // As the reference, with each input's requantization precomputed for its 256 codes.
 void quantized_concat(KernelContext& ctx) {
-  const int pairs = static_cast<int>(ctx.inputs.size()) / 2;
-  const QuantParams out = params_input(ctx, 2 * pairs);
-  const Tensor& y = ctx.outputs[0];
-  int64_t axis = ctx.node.attrs.get_int("axis");
-  if (axis < 0) axis += y.rank();
-  int64_t outer = 1, inner = 1;
-  for (int64_t d = 0; d < axis; ++d) outer *= y.dim(static_cast<int>(d));
-  for (int64_t d = axis + 1; d < y.rank(); ++d) inner *= y.dim(static_cast<int>(d));
-  if (y.numel() == 0) return;
-  std::vector<std::array<uint8_t, 256>> tables(static_cast<size_t>(pairs));
+  const ConcatRows c = concat_rows_of(ctx);
+  if (ctx.outputs[0].numel() == 0) return;
+  std::vector<std::array<uint8_t, 256>> tables(c.inputs.size());
   std::vector<ConcatPart> parts;
-  for (int p = 0; p < pairs; ++p) {
-    const Tensor& x = ctx.inputs[static_cast<size_t>(2 * p)];
-    const QuantParams xq = params_input(ctx, 2 * p + 1);
-    ConcatPart part{x.data<uint8_t>(), x.dim(static_cast<int>(axis)) * inner, nullptr};
-    if (xq.scale != out.scale || xq.zero_point != out.zero_point) {
-      const QuantizedMultiplier m = quantize_multiplier(double{xq.scale} / out.scale);
-      std::array<uint8_t, 256>& table = tables[static_cast<size_t>(p)];
+  for (size_t p = 0; p < c.inputs.size(); ++p) {
+    const ConcatInput& in = c.inputs[p];
+    ConcatPart part{in.x, in.row, nullptr};
+    if (!in.same) {
       for (int code = 0; code < 256; ++code)
-        table[static_cast<size_t>(code)] =
-            requantize_value(code - xq.zero_point, m, out.zero_point, QuantClamp{});
-      part.table = table.data();
+        tables[p][static_cast<size_t>(code)] = requantize_value(
+            code - in.params.zero_point, in.multiplier, c.out.zero_point, QuantClamp{});
+      part.table = tables[p].data();
     }
     parts.push_back(part);
   }
-  concat_rows(parts, outer, y.dim(static_cast<int>(axis)) * inner, y.data<uint8_t>());
+  concat_rows(parts, c.outer, c.y_row, ctx.outputs[0].data<uint8_t>());
 }
 
 }  // namespace

@@ -68,4 +68,28 @@ std::vector<QuantizedMultiplier> requantize_multipliers(float x_scale,
   return out;
 }
 
+ConcatRows concat_rows_of(const KernelContext& ctx) {
+  const int pairs = static_cast<int>(ctx.inputs.size()) / 2;
+  const Tensor& y = ctx.outputs[0];
+  int64_t axis = ctx.node.attrs.get_int("axis");
+  if (axis < 0) axis += y.rank();
+  ConcatRows c;
+  c.out = params_input(ctx, 2 * pairs);
+  int64_t inner = 1;
+  for (int d = 0; d < y.rank(); ++d) {
+    if (d < axis) c.outer *= y.dim(d);
+    if (d > axis) inner *= y.dim(d);
+  }
+  c.y_row = y.dim(static_cast<int>(axis)) * inner;
+  for (int p = 0; p < pairs; ++p) {
+    const Tensor& x = ctx.inputs[static_cast<size_t>(2 * p)];
+    ConcatInput in{x.data<uint8_t>(), x.dim(static_cast<int>(axis)) * inner,
+                   params_input(ctx, 2 * p + 1), true, QuantizedMultiplier{}};
+    in.same = in.params.scale == c.out.scale && in.params.zero_point == c.out.zero_point;
+    if (!in.same) in.multiplier = quantize_multiplier(double{in.params.scale} / c.out.scale);
+    c.inputs.push_back(in);
+  }
+  return c;
+}
+
 }  // namespace sf

@@ -26,4 +26,21 @@ std::vector<QuantizedMultiplier> requantize_multipliers(float x_scale,
                                                         const std::vector<float>& w_scales,
                                                         float out_scale);
 
+// QuantizedConcat's inputs as rows: y is `outer` rows of `y_row` bytes, and each row holds each
+// input's `row` bytes in turn, requantized into y's params where the input's differ (`same`
+// false; `multiplier` scale_in / scale_out).
+struct ConcatInput {
+  const uint8_t* x;
+  int64_t row;
+  QuantParams params;
+  bool same;
+  QuantizedMultiplier multiplier;
+};
+struct ConcatRows {
+  int64_t outer = 1, y_row = 0;
+  QuantParams out;
+  std::vector<ConcatInput> inputs;
+};
+ConcatRows concat_rows_of(const KernelContext& ctx);
+
 }  // namespace sf

@@ -235,37 +235,22 @@ void quantized_add(KernelContext& ctx) {
 // Each input is requantized to out_params with multiplier scale_in / scale_out; inputs already
 // in out_params are copied.
 void quantized_concat(KernelContext& ctx) {
-  const int pairs = static_cast<int>(ctx.inputs.size()) / 2;
-  const QuantParams out = params_input(ctx, 2 * pairs);
-  const Tensor& y = ctx.outputs[0];
-  const int64_t rank = y.rank();
-  int64_t axis = ctx.node.attrs.get_int("axis");
-  if (axis < 0) axis += rank;
-  int64_t outer = 1, inner = 1;
-  for (int64_t d = 0; d < axis; ++d) outer *= y.dim(static_cast<int>(d));
-  for (int64_t d = axis + 1; d < rank; ++d) inner *= y.dim(static_cast<int>(d));
-  const int64_t y_row = y.dim(static_cast<int>(axis)) * inner;
-  uint8_t* yp = y.data<uint8_t>();
+  const ConcatRows c = concat_rows_of(ctx);
+  uint8_t* yp = ctx.outputs[0].data<uint8_t>();
   int64_t offset = 0;
-  for (int p = 0; p < pairs; ++p) {
-    const Tensor& x = ctx.inputs[static_cast<size_t>(2 * p)];
-    const QuantParams xq = params_input(ctx, 2 * p + 1);
-    const int64_t row = x.dim(static_cast<int>(axis)) * inner;
-    const uint8_t* xp = x.data<uint8_t>();
-    const bool same = xq.scale == out.scale && xq.zero_point == out.zero_point;
-    const QuantizedMultiplier m =
-        same ? QuantizedMultiplier{} : quantize_multiplier(double{xq.scale} / out.scale);
-    for (int64_t o = 0; o < outer; ++o) {
-      const uint8_t* src = xp + o * row;
-      uint8_t* dst = yp + o * y_row + offset;
-      if (same) {
-        if (row > 0) std::memcpy(dst, src, static_cast<size_t>(row));
+  for (const ConcatInput& in : c.inputs) {
+    for (int64_t o = 0; o < c.outer; ++o) {
+      const uint8_t* src = in.x + o * in.row;
+      uint8_t* dst = yp + o * c.y_row + offset;
+      if (in.same) {
+        if (in.row > 0) std::memcpy(dst, src, static_cast<size_t>(in.row));
         continue;
       }
-      for (int64_t i = 0; i < row; ++i)
-        dst[i] = requantize_value(src[i] - xq.zero_point, m, out.zero_point, QuantClamp{});
+      for (int64_t i = 0; i < in.row; ++i)
+        dst[i] = requantize_value(src[i] - in.params.zero_point, in.multiplier,
+                                  c.out.zero_point, QuantClamp{});
     }
-    offset += row;
+    offset += in.row;
   }
 }
 
