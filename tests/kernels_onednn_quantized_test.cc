@@ -251,6 +251,37 @@ TEST(OneDnnQuantized, FollowsParamsThatChangeBetweenRuns) {
   }
 }
 
+// A calibrated conv times oneDNN's implementations on its first run, once per problem: the fire
+// modules of SqueezeNet, each with the same shapes, must not land on different implementations
+// by measurement noise; the profile names the one that ran.
+TEST(OneDnnQuantized, IdenticalConvsRunTheSameImplementation) {
+  if (!onednn::exact_int8_products()) GTEST_SKIP() << "no VNNI: the int8 kernels decline";
+  const Shape xs{2, 14, 14, 16}, ws{3, 3, 16, 32};
+  Graph g;
+  const Output x = ops::placeholder(g, DType::u8, xs, "x");
+  const Output x_params = ops::constant(g, params_tensor({0.02f, 0}), "x_params");
+  std::vector<Output> ys;
+  for (int i = 0; i < 4; ++i) {
+    const std::string n = std::to_string(i);
+    const std::vector<Tensor> in = random_inputs(xs, ws, true, false, 10 * (i + 1));
+    ys.push_back(ops::quantized_conv2d_requantized(
+        g,
+        {x, x_params, ops::constant(g, in[2], "w" + n), ops::constant(g, in[3], "w_scales" + n),
+         ops::constant(g, in[4], "bias" + n)},
+        ops::constant(g, params_tensor({0.5f, 0}), "out_params" + n), {.padding = "SAME"},
+        Activation::Relu));
+  }
+  Session session(g, SessionOptions{.threads = 2, .kernel_impl = "onednn"});
+  session.set_profiling(true);
+  session.run({{x, random_u8(xs, 3)}}, ys);
+  std::vector<std::string> impls;
+  for (const NodeProfile& p : session.profile())
+    if (p.op == "QuantizedConv2DRequantized") impls.push_back(p.impl);
+  ASSERT_EQ(impls.size(), 4u);
+  for (const std::string& impl : impls) EXPECT_EQ(impl, impls[0]);
+  EXPECT_TRUE(impls[0].starts_with("onednn:")) << impls[0];  // names oneDNN's implementation
+}
+
 struct MatMulCase {
   const char* name;
   int64_t m, k, n;

@@ -8,6 +8,7 @@
 
 #include "cpu/cpu_features.h"
 #include "graph/graph.h"
+#include "kernels/onednn/onednn_common.h"
 #include "ops/ops.h"
 #include "runtime/session.h"
 #include "support/testing.h"
@@ -181,6 +182,23 @@ TEST(OneDnnFusedConv, IdenticalNodesRunTheSameConvolution) {
   ASSERT_EQ(impls.size(), 6u);
   for (const std::string& impl : impls) EXPECT_EQ(impl, impls[0]);
   EXPECT_NE(impls[0], "onednn");  // names oneDNN's implementation
+}
+
+// The fp32 and int8 convs keep their measured choice per problem: a key measured once answers
+// the same from then on; a measurement that found nothing is not remembered.
+TEST(MeasuredChoice, MeasuresAProblemOnceAndRemembersOnlyAnAnswer) {
+  int measured = 0;
+  auto answering = [&measured](std::optional<size_t> answer) {
+    return [&measured, answer] {
+      ++measured;
+      return answer;
+    };
+  };
+  EXPECT_EQ(onednn::measured_choice("test/problem", answering(std::nullopt)), std::nullopt);
+  EXPECT_EQ(onednn::measured_choice("test/problem", answering(2)), 2u);
+  EXPECT_EQ(onednn::measured_choice("test/problem", answering(5)), 2u);
+  EXPECT_EQ(onednn::measured_choice("test/other problem", answering(5)), 5u);
+  EXPECT_EQ(measured, 3);
 }
 
 // Winograd exists for 3x3 stride-1 layers; its transforms round differently from a direct

@@ -168,7 +168,8 @@ std::optional<PrimitiveParts> fastest_parts_of(const OpDesc& desc,
     std::optional<PrimitiveParts> fastest;  // made when this call measures
     const std::optional<size_t> pick = measured_choice(key, [&]() -> std::optional<size_t> {
       PrimitiveDesc pd(desc, attr, engine());
-      // Its avx2, sse41 and gemm kernels are slower by their design.
+      // Only oneDNN's first choice and the others for its ISA ("jit_int8:avx512_core_vnni"
+      // beside "brgconv:avx512_core_vnni"): its avx2, sse41 and gemm kernels are slower by design.
       const std::string first = pd.impl_info_str();
       const std::string isa = first.substr(first.find(':') + 1);
       double best_seconds = std::numeric_limits<double>::infinity();
@@ -300,6 +301,9 @@ class Int8Primitive {
     stream().wait();
   }
 
+  // oneDNN's implementation, without the ISA ("brgconv", "jit_int8_1x1", ...).
+  std::string impl() const { return runner_.impl().substr(0, runner_.impl().find(':')); }
+
  private:
   bool constant_w_;  // frozen weights: reordered once
   StagedArg w_;
@@ -331,6 +335,7 @@ class AccumulatorKernel : public Kernel {
                     requantize_multipliers(xq.scale, scales, out.scale), out.zero_point,
                     activation_clamp(activation_of(ctx.node), out), ctx.outputs[0].data<uint8_t>());
   }
+  std::string running_impl() const override { return primitive_.impl(); }
 
  private:
   bool requantized_;
@@ -373,6 +378,7 @@ class RequantizedKernel : public Kernel {
     }
     primitive_->run(ctx, xq.zero_point, out.zero_point, ctx.outputs[0].raw());
   }
+  std::string running_impl() const override { return primitive_ ? primitive_->impl() : ""; }
 
  private:
   std::vector<TensorType> inputs_;  // the KernelSpec's, to make the primitive on the first run
