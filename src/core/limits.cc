@@ -38,12 +38,6 @@ int64_t checked_num_elements(const Shape& shape, const std::string& what) {
   return n;
 }
 
-int64_t checked_mul(int64_t a, int64_t b, int64_t limit, const std::string& what) {
-  if (a < 0 || b < 0) fail("{}: negative size {} x {}", what, a, b);
-  if (b != 0 && a > limit / b) fail("{}: {} x {} exceeds the limit {}", what, a, b, limit);
-  return a * b;
-}
-
 void check_threads(int64_t threads, const std::string& what) {
   if (threads < 0 || threads > kMaxThreads)
     fail("{}: {} threads requested; expected 0 (all cores) to {}", what, threads, kMaxThreads);

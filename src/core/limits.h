@@ -32,9 +32,6 @@ inline constexpr int64_t kMaxJsonValues = int64_t{1} << 22;
 // count as 1 in the bound, so no partial product can overflow either.
 int64_t checked_num_elements(const Shape& shape, const std::string& what);
 
-// a * b, or an error naming `what` when it exceeds `limit` (both non-negative).
-int64_t checked_mul(int64_t a, int64_t b, int64_t limit, const std::string& what);
-
 // Threads requested through `what` (a flag, a function): 0 (all cores) to kMaxThreads.
 void check_threads(int64_t threads, const std::string& what);
 

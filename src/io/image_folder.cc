@@ -84,15 +84,6 @@ ImageFolder list_image_folder(const std::string& root) {
   return folder;
 }
 
-const char* split_name(Split split) {
-  switch (split) {
-    case Split::kTrain: return "train";
-    case Split::kValidation: return "validation";
-    case Split::kTest: return "test";
-  }
-  return "?";
-}
-
 Split split_of(const std::string& name, double validation_percent, double test_percent) {
   auto check = [](double percent, const char* flag) {
     if (!(percent >= 0.0 && percent <= 100.0))

@@ -33,7 +33,6 @@ struct ImageFolder {
 ImageFolder list_image_folder(const std::string& root);
 
 enum class Split { kTrain, kValidation, kTest };
-const char* split_name(Split split);
 
 // Where the image named `name` belongs: its hash picks a point in [0, 100) percent; the first
 // `test_percent` are test, the next `validation_percent` validation, the rest train. A name's
