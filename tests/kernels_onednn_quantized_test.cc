@@ -12,8 +12,11 @@
 #include <functional>
 #include <limits>
 #include <random>
+#include <tuple>
+#include <vector>
 
 #include "graph/graph.h"
+#include "kernels/int8_loops.h"
 #include "kernels/onednn/onednn_common.h"
 #include "ops/ops.h"
 #include "ops/quantized_ops.h"
@@ -399,6 +402,33 @@ TEST(Int8LoopsKernels, AddEqualsReference) {
             },
             inputs, Frozen::Nothing, "int8_loops", 0);
       }
+}
+
+// Every pair of codes, for params whose multipliers span the shifts the vector code takes.
+TEST(Int8LoopsKernels, AddOfEveryPairOfCodesEqualsReference) {
+  std::vector<uint8_t> a, b;
+  for (int i = 0; i < 256; ++i)
+    for (int j = 0; j < 256; ++j) {
+      a.push_back(static_cast<uint8_t>(i));
+      b.push_back(static_cast<uint8_t>(j));
+    }
+  for (const auto& [ap, bp, out] : std::vector<std::tuple<QuantParams, QuantParams, QuantParams>>{
+           {{0.02f, 128}, {0.05f, 10}, {0.06f, 90}},
+           {{0.1f, 0}, {0.1f, 0}, {0.2f, 0}},
+           {{0.003f, 255}, {0.5f, 3}, {0.4f, 50}},
+           {{1.0f, 0}, {1e-6f, 200}, {1e-3f, 7}},
+           {{0.5f, 255}, {0.5f, 0}, {200.0f, 128}},
+           {{1e-4f, 17}, {3e-4f, 240}, {1e-6f, 128}}})
+    for (Activation activation : {Activation::None, Activation::Relu6}) {
+      const QuantizedAddParams p =
+          quantized_add_params(ap, bp, out, activation_clamp(activation, out));
+      std::vector<uint8_t> got(a.size());
+      quantized_add_elements(a.data(), b.data(), static_cast<int64_t>(a.size()), p, got.data());
+      for (size_t k = 0; k < a.size(); ++k)
+        ASSERT_EQ(got[k], quantized_add_value(a[k], b[k], p))
+            << int{a[k]} << " + " << int{b[k]} << ", shifts " << p.a.shift << " " << p.b.shift
+            << " " << p.out.shift;
+    }
 }
 
 TEST(Int8LoopsKernels, AvgPoolEqualsReference) {

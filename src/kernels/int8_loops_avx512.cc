@@ -32,30 +32,52 @@ SF_AVX512 inline __m512i rounding_divide_avx512(__m512i high, __m512i e) {
   return _mm512_mask_add_epi32(q, _mm512_cmpgt_epi32_mask(remainder, threshold), q, one);
 }
 
-// multiply_by_quantized_multiplier on 16 lanes, for multipliers m (in [2^30, 2^31)) with right
-// shifts e in [0, 31]. With a positive multiplier SaturatingRoundingDoublingHighMul never
-// overflows and equals floor((x * m + 2^30) / 2^31), computed on 64-bit even and odd lanes.
-SF_AVX512 inline __m512i multiply_avx512(__m512i x, __m512i m, __m512i e) {
+// SaturatingRoundingDoublingHighMul on 16 lanes for multipliers m in [2^30, 2^31): with a
+// positive multiplier it never overflows and equals floor((x * m + 2^30) / 2^31), computed on
+// 64-bit even and odd lanes.
+SF_AVX512 inline __m512i high_mul_avx512(__m512i x, __m512i m) {
   const __m512i nudge = _mm512_set1_epi64(int64_t{1} << 30);
   const __m512i even = _mm512_srai_epi64(_mm512_add_epi64(_mm512_mul_epi32(x, m), nudge), 31);
   const __m512i odd = _mm512_srai_epi64(
       _mm512_add_epi64(_mm512_mul_epi32(_mm512_srli_epi64(x, 32), _mm512_srli_epi64(m, 32)), nudge),
       31);
-  const __m512i high =
-      _mm512_mask_blend_epi32(static_cast<__mmask16>(0xAAAA), even, _mm512_slli_epi64(odd, 32));
-  return rounding_divide_avx512(high, e);
+  return _mm512_mask_blend_epi32(static_cast<__mmask16>(0xAAAA), even, _mm512_slli_epi64(odd, 32));
 }
 
-// multiply_avx512 of x = d * 2^20 (QuantizedAdd's shifted input, |d| <= 255) in 32-bit lanes:
+// multiply_by_quantized_multiplier on 16 lanes, for multipliers m (in [2^30, 2^31)) with right
+// shifts e in [0, 31].
+SF_AVX512 inline __m512i multiply_avx512(__m512i x, __m512i m, __m512i e) {
+  return rounding_divide_avx512(high_mul_avx512(x, m), e);
+}
+
+// high_mul_avx512 of x = d * 2^20 (QuantizedAdd's shifted input, |d| <= 255) in 32-bit lanes:
 // floor((x * m + 2^30) / 2^31) = d * (m >> 11) + floor((d * (m & 2047) + 2^10) / 2^11), whose
-// terms all fit int32, so two vpmulld replace the even and odd 64-bit products.
+// terms all fit int32, so two vpmulld replace the even and odd 64-bit products. |result| < 2^28.
 static_assert(QuantizedAddParams::kLeftShift == 20);
-SF_AVX512 inline __m512i multiply_shifted_avx512(__m512i d, __m512i m_high, __m512i m_low,
-                                                 __m512i e) {
+SF_AVX512 inline __m512i shifted_high_mul_avx512(__m512i d, __m512i m_high, __m512i m_low) {
   const __m512i low = _mm512_srai_epi32(
       _mm512_add_epi32(_mm512_mullo_epi32(d, m_low), _mm512_set1_epi32(1 << 10)), 11);
-  return rounding_divide_avx512(_mm512_add_epi32(_mm512_mullo_epi32(d, m_high), low), e);
+  return _mm512_add_epi32(_mm512_mullo_epi32(d, m_high), low);
 }
+
+// rounding_divide_avx512 by one e in [0, 31] for every lane, for |high| < 2^30, where adding
+// 2^(e-1) cannot overflow (QuantizedAdd's values stay below 2^29): with q = floor(high / 2^e)
+// and r the remainder, floor((high + 2^(e-1) - [high < 0]) / 2^e) = q + [r > 2^(e-1) - 1 +
+// [high < 0]], the same ties away from zero in four operations instead of nine.
+struct SmallRoundingDivide {
+  __m512i e, nudge, negative;  // negative: the [high < 0] term's mask, none when e = 0
+
+  SF_AVX512 explicit SmallRoundingDivide(int shift)
+      : e(_mm512_set1_epi32(shift)),
+        nudge(_mm512_set1_epi32(shift > 0 ? 1 << (shift - 1) : 0)),
+        negative(_mm512_set1_epi32(shift > 0 ? -1 : 0)) {}
+
+  SF_AVX512 __m512i operator()(__m512i high) const {
+    const __m512i minus_one_if_negative = _mm512_and_si512(_mm512_srai_epi32(high, 31), negative);
+    return _mm512_srav_epi32(_mm512_add_epi32(_mm512_add_epi32(high, nudge), minus_one_if_negative),
+                             e);
+  }
+};
 
 SF_AVX512 inline __m512i clamp_avx512(__m512i q, int32_t zero_point, QuantClamp clamp) {
   q = _mm512_add_epi32(q, _mm512_set1_epi32(zero_point));
@@ -139,17 +161,19 @@ SF_AVX512 void quantized_add_avx512(const uint8_t* a, const uint8_t* b, int64_t 
   const __m512i am_low = _mm512_set1_epi32(p.a.multiplier & 2047);
   const __m512i bm_high = _mm512_set1_epi32(p.b.multiplier >> 11);
   const __m512i bm_low = _mm512_set1_epi32(p.b.multiplier & 2047);
-  const __m512i ae = _mm512_set1_epi32(-p.a.shift), be = _mm512_set1_epi32(-p.b.shift);
-  const __m512i om = _mm512_set1_epi32(p.out.multiplier), oe = _mm512_set1_epi32(-p.out.shift);
+  const __m512i om = _mm512_set1_epi32(p.out.multiplier);
+  const SmallRoundingDivide a_divide(-p.a.shift), b_divide(-p.b.shift), out_divide(-p.out.shift);
   const __m512i a_zp = _mm512_set1_epi32(p.a_zero_point);
   const __m512i b_zp = _mm512_set1_epi32(p.b_zero_point);
   const int64_t blocks = (count + 15) / 16;
   for_each_block_of_16(blocks, count >= kParallelMin, [&](int64_t i) SF_AVX512 {
     const __m512i av = load_16_bytes(a + i, count - i);
     const __m512i bv = load_16_bytes(b + i, count - i);
-    const __m512i sa = multiply_shifted_avx512(_mm512_sub_epi32(av, a_zp), am_high, am_low, ae);
-    const __m512i sb = multiply_shifted_avx512(_mm512_sub_epi32(bv, b_zp), bm_high, bm_low, be);
-    const __m512i q = multiply_avx512(_mm512_add_epi32(sa, sb), om, oe);
+    const __m512i sa =
+        a_divide(shifted_high_mul_avx512(_mm512_sub_epi32(av, a_zp), am_high, am_low));
+    const __m512i sb =
+        b_divide(shifted_high_mul_avx512(_mm512_sub_epi32(bv, b_zp), bm_high, bm_low));
+    const __m512i q = out_divide(high_mul_avx512(_mm512_add_epi32(sa, sb), om));
     store_16_codes(out + i, count - i, clamp_avx512(q, p.out_zero_point, p.clamp));
   });
 }
