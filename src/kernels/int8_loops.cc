@@ -106,7 +106,7 @@ void average_pool(const uint8_t* x, int64_t n, int64_t channels, const Window2D&
 #if defined(__x86_64__)
   if (has_avx512()) return average_pool_avx512(x, n, channels, g, y);
 #endif
-  for_each_pool_row(x, n, channels, g, y, [&](const uint8_t* image, int64_t oy, uint8_t* y_row) {
+  for_each_pool_row(x, n, channels, g, y, [=](const uint8_t* image, int64_t oy, uint8_t* y_row) {
     for (int64_t ox = 0; ox < g.w.out; ++ox) {
       const PoolWindow win = pool_window_at(g, oy, ox);
       for (int64_t j = 0; j < channels; ++j) {
@@ -125,7 +125,7 @@ void max_pool(const uint8_t* x, int64_t n, int64_t channels, const Window2D& g, 
 #if defined(__x86_64__)
   if (has_avx512()) return max_pool_avx512(x, n, channels, g, y);
 #endif
-  for_each_pool_row(x, n, channels, g, y, [&](const uint8_t* image, int64_t oy, uint8_t* y_row) {
+  for_each_pool_row(x, n, channels, g, y, [=](const uint8_t* image, int64_t oy, uint8_t* y_row) {
     for (int64_t ox = 0; ox < g.w.out; ++ox) {
       const PoolWindow win = pool_window_at(g, oy, ox);
       uint8_t* out = y_row + ox * channels;

@@ -123,11 +123,15 @@ SF_AVX512 inline void store_16_floats(float* p, int64_t left, __m512 v) {
 constexpr int64_t kMaxFloatPoolCount = 1 << 14;
 
 // body(i) for the start i of each of `blocks` runs of 16 elements, split over threads when
-// `worth_threads`; the body is inlined into a loop compiled for the same AVX-512 subsets.
+// `worth_threads`; the body is inlined into a loop compiled for the same AVX-512 subsets. Each
+// thread runs its own copy of the body, which captures by value: its constants then stay in
+// registers, where read through references they were loaded again after every byte stored (a
+// char store may alias anything), and QuantizedAdd ran 1.2x slower.
 template <class Body>
 void for_each_block_of_16(int64_t blocks, bool worth_threads, const Body& body) {
   parallel_for(0, blocks, worth_threads, [&](int64_t share_begin, int64_t share_end) SF_AVX512 {
-    for (int64_t block = share_begin; block < share_end; ++block) body(block * 16);
+    const Body own = body;
+    for (int64_t block = share_begin; block < share_end; ++block) own(block * 16);
   });
 }
 
@@ -166,7 +170,7 @@ SF_AVX512 void quantized_add_avx512(const uint8_t* a, const uint8_t* b, int64_t 
   const __m512i a_zp = _mm512_set1_epi32(p.a_zero_point);
   const __m512i b_zp = _mm512_set1_epi32(p.b_zero_point);
   const int64_t blocks = (count + 15) / 16;
-  for_each_block_of_16(blocks, count >= kParallelMin, [&](int64_t i) SF_AVX512 {
+  for_each_block_of_16(blocks, count >= kParallelMin, [=](int64_t i) SF_AVX512 {
     const __m512i av = load_16_bytes(a + i, count - i);
     const __m512i bv = load_16_bytes(b + i, count - i);
     const __m512i sa =
@@ -191,7 +195,7 @@ SF_AVX512 void quantize_avx512(const float* x, int64_t count, QuantParams p, uin
   const __m512 hi = _mm512_set1_ps(static_cast<float>(255 - p.zero_point));
   const __m512i zero_point = _mm512_set1_epi32(p.zero_point);
   const int64_t blocks = count / 16;
-  for_each_block_of_16(blocks, count >= kParallelMin, [&](int64_t i) SF_AVX512 {
+  for_each_block_of_16(blocks, count >= kParallelMin, [=](int64_t i) SF_AVX512 {
     const __m512 q = _mm512_div_ps(_mm512_loadu_ps(x + i), scale);
     const __m512 whole = _mm512_roundscale_ps(q, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
     const __m512 fraction = _mm512_abs_ps(_mm512_sub_ps(q, whole));
@@ -221,7 +225,7 @@ SF_AVX512 void dequantize_avx512(const uint8_t* q, int64_t count, QuantParams p,
   const __m512 scale = _mm512_set1_ps(p.scale);
   const __m512i zero_point = _mm512_set1_epi32(p.zero_point);
   const int64_t blocks = (count + 15) / 16;
-  for_each_block_of_16(blocks, count >= kParallelMin, [&](int64_t i) SF_AVX512 {
+  for_each_block_of_16(blocks, count >= kParallelMin, [=](int64_t i) SF_AVX512 {
     const __m512i codes = load_16_bytes(q + i, count - i);
     store_16_floats(out + i, count - i,
                     _mm512_mul_ps(scale, _mm512_cvtepi32_ps(_mm512_sub_epi32(codes, zero_point))));
@@ -261,7 +265,7 @@ SF_AVX512 void channel_ranges_avx512(const int32_t* acc, int64_t rows, int64_t c
 SF_AVX512 void average_pool_avx512(const uint8_t* x, int64_t n, int64_t channels, const Window2D& g,
                                    uint8_t* y) {
   for_each_pool_row(
-      x, n, channels, g, y, [&](const uint8_t* image, int64_t oy, uint8_t* y_row) SF_AVX512 {
+      x, n, channels, g, y, [=](const uint8_t* image, int64_t oy, uint8_t* y_row) SF_AVX512 {
         for (int64_t ox = 0; ox < g.w.out; ++ox) {
           const PoolWindow win = pool_window_at(g, oy, ox);
           const int64_t count = win.count();
@@ -334,7 +338,7 @@ __attribute__((always_inline)) inline void for_each_row_piece(int64_t n, Body&& 
 SF_AVX512 void max_pool_avx512(const uint8_t* x, int64_t n, int64_t channels, const Window2D& g,
                                uint8_t* y) {
   for_each_pool_row(
-      x, n, channels, g, y, [&](const uint8_t* image, int64_t oy, uint8_t* y_row) SF_AVX512 {
+      x, n, channels, g, y, [=](const uint8_t* image, int64_t oy, uint8_t* y_row) SF_AVX512 {
         for (int64_t ox = 0; ox < g.w.out; ++ox) {
           const PoolWindow win = pool_window_at(g, oy, ox);
           for_each_row_piece(channels, [&](auto piece) SF_AVX512 {
