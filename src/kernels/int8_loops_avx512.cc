@@ -145,17 +145,19 @@ SF_AVX512 void requantize_rows_avx512(const int32_t* acc, int64_t rows, int64_t 
     mult[c] = multipliers[c].multiplier;
     right[c] = -multipliers[c].shift;
   }
+  const auto requantize_row = [=, mult = mult.data(), right = right.data()](int64_t r) SF_AVX512 {
+    for (int64_t j = 0; j < channels; j += 16) {
+      const int64_t left = channels - j;
+      const __m512i q =
+          multiply_avx512(load_16_ints(acc + r * channels + j, left), load_16_ints(mult + j, left),
+                          load_16_ints(right + j, left));
+      store_16_codes(out + r * channels + j, left, clamp_avx512(q, zero_point, clamp));
+    }
+  };
   parallel_for(0, rows, rows * channels >= kParallelMin,
                [&](int64_t share_begin, int64_t share_end) SF_AVX512 {
-                 for (int64_t r = share_begin; r < share_end; ++r)
-                   for (int64_t j = 0; j < channels; j += 16) {
-                     const int64_t left = channels - j;
-                     const __m512i q = multiply_avx512(load_16_ints(acc + r * channels + j, left),
-                                                       load_16_ints(mult.data() + j, left),
-                                                       load_16_ints(right.data() + j, left));
-                     store_16_codes(out + r * channels + j, left,
-                                    clamp_avx512(q, zero_point, clamp));
-                   }
+                 const auto own = requantize_row;  // see for_each_block_of_16
+                 for (int64_t r = share_begin; r < share_end; ++r) own(r);
                });
 }
 
