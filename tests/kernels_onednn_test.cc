@@ -194,10 +194,13 @@ TEST(MeasuredChoice, MeasuresAProblemOnceAndRemembersOnlyAnAnswer) {
       return answer;
     };
   };
-  EXPECT_EQ(onednn::measured_choice("test/problem", answering(std::nullopt)), std::nullopt);
-  EXPECT_EQ(onednn::measured_choice("test/problem", answering(2)), 2u);
-  EXPECT_EQ(onednn::measured_choice("test/problem", answering(5)), 2u);
-  EXPECT_EQ(onednn::measured_choice("test/other problem", answering(5)), 5u);
+  // The choices live as long as the process: keys of their own each time the test runs.
+  static int runs = 0;
+  const std::string problem = "test/problem/" + std::to_string(++runs);
+  EXPECT_EQ(onednn::measured_choice(problem, answering(std::nullopt)), std::nullopt);
+  EXPECT_EQ(onednn::measured_choice(problem, answering(2)), 2u);
+  EXPECT_EQ(onednn::measured_choice(problem, answering(5)), 2u);
+  EXPECT_EQ(onednn::measured_choice(problem + "/other", answering(5)), 5u);
   EXPECT_EQ(measured, 3);
 }
 
