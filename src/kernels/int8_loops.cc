@@ -20,6 +20,17 @@ bool has_avx512() {
 }
 #endif
 
+// pool_row(at) for each output row of a pool over n NHWC images, on threads.
+template <typename Body>
+void for_each_pool_row(const uint8_t* x, int64_t n, int64_t channels, const Window2D& g, uint8_t* y,
+                       const Body& pool_row) {
+  parallel_for(0, n * g.h.out, pool_worth_threads(n, channels, g),
+               [&](int64_t share_begin, int64_t share_end) {
+                 for (int64_t row = share_begin; row < share_end; ++row)
+                   pool_row(pool_row_at(x, channels, g, y, row));
+               });
+}
+
 }  // namespace
 
 void requantize_rows(const int32_t* acc, int64_t rows, int64_t channels,
@@ -84,8 +95,7 @@ FloatRange finite_range(const float* x, int64_t count) {
 
 void concat_rows(const std::vector<ConcatPart>& parts, int64_t outer, int64_t y_row, uint8_t* y) {
 #if defined(__x86_64__)
-  if (has_avx512() && cpu_features().avx512_vbmi)
-    return concat_rows_avx512(parts, outer, y_row, y);
+  if (has_avx512() && cpu_features().avx512_vbmi) return concat_rows_avx512(parts, outer, y_row, y);
 #endif
   parallel_for(0, outer, outer * y_row >= kParallelMin, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
@@ -106,14 +116,15 @@ void average_pool(const uint8_t* x, int64_t n, int64_t channels, const Window2D&
 #if defined(__x86_64__)
   if (has_avx512()) return average_pool_avx512(x, n, channels, g, y);
 #endif
-  for_each_pool_row(x, n, channels, g, y, [=](const uint8_t* image, int64_t oy, uint8_t* y_row) {
+  for_each_pool_row(x, n, channels, g, y, [&](const PoolRow& row) {
     for (int64_t ox = 0; ox < g.w.out; ++ox) {
-      const PoolWindow win = pool_window_at(g, oy, ox);
+      const PoolWindow win = pool_window_at(g, row.oy, ox);
       for (int64_t j = 0; j < channels; ++j) {
         int64_t sum = 0;
         for (int64_t r = win.r0; r < win.r1; ++r)
-          for (int64_t c = win.c0; c < win.c1; ++c) sum += image[(r * g.w.in + c) * channels + j];
-        y_row[ox * channels + j] = average_value(sum, win.count());
+          for (int64_t c = win.c0; c < win.c1; ++c)
+            sum += row.image[(r * g.w.in + c) * channels + j];
+        row.out[ox * channels + j] = average_value(sum, win.count());
       }
     }
   });
@@ -125,14 +136,14 @@ void max_pool(const uint8_t* x, int64_t n, int64_t channels, const Window2D& g, 
 #if defined(__x86_64__)
   if (has_avx512()) return max_pool_avx512(x, n, channels, g, y);
 #endif
-  for_each_pool_row(x, n, channels, g, y, [=](const uint8_t* image, int64_t oy, uint8_t* y_row) {
+  for_each_pool_row(x, n, channels, g, y, [&](const PoolRow& row) {
     for (int64_t ox = 0; ox < g.w.out; ++ox) {
-      const PoolWindow win = pool_window_at(g, oy, ox);
-      uint8_t* out = y_row + ox * channels;
+      const PoolWindow win = pool_window_at(g, row.oy, ox);
+      uint8_t* out = row.out + ox * channels;
       std::fill(out, out + channels, uint8_t{0});
       for (int64_t r = win.r0; r < win.r1; ++r)
         for (int64_t c = win.c0; c < win.c1; ++c) {
-          const uint8_t* in = image + (r * g.w.in + c) * channels;
+          const uint8_t* in = row.image + (r * g.w.in + c) * channels;
           for (int64_t j = 0; j < channels; ++j) out[j] = std::max(out[j], in[j]);
         }
     }

@@ -122,17 +122,23 @@ SF_AVX512 inline void store_16_floats(float* p, int64_t left, __m512 v) {
 // more than the float rounding near k.
 constexpr int64_t kMaxFloatPoolCount = 1 << 14;
 
-// body(i) for the start i of each of `blocks` runs of 16 elements, split over threads when
-// `worth_threads`; the body is inlined into a loop compiled for the same AVX-512 subsets. Each
-// thread runs its own copy of the body, which captures by value: its constants then stay in
-// registers, where read through references they were loaded again after every byte stored (a
-// char store may alias anything), and QuantizedAdd ran 1.2x slower.
+// body(i) for each i of [begin, end), split over threads when `worth_threads`; the body is
+// inlined into a loop compiled for the same AVX-512 subsets. Each thread runs its own copy of the
+// body, which captures by value: its constants then stay in registers, where read through
+// references they were loaded again after every byte stored (a char store may alias anything),
+// and QuantizedAdd ran 1.2x slower.
+template <class Body>
+void for_each_index(int64_t begin, int64_t end, bool worth_threads, const Body& body) {
+  parallel_for(begin, end, worth_threads, [&](int64_t share_begin, int64_t share_end) SF_AVX512 {
+    const Body own = body;
+    for (int64_t i = share_begin; i < share_end; ++i) own(i);
+  });
+}
+
+// body(i) for the start i of each of `blocks` runs of 16 elements.
 template <class Body>
 void for_each_block_of_16(int64_t blocks, bool worth_threads, const Body& body) {
-  parallel_for(0, blocks, worth_threads, [&](int64_t share_begin, int64_t share_end) SF_AVX512 {
-    const Body own = body;
-    for (int64_t block = share_begin; block < share_end; ++block) own(block * 16);
-  });
+  for_each_index(0, blocks, worth_threads, [=](int64_t block) SF_AVX512 { body(block * 16); });
 }
 
 }  // namespace
@@ -145,20 +151,17 @@ SF_AVX512 void requantize_rows_avx512(const int32_t* acc, int64_t rows, int64_t 
     mult[c] = multipliers[c].multiplier;
     right[c] = -multipliers[c].shift;
   }
-  const auto requantize_row = [=, mult = mult.data(), right = right.data()](int64_t r) SF_AVX512 {
-    for (int64_t j = 0; j < channels; j += 16) {
-      const int64_t left = channels - j;
-      const __m512i q =
-          multiply_avx512(load_16_ints(acc + r * channels + j, left), load_16_ints(mult + j, left),
-                          load_16_ints(right + j, left));
-      store_16_codes(out + r * channels + j, left, clamp_avx512(q, zero_point, clamp));
-    }
-  };
-  parallel_for(0, rows, rows * channels >= kParallelMin,
-               [&](int64_t share_begin, int64_t share_end) SF_AVX512 {
-                 const auto own = requantize_row;  // see for_each_block_of_16
-                 for (int64_t r = share_begin; r < share_end; ++r) own(r);
-               });
+  for_each_index(
+      0, rows, rows * channels >= kParallelMin,
+      [=, mult = mult.data(), right = right.data()](int64_t r) SF_AVX512 {
+        for (int64_t j = 0; j < channels; j += 16) {
+          const int64_t left = channels - j;
+          const __m512i q =
+              multiply_avx512(load_16_ints(acc + r * channels + j, left),
+                              load_16_ints(mult + j, left), load_16_ints(right + j, left));
+          store_16_codes(out + r * channels + j, left, clamp_avx512(q, zero_point, clamp));
+        }
+      });
 }
 
 SF_AVX512 void quantized_add_avx512(const uint8_t* a, const uint8_t* b, int64_t count,
@@ -266,34 +269,34 @@ SF_AVX512 void channel_ranges_avx512(const int32_t* acc, int64_t rows, int64_t c
 
 SF_AVX512 void average_pool_avx512(const uint8_t* x, int64_t n, int64_t channels, const Window2D& g,
                                    uint8_t* y) {
-  for_each_pool_row(
-      x, n, channels, g, y, [=](const uint8_t* image, int64_t oy, uint8_t* y_row) SF_AVX512 {
-        for (int64_t ox = 0; ox < g.w.out; ++ox) {
-          const PoolWindow win = pool_window_at(g, oy, ox);
-          const int64_t count = win.count();
-          uint8_t* out = y_row + ox * channels;
-          for (int64_t j = 0; j < channels; j += 16) {
-            const int64_t left = channels - j;
-            __m512i sum = _mm512_setzero_si512();
-            for (int64_t r = win.r0; r < win.r1; ++r)
-              for (int64_t c = win.c0; c < win.c1; ++c)
-                sum = _mm512_add_epi32(
-                    sum, load_16_bytes(image + (r * g.w.in + c) * channels + j, left));
-            if (count > kMaxFloatPoolCount) {
-              alignas(64) int32_t sums[16];
-              _mm512_store_si512(sums, sum);
-              for (int64_t i = 0; i < std::min<int64_t>(16, channels - j); ++i)
-                out[j + i] = average_value(sums[i], count);
-              continue;
-            }
-            const __m512 numerator = _mm512_cvtepi32_ps(
-                _mm512_add_epi32(sum, _mm512_set1_epi32(static_cast<int32_t>(count / 2))));
-            const __m512i q = _mm512_cvttps_epi32(
-                _mm512_div_ps(numerator, _mm512_set1_ps(static_cast<float>(count))));
-            store_16_codes(out + j, left, q);
-          }
+  for_each_index(0, n * g.h.out, pool_worth_threads(n, channels, g), [=](int64_t index) SF_AVX512 {
+    const PoolRow row = pool_row_at(x, channels, g, y, index);
+    for (int64_t ox = 0; ox < g.w.out; ++ox) {
+      const PoolWindow win = pool_window_at(g, row.oy, ox);
+      const int64_t count = win.count();
+      uint8_t* out = row.out + ox * channels;
+      for (int64_t j = 0; j < channels; j += 16) {
+        const int64_t left = channels - j;
+        __m512i sum = _mm512_setzero_si512();
+        for (int64_t r = win.r0; r < win.r1; ++r)
+          for (int64_t c = win.c0; c < win.c1; ++c)
+            sum = _mm512_add_epi32(
+                sum, load_16_bytes(row.image + (r * g.w.in + c) * channels + j, left));
+        if (count > kMaxFloatPoolCount) {
+          alignas(64) int32_t sums[16];
+          _mm512_store_si512(sums, sum);
+          for (int64_t i = 0; i < std::min<int64_t>(16, channels - j); ++i)
+            out[j + i] = average_value(sums[i], count);
+          continue;
         }
-      });
+        const __m512 numerator = _mm512_cvtepi32_ps(
+            _mm512_add_epi32(sum, _mm512_set1_epi32(static_cast<int32_t>(count / 2))));
+        const __m512i q = _mm512_cvttps_epi32(
+            _mm512_div_ps(numerator, _mm512_set1_ps(static_cast<float>(count))));
+        store_16_codes(out + j, left, q);
+      }
+    }
+  });
 }
 
 namespace {
@@ -339,19 +342,19 @@ __attribute__((always_inline)) inline void for_each_row_piece(int64_t n, Body&& 
 
 SF_AVX512 void max_pool_avx512(const uint8_t* x, int64_t n, int64_t channels, const Window2D& g,
                                uint8_t* y) {
-  for_each_pool_row(
-      x, n, channels, g, y, [=](const uint8_t* image, int64_t oy, uint8_t* y_row) SF_AVX512 {
-        for (int64_t ox = 0; ox < g.w.out; ++ox) {
-          const PoolWindow win = pool_window_at(g, oy, ox);
-          for_each_row_piece(channels, [&](auto piece) SF_AVX512 {
-            __m512i max = _mm512_setzero_si512();
-            for (int64_t r = win.r0; r < win.r1; ++r)
-              for (int64_t c = win.c0; c < win.c1; ++c)
-                max = _mm512_max_epu8(max, piece.load(image + (r * g.w.in + c) * channels));
-            piece.store(y_row + ox * channels, max);
-          });
-        }
+  for_each_index(0, n * g.h.out, pool_worth_threads(n, channels, g), [=](int64_t index) SF_AVX512 {
+    const PoolRow row = pool_row_at(x, channels, g, y, index);
+    for (int64_t ox = 0; ox < g.w.out; ++ox) {
+      const PoolWindow win = pool_window_at(g, row.oy, ox);
+      for_each_row_piece(channels, [&](auto piece) SF_AVX512 {
+        __m512i max = _mm512_setzero_si512();
+        for (int64_t r = win.r0; r < win.r1; ++r)
+          for (int64_t c = win.c0; c < win.c1; ++c)
+            max = _mm512_max_epu8(max, piece.load(row.image + (r * g.w.in + c) * channels));
+        piece.store(row.out + ox * channels, max);
       });
+    }
+  });
 }
 
 namespace {

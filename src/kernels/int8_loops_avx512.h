@@ -7,7 +7,6 @@
 #include <cstdint>
 #include <vector>
 
-#include "cpu/parallel_for.h"
 #include "kernels/int8_loops.h"
 
 namespace sf::int8_loops {
@@ -30,23 +29,23 @@ inline PoolWindow pool_window_at(const Window2D& g, int64_t oy, int64_t ox) {
           std::min(c + g.w.k, g.w.in)};
 }
 
-// Runs pool_row(image, oy, y_row) for each output row of a pool over n NHWC images, on threads:
-// `image` is the row's image in x, y_row the row's first output pixel in y. By rows rather than
-// pixels: a pixel's three divisions (image, row, column) cost more than a 2x2 window's maxima.
-// Each thread runs its own copy of pool_row: one that captures by value then keeps the geometry
-// in registers rather than loading it again after every byte stored (a char store may alias
-// anything).
-template <typename PoolRow>
-void for_each_pool_row(const uint8_t* x, int64_t n, int64_t channels, const Window2D& g,
-                       uint8_t* y, const PoolRow& pool_row) {
-  const int64_t rows = n * g.h.out;
-  parallel_for(0, rows, rows * g.w.out * channels >= kParallelMin,
-               [&](int64_t share_begin, int64_t share_end) {
-                 const PoolRow own = pool_row;
-                 for (int64_t row = share_begin; row < share_end; ++row)
-                   own(x + row / g.h.out * g.h.in * g.w.in * channels, row % g.h.out,
-                       y + row * g.w.out * channels);
-               });
+// Output row `row` of a pool over NHWC images, rows counted image by image: the row's image in
+// x, its index oy within that image, and its first output pixel in y. Pools go by rows rather
+// than pixels: a pixel's three divisions (image, row, column) cost more than a 2x2 window's maxima.
+struct PoolRow {
+  const uint8_t* image;
+  int64_t oy;
+  uint8_t* out;
+};
+
+inline PoolRow pool_row_at(const uint8_t* x, int64_t channels, const Window2D& g, uint8_t* y,
+                           int64_t row) {
+  return {x + row / g.h.out * g.h.in * g.w.in * channels, row % g.h.out,
+          y + row * g.w.out * channels};
+}
+
+inline bool pool_worth_threads(int64_t n, int64_t channels, const Window2D& g) {
+  return n * g.h.out * g.w.out * channels >= kParallelMin;
 }
 
 inline uint8_t average_value(int64_t sum, int64_t count) {
