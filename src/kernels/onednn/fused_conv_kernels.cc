@@ -190,10 +190,9 @@ class FusedConvKernel : public Kernel {
     candidate_.run(ctx.inputs[0].raw(), ctx.inputs[1].raw(), ctx.inputs[2].raw(), addend,
                    ctx.outputs[0].raw());
   }
-  // oneDNN's implementation, without the ISA ("brgconv", "jit_fp32_wino_2x3", ...).
   std::string running_impl() const override {
-    return candidate_.impl().substr(0, candidate_.impl().find(':')) +
-           (candidate_.bf16() ? ":bf16" : "") + (candidate_.one_thread() ? ":1thread" : "");
+    return candidate_.impl() + (candidate_.bf16() ? ":bf16" : "") +
+           (candidate_.one_thread() ? ":1thread" : "");
   }
 
  private:

@@ -110,9 +110,11 @@ class Runner {
   void init(const PrimitiveDesc& pd) {
     primitive_ = Primitive(pd);
     scratchpad_ = dnnl::memory(pd.scratchpad_desc(), engine());
-    impl_ = pd.impl_info_str();
+    const std::string impl = pd.impl_info_str();
+    impl_ = impl.substr(0, impl.find(':'));
   }
   void run(std::unordered_map<int, dnnl::memory> args);
+  // oneDNN's implementation, without the ISA ("brgconv", "jit_int8_1x1", ...).
   const std::string& impl() const { return impl_; }
   void flush_scratchpad() const;
 

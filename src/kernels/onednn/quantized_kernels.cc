@@ -301,8 +301,7 @@ class Int8Primitive {
     stream().wait();
   }
 
-  // oneDNN's implementation, without the ISA ("brgconv", "jit_int8_1x1", ...).
-  std::string impl() const { return runner_.impl().substr(0, runner_.impl().find(':')); }
+  const std::string& impl() const { return runner_.impl(); }
 
  private:
   bool constant_w_;  // frozen weights: reordered once
