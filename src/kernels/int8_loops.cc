@@ -20,17 +20,6 @@ bool has_avx512() {
 }
 #endif
 
-// pool_row(at) for each output row of a pool over n NHWC images, on threads.
-template <typename Body>
-void for_each_pool_row(const uint8_t* x, int64_t n, int64_t channels, const Window2D& g, uint8_t* y,
-                       const Body& pool_row) {
-  parallel_for(0, n * g.h.out, pool_worth_threads(n, channels, g),
-               [&](int64_t share_begin, int64_t share_end) {
-                 for (int64_t row = share_begin; row < share_end; ++row)
-                   pool_row(pool_row_at(x, channels, g, y, row));
-               });
-}
-
 }  // namespace
 
 void requantize_rows(const int32_t* acc, int64_t rows, int64_t channels,
@@ -116,7 +105,8 @@ void average_pool(const uint8_t* x, int64_t n, int64_t channels, const Window2D&
 #if defined(__x86_64__)
   if (has_avx512()) return average_pool_avx512(x, n, channels, g, y);
 #endif
-  for_each_pool_row(x, n, channels, g, y, [&](const PoolRow& row) {
+  for_each_index(0, n * g.h.out, pool_worth_threads(n, channels, g), [=](int64_t index) {
+    const PoolRow row = pool_row_at(x, channels, g, y, index);
     for (int64_t ox = 0; ox < g.w.out; ++ox) {
       const PoolWindow win = pool_window_at(g, row.oy, ox);
       for (int64_t j = 0; j < channels; ++j) {
@@ -136,7 +126,8 @@ void max_pool(const uint8_t* x, int64_t n, int64_t channels, const Window2D& g, 
 #if defined(__x86_64__)
   if (has_avx512()) return max_pool_avx512(x, n, channels, g, y);
 #endif
-  for_each_pool_row(x, n, channels, g, y, [&](const PoolRow& row) {
+  for_each_index(0, n * g.h.out, pool_worth_threads(n, channels, g), [=](int64_t index) {
+    const PoolRow row = pool_row_at(x, channels, g, y, index);
     for (int64_t ox = 0; ox < g.w.out; ++ox) {
       const PoolWindow win = pool_window_at(g, row.oy, ox);
       uint8_t* out = row.out + ox * channels;
