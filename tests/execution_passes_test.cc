@@ -1,13 +1,16 @@
 // The rewrites made before a model runs keep every output and remove what they promise to:
 // fire modules (SqueezeNet) lose their channel Concats, residual blocks (ResNet) their Add (or
 // two-operand AddN) and Relu, into the conv or one FusedAddN; a Concat something else reads
-// stays.
+// stays; a max pool after a concat, f32 or u8, runs on the parts.
 #include "transforms/execution_passes.h"
 
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include "graph/graph.h"
 #include "ops/ops.h"
+#include "ops/quantized_ops.h"
 #include "runtime/session.h"
 #include "support/testing.h"
 
@@ -203,6 +206,46 @@ TEST(ExecutionPasses, ResidualSumAndActivationNoConvTookBecomeOneFusedAddN) {
   EXPECT_EQ(optimized.node(optimized.id_of("sum3")).attrs.get_string("activation"), "relu6");
   EXPECT_EQ(optimized.node(optimized.id_of("sum3")).inputs.size(), 3u);
   expect_same_outputs(g, outputs, {1, 8, 8, 6});
+}
+
+// A u8 max pool after a channel QuantizedConcat runs on each part before the concat: each part's
+// requantization to the concat's params is non-decreasing, so the bytes are the same.
+TEST(ExecutionPasses, U8MaxPoolMovesBeforeItsConcatToTheByte) {
+  Graph g;
+  Output x = ops::placeholder(g, DType::f32, {2, 9, 9, 8}, "x");
+  const auto params = [&](float scale, float zero_point) {
+    return ops::constant(g, Tensor::from_vector<float>({2}, {scale, zero_point}));
+  };
+  // Different params for each part and the output: every part is requantized, some saturate.
+  const Output pa = params(0.01f, 100), pb = params(0.004f, 128), out = params(0.006f, 90);
+  const Output a = ops::quantize(g, x, pa), b = ops::quantize(g, ops::relu(g, x), pb);
+  const Output cat = ops::quantized_concat(g, {{a, pa}, {b, pb}}, out, 3, "cat");
+  const Output pool = ops::quantized_max_pool(
+      g, cat, {.ksize = {3, 3}, .strides = {2, 2}, .padding = "SAME"}, "pool");
+  // A concat read by something besides a max pool stays whole.
+  const Output other = ops::quantized_avg_pool(
+      g, ops::quantized_concat(g, {{b, pb}, {a, pa}}, out, 3, "cat2"), {}, "other");
+  const std::vector<std::string> outputs = {g.node(pool.node).name, g.node(other.node).name};
+
+  std::vector<std::string> names = outputs;
+  Graph optimized = optimize_for_execution(g, names);
+  EXPECT_EQ(names, outputs);
+  EXPECT_EQ(testing::count_ops(optimized, "QuantizedMaxPool"), 2);
+  EXPECT_EQ(testing::count_ops(optimized, "QuantizedConcat"), 2);
+  EXPECT_EQ(optimized.node(optimized.id_of("pool")).op, "QuantizedConcat");
+  EXPECT_EQ(optimized.node(optimized.id_of("other")).op, "QuantizedAvgPool");
+  for (uint32_t seed : {1u, 2u}) {
+    const Tensor input = testing::random_tensor({2, 9, 9, 8}, seed, -1.0f, 1.5f);
+    const std::vector<Tensor> want = run(g, "x", input, outputs);
+    const std::vector<Tensor> got = run(optimized, "x", input, names);
+    for (size_t o = 0; o < want.size(); ++o) {
+      ASSERT_EQ(want[o].shape(), got[o].shape());
+      EXPECT_EQ(std::memcmp(want[o].data<uint8_t>(), got[o].data<uint8_t>(),
+                            static_cast<size_t>(want[o].numel())),
+                0)
+          << outputs[o];
+    }
+  }
 }
 
 }  // namespace

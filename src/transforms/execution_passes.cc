@@ -29,6 +29,17 @@ bool is_channel_concat(const Node& node) {
   return axis == 3 || axis == -1;
 }
 
+// A QuantizedConcat of 4-D u8 tensors along the channel axis. Each part's requantization to the
+// output's params is non-decreasing, so a max pool after it equals the concat of the parts'
+// max pools, to the byte (no pool window reads padding alone: pool_output rejects such pads).
+bool is_channel_u8_concat(const Node& node) {
+  if (node.op != op_names::kQuantizedConcat || node.outputs[0].shape.size() != 4 ||
+      node.outputs[0].dtype != DType::u8)
+    return false;
+  const int64_t axis = node.attrs.get_int("axis");
+  return axis == 3 || axis == -1;
+}
+
 // Input channels [begin, end) of an HWIO filter.
 Tensor filter_channels(const Tensor& filter, int64_t begin, int64_t end) {
   const int64_t taps = filter.dim(0) * filter.dim(1);
@@ -439,13 +450,26 @@ Graph fuse_batch_matmul(const Graph& graph, std::vector<Output>& outputs) {
   return rw.finish(outputs);
 }
 
+// The data inputs of a concat: all of a Concat's, every other one of a QuantizedConcat's
+// (data, params, ..., out_params).
+std::vector<size_t> concat_data_inputs(const Node& concat) {
+  std::vector<size_t> data;
+  const bool quantized = concat.op == op_names::kQuantizedConcat;
+  const size_t parts = quantized ? (concat.inputs.size() - 1) / 2 : concat.inputs.size();
+  for (size_t i = 0; i < parts; ++i) data.push_back(quantized ? 2 * i : i);
+  return data;
+}
+
 Graph pool_before_concat(const Graph& graph, std::vector<Output>& outputs) {
   const GraphUses uses(graph, outputs);
   std::map<int, int> pool_of_concat;
   for (const Node& node : graph.nodes()) {
-    if (!uses.needed(node.id) || !is_channel_concat(node)) continue;
+    if (!uses.needed(node.id) || !(is_channel_concat(node) || is_channel_u8_concat(node)))
+      continue;
+    const char* pool_op =
+        node.op == op_names::kConcat ? op_names::kMaxPool : op_names::kQuantizedMaxPool;
     const Node* pool = uses.sole_consumer(node.id);
-    if (pool && pool->op == op_names::kMaxPool && pool->outputs.size() == 1)
+    if (pool && pool->op == pool_op && pool->outputs.size() == 1)
       pool_of_concat[node.id] = pool->id;
   }
   std::map<int, bool> moved_pools;
@@ -457,11 +481,12 @@ Graph pool_before_concat(const Graph& graph, std::vector<Output>& outputs) {
     if (it == pool_of_concat.end()) return false;
     const Node& pool = graph.node(it->second);
     Graph& t = rw.target();
-    std::vector<Output> pooled;
-    for (const Output& part : node.inputs)
-      pooled.push_back(t.add(op_names::kMaxPool, {rw.map(part)}, pool.attrs,
-                             t.unique_name(pool.name + "/part")));
-    rw.set({pool.id, 0}, t.add(op_names::kConcat, pooled, node.attrs, pool.name));
+    std::vector<Output> inputs;
+    for (const Output& input : node.inputs) inputs.push_back(rw.map(input));
+    for (size_t part : concat_data_inputs(node))
+      inputs[part] =
+          t.add(pool.op, {inputs[part]}, pool.attrs, t.unique_name(pool.name + "/part"));
+    rw.set({pool.id, 0}, t.add(node.op, inputs, node.attrs, pool.name));
     return true;
   });
   return rw.finish(outputs);

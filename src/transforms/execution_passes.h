@@ -13,7 +13,9 @@
 //                         read by it alone, become oneDNN's bias / output scale in one
 //                         FusedBatchMatMul (ops/execution_ops.h)
 //   pool_before_concat    MaxPool(Concat(a, b)) over channels becomes Concat(MaxPool(a),
-//                         MaxPool(b)): the concat then copies a quarter of the data
+//                         MaxPool(b)): the concat then copies a quarter of the data; so does
+//                         a QuantizedMaxPool after a QuantizedConcat, to the byte, as the parts'
+//                         requantizations are non-decreasing
 //   split_channel_concat  a channel Concat read only by convs disappears: each conv becomes a
 //                         chain of convs over the parts, each adding the previous one's partial
 //                         sum (FusedConv2DAdd), so the concatenated tensor is never written
