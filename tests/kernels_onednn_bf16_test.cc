@@ -137,9 +137,10 @@ TEST(OneDnnBf16, ExcludedLayerStaysFp32InEveryPart) {
   EXPECT_NE(impl.at("fc2").find("bf16"), std::string::npos) << impl.at("fc2");
 }
 
-// Products that read one variable in one run (the micro-batch copies of a layer) share its
-// rounding to bf16 (RunShared): the results are those of separate roundings, and a variable the
-// optimizer changed between runs is rounded again.
+// Products that read one variable in one run (the micro-batch copies of a layer, a layer's
+// forward product and its input gradient's, which reads it transposed) share its rounding to
+// bf16 (RunShared): the results are those of separate roundings, and a variable the optimizer
+// changed between runs is rounded again.
 TEST(OneDnnBf16, ProductsOfOneVariableShareItsRoundingWithinARun) {
   if (!cpu_features().avx512_bf16 && !cpu_features().amx_bf16) GTEST_SKIP() << "no bf16 kernels";
   Graph g;
@@ -148,7 +149,7 @@ TEST(OneDnnBf16, ProductsOfOneVariableShareItsRoundingWithinARun) {
   const Output w = ops::variable(g, DType::f32, {64, 32}, "w");
   const Output y1 = ops::matmul(g, x1, w, false, false, "y1");
   const Output y2 = ops::matmul(g, x2, w, false, false, "y2");
-  const Output dx = ops::matmul(g, y2, w, false, true, "dx");  // w transposed: its own rounding
+  const Output dx = ops::matmul(g, y2, w, false, true, "dx");  // the same rounding, transposed
   const SessionOptions bf16{.precision = Precision::bf16};
   auto store = std::make_shared<VariableStore>();
   store->set("w", random_tensor({64, 32}, 1));

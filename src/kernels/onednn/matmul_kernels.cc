@@ -103,10 +103,13 @@ class MatMulKernel : public Kernel {
  public:
   explicit MatMulKernel(const KernelSpec& spec)
       : MatMulKernel(is_batched(spec) ? make_batched_pd(spec) : make_pd(spec)) {
-    // A variable's rounding to bf16 is shared by the products that read it in one run.
-    if (b_->staged() && spec.input_is_variable(1) && spec.node.op == op_names::kMatMul)
-      shared_form_ = fmt::format("matmul b bf16 {} {}", shape_str(spec.inputs[1].shape),
-                                 spec.node.attrs.get_bool("transpose_b"));
+    // A variable's rounding to bf16 is shared by the products that read it in one run. The
+    // rounded bytes lie as the stored matrix's do, whichever way a product reads it, so a dense
+    // layer's forward product and its input gradient's (transpose_b) share one.
+    if (b_->staged() && spec.input_is_variable(1) && spec.node.op == op_names::kMatMul) {
+      shared_form_ = fmt::format("matmul b bf16 {}", shape_str(spec.inputs[1].shape));
+      shared_b_view_ = dnnl::memory(b_->staged_desc(), engine(), DNNL_MEMORY_NONE);
+    }
   }
   explicit MatMulKernel(const dnnl::matmul::primitive_desc& pd)
       : bf16_(pd.src_desc().data_type() == dnnl::memory::data_type::bf16) {
@@ -144,12 +147,15 @@ class MatMulKernel : public Kernel {
     shared_b_ = std::static_pointer_cast<dnnl::memory>(ctx.shared->get(
         ctx.inputs[1].raw(), shared_form_,
         [&] { return std::make_shared<dnnl::memory>(b_->staged_desc(), engine()); }, fill));
-    return b_->bind_shared(ctx.inputs[1].raw(), *shared_b_, fill);
+    // Seen through this product's own (maybe transposed) view of the bytes.
+    shared_b_view_.set_data_handle(shared_b_->get_data_handle());
+    return b_->bind_shared(ctx.inputs[1].raw(), shared_b_view_, fill);
   }
 
   bool bf16_;
   std::string shared_form_;  // empty: input b is staged by this kernel alone
   std::shared_ptr<dnnl::memory> shared_b_;
+  dnnl::memory shared_b_view_;
   std::optional<StagedArg> a_, b_;
   dnnl::memory y_;
   dnnl::memory bias_;  // empty but for FusedBatchMatMul
