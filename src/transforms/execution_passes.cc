@@ -20,21 +20,14 @@ namespace sf {
 
 namespace {
 
-// A Concat of 4-D f32 tensors along the last (channel) axis.
-bool is_channel_concat(const Node& node) {
-  if (node.op != op_names::kConcat || node.outputs[0].shape.size() != 4 ||
-      node.outputs[0].dtype != DType::f32)
-    return false;
-  const int64_t axis = node.attrs.get_int("axis");
-  return axis == 3 || axis == -1;
-}
-
-// A QuantizedConcat of 4-D u8 tensors along the channel axis. Each part's requantization to the
+// A concat of 4-D tensors along the last (channel) axis: a Concat of f32 tensors, or with
+// `quantized` a QuantizedConcat of u8 ones. Each QuantizedConcat part's requantization to the
 // output's params is non-decreasing, so a max pool after it equals the concat of the parts'
 // max pools, to the byte (no pool window reads padding alone: pool_output rejects such pads).
-bool is_channel_u8_concat(const Node& node) {
-  if (node.op != op_names::kQuantizedConcat || node.outputs[0].shape.size() != 4 ||
-      node.outputs[0].dtype != DType::u8)
+bool is_channel_concat(const Node& node, bool quantized = false) {
+  if (node.op != (quantized ? op_names::kQuantizedConcat : op_names::kConcat) ||
+      node.outputs[0].shape.size() != 4 ||
+      node.outputs[0].dtype != (quantized ? DType::u8 : DType::f32))
     return false;
   const int64_t axis = node.attrs.get_int("axis");
   return axis == 3 || axis == -1;
@@ -464,7 +457,7 @@ Graph pool_before_concat(const Graph& graph, std::vector<Output>& outputs) {
   const GraphUses uses(graph, outputs);
   std::map<int, int> pool_of_concat;
   for (const Node& node : graph.nodes()) {
-    if (!uses.needed(node.id) || !(is_channel_concat(node) || is_channel_u8_concat(node)))
+    if (!uses.needed(node.id) || !(is_channel_concat(node) || is_channel_concat(node, true)))
       continue;
     const char* pool_op =
         node.op == op_names::kConcat ? op_names::kMaxPool : op_names::kQuantizedMaxPool;
