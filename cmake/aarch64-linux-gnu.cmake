@@ -20,4 +20,9 @@ set(CMAKE_FIND_ROOT_PATH_MODE_INCLUDE ONLY)
 set(CMAKE_FIND_ROOT_PATH_MODE_PACKAGE ONLY)
 
 # -L makes qemu's loader read /lib/ld-linux-aarch64.so.1 and the libraries from the sysroot.
-set(CMAKE_CROSSCOMPILING_EMULATOR qemu-aarch64 -L "${SLIMFLOW_ARM64_SYSROOT}")
+# The suite runs on a core without SVE, like the boards we deploy to (Cortex-A53/A72/A76: NEON,
+# dot products). qemu's default core has 512-bit SVE, the only aarch64 ISA oneDNN 2.6 JITs for,
+# and on some hosts qemu runs that code 10-100x slower than the NEON builds (one 3x3 convolution
+# of 16x64x14x14: 9-19 s on a Xeon). tests/CMakeLists.txt runs the oneDNN kernel tests on it.
+set(SLIMFLOW_QEMU_AARCH64 qemu-aarch64 -L "${SLIMFLOW_ARM64_SYSROOT}")
+set(CMAKE_CROSSCOMPILING_EMULATOR ${SLIMFLOW_QEMU_AARCH64} -cpu max,sve=off)

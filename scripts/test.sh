@@ -32,7 +32,9 @@ echo "== aarch64 cross build and tests under qemu-aarch64"
 # (mobilenet, squeezenet). None has ARM-specific code beyond the kernels their own tests cover.
 # Under qemu on a 2-core Xeon the last six took 18 of the other tests' 37 CPU-minutes (the first
 # seven took 11 of 29 on an EPYC). ARM's kernels,
-# training, quantization, binary, distillation, the zoo's other models and ONNX tests all run.
+# training, quantization, binary, distillation, the zoo's other models and ONNX tests all run,
+# on an emulated core without SVE (NEON, like the boards we deploy to); oneDNN's SVE-512 kernel
+# tests run once more on an SVE-512 core (cmake/aarch64-linux-gnu.cmake says why).
 bash scripts/build.sh aarch64
 ctest --preset aarch64
 stage_done "aarch64 build and tests"
