@@ -1,8 +1,8 @@
 // The training rewrites keep the loss and every gradient bit for bit and remove what they
 // promise to: a Relu's gradient folds into the MaxPoolGrad of its output (tiling windows, as
 // training's 2x2 pools, and overlapping ones), a Relu into the BiasAdd it reads (its ReluGrad,
-// where one is left, reading the fused node); a MaxPoolGrad or BiasAdd something else reads
-// stays.
+// where one is left, reading the fused node), a conv's bias and ReLU into the conv; a
+// MaxPoolGrad, BiasAdd or Conv2D something else reads stays.
 #include "transforms/training_passes.h"
 
 #include <gtest/gtest.h>
@@ -57,7 +57,7 @@ int count(const Graph& g, const std::string& op) {
 // The loss and gradients; values on a grid of 0.25 through zero, so pooling windows hold ties
 // and non-positive maxima.
 std::vector<Tensor> run(const Graph& g, const std::vector<Output>& feeds,
-                        const std::vector<Output>& fetches) {
+                        const std::vector<Output>& fetches, SessionOptions options = {}) {
   Feeds values;
   uint32_t seed = 7;
   for (const Output& f : feeds) {
@@ -66,7 +66,7 @@ std::vector<Tensor> run(const Graph& g, const std::vector<Output>& feeds,
       t.data<float>()[i] = std::round(t.data<float>()[i] * 4.0f) / 4.0f;
     values.emplace_back(f, t);
   }
-  Session session(g);
+  Session session(g, options);
   std::vector<Tensor> got = session.run(values, fetches);
   for (Tensor& t : got) t = t.clone();
   return got;
@@ -124,6 +124,85 @@ TEST(TrainingPasses, NodesReadElsewhereStay) {
   EXPECT_EQ(count(rewritten, op_names::kBiasAdd), 1);
   EXPECT_EQ(count(rewritten, op_names::kBiasAddRelu), 1);
   EXPECT_EQ(rewritten.node(outputs[2].node).op, op_names::kBiasAdd);
+}
+
+// conv(relu(conv(a, w1) + b1), w2) + b2, strided and padded; the loss is sum(y * v).
+struct ConvNet {
+  Graph g;
+  std::vector<Output> feeds;
+  Output conv1, loss;
+  std::vector<Output> grads;
+};
+
+void build(ConvNet& m, const std::string& bias1_device = "") {
+  auto feed = [&](Shape shape, const std::string& name) {
+    m.feeds.push_back(ops::placeholder(m.g, DType::f32, std::move(shape), name));
+    return m.feeds.back();
+  };
+  Output a = feed({2, 9, 11, 3}, "a");
+  m.conv1 = ops::conv2d(m.g, a, feed({3, 3, 3, 16}, "w1"), {.padding = "SAME"}, "conv1");
+  Output h = ops::bias_add(m.g, m.conv1, feed({16}, "b1"), "bias1");
+  m.g.mutable_node(h.node).requested_device = bias1_device;
+  h = ops::relu(m.g, h, "relu1");
+  Output y = ops::conv2d(m.g, h, feed({3, 3, 16, 8}, "w2"), {.strides = {2, 2}}, "conv2");
+  y = ops::bias_add(m.g, y, feed({8}, "b2"), "bias2");
+  m.loss = ops::reduce_sum(m.g, ops::mul(m.g, y, feed({2, 4, 5, 8}, "v")), {0, 1, 2, 3});
+  m.grads = gradients(m.g, m.loss, m.feeds);
+}
+
+void expect_conv_folds_exactly(SessionOptions options) {
+  ConvNet m;
+  build(m);
+  std::vector<Output> outputs = m.feeds;
+  outputs.push_back(m.loss);
+  outputs.insert(outputs.end(), m.grads.begin(), m.grads.end());
+  const Graph rewritten = rewrite_training_graph(m.g, outputs);
+  EXPECT_EQ(count(rewritten, op_names::kConv2D), 0);
+  EXPECT_EQ(count(rewritten, op_names::kBiasAdd), 0);
+  EXPECT_EQ(count(rewritten, op_names::kBiasAddRelu), 0);
+  ASSERT_EQ(count(rewritten, op_names::kFusedConv2D), 2);
+  EXPECT_EQ(rewritten.node(rewritten.id_of("conv1")).attrs.get_string("activation"), "relu");
+  EXPECT_EQ(rewritten.node(rewritten.id_of("conv2")).attrs.get_string("activation"), "none");
+  // The ReLU's gradient reads the fused conv's output.
+  for (const Node& n : rewritten.nodes())
+    if (n.op == op_names::kReluGrad) {
+      EXPECT_EQ(rewritten.node(n.inputs[1].node).name, "conv1");
+    }
+  const size_t feeds = m.feeds.size();
+  std::vector<Output> fetches = {m.loss};
+  fetches.insert(fetches.end(), m.grads.begin(), m.grads.end());
+  const std::vector<Tensor> want = run(m.g, m.feeds, fetches, options);
+  const std::vector<Tensor> got =
+      run(rewritten, std::vector<Output>(outputs.begin(), outputs.begin() + feeds),
+          std::vector<Output>(outputs.begin() + feeds, outputs.end()), options);
+  for (size_t i = 0; i < want.size(); ++i)
+    testing::expect_close(want[i], got[i], {.rtol = 0.0, .atol = 0.0},
+                          "output " + std::to_string(i));
+}
+
+TEST(TrainingPasses, ConvFoldsItsBiasAndReluAndKeepsEveryGradient) {
+  expect_conv_folds_exactly({});
+}
+
+// bf16 products (fp32 where the CPU has no bf16 kernel): bias and ReLU still apply to the fp32
+// accumulator, as the separate kernels did.
+TEST(TrainingPasses, Bf16ConvFoldsItsBiasAndReluAndKeepsEveryGradient) {
+  expect_conv_folds_exactly({.precision = Precision::bf16});
+}
+
+TEST(TrainingPasses, ConvsReadElsewhereOrPlacedApartStay) {
+  ConvNet read;
+  build(read);
+  std::vector<Output> outputs = {read.grads[1], read.conv1};
+  Graph rewritten = rewrite_training_graph(read.g, outputs);
+  EXPECT_EQ(count(rewritten, op_names::kConv2D), 1);
+  EXPECT_EQ(rewritten.node(outputs[1].node).op, op_names::kConv2D);
+  ConvNet apart;
+  build(apart, "/cpu:1");
+  outputs = {apart.grads[1]};
+  rewritten = rewrite_training_graph(apart.g, outputs);
+  EXPECT_EQ(count(rewritten, op_names::kConv2D), 1);
+  EXPECT_EQ(count(rewritten, op_names::kBiasAddRelu), 1);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <numeric>
 #include <string>
 
+#include "core/activation.h"
 #include "ops/op_names.h"
 #include "transforms/rewriter.h"
 
@@ -119,8 +120,51 @@ Graph fold_relu_into_bias_add(const Graph& graph, std::vector<Output>& outputs) 
   return rw.finish(outputs);
 }
 
+Graph fold_bias_into_conv(const Graph& graph, std::vector<Output>& outputs) {
+  const GraphUses uses = uses_keeping_every_node(graph, outputs);
+  std::map<int, int> folded;  // BiasAdd or BiasAddRelu node -> the Conv2D it absorbs
+  for (const Node& bias_add : graph.nodes()) {
+    if (bias_add.op != op_names::kBiasAdd && bias_add.op != op_names::kBiasAddRelu) continue;
+    const Node& conv = graph.node(bias_add.inputs[0].node);
+    if (conv.op != op_names::kConv2D || uses.is_graph_output(conv.id) ||
+        uses.sole_consumer(conv.id) != &bias_add || uses.readers(conv.id).size() != 1)
+      continue;
+    // One node runs both, so both must be asked to run in the same place.
+    const bool same_place =
+        bias_add.requested_device == conv.requested_device && bias_add.device == conv.device &&
+        (bias_add.colocate_with.empty() || bias_add.colocate_with == conv.colocate_with ||
+         bias_add.colocate_with == conv.name);
+    if (same_place) folded[bias_add.id] = conv.id;
+  }
+  std::map<int, bool> absorbed;
+  std::map<std::string, std::string> renamed;
+  for (const auto& [bias_add, conv] : folded) {
+    absorbed[conv] = true;
+    renamed[graph.node(bias_add).name] = graph.node(conv).name;
+  }
+  Rewriter rw(graph);
+  rw.copy_needed(uses, [&](const Node& node) {
+    if (absorbed.count(node.id)) return true;
+    auto f = folded.find(node.id);
+    if (f == folded.end()) {
+      copy_whole(rw, node, node.attrs, node.op, node.name, rw.mapped(node.inputs), node, renamed);
+      return true;
+    }
+    const Node& conv = graph.node(f->second);
+    Attrs attrs = conv.attrs;
+    attrs.set("activation", activation_name(node.op == op_names::kBiasAddRelu ? Activation::Relu
+                                                                               : Activation::None));
+    copy_whole(rw, conv, std::move(attrs), op_names::kFusedConv2D, conv.name,
+               {rw.map(conv.inputs[0]), rw.map(conv.inputs[1]), rw.map(node.inputs[1])}, node,
+               renamed);
+    return true;
+  });
+  return rw.finish(outputs);
+}
+
 Graph rewrite_training_graph(const Graph& graph, std::vector<Output>& outputs) {
-  return fold_relu_into_bias_add(fold_relu_grad_into_max_pool_grad(graph, outputs), outputs);
+  Graph pooled = fold_relu_grad_into_max_pool_grad(graph, outputs);
+  return fold_bias_into_conv(fold_relu_into_bias_add(pooled, outputs), outputs);
 }
 
 }  // namespace sf

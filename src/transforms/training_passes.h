@@ -11,6 +11,11 @@
 //                      BiasAdd, when only the Relu and ReluGrads (as their x) read the BiasAdd;
 //                      those ReluGrads read the BiasAddRelu instead (positive exactly where the
 //                      BiasAdd was)
+//   fold_bias_into_conv  BiasAdd(Conv2D(x, w), b) and BiasAddRelu(Conv2D(x, w), b) become one
+//                      FusedConv2D(x, w, b), named as the conv, when only the bias node reads the
+//                      conv and both are asked to run in the same place: the kernel adds the
+//                      bias and applies the ReLU while the output is in registers, instead of a
+//                      pass over the conv's output
 #pragma once
 
 #include <vector>
@@ -21,6 +26,7 @@ namespace sf {
 
 Graph fold_relu_grad_into_max_pool_grad(const Graph& graph, std::vector<Output>& outputs);
 Graph fold_relu_into_bias_add(const Graph& graph, std::vector<Output>& outputs);
+Graph fold_bias_into_conv(const Graph& graph, std::vector<Output>& outputs);
 
 // All of the above, in order.
 Graph rewrite_training_graph(const Graph& graph, std::vector<Output>& outputs);

@@ -83,11 +83,15 @@ TrainCallbacks printing_callbacks(bool json_output, bool quiet) {
     for (const NodeProfile& n : nodes) total += n.seconds;
     std::sort(nodes.begin(), nodes.end(),
               [](const NodeProfile& a, const NodeProfile& b) { return a.seconds > b.seconds; });
-    std::fprintf(stderr, "%-40s %-22s %-10s %9s %6s\n", "node", "op", "impl", "ms/step", "share");
+    int impl_width = 10;
+    for (const NodeProfile& n : nodes)
+      impl_width = std::max(impl_width, static_cast<int>(n.impl.size()));
+    std::fprintf(stderr, "%-40s %-22s %-*s %9s %6s\n", "node", "op", impl_width, "impl",
+                 "ms/step", "share");
     for (const NodeProfile& n : nodes) {
       if (n.calls == 0 || n.seconds < 0.002 * total) continue;
-      std::fprintf(stderr, "%-40s %-22s %-10s %9.3f %5.1f%%\n", n.name.c_str(), n.op.c_str(),
-                   n.impl.c_str(), 1000.0 * n.seconds / static_cast<double>(n.calls),
+      std::fprintf(stderr, "%-40s %-22s %-*s %9.3f %5.1f%%\n", n.name.c_str(), n.op.c_str(),
+                   impl_width, n.impl.c_str(), 1000.0 * n.seconds / static_cast<double>(n.calls),
                    100.0 * n.seconds / total);
     }
     // A graph split over devices: each device's kernel time, and how much of it is Recv (waiting

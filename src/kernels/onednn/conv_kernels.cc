@@ -9,6 +9,12 @@
 // (rounded by the staging reorders) and writes fp32, accumulating in fp32: the forward output,
 // the input gradient and the filter gradient stay fp32, so fp32 master weights take them as
 // they are. Where oneDNN has no bf16 kernel for a node, it runs in fp32.
+//
+// The training passes fold a conv's bias and ReLU into it (FusedConv2D with a variable filter):
+// the forward kernel here runs those as the primitive's bias and post-op, with the layouts the
+// plain forward takes, so training stays deterministic (the inference FusedConv2D kernel picks
+// its layout by timing). Bias and ReLU apply to the fp32 accumulator as the separate kernels
+// did, so the outputs are the same.
 #include <vector>
 
 #include "kernels/onednn/onednn_common.h"
@@ -30,6 +36,9 @@ struct ConvShapes {
   int64_t groups;
   Window2D g;
 };
+
+// A FusedConv2D's bias (input 2) and activation, applied by the forward primitive.
+bool fused(const KernelSpec& spec) { return spec.node.op == op_names::kFusedConv2D; }
 
 ConvShapes conv_shapes(const KernelSpec& spec, ConvDir dir) {
   ConvShapes s;
@@ -95,6 +104,16 @@ ConvPds make_pds(const KernelSpec& spec, ConvDir dir, Layout layout,
   const dnnl::memory::dims pad_r{g.h.pad_after, g.w.pad_after};
   const auto algo = dnnl::algorithm::convolution_direct;
   dnnl::primitive_attr attr = user_scratchpad_attr();
+  if (dir == ConvDir::Forward && fused(spec)) {
+    dnnl::primitive_attr fused_attr = user_scratchpad_attr();
+    fused_attr.set_post_ops(activation_post_ops(activation_of(spec.node)));
+    const dnnl::memory::desc bias({p.s.y[3]}, f32, tag::a);
+    p.fwd = dnnl::convolution_forward::primitive_desc(
+        dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algo, x, w, bias, y,
+                                        strides, dilates, pad_l, pad_r),
+        fused_attr, engine());
+    return p;
+  }
   p.fwd = dnnl::convolution_forward::primitive_desc(
       dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algo, x, w, y, strides,
                                       dilates, pad_l, pad_r),
@@ -154,6 +173,7 @@ class ConvKernel : public Kernel {
         a_.emplace(x, p.fwd.src_desc(), Dir::In);
         b_.emplace(w, p.fwd.weights_desc(), Dir::In);
         out_.emplace(y, p.fwd.dst_desc(), Dir::Out);
+        if (fused(spec)) bias_ = dnnl::memory(p.fwd.bias_desc(), engine(), DNNL_MEMORY_NONE);
         runner_.init<decltype(p.fwd), dnnl::convolution_forward>(p.fwd);
         break;
       case ConvDir::BackpropInput:
@@ -178,7 +198,13 @@ class ConvKernel : public Kernel {
     const dnnl::memory& out = out_->bind(ctx.outputs[0].raw());
     switch (dir_) {
       case ConvDir::Forward:
-        runner_.run({{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, out}});
+        if (bias_) {
+          bias_->set_data_handle(ctx.inputs[2].raw());
+          runner_.run({{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_BIAS, *bias_},
+                       {DNNL_ARG_DST, out}});
+        } else {
+          runner_.run({{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, out}});
+        }
         break;
       case ConvDir::BackpropInput:
         runner_.run({{DNNL_ARG_DIFF_DST, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DIFF_SRC, out}});
@@ -199,6 +225,7 @@ class ConvKernel : public Kernel {
   bool bf16_ = false;
   // Inputs 0 and 1 of the node, and its output.
   std::optional<StagedArg> a_, b_, out_;
+  std::optional<dnnl::memory> bias_;  // a FusedConv2D's, read in place
   Runner runner_;
 };
 
@@ -218,6 +245,16 @@ KernelDef conv_kernel(const char* op, ConvDir dir) {
 
 void register_conv_kernels(KernelRegistry& r) {
   r.add(conv_kernel(op_names::kConv2D, ConvDir::Forward));
+  // A training graph's folded conv (its filter a variable); frozen filters take the measured
+  // kernel of fused_conv_kernels.cc, which this one outranks.
+  KernelDef variable_filter = conv_kernel(op_names::kFusedConv2D, ConvDir::Forward);
+  variable_filter.impl = "onednn_train";
+  variable_filter.priority = kPriority + 1;
+  variable_filter.accepts = [](const KernelSpec& spec) {
+    return !spec.input_is_constant(1) && spec.inputs.size() == 3 &&
+           spec.inputs[2].dtype == DType::f32 && accepts(spec, ConvDir::Forward);
+  };
+  r.add(std::move(variable_filter));
   r.add(conv_kernel(op_names::kConv2DBackpropInput, ConvDir::BackpropInput));
   r.add(conv_kernel(op_names::kConv2DBackpropFilter, ConvDir::BackpropFilter));
 }
