@@ -1,5 +1,6 @@
 #include "transforms/training_passes.h"
 
+#include <functional>
 #include <map>
 #include <numeric>
 #include <string>
@@ -34,6 +35,39 @@ void copy_whole(Rewriter& rw, const Node& source, Attrs attrs, const std::string
     rw.set({stands_for.id, i}, {id, i});
 }
 
+// Copies `graph` with each key of `folded` replaced by what `fuse` adds in its place, named as
+// the node it absorbs (the key's value), which is left out. Colocations with the replaced node
+// follow the absorbed one's name, and other readers of the absorbed node read the fused one
+// (which the replaced node's id must precede: nodes are copied in id order).
+using Fuse = std::function<void(Rewriter& rw, const Node& replaced, const Node& absorbed,
+                                const std::map<std::string, std::string>& renamed)>;
+Graph fold_pairs(const Graph& graph, std::vector<Output>& outputs, const GraphUses& uses,
+                 const std::map<int, int>& folded, const Fuse& fuse) {
+  std::map<int, int> absorbed;  // absorbed node -> the node that replaces it
+  std::map<std::string, std::string> renamed;
+  for (const auto& [replaced, absorbs] : folded) {
+    absorbed[absorbs] = replaced;
+    renamed[graph.node(replaced).name] = graph.node(absorbs).name;
+  }
+  Rewriter rw(graph);
+  rw.copy_needed(uses, [&](const Node& node) {
+    if (absorbed.count(node.id)) return true;
+    auto f = folded.find(node.id);
+    if (f != folded.end()) {
+      fuse(rw, node, graph.node(f->second), renamed);
+      return true;
+    }
+    std::vector<Output> inputs;
+    for (const Output& in : node.inputs) {
+      auto a = absorbed.find(in.node);
+      inputs.push_back(rw.map(a == absorbed.end() ? in : Output{a->second, 0}));
+    }
+    copy_whole(rw, node, node.attrs, node.op, node.name, inputs, node, renamed);
+    return true;
+  });
+  return rw.finish(outputs);
+}
+
 }  // namespace
 
 Graph fold_relu_grad_into_max_pool_grad(const Graph& graph, std::vector<Output>& outputs) {
@@ -51,28 +85,14 @@ Graph fold_relu_grad_into_max_pool_grad(const Graph& graph, std::vector<Output>&
     if (relu.op != op_names::kRelu || relu.inputs[0] != relu_grad.inputs[1]) continue;
     folded[relu_grad.id] = pool_grad.id;
   }
-  std::map<int, bool> absorbed;
-  std::map<std::string, std::string> renamed;
-  for (const auto& [relu_grad, pool_grad] : folded) {
-    absorbed[pool_grad] = true;
-    renamed[graph.node(relu_grad).name] = graph.node(pool_grad).name;
-  }
-  Rewriter rw(graph);
-  rw.copy_needed(uses, [&](const Node& node) {
-    if (absorbed.count(node.id)) return true;
-    auto f = folded.find(node.id);
-    if (f == folded.end()) {
-      copy_whole(rw, node, node.attrs, node.op, node.name, rw.mapped(node.inputs), node, renamed);
-      return true;
-    }
-    const Node& pool_grad = graph.node(f->second);
-    Attrs attrs = pool_grad.attrs;
-    attrs.set("relu", true);
-    copy_whole(rw, pool_grad, std::move(attrs), pool_grad.op, pool_grad.name,
-               rw.mapped(pool_grad.inputs), node, renamed);
-    return true;
-  });
-  return rw.finish(outputs);
+  return fold_pairs(graph, outputs, uses, folded,
+                    [](Rewriter& rw, const Node& relu_grad, const Node& pool_grad,
+                       const std::map<std::string, std::string>& renamed) {
+                      Attrs attrs = pool_grad.attrs;
+                      attrs.set("relu", true);
+                      copy_whole(rw, pool_grad, std::move(attrs), pool_grad.op, pool_grad.name,
+                                 rw.mapped(pool_grad.inputs), relu_grad, renamed);
+                    });
 }
 
 Graph fold_relu_into_bias_add(const Graph& graph, std::vector<Output>& outputs) {
@@ -92,32 +112,13 @@ Graph fold_relu_into_bias_add(const Graph& graph, std::vector<Output>& outputs) 
     }
     if (only_relu_and_its_grads) folded[relu.id] = bias_add.id;
   }
-  std::map<int, int> absorbed;  // BiasAdd -> its Relu
-  std::map<std::string, std::string> renamed;
-  for (const auto& [relu, bias_add] : folded) {
-    absorbed[bias_add] = relu;
-    renamed[graph.node(relu).name] = graph.node(bias_add).name;
-  }
-  Rewriter rw(graph);
-  rw.copy_needed(uses, [&](const Node& node) {
-    if (absorbed.count(node.id)) return true;
-    auto f = folded.find(node.id);
-    if (f == folded.end()) {
-      // A ReluGrad reading an absorbed BiasAdd reads the BiasAddRelu (its Relu's output).
-      std::vector<Output> inputs;
-      for (const Output& in : node.inputs) {
-        auto a = absorbed.find(in.node);
-        inputs.push_back(rw.map(a == absorbed.end() ? in : Output{a->second, 0}));
-      }
-      copy_whole(rw, node, node.attrs, node.op, node.name, inputs, node, renamed);
-      return true;
-    }
-    const Node& bias_add = graph.node(f->second);
-    copy_whole(rw, bias_add, {}, op_names::kBiasAddRelu, bias_add.name,
-               rw.mapped(bias_add.inputs), node, renamed);
-    return true;
-  });
-  return rw.finish(outputs);
+  // A ReluGrad reading an absorbed BiasAdd reads the BiasAddRelu (its Relu's output).
+  return fold_pairs(graph, outputs, uses, folded,
+                    [](Rewriter& rw, const Node& relu, const Node& bias_add,
+                       const std::map<std::string, std::string>& renamed) {
+                      copy_whole(rw, bias_add, {}, op_names::kBiasAddRelu, bias_add.name,
+                                 rw.mapped(bias_add.inputs), relu, renamed);
+                    });
 }
 
 Graph fold_bias_into_conv(const Graph& graph, std::vector<Output>& outputs) {
@@ -136,30 +137,18 @@ Graph fold_bias_into_conv(const Graph& graph, std::vector<Output>& outputs) {
          bias_add.colocate_with == conv.name);
     if (same_place) folded[bias_add.id] = conv.id;
   }
-  std::map<int, bool> absorbed;
-  std::map<std::string, std::string> renamed;
-  for (const auto& [bias_add, conv] : folded) {
-    absorbed[conv] = true;
-    renamed[graph.node(bias_add).name] = graph.node(conv).name;
-  }
-  Rewriter rw(graph);
-  rw.copy_needed(uses, [&](const Node& node) {
-    if (absorbed.count(node.id)) return true;
-    auto f = folded.find(node.id);
-    if (f == folded.end()) {
-      copy_whole(rw, node, node.attrs, node.op, node.name, rw.mapped(node.inputs), node, renamed);
-      return true;
-    }
-    const Node& conv = graph.node(f->second);
-    Attrs attrs = conv.attrs;
-    attrs.set("activation", activation_name(node.op == op_names::kBiasAddRelu ? Activation::Relu
-                                                                               : Activation::None));
-    copy_whole(rw, conv, std::move(attrs), op_names::kFusedConv2D, conv.name,
-               {rw.map(conv.inputs[0]), rw.map(conv.inputs[1]), rw.map(node.inputs[1])}, node,
-               renamed);
-    return true;
-  });
-  return rw.finish(outputs);
+  return fold_pairs(
+      graph, outputs, uses, folded,
+      [](Rewriter& rw, const Node& bias_add, const Node& conv,
+         const std::map<std::string, std::string>& renamed) {
+        Attrs attrs = conv.attrs;
+        attrs.set("activation", activation_name(bias_add.op == op_names::kBiasAddRelu
+                                                    ? Activation::Relu
+                                                    : Activation::None));
+        copy_whole(rw, conv, std::move(attrs), op_names::kFusedConv2D, conv.name,
+                   {rw.map(conv.inputs[0]), rw.map(conv.inputs[1]), rw.map(bias_add.inputs[1])},
+                   bias_add, renamed);
+      });
 }
 
 Graph rewrite_training_graph(const Graph& graph, std::vector<Output>& outputs) {
