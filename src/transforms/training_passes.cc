@@ -127,9 +127,7 @@ Graph fold_bias_into_conv(const Graph& graph, std::vector<Output>& outputs) {
   for (const Node& bias_add : graph.nodes()) {
     if (bias_add.op != op_names::kBiasAdd && bias_add.op != op_names::kBiasAddRelu) continue;
     const Node& conv = graph.node(bias_add.inputs[0].node);
-    if (conv.op != op_names::kConv2D || uses.is_graph_output(conv.id) ||
-        uses.sole_consumer(conv.id) != &bias_add || uses.readers(conv.id).size() != 1)
-      continue;
+    if (conv.op != op_names::kConv2D || uses.sole_consumer(conv.id) != &bias_add) continue;
     // One node runs both, so both must be asked to run in the same place.
     const bool same_place =
         bias_add.requested_device == conv.requested_device && bias_add.device == conv.device &&

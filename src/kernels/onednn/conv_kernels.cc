@@ -104,20 +104,17 @@ ConvPds make_pds(const KernelSpec& spec, ConvDir dir, Layout layout,
   const dnnl::memory::dims pad_r{g.h.pad_after, g.w.pad_after};
   const auto algo = dnnl::algorithm::convolution_direct;
   dnnl::primitive_attr attr = user_scratchpad_attr();
+  // A FusedConv2D's forward adds its bias and applies its activation; an empty bias desc is none.
+  dnnl::primitive_attr fwd_attr = user_scratchpad_attr();
+  dnnl::memory::desc bias;
   if (dir == ConvDir::Forward && fused(spec)) {
-    dnnl::primitive_attr fused_attr = user_scratchpad_attr();
-    fused_attr.set_post_ops(activation_post_ops(activation_of(spec.node)));
-    const dnnl::memory::desc bias({p.s.y[3]}, f32, tag::a);
-    p.fwd = dnnl::convolution_forward::primitive_desc(
-        dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algo, x, w, bias, y,
-                                        strides, dilates, pad_l, pad_r),
-        fused_attr, engine());
-    return p;
+    fwd_attr.set_post_ops(activation_post_ops(activation_of(spec.node)));
+    bias = dnnl::memory::desc({p.s.y[3]}, f32, tag::a);
   }
   p.fwd = dnnl::convolution_forward::primitive_desc(
-      dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algo, x, w, y, strides,
-                                      dilates, pad_l, pad_r),
-      attr, engine());
+      dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, algo, x, w, bias, y,
+                                      strides, dilates, pad_l, pad_r),
+      fwd_attr, engine());
   if (dir == ConvDir::BackpropInput)
     p.bwd_data = dnnl::convolution_backward_data::primitive_desc(
         dnnl::convolution_backward_data::desc(algo, act(p.s.x, f32), w, y, strides, dilates,
@@ -251,8 +248,8 @@ void register_conv_kernels(KernelRegistry& r) {
   variable_filter.impl = "onednn_train";
   variable_filter.priority = kPriority + 1;
   variable_filter.accepts = [](const KernelSpec& spec) {
-    return !spec.input_is_constant(1) && spec.inputs.size() == 3 &&
-           spec.inputs[2].dtype == DType::f32 && accepts(spec, ConvDir::Forward);
+    return !spec.input_is_constant(1) && spec.inputs[2].dtype == DType::f32 &&
+           accepts(spec, ConvDir::Forward);
   };
   r.add(std::move(variable_filter));
   r.add(conv_kernel(op_names::kConv2DBackpropInput, ConvDir::BackpropInput));
