@@ -93,9 +93,9 @@ TEST(KernelRegistry, EveryShapeSetIsForAnOpWithOtherKernels) {
 }
 
 // The CPU features the registered kernels need between them: oneDNN's int8 kernels want VNNI in
-// oneDNN's ISA (which ONEDNN_MAX_CPU_ISA may lower), the RGB transpose AVX-512. Empty when the
-// CPU has them all. A kernel that needs another (AMX) adds it here.
-std::string missing_cpu_features() {
+// oneDNN's ISA (which ONEDNN_MAX_CPU_ISA may lower), the RGB transpose AVX-512, and kernels of
+// bf16 products only (`bf16_products`) AMX. Empty when the CPU has them all.
+std::string missing_cpu_features(bool bf16_products) {
   std::string missing;
   auto lacks = [&missing](const char* feature) {
     missing += (missing.empty() ? "" : ", ") + std::string(feature);
@@ -108,13 +108,16 @@ std::string missing_cpu_features() {
   const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
   const auto vnni = static_cast<unsigned>(dnnl_cpu_isa_avx512_core_vnni);
   if ((isa & vnni) != vnni) lacks("avx512_core_vnni in oneDNN's ISA");
+  if (bf16_products && !cpu.amx_bf16) lacks("amx_bf16");
   return missing;
 }
 
 class RegisteredKernel : public ::testing::TestWithParam<KernelKey> {};
 
 // Every case of the kernel's dtype that the kernel accepts runs with it forced and with the
-// reference kernels; the cases it declines are left to the kernels that accept them.
+// reference kernels; the cases it declines are left to the kernels that accept them. A kernel
+// that takes none in an fp32 session is tried in a bf16 one (a kernel of bf16 products only),
+// against the reference on the inputs rounded to bf16.
 TEST_P(RegisteredKernel, MatchesTheReferenceOnItsOpsShapeSet) {
   const KernelKey& k = GetParam();
   const std::string name = key_name(k);
@@ -124,30 +127,41 @@ TEST_P(RegisteredKernel, MatchesTheReferenceOnItsOpsShapeSet) {
       << " has no shape set: add its cases to kernel_shape_sets() (tests/support/kernel_cases.cc)";
   int of_dtype = 0;
   std::string accepted, declined;
-  for (size_t i = 0; i < set->second.cases.size(); ++i) {
-    const testing::KernelCase& c = set->second.cases[i];
-    if (c.inputs.at(0).dtype != k.dtype) continue;  // a case for another dtype's kernels
-    ++of_dtype;
-    const uint32_t seed = 1000 * static_cast<uint32_t>(i + 1);
-    SCOPED_TRACE(::testing::Message() << name << ", case " << c.name << " (seed " << seed << ")");
-    std::vector<bool> constant;
-    for (const testing::InputSpec& s : c.inputs) constant.push_back(s.constant);
-    try {
-      const std::string chosen = testing::compare_with_reference(
-          [&](Graph& g, const std::vector<Output>& in) { return g.add(k.op, in, c.attrs, "node"); },
-          testing::make_inputs(c, seed), constant, k.impl, set->second.tolerance);
-      (chosen == k.impl ? accepted : declined) += " " + c.name;
-    } catch (const std::exception& e) {
-      ADD_FAILURE() << e.what();
+  auto run_cases = [&](Precision precision) {
+    of_dtype = 0;
+    accepted.clear();
+    declined.clear();
+    for (size_t i = 0; i < set->second.cases.size(); ++i) {
+      const testing::KernelCase& c = set->second.cases[i];
+      if (c.inputs.at(0).dtype != k.dtype) continue;  // a case for another dtype's kernels
+      ++of_dtype;
+      const uint32_t seed = 1000 * static_cast<uint32_t>(i + 1);
+      SCOPED_TRACE(::testing::Message() << name << ", case " << c.name << " (seed " << seed << ", "
+                                        << precision_name(precision) << ")");
+      std::vector<bool> constant;
+      for (const testing::InputSpec& s : c.inputs) constant.push_back(s.constant);
+      try {
+        const std::string chosen = testing::compare_with_reference(
+            [&](Graph& g, const std::vector<Output>& in) {
+              return g.add(k.op, in, c.attrs, "node");
+            },
+            testing::make_inputs(c, seed), constant, k.impl, set->second.tolerance, precision);
+        (chosen == k.impl ? accepted : declined) += " " + c.name;
+      } catch (const std::exception& e) {
+        ADD_FAILURE() << e.what();
+      }
     }
-  }
+  };
+  run_cases(Precision::fp32);
+  const bool bf16_products = accepted.empty() && !HasFailure() && k.dtype == DType::f32;
+  if (bf16_products) run_cases(Precision::bf16);
   ASSERT_GT(of_dtype, 0) << name << ": op " << k.op << " has no case of dtype "
                          << dtype_name(k.dtype)
                          << ": add some to kernel_shape_sets() (tests/support/kernel_cases.cc)";
   std::cout << name << ": ran" << (accepted.empty() ? " none" : accepted) << "; declined"
             << (declined.empty() ? " none" : declined) << "\n";
   if (!accepted.empty() || HasFailure()) return;
-  const std::string missing = missing_cpu_features();
+  const std::string missing = missing_cpu_features(bf16_products);
   if (!missing.empty())
     GTEST_SKIP() << name << " accepts none of the " << of_dtype << " cases of " << k.op
                  << " on this CPU, which lacks " << missing;
@@ -174,4 +188,4 @@ INSTANTIATE_TEST_SUITE_P(Registry, RegisteredKernel, ::testing::ValuesIn(non_ref
                          test_name);
 
 }  // namespace
-}  // namespace sf
+}  // namespace sf::SLIMFLOW_TEST_FILE_ID

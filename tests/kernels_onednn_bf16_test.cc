@@ -4,7 +4,6 @@
 // the unrounded reference the error is bf16's: about 2^-8 of the products' magnitudes.
 #include <gtest/gtest.h>
 
-#include <bit>
 #include <cstring>
 #include <map>
 #include <random>
@@ -21,17 +20,7 @@ namespace sf::SLIMFLOW_TEST_FILE_ID {
 namespace {
 
 using testing::random_tensor;
-
-Tensor rounded_to_bf16(const Tensor& t) {
-  Tensor r = t.clone();
-  float* p = r.data<float>();
-  for (int64_t i = 0; i < r.numel(); ++i) {
-    uint32_t bits = std::bit_cast<uint32_t>(p[i]);
-    bits += 0x7fffu + ((bits >> 16) & 1u);
-    p[i] = std::bit_cast<float>(bits & 0xffff0000u);
-  }
-  return r;
-}
+using testing::rounded_to_bf16;
 
 struct Case {
   std::string op;  // FusedConv2D or FusedMatMul
@@ -65,7 +54,9 @@ std::vector<Case> cases() {
                       {"activation", act}}};
   };
   auto matmul = [](int64_t m, int64_t k, int64_t n, std::string act) {
-    return Case{"FusedMatMul", {m, k}, {k, n},
+    return Case{"FusedMatMul",
+                {m, k},
+                {k, n},
                 Attrs{{"transpose_a", false}, {"transpose_b", false}, {"activation", act}}};
   };
   return {conv({1, 28, 28, 1}, {5, 5, 1, 32}, "SAME", 1, "relu"),
@@ -98,8 +89,7 @@ TEST(OneDnnBf16, EqualsTheReferenceOnBf16RoundedInputs) {
                                  SessionOptions{.kernel_impl = "reference"})
                             .first;
     testing::expect_close(want, got, {.rtol = 1e-4, .atol = 1e-3}, "bf16 vs rounded reference");
-    const Tensor exact =
-        run_node(c, x, w, bias, SessionOptions{.kernel_impl = "reference"}).first;
+    const Tensor exact = run_node(c, x, w, bias, SessionOptions{.kernel_impl = "reference"}).first;
     // Random inputs in [-1, 1): each product off by at most 2^-8 relative.
     const double k = static_cast<double>(num_elements(c.w) / c.w.back());
     testing::expect_close(exact, got, {.rtol = 1e-2, .atol = k / 256.0}, "bf16 vs fp32 reference");
@@ -117,13 +107,16 @@ TEST(OneDnnBf16, Fp32SessionsKeepFp32Products) {
 // it into (named under it: L/part, L/part_1, ...), and its neighbours still compute in bf16.
 TEST(OneDnnBf16, ExcludedLayerStaysFp32InEveryPart) {
   if (!cpu_features().avx512_bf16 && !cpu_features().amx_bf16) GTEST_SKIP() << "no bf16 kernels";
-  const Case c{"FusedMatMul", {4, 32}, {32, 32},
+  const Case c{"FusedMatMul",
+               {4, 32},
+               {32, 32},
                Attrs{{"transpose_a", false}, {"transpose_b", false}, {"activation", "relu"}}};
   Graph g;
   Output in = ops::placeholder(g, DType::f32, c.x);
   auto layer = [&](Output x, const std::string& name, uint32_t seed) {
-    return g.add(c.op, {x, ops::constant(g, random_tensor(c.w, seed)),
-                        ops::constant(g, random_tensor({c.w.back()}, seed + 1))},
+    return g.add(c.op,
+                 {x, ops::constant(g, random_tensor(c.w, seed)),
+                  ops::constant(g, random_tensor({c.w.back()}, seed + 1))},
                  c.attrs, name);
   };
   Output y = layer(layer(layer(in, "fc/part", 1), "fc", 3), "fc2", 5);
@@ -167,7 +160,8 @@ TEST(OneDnnBf16, ProductsOfOneVariableShareItsRoundingWithinARun) {
       Session alone(g, bf16, store);
       const Tensor want = alone.run(feeds, {fetch})[0];
       ASSERT_EQ(got[i].bytes(), want.bytes());
-      EXPECT_EQ(std::memcmp(got[i].raw(), want.raw(), want.bytes()), 0) << "step " << step << " fetch " << i;
+      EXPECT_EQ(std::memcmp(got[i].raw(), want.raw(), want.bytes()), 0)
+          << "step " << step << " fetch " << i;
     }
   }
 }
@@ -188,10 +182,10 @@ TEST(OneDnnBf16, TrainingGradientsTrackFp32WithinBf16Tolerance) {
     const int64_t n = pick(1, 3), h = pick(5, 11), c = pick(1, 9), o = pick(2, 17), k = pick(1, 3);
     const int64_t m = pick(1, 9), inner = pick(3, 40), cols = pick(2, 19);
     const bool tb = round % 2 == 1;
-    SCOPED_TRACE(fmt::format("seed {} round {}: conv x [{},{},{},{}] w [{},{},{},{}]; matmul "
-                             "[{},{}] x [{},{}]{}",
-                             seed, round, n, h, h, c, k, k, c, o, m, inner, inner, cols,
-                             tb ? " (b transposed)" : ""));
+    SCOPED_TRACE(fmt::format(
+        "seed {} round {}: conv x [{},{},{},{}] w [{},{},{},{}]; matmul "
+        "[{},{}] x [{},{}]{}",
+        seed, round, n, h, h, c, k, k, c, o, m, inner, inner, cols, tb ? " (b transposed)" : ""));
     Graph g;
     Output x = ops::placeholder(g, DType::f32, {n, h, h, c}, "x");
     Output w = ops::placeholder(g, DType::f32, {k, k, c, o}, "w");
@@ -256,4 +250,4 @@ TEST(Precision, AutoFollowsAmxAndBadNamesAreErrors) {
 }
 
 }  // namespace
-}  // namespace sf
+}  // namespace sf::SLIMFLOW_TEST_FILE_ID

@@ -15,6 +15,7 @@ void register_builtin_kernels(KernelRegistry& registry) {
 #if defined(__x86_64__)
   register_image_layout_kernels(registry);
   register_transformer_kernels_avx512(registry);
+  register_amx_kernels(registry);
 #endif
 }
 

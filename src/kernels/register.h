@@ -21,5 +21,7 @@ void register_image_layout_kernels(KernelRegistry& registry);
 // LayerNorm and Gelu in portable C++, and with AVX-512 (x86-64 builds only).
 void register_transformer_kernels(KernelRegistry& registry);
 void register_transformer_kernels_avx512(KernelRegistry& registry);
+// bf16 Conv2DBackpropFilter on AMX tiles (x86-64 builds only).
+void register_amx_kernels(KernelRegistry& registry);
 
 }  // namespace sf

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 
 #include "autodiff/gradients.h"
@@ -16,7 +17,6 @@ int count_ops(const Graph& g, const std::string& op) {
   for (const Node& node : g.nodes()) n += node.op == op;
   return n;
 }
-
 
 Tensor random_tensor(Shape shape, uint32_t seed, float lo, float hi) {
   Tensor t(DType::f32, std::move(shape));
@@ -123,8 +123,8 @@ Tensor run_once(const BuildFn& build, const std::vector<Tensor>& inputs, const s
   return session.run(feeds_of(b, inputs), {b.y}, training)[0].clone();
 }
 
-void expect_gradients_match(const BuildFn& build, const std::vector<Tensor>& inputs,
-                            uint32_t seed, const GradCheckOptions& options) {
+void expect_gradients_match(const BuildFn& build, const std::vector<Tensor>& inputs, uint32_t seed,
+                            const GradCheckOptions& options) {
   Built b = build_graph(build, inputs);
   const TensorType y_type = b.graph.type(b.y);
   Tensor weights = random_tensor(y_type.shape, seed + 1000);
@@ -171,26 +171,32 @@ void expect_gradients_match(const BuildFn& build, const std::vector<Tensor>& inp
     }
     EXPECT_LT(worst_index, 0) << "gradient of input " << i << " " << shape_str(inputs[i].shape())
                               << " differs at element " << worst_index << ": analytic "
-                              << worst_analytic << " vs numeric " << worst_numeric
-                              << " (seed " << seed << ")";
+                              << worst_analytic << " vs numeric " << worst_numeric << " (seed "
+                              << seed << ")";
   }
 }
 
 std::string compare_with_reference(const BuildFn& build, const std::vector<Tensor>& inputs,
                                    const std::vector<bool>& constant, const std::string& impl,
-                                   const Tolerance& tolerance) {
+                                   const Tolerance& tolerance, Precision precision) {
   Built b = build_graph(build, inputs, constant);
   const Node& node = b.graph.node(b.y.node);
   std::vector<Output> fetches;
   for (int i = 0; i < static_cast<int>(node.outputs.size()); ++i) fetches.push_back({b.y.node, i});
   const Feeds feeds = feeds_of(b, inputs);
-  Session optimized(b.graph, SessionOptions{.kernel_impl = impl});
+  Session optimized(b.graph, SessionOptions{.kernel_impl = impl, .precision = precision});
   std::vector<Tensor> got = optimized.run(feeds, fetches);
   const std::string chosen = optimized.kernel_choices()[node.name];
   if (chosen != impl) return chosen;
   for (Tensor& t : got) t = t.clone();
-  Session reference(b.graph, SessionOptions{.kernel_impl = "reference"});
-  const std::vector<Tensor> want = reference.run(feeds, fetches);
+  // A bf16 product's inputs are rounded: the reference computes on the rounded values.
+  std::vector<Tensor> reference_inputs = inputs;
+  if (precision == Precision::bf16)
+    for (Tensor& t : reference_inputs)
+      if (t.dtype() == DType::f32) t = rounded_to_bf16(t);
+  const Built rb = build_graph(build, reference_inputs, constant);
+  Session reference(rb.graph, SessionOptions{.kernel_impl = "reference"});
+  const std::vector<Tensor> want = reference.run(feeds_of(rb, reference_inputs), fetches);
   const bool any_constant =
       std::find(b.constant.begin(), b.constant.end(), true) != b.constant.end();
   for (int run = 1; run <= (any_constant ? 2 : 1); ++run) {
@@ -201,6 +207,17 @@ std::string compare_with_reference(const BuildFn& build, const std::vector<Tenso
                        (any_constant ? ", run " + std::to_string(run) : ""));
   }
   return chosen;
+}
+
+Tensor rounded_to_bf16(const Tensor& t) {
+  Tensor r = t.clone();
+  float* p = r.data<float>();
+  for (int64_t i = 0; i < r.numel(); ++i) {
+    uint32_t bits = std::bit_cast<uint32_t>(p[i]);
+    bits += 0x7fffu + ((bits >> 16) & 1u);
+    p[i] = std::bit_cast<float>(bits & 0xffff0000u);
+  }
+  return r;
 }
 
 void expect_impl_matches_reference(const BuildFn& build, const std::vector<Tensor>& inputs,

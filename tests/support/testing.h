@@ -10,6 +10,7 @@
 
 #include "core/tensor.h"
 #include "graph/graph.h"
+#include "runtime/precision.h"
 
 namespace sf::testing {
 
@@ -22,8 +23,8 @@ Tensor random_labels(int64_t count, int64_t classes, uint32_t seed);
 using BuildFn = std::function<Output(Graph&, const std::vector<Output>&)>;
 
 struct GradCheckOptions {
-  double eps = 1e-2;      // central-difference step
-  double rtol = 2e-2;     // |analytic - numeric| <= atol + rtol * |numeric|
+  double eps = 1e-2;   // central-difference step
+  double rtol = 2e-2;  // |analytic - numeric| <= atol + rtol * |numeric|
   double atol = 2e-3;
   bool training = false;  // run kernels in training mode (dropout, batch norm)
   std::string impl = "reference";
@@ -31,8 +32,8 @@ struct GradCheckOptions {
 
 // Checks d(sum(y * R)) / d(input) for every f32 input against central differences, where R is
 // a fixed random tensor. Reports the seed and the worst element on failure (gtest assertions).
-void expect_gradients_match(const BuildFn& build, const std::vector<Tensor>& inputs,
-                            uint32_t seed, const GradCheckOptions& options = {});
+void expect_gradients_match(const BuildFn& build, const std::vector<Tensor>& inputs, uint32_t seed,
+                            const GradCheckOptions& options = {});
 
 // How far a kernel's output may be from the reference's. Floats: |got - want| <= atol +
 // rtol * |want|. Integers: |got - want| <= units (0: exact; 1: the one unit by which
@@ -53,15 +54,22 @@ void expect_close(const Tensor& want, const Tensor& got, const Tolerance& tolera
 // expects every output of the node to match within `tolerance` (on two runs when an input is a
 // Const, which kernels may prepare on the first run only). Returns the implementation the
 // session chose for the node: `impl`, or "reference" when `impl` declined it (nothing compared).
+// Under Precision::bf16 the kernel runs in a bf16 session and the reference on the float inputs
+// rounded to bf16 (as a product that rounds all of its inputs computes).
 std::string compare_with_reference(const BuildFn& build, const std::vector<Tensor>& inputs,
                                    const std::vector<bool>& constant, const std::string& impl,
-                                   const Tolerance& tolerance);
+                                   const Tolerance& tolerance,
+                                   Precision precision = Precision::fp32);
+
+// t's values rounded to bf16 to nearest even (as oneDNN's and our AVX-512 conversions do),
+// kept as fp32.
+Tensor rounded_to_bf16(const Tensor& t);
 
 // compare_with_reference on fed inputs, integer outputs exact; also asserts that `impl` was
 // actually chosen for the node (unless allow_fallback).
 void expect_impl_matches_reference(const BuildFn& build, const std::vector<Tensor>& inputs,
-                                   const std::string& impl, double rtol = 1e-4,
-                                   double atol = 1e-4, bool allow_fallback = false);
+                                   const std::string& impl, double rtol = 1e-4, double atol = 1e-4,
+                                   bool allow_fallback = false);
 
 // Whether oneDNN can be expected to run every node the oneDNN kernel tests give it: its x86-64
 // JIT code covers them all; elsewhere some have only oneDNN's reference code, which our kernels
