@@ -22,6 +22,20 @@ std::shared_ptr<void> RunShared::get(const void* source, const std::string& form
   return entries_.back().copy;
 }
 
+void RunShared::holds_bf16(const void* source, const std::string& form, void* data) {
+  for (Entry& e : entries_)
+    if (e.source == source && e.form == form) e.bf16 = data;
+}
+
+uint16_t* RunShared::bf16_for_next_run(const void* source) {
+  for (Entry& e : entries_)
+    if (e.source == source && e.bf16 != nullptr) {
+      e.run = run_ + 1;
+      return static_cast<uint16_t*>(e.bf16);
+    }
+  return nullptr;
+}
+
 KernelDef simple_kernel(std::string op, DType dtype, std::string impl,
                         std::function<void(KernelContext&)> fn, int priority) {
   KernelDef def;

@@ -42,6 +42,14 @@ class RunShared {
   // still has to be filled in this run (the caller then fills it).
   std::shared_ptr<void> get(const void* source, const std::string& form,
                             const std::function<std::shared_ptr<void>()>& make, bool& fill);
+  // Says that the copy of `source` under `form`, at `data`, holds source's floats rounded to
+  // bf16 (nearest even) in source's own element order, so code that rewrites source between
+  // runs can round as it writes (the optimizer, bf16_for_next_run) and spare the next run the
+  // pass that reads all of source again.
+  void holds_bf16(const void* source, const std::string& form, void* data);
+  // Such a copy of `source`, counted as filled for the next run: the caller must write every
+  // element before that run. Null where no kernel keeps one.
+  uint16_t* bf16_for_next_run(const void* source);
 
  private:
   struct Entry {
@@ -49,6 +57,7 @@ class RunShared {
     std::string form;
     uint64_t run;
     std::shared_ptr<void> copy;
+    void* bf16 = nullptr;  // holds_bf16's data
   };
   std::vector<Entry> entries_;
   uint64_t run_ = 1;

@@ -329,6 +329,10 @@ std::vector<Tensor> Session::run(const Feeds& feeds, const std::vector<Output>& 
   return results;
 }
 
+uint16_t* Session::bf16_for_next_run(const Tensor& variable) {
+  return partitioned_ ? nullptr : shared_.bf16_for_next_run(variable.raw());
+}
+
 bool Session::ran_on_one_thread() const {
   return last_plan_ != nullptr && last_plan_->one_thread;
 }

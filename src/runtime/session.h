@@ -103,6 +103,10 @@ class Session {
   std::map<std::string, std::string> kernel_choices() const;
   // Whether the last run ran on one thread, a small plan's (runs_on_one_thread).
   bool ran_on_one_thread() const;
+  // Where the next run's bf16 products read `variable` rounded to bf16, if they read it from
+  // one copy (RunShared::bf16_for_next_run): the caller rewriting the variable before that run
+  // writes every element there too. Null otherwise (and for a partitioned graph).
+  uint16_t* bf16_for_next_run(const Tensor& variable);
 
   // Inference plans of at most this many FLOPs per run run on one thread. Measured with
   // `bench --threads 1` against `--threads 2` (AMD EPYC, 2 cores, no AMX): the zoo's models at

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <numbers>
 
+#include "codec/weight_codec.h"
 #include "core/error.h"
 #include "cpu/cpu_features.h"
 #include "cpu/parallel_for.h"
@@ -34,8 +35,22 @@ Tensor& Optimizer::slot(const std::string& slot_name, const std::string& variabl
   return it->second;
 }
 
+namespace {
+
+// w[begin, end) rounded to bf16 into `rounded` (if set), while the share is still in cache.
+void round_share(const float* w, int64_t begin, int64_t end, uint16_t* rounded, bool vector) {
+  if (rounded == nullptr) return;
+#if defined(__x86_64__)
+  if (vector) return round_to_bf16_avx512(w, begin, end, rounded);
+#endif
+  (void)vector;
+  for (int64_t i = begin; i < end; ++i) rounded[i] = quant::float_to_bf16(w[i]);
+}
+
+}  // namespace
+
 void Optimizer::apply(const std::string& name, Tensor& param, const Tensor& grad, double lr,
-                      bool decay) {
+                      bool decay, uint16_t* rounded) {
   SF_CHECK(param.shape() == grad.shape(), "gradient {} for variable '{}' {}",
            shape_str(grad.shape()), name, shape_str(param.shape()));
   float* w = param.data<float>();
@@ -43,9 +58,11 @@ void Optimizer::apply(const std::string& name, Tensor& param, const Tensor& grad
   const int64_t n = param.numel();
   const float wd = decay ? static_cast<float>(config_.weight_decay) : 0.0f;
   const float rate = static_cast<float>(lr);
+  const bool vector = cpu_features().avx512f;
   if (config_.kind == "sgd") {
     parallel_for(0, n, n > 65536, [&](int64_t share_begin, int64_t share_end) {
       for (int64_t i = share_begin; i < share_end; ++i) w[i] -= rate * (g[i] + wd * w[i]);
+      round_share(w, share_begin, share_end, rounded, vector);
     });
   } else if (config_.kind == "momentum") {
     float* v = slot("velocity", name, param).data<float>();
@@ -55,6 +72,7 @@ void Optimizer::apply(const std::string& name, Tensor& param, const Tensor& grad
         v[i] = mu * v[i] + g[i] + wd * w[i];
         w[i] -= rate * v[i];
       }
+      round_share(w, share_begin, share_end, rounded, vector);
     });
   } else if (config_.second_moment_from_outside) {
     SF_CHECK(second_moment_steps_ > 0, "Adam's second moment of '{}' was never set", name);
@@ -73,18 +91,20 @@ void Optimizer::apply(const std::string& name, Tensor& param, const Tensor& grad
         .rate = rate,
         .epsilon = static_cast<float>(config_.epsilon),
         .decay_step = rate * wd};
-    const bool vector = cpu_features().avx512f;
     parallel_for(0, n, n > 65536, [&](int64_t share_begin, int64_t share_end) {
 #if defined(__x86_64__)
-      if (vector) return adam_outside_update_avx512(w, g, m, v, share_begin, share_end, adam);
+      if (vector) {
+        adam_outside_update_avx512(w, g, m, v, share_begin, share_end, adam);
+        return round_share(w, share_begin, share_end, rounded, vector);
+      }
 #endif
-      (void)vector;
       for (int64_t i = share_begin; i < share_end; ++i) {
         m[i] = b1 * m[i] + (1.0f - b1) * g[i];
         const float a = adam.m_scale * m[i];
         const float d = std::max(adam.v_scale * std::sqrt(v[i]), std::fabs(a)) + adam.epsilon;
         w[i] -= adam.rate * a / d + adam.decay_step * w[i];
       }
+      round_share(w, share_begin, share_end, rounded, vector);
     });
   } else {
     float* m = slot("m", name, param).data<float>();
@@ -98,17 +118,19 @@ void Optimizer::apply(const std::string& name, Tensor& param, const Tensor& grad
     const float eps = static_cast<float>(config_.epsilon);
     const float decay_step = rate * wd;
     [[maybe_unused]] const AdamStep adam{b1, b2, step, eps, decay_step};
-    const bool vector = cpu_features().avx512f;
     parallel_for(0, n, n > 65536, [&](int64_t share_begin, int64_t share_end) {
 #if defined(__x86_64__)
+      // Rounded in the update's own pass: the weights are read and written once either way.
+      if (vector && rounded != nullptr)
+        return adam_update_rounding_avx512(w, g, m, v, share_begin, share_end, adam, rounded);
       if (vector) return adam_update_avx512(w, g, m, v, share_begin, share_end, adam);
 #endif
-      (void)vector;
       for (int64_t i = share_begin; i < share_end; ++i) {
         m[i] = b1 * m[i] + (1.0f - b1) * g[i];
         v[i] = b2 * v[i] + (1.0f - b2) * g[i] * g[i];
         w[i] -= step * m[i] / (std::sqrt(v[i]) + eps) + decay_step * w[i];
       }
+      round_share(w, share_begin, share_end, rounded, vector);
     });
   }
 }

@@ -33,7 +33,10 @@ class Optimizer {
 
   // Call once per training step before apply(); Adam's bias correction depends on it.
   void begin_step() { ++steps_; }
-  void apply(const std::string& name, Tensor& param, const Tensor& grad, double lr, bool decay);
+  // `rounded`, when set, gets the updated param rounded to bf16 as codec/weight_codec.h's
+  // float_to_bf16 rounds (the next run's bf16 products read it: Session::bf16_for_next_run).
+  void apply(const std::string& name, Tensor& param, const Tensor& grad, double lr, bool decay,
+             uint16_t* rounded = nullptr);
 
   // With second_moment_from_outside: Adam's second moment of `variable` (its shape) is `v`, an
   // average of squared gradients over `steps` steps, until the next call.

@@ -37,11 +37,22 @@ __attribute__((target("avx512f"))) inline __m512 first_moment(__m512 b1, __m512 
   return add(mul(b1, _mm512_maskz_loadu_ps(lanes, m)), mul(rest1, g));
 }
 
-}  // namespace
+// Sixteen floats rounded to bf16, one per 32-bit lane, as float_to_bf16 (codec/weight_codec.h)
+// rounds one: nearest, ties to even, NaNs kept quiet; with AVX-512F alone, so every x86-64 path
+// rounds alike.
+__attribute__((target("avx512f"))) inline __m512i bf16_32(__m512 x) {
+  const __m512i bits = _mm512_castps_si512(x);
+  const __m512i lowest_kept = _mm512_and_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(1));
+  const __m512i r = _mm512_srli_epi32(
+      _mm512_add_epi32(bits, _mm512_add_epi32(lowest_kept, _mm512_set1_epi32(0x7fff))), 16);
+  const __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+  return _mm512_mask_or_epi32(r, nan, _mm512_srli_epi32(bits, 16), _mm512_set1_epi32(0x40));
+}
 
-__attribute__((target("avx512f"))) void adam_update_avx512(float* w, const float* g, float* m,
-                                                           float* v, int64_t begin, int64_t end,
-                                                           const AdamStep& s) {
+template <bool kRound>
+__attribute__((target("avx512f"))) inline void adam_loop(float* w, const float* g, float* m,
+                                                         float* v, int64_t begin, int64_t end,
+                                                         const AdamStep& s, uint16_t* rounded) {
   const __m512 b1 = _mm512_set1_ps(s.beta1), rest1 = _mm512_set1_ps(1.0f - s.beta1);
   const __m512 b2 = _mm512_set1_ps(s.beta2), rest2 = _mm512_set1_ps(1.0f - s.beta2);
   const __m512 step = _mm512_set1_ps(s.step), eps = _mm512_set1_ps(s.epsilon);
@@ -54,15 +65,43 @@ __attribute__((target("avx512f"))) void adam_update_avx512(float* w, const float
     const __m512 wi = _mm512_maskz_loadu_ps(lanes, w + i);
     const __m512 update =
         add(_mm512_div_ps(mul(step, mi), add(_mm512_sqrt_ps(vi), eps)), mul(decay, wi));
+    const __m512 next = sub(wi, update);
     _mm512_mask_storeu_ps(m + i, lanes, mi);
     _mm512_mask_storeu_ps(v + i, lanes, vi);
-    _mm512_mask_storeu_ps(w + i, lanes, sub(wi, update));
+    _mm512_mask_storeu_ps(w + i, lanes, next);
+    if constexpr (kRound) _mm512_mask_cvtepi32_storeu_epi16(rounded + i, lanes, bf16_32(next));
   }
 }
 
-__attribute__((target("avx512f"))) void adam_outside_update_avx512(
-    float* w, const float* g, float* m, const float* v, int64_t begin, int64_t end,
-    const AdamOutsideStep& s) {
+}  // namespace
+
+__attribute__((target("avx512f"))) void adam_update_avx512(float* w, const float* g, float* m,
+                                                           float* v, int64_t begin, int64_t end,
+                                                           const AdamStep& s) {
+  adam_loop<false>(w, g, m, v, begin, end, s, nullptr);
+}
+
+__attribute__((target("avx512f"))) void adam_update_rounding_avx512(float* w, const float* g,
+                                                                    float* m, float* v,
+                                                                    int64_t begin, int64_t end,
+                                                                    const AdamStep& s,
+                                                                    uint16_t* rounded) {
+  adam_loop<true>(w, g, m, v, begin, end, s, rounded);
+}
+
+__attribute__((target("avx512f"))) void round_to_bf16_avx512(const float* w, int64_t begin,
+                                                             int64_t end, uint16_t* rounded) {
+  for (int64_t i = begin; i < end; i += 16) {
+    const __mmask16 lanes = lanes_for(end - i);
+    _mm512_mask_cvtepi32_storeu_epi16(rounded + i, lanes,
+                                      bf16_32(_mm512_maskz_loadu_ps(lanes, w + i)));
+  }
+}
+
+__attribute__((target("avx512f"))) void adam_outside_update_avx512(float* w, const float* g,
+                                                                   float* m, const float* v,
+                                                                   int64_t begin, int64_t end,
+                                                                   const AdamOutsideStep& s) {
   const __m512 b1 = _mm512_set1_ps(s.beta1), rest1 = _mm512_set1_ps(1.0f - s.beta1);
   const __m512 m_scale = _mm512_set1_ps(s.m_scale), v_scale = _mm512_set1_ps(s.v_scale);
   const __m512 rate = _mm512_set1_ps(s.rate), eps = _mm512_set1_ps(s.epsilon);

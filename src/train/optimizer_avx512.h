@@ -19,6 +19,12 @@ struct AdamStep {
 // w -= step m / (sqrt(v) + eps) + decay_step w.
 void adam_update_avx512(float* w, const float* g, float* m, float* v, int64_t begin, int64_t end,
                         const AdamStep& s);
+// The same, also writing the new w rounded to bf16 (nearest even) to `rounded`, in the same
+// pass, as codec/weight_codec.h's float_to_bf16 rounds.
+void adam_update_rounding_avx512(float* w, const float* g, float* m, float* v, int64_t begin,
+                                 int64_t end, const AdamStep& s, uint16_t* rounded);
+// w[i] rounded to bf16 as float_to_bf16 rounds, for i in [begin, end).
+void round_to_bf16_avx512(const float* w, int64_t begin, int64_t end, uint16_t* rounded);
 
 // Adam with a second moment kept elsewhere (OptimizerConfig::second_moment_from_outside), for i
 // in [begin, end): m = b1 m + (1 - b1) g; a = m_scale m; d = max(v_scale sqrt(v), |a|) + eps;
@@ -29,7 +35,7 @@ struct AdamOutsideStep {
   float v_scale;  // 1 / sqrt(1 - b2^s), s the steps the second moment averages
   float rate, epsilon, decay_step;
 };
-void adam_outside_update_avx512(float* w, const float* g, float* m, const float* v,
-                                int64_t begin, int64_t end, const AdamOutsideStep& s);
+void adam_outside_update_avx512(float* w, const float* g, float* m, const float* v, int64_t begin,
+                                int64_t end, const AdamOutsideStep& s);
 
 }  // namespace sf

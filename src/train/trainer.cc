@@ -462,8 +462,16 @@ void TrainingLoop::apply_update(int64_t at_step, const std::vector<size_t>& para
   optimizer_->begin_step();
   for (size_t k = 0; k < parameters.size(); ++k) {
     const Parameter& p = t_.model.parameters[parameters[k]];
-    optimizer_->apply(p.name, store_->get(p.name), grads[k], step_lr, p.decay);
-    if (p.clip_to_unit) clip_to_unit(store_->get(p.name));
+    Tensor& value = store_->get(p.name);
+    // The next step's bf16 products read the weights rounded; the update writes that copy as it
+    // goes instead of that step reading them all again. Not where more than the update changes
+    // them before then: clipping, pruning's masks (after_step), an asynchronous server's pull.
+    uint16_t* rounded = precision_.precision == Precision::bf16 && !p.clip_to_unit &&
+                                !callbacks_.after_step && !roles_.async && session_
+                            ? session_->bf16_for_next_run(value)
+                            : nullptr;
+    optimizer_->apply(p.name, value, grads[k], step_lr, p.decay, rounded);
+    if (p.clip_to_unit) clip_to_unit(value);
   }
 }
 

@@ -149,6 +149,9 @@ class MatMulKernel : public Kernel {
         [&] { return std::make_shared<dnnl::memory>(b_->staged_desc(), engine()); }, fill));
     // Seen through this product's own (maybe transposed) view of the bytes.
     shared_b_view_.set_data_handle(shared_b_->get_data_handle());
+    // The staged desc is the variable's own with bf16 elements: the optimizer may round into it.
+    if (fill)
+      ctx.shared->holds_bf16(ctx.inputs[1].raw(), shared_form_, shared_b_->get_data_handle());
     return b_->bind_shared(ctx.inputs[1].raw(), shared_b_view_, fill);
   }
 
