@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
+#include "codec/weight_codec.h"
 #include "models/initializers.h"
 #include "train/optimizer.h"
 
@@ -103,6 +105,42 @@ void expect_the_same_next_step(Optimizer& a, Optimizer& b, const Tensor& w, cons
 // One-bit data parallelism gives Adam a second moment from outside (the ranks' own gradients):
 // the update is Adam's with that second moment, each step at most the learning rate, bit for bit
 // the scalar formula on x86-64 (AVX-512 where the CPU has it, on threads for large variables).
+// With somewhere to round to, every optimizer writes the updated weights rounded to bf16 as
+// float_to_bf16 rounds them (NaN included), and the weights themselves as without it.
+TEST(OptimizerTest, RoundsTheUpdatedWeightsToBf16AsItWrites) {
+  const std::vector<OptimizerConfig> configs = {
+      {.kind = "sgd"}, {.kind = "momentum"}, {.kind = "adam", .weight_decay = 0.01},
+      {.kind = "adam", .second_moment_from_outside = true}};
+  for (const OptimizerConfig& config : configs) {
+    for (int64_t n : {15, 100003}) {
+      SCOPED_TRACE(config.kind + (config.second_moment_from_outside ? " (outside)" : "") +
+                   ", n " + std::to_string(n));
+      Tensor w(DType::f32, {n}), g(DType::f32, {n}), v(DType::f32, {n});
+      for (int64_t i = 0; i < n; ++i) {
+        w.data<float>()[i] = std::sin(0.37f * static_cast<float>(i));
+        g.data<float>()[i] = 1e-2f * std::cos(1.3f * static_cast<float>(i));
+        v.data<float>()[i] = 1e-4f;
+      }
+      w.data<float>()[n / 2] = std::nanf("");
+      Tensor plain_w = w.clone();
+      Optimizer rounding(config), plain(config);
+      std::vector<uint16_t> rounded(static_cast<size_t>(n));
+      for (int step = 0; step < 2; ++step) {
+        for (Optimizer* o : {&rounding, &plain}) {
+          o->begin_step();
+          if (config.second_moment_from_outside) o->set_second_moment("w", v, 1);
+        }
+        rounding.apply("w", w, g, 0.01, true, rounded.data());
+        plain.apply("w", plain_w, g, 0.01, true);
+        ASSERT_EQ(std::memcmp(w.raw(), plain_w.raw(), w.bytes()), 0);
+        for (int64_t i = 0; i < n; ++i)
+          ASSERT_EQ(rounded[static_cast<size_t>(i)], quant::float_to_bf16(w.data<float>()[i]))
+              << "element " << i << " step " << step;
+      }
+    }
+  }
+}
+
 TEST(OptimizerTest, AdamWithASecondMomentFromOutsideMatchesTheScalarFormula) {
   const OptimizerConfig config{.kind = "adam", .weight_decay = 0.01,
                                .second_moment_from_outside = true};
