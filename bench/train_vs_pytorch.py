@@ -13,8 +13,12 @@ PyTorch under torch.autocast("cpu", dtype=torch.bfloat16) (with mallopt), next t
 figures. Without AMX (see the cpu line) bf16 products run on AVX-512 BF16 or are emulated, and
 may well be slower than fp32.
 
+With --rounds N every training runs N times, the order reversed each round, so a machine whose
+speed drifts (by 2x within an hour on the shared ones) weighs on both sides alike: images/s and
+each ratio are medians over the rounds, each ratio taken within its round, with their ranges.
+
     /usr/bin/python3 bench/train_vs_pytorch.py [--epochs 1] [--batch 64] [--threads 2] [--bf16]
-        [--json]
+        [--rounds 1] [--json]
 """
 import argparse
 import json
@@ -37,6 +41,8 @@ def main():
     parser.add_argument("--out", default=os.path.join(ROOT, "runs/bench-train"))
     parser.add_argument("--bf16", action="store_true",
                         help="also ours in bf16 (--precision bf16) and PyTorch bf16 autocast")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="run every training this many times, alternating the order")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     args = parser.parse_args()
 
@@ -52,51 +58,75 @@ def main():
     env = {"OPENBLAS_CORETYPE": "Cooperlake", "OPENBLAS_NUM_THREADS": "1"}
 
     # fp32 against PyTorch's fp32 (train's default, auto, is bf16 where the CPU has AMX).
-    ours = run_json_lines(ours_cmd + ["--precision", "fp32"])
-    theirs = run_json_lines(theirs_cmd + ["--default-malloc"], env)
-    tuned = run_json_lines(theirs_cmd, env)
+    trainings = {"ours": (ours_cmd + ["--precision", "fp32"], None),
+                 "theirs": (theirs_cmd + ["--default-malloc"], env),
+                 "tuned": (theirs_cmd, env)}
     if args.bf16:
-        ours_bf16 = run_json_lines(ours_cmd + ["--precision", "bf16"])
-        theirs_bf16 = run_json_lines(theirs_cmd + ["--autocast-bf16"], env)
+        trainings["ours_bf16"] = (ours_cmd + ["--precision", "bf16"], None)
+        trainings["theirs_bf16"] = (theirs_cmd + ["--autocast-bf16"], env)
+    rounds = []
+    for r in range(args.rounds):
+        order = list(trainings) if r % 2 == 0 else list(reversed(trainings))
+        rounds.append({name: run_json_lines(*trainings[name]) for name in order})
 
     def mean(rows, key):
-        return sum(r[key] for r in rows) / len(rows)
+        return sum(row[key] for row in rows) / len(rows)
 
+    def median(values):
+        values = sorted(values)
+        mid = len(values) // 2
+        return values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2
+
+    def rate(name):
+        return median([mean(got[name], "images_per_sec") for got in rounds])
+
+    def ratio(key, top, bottom):
+        per_round = [mean(got[top], "images_per_sec") / mean(got[bottom], "images_per_sec")
+                     for got in rounds]
+        result[key] = median(per_round)
+        result[key + "_range"] = [min(per_round), max(per_round)]
+
+    last = rounds[-1]
     result = {
         "network": "deep-mnist", "batch": args.batch, "threads": args.threads,
-        "epochs": args.epochs, "cpu_flags": cpu_flags(),
-        "slimflow_images_per_sec": mean(ours, "images_per_sec"),
-        "pytorch_images_per_sec": mean(theirs, "images_per_sec"),
-        "slimflow_peak_rss_mb": max(r["peak_rss_mb"] for r in ours),
-        "pytorch_peak_rss_mb": max(r["peak_rss_mb"] for r in theirs),
-        "slimflow_test_accuracy": ours[-1]["test_accuracy"],
-        "pytorch_test_accuracy": theirs[-1]["test_accuracy"],
+        "epochs": args.epochs, "rounds": args.rounds, "cpu_flags": cpu_flags(),
+        "slimflow_images_per_sec": rate("ours"),
+        "pytorch_images_per_sec": rate("theirs"),
+        "slimflow_peak_rss_mb": max(row["peak_rss_mb"] for got in rounds for row in got["ours"]),
+        "pytorch_peak_rss_mb": max(row["peak_rss_mb"] for got in rounds for row in got["theirs"]),
+        "slimflow_test_accuracy": last["ours"][-1]["test_accuracy"],
+        "pytorch_test_accuracy": last["theirs"][-1]["test_accuracy"],
     }
-    result["pytorch_mallopt_images_per_sec"] = mean(tuned, "images_per_sec")
-    result["pytorch_mallopt_peak_rss_mb"] = max(r["peak_rss_mb"] for r in tuned)
-    result["speedup"] = result["slimflow_images_per_sec"] / result["pytorch_images_per_sec"]
-    result["speedup_vs_mallopt"] = (result["slimflow_images_per_sec"] /
-                                    result["pytorch_mallopt_images_per_sec"])
+    result["pytorch_mallopt_images_per_sec"] = rate("tuned")
+    result["pytorch_mallopt_peak_rss_mb"] = max(row["peak_rss_mb"] for got in rounds
+                                                for row in got["tuned"])
+    ratio("speedup", "ours", "theirs")
+    ratio("speedup_vs_mallopt", "ours", "tuned")
     if args.bf16:
-        result["slimflow_bf16_images_per_sec"] = mean(ours_bf16, "images_per_sec")
-        result["slimflow_bf16_precision_reason"] = ours_bf16[-1]["precision_reason"]
-        result["slimflow_bf16_test_accuracy"] = ours_bf16[-1]["test_accuracy"]
-        result["pytorch_autocast_bf16_images_per_sec"] = mean(theirs_bf16, "images_per_sec")
-        result["pytorch_autocast_bf16_test_accuracy"] = theirs_bf16[-1]["test_accuracy"]
-        result["bf16_speedup_vs_autocast"] = (result["slimflow_bf16_images_per_sec"] /
-                                              result["pytorch_autocast_bf16_images_per_sec"])
-        result["bf16_vs_our_fp32"] = (result["slimflow_bf16_images_per_sec"] /
-                                      result["slimflow_images_per_sec"])
+        result["slimflow_bf16_images_per_sec"] = rate("ours_bf16")
+        result["slimflow_bf16_precision_reason"] = last["ours_bf16"][-1]["precision_reason"]
+        result["slimflow_bf16_test_accuracy"] = last["ours_bf16"][-1]["test_accuracy"]
+        result["pytorch_autocast_bf16_images_per_sec"] = rate("theirs_bf16")
+        result["pytorch_autocast_bf16_test_accuracy"] = last["theirs_bf16"][-1]["test_accuracy"]
+        ratio("bf16_speedup_vs_autocast", "ours_bf16", "theirs_bf16")
+        ratio("bf16_vs_our_fp32", "ours_bf16", "ours")
     if args.json:
         print(json.dumps(result))
         return
+    def spread(key):
+        low, high = result[key + "_range"]
+        return f"  ({low:.2f}-{high:.2f}x)" if args.rounds > 1 else ""
+
     print(f"\nDeep-MNIST CNN training, batch {args.batch}, {args.threads} threads, "
-          f"{args.epochs} epoch(s)")
+          f"{args.epochs} epoch(s)" +
+          (f", medians of {args.rounds} alternating rounds" if args.rounds > 1 else ""))
     print(f"{'':22}{'slimflow':>12}{'PyTorch 1.13':>14}{'ratio':>8}")
     print(f"{'images/s':22}{result['slimflow_images_per_sec']:12.0f}"
-          f"{result['pytorch_images_per_sec']:14.0f}{result['speedup']:7.2f}x")
+          f"{result['pytorch_images_per_sec']:14.0f}{result['speedup']:7.2f}x"
+          f"{spread('speedup')}")
     print(f"{'images/s (mallopt)':22}{'':12}"
-          f"{result['pytorch_mallopt_images_per_sec']:14.0f}{result['speedup_vs_mallopt']:7.2f}x")
+          f"{result['pytorch_mallopt_images_per_sec']:14.0f}{result['speedup_vs_mallopt']:7.2f}x"
+          f"{spread('speedup_vs_mallopt')}")
     print(f"{'peak RSS (MB)':22}{result['slimflow_peak_rss_mb']:12.0f}"
           f"{result['pytorch_peak_rss_mb']:14.0f}"
           f"{result['slimflow_peak_rss_mb'] / result['pytorch_peak_rss_mb']:7.2f}x")
@@ -105,11 +135,12 @@ def main():
     if args.bf16:
         print(f"{'bf16 images/s':22}{result['slimflow_bf16_images_per_sec']:12.0f}"
               f"{result['pytorch_autocast_bf16_images_per_sec']:14.0f}"
-              f"{result['bf16_speedup_vs_autocast']:7.2f}x  (PyTorch: autocast)")
+              f"{result['bf16_speedup_vs_autocast']:7.2f}x  (PyTorch: autocast)"
+              f"{spread('bf16_speedup_vs_autocast')}")
         print(f"{'bf16 test accuracy':22}{100 * result['slimflow_bf16_test_accuracy']:11.2f}%"
               f"{100 * result['pytorch_autocast_bf16_test_accuracy']:13.2f}%")
-        print(f"our bf16 vs our fp32: {result['bf16_vs_our_fp32']:.2f}x "
-              f"({result['slimflow_bf16_precision_reason']})")
+        print(f"our bf16 vs our fp32: {result['bf16_vs_our_fp32']:.2f}x"
+              f"{spread('bf16_vs_our_fp32')} ({result['slimflow_bf16_precision_reason']})")
     print(f"cpu: {result['cpu_flags']}")
 
 

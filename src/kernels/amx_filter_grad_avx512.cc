@@ -1,16 +1,23 @@
 // Conv2DBackpropFilter with bf16 products on AMX tiles (impl "amx"; x86-64 builds, CPUs with
-// amx_bf16, sessions asking for bf16 products). oneDNN 2.6's AMX kernel for this direction takes
-// 4.1 ms per step on Deep-MNIST's conv2 (1.3 GFLOP, 310 GFLOP/s); its matmul on an im2col
-// matrix is no faster, as it repacks both operands and the matrix leaves the caches.
+// amx_bf16, sessions asking for bf16 products). oneDNN 2.6's AMX kernel for this direction ran
+// Deep-MNIST's conv2 (1.3 GFLOP a step) at 300-450 GFLOP/s here; its matmul on an im2col matrix
+// was no faster (2.9-3.7 ms alone against the conv's 4.3), as it repacks both operands and the
+// 20 MB matrix leaves the caches. This kernel: 1.6-2.6 ms where oneDNN's took 2.6-3.0 in the
+// same alternating rounds (train --profile, Intel Xeon, 2 cores).
 //
 // The filter gradient is a matrix product over the output pixels p of the batch:
 //   dW[o][(kh, kw, c)] = sum_p dy[p][o] * x_at_tap[p][(kh, kw, c)].
-// Each thread takes a contiguous share of the pixels and walks it in chunks small enough for
-// its L2 cache. Per chunk it writes both operands in the form the tile instructions read, with
-// no other copy: dy transposed to [o][p] (the A tiles) and the im2col rows of pixel pairs
-// interleaved (the B tiles' VNNI form), both rounded to bf16 to nearest even like oneDNN's
-// reorders. Products accumulate in fp32 tiles; each thread keeps its own sums, added in a fixed
-// order at the end, so a run is deterministic for a given thread count.
+// x is first rounded to bf16 inside zero borders (no tap tests its bounds). Each thread then
+// takes a contiguous share of the pixels and walks it in chunks small enough for its L2 cache.
+// Per chunk it writes both operands in the form the tile instructions read, with no other copy:
+// dy transposed to [o][p] (the A tiles) and the im2col rows of pixel pairs interleaved (the B
+// tiles' VNNI form), rounded to bf16 to nearest even like oneDNN's reorders. Products
+// accumulate in fp32 tiles; each thread keeps its own sums, added in a fixed order at the end,
+// so a run is deterministic for a given thread count.
+//
+// Here a tile load takes about as long as a tile product (18 ns against 6 for the product
+// alone), so 2 x 2 accumulator blocks, one load per product, set the pace: about 60% of the
+// time is tiles, 25% the im2col rows (bound by their stores), 10% dy's transposes.
 #include <immintrin.h>
 #include <omp.h>
 #include <sys/syscall.h>
