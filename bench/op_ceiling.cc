@@ -9,8 +9,6 @@
 //   op_ceiling [--threads 2] [--size 2048] [--seconds 0.5]
 #include <immintrin.h>
 #include <omp.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include <oneapi/dnnl/dnnl.hpp>
 
@@ -25,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "cpu/amx.h"
 #include "cpu/cpu_features.h"
 
 namespace {
@@ -74,24 +73,10 @@ __attribute__((target("avx512f,avx512vnni"))) float int8_dot(int64_t iterations)
   return static_cast<float>(sum);
 }
 
-struct alignas(64) TileConfig {
-  uint8_t palette = 1;
-  uint8_t start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t bytes_per_row[16] = {};
-  uint8_t rows[16] = {};
-};
-
-// Linux hands out AMX's tile state only to processes that ask for it.
-bool request_amx() {
-  constexpr int kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
-  return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
-}
-
 // Four accumulator tiles (tmm0-3) fed by two A tiles and two B tiles, all 16 rows x 64 bytes.
 template <bool kInt8>
 __attribute__((target("amx-tile,amx-bf16,amx-int8"))) float amx_dot(int64_t iterations) {
-  TileConfig config;
+  sf::AmxTileConfig config;
   for (int t = 0; t < 8; ++t) config.bytes_per_row[t] = 64, config.rows[t] = 16;
   _tile_loadconfig(&config);
   alignas(64) static thread_local uint8_t operand[16 * 64];
@@ -214,7 +199,7 @@ int main(int argc, char** argv) {
   if (cpu.avx512_vnni)
     add(json, "int8_avx512_vpdpbusd",
         instruction_rate(int8_dot, kChains * 16 * 4 * 2, threads, seconds));
-  const bool amx = (cpu.amx_bf16 || cpu.amx_int8) && request_amx();
+  const bool amx = (cpu.amx_bf16 || cpu.amx_int8) && sf::amx_permitted();
   if (amx && cpu.amx_bf16)
     add(json, "bf16_amx_tdpbf16ps",
         instruction_rate(amx_dot<false>, 4.0 * 16 * 16 * 32 * 2, threads, seconds));

@@ -25,7 +25,7 @@ struct CpuFeatures {
   bool avx_vnni = false;     // the same on 256-bit vectors, VEX-encoded
   bool avx512_bf16 = false;
   bool avx512_vpopcntdq = false;
-  bool amx_bf16 = false;  // Linux also wants arch_prctl(ARCH_REQ_XCOMP_PERM) before AMX runs
+  bool amx_bf16 = false;  // the process must also ask Linux for the tiles: cpu/amx.h
   bool amx_int8 = false;
   // aarch64
   bool neon = false;

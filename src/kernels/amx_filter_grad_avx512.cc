@@ -20,14 +20,13 @@
 // time is tiles, 25% the im2col rows (bound by their stores), 10% dy's transposes.
 #include <immintrin.h>
 #include <omp.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
 #include <mutex>
 #include <vector>
 
+#include "cpu/amx.h"
 #include "cpu/cpu_features.h"
 #include "cpu/parallel_for.h"
 #include "kernels/kernel.h"
@@ -51,27 +50,9 @@ constexpr int64_t kPixelStep = 32;  // pixels (bf16 pairs of 16) in one tile pro
 // operand and the sums they stay in a 2 MB L2 cache.
 constexpr int64_t kChunkBytes = 1 << 20;
 
-// Linux hands a process the AMX tile state only on request.
-bool amx_permitted() {
-  static const bool permitted = [] {
-    constexpr long kReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
-    return syscall(SYS_arch_prctl, kReqXcompPerm, kXfeatureXtiledata) == 0;
-  }();
-  return permitted;
-}
-
-struct alignas(64) TileConfig {
-  uint8_t palette = 1;
-  uint8_t start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t bytes_per_row[16] = {};
-  uint8_t rows[16] = {};
-  uint8_t reserved2[16] = {};
-};
-
 // Eight tiles of 16 rows x 64 bytes: accumulators 0-3, A tiles 4-5, B tiles 6-7.
-TileConfig tile_config() {
-  TileConfig c;
+AmxTileConfig tile_config() {
+  AmxTileConfig c;
   for (int t = 0; t < 8; ++t) {
     c.bytes_per_row[t] = 64;
     c.rows[t] = kTile;
@@ -281,7 +262,7 @@ __attribute__((target("amx-tile,amx-bf16"))) void accumulate_tiles(const FilterG
     }
 }
 
-__attribute__((target("amx-tile"))) void load_tile_config(const TileConfig& config) {
+__attribute__((target("amx-tile"))) void load_tile_config(const AmxTileConfig& config) {
   _tile_loadconfig(&config);
 }
 
@@ -343,7 +324,7 @@ class AmxFilterGradKernel : public Kernel {
 
  private:
   FilterGradShape shape_;
-  TileConfig config_ = tile_config();
+  AmxTileConfig config_ = tile_config();
   std::vector<ThreadBuffers> buffers_;
   std::vector<uint16_t> padded_;  // x in bf16 inside zero borders, written by every run
 };
