@@ -22,8 +22,6 @@
 #include <omp.h>
 
 #include <algorithm>
-#include <cstring>
-#include <mutex>
 #include <vector>
 
 #include "cpu/amx.h"
