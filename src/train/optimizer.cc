@@ -121,9 +121,7 @@ void Optimizer::apply(const std::string& name, Tensor& param, const Tensor& grad
     parallel_for(0, n, n > 65536, [&](int64_t share_begin, int64_t share_end) {
 #if defined(__x86_64__)
       // Rounded in the update's own pass: the weights are read and written once either way.
-      if (vector && rounded != nullptr)
-        return adam_update_rounding_avx512(w, g, m, v, share_begin, share_end, adam, rounded);
-      if (vector) return adam_update_avx512(w, g, m, v, share_begin, share_end, adam);
+      if (vector) return adam_update_avx512(w, g, m, v, share_begin, share_end, adam, rounded);
 #endif
       for (int64_t i = share_begin; i < share_end; ++i) {
         m[i] = b1 * m[i] + (1.0f - b1) * g[i];

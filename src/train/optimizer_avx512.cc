@@ -77,16 +77,9 @@ __attribute__((target("avx512f"))) inline void adam_loop(float* w, const float* 
 
 __attribute__((target("avx512f"))) void adam_update_avx512(float* w, const float* g, float* m,
                                                            float* v, int64_t begin, int64_t end,
-                                                           const AdamStep& s) {
+                                                           const AdamStep& s, uint16_t* rounded) {
+  if (rounded != nullptr) return adam_loop<true>(w, g, m, v, begin, end, s, rounded);
   adam_loop<false>(w, g, m, v, begin, end, s, nullptr);
-}
-
-__attribute__((target("avx512f"))) void adam_update_rounding_avx512(float* w, const float* g,
-                                                                    float* m, float* v,
-                                                                    int64_t begin, int64_t end,
-                                                                    const AdamStep& s,
-                                                                    uint16_t* rounded) {
-  adam_loop<true>(w, g, m, v, begin, end, s, rounded);
 }
 
 __attribute__((target("avx512f"))) void round_to_bf16_avx512(const float* w, int64_t begin,

@@ -16,13 +16,10 @@ struct AdamStep {
 };
 
 // For i in [begin, end): m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g g;
-// w -= step m / (sqrt(v) + eps) + decay_step w.
+// w -= step m / (sqrt(v) + eps) + decay_step w; and, where `rounded` is set, the new w rounded
+// to bf16 there in the same pass, as codec/weight_codec.h's float_to_bf16 rounds.
 void adam_update_avx512(float* w, const float* g, float* m, float* v, int64_t begin, int64_t end,
-                        const AdamStep& s);
-// The same, also writing the new w rounded to bf16 (nearest even) to `rounded`, in the same
-// pass, as codec/weight_codec.h's float_to_bf16 rounds.
-void adam_update_rounding_avx512(float* w, const float* g, float* m, float* v, int64_t begin,
-                                 int64_t end, const AdamStep& s, uint16_t* rounded);
+                        const AdamStep& s, uint16_t* rounded = nullptr);
 // w[i] rounded to bf16 as float_to_bf16 rounds, for i in [begin, end).
 void round_to_bf16_avx512(const float* w, int64_t begin, int64_t end, uint16_t* rounded);
 
