@@ -1,11 +1,14 @@
-// The AMX filter gradient (impl "amx", bf16 sessions on CPUs with amx_bf16) against the fp32
-// reference kernel on random shapes: strides, dilations, explicit and SAME padding, channel
-// and output counts off the tile sizes, pixel counts off the chunk and tile-step sizes, batches
-// large enough to split between threads. Its inputs are rounded to bf16 to nearest even, so it
-// equals the reference run on inputs rounded that way, to fp32 summation tolerance; against the
-// unrounded reference a sum of K products of values in [-1, 1) is off by at most K * 2^-7.
+// The AMX kernels (impl "amx", bf16 sessions on CPUs with amx_bf16) against the fp32 reference
+// kernels. The filter gradient on random shapes: strides, dilations, explicit and SAME
+// padding, channel and output counts off the tile sizes, pixel counts off the chunk and
+// tile-step sizes, batches large enough to split between threads. The weight-gradient MatMul
+// (transpose_a) on sizes on and off the tile sizes. Inputs are rounded to bf16 to nearest
+// even, so each equals the reference run on inputs rounded that way, to fp32 summation
+// tolerance; against the unrounded reference a sum of K products of values in [-1, 1) is off by
+// at most K * 2^-7.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <random>
 #include <string>
 
@@ -121,6 +124,72 @@ TEST(AmxFilterGrad, OnlyBf16SessionsWithChannelsTakeIt) {
   EXPECT_EQ(impl_of(wide, Precision::fp32).find("amx"), std::string::npos);
   EXPECT_EQ(impl_of(single, Precision::bf16).find("amx"), std::string::npos);
   EXPECT_EQ(impl_of(wide, Precision::bf16) == "amx:bf16", cpu_features().amx_bf16);
+}
+
+// a^T b for a [k][m] and b [k][n], and the impl that computed it.
+std::pair<Tensor, std::string> weight_grad(const Tensor& a, const Tensor& b,
+                                           SessionOptions options) {
+  Graph g;
+  Output ai = ops::placeholder(g, DType::f32, a.shape());
+  Output bi = ops::placeholder(g, DType::f32, b.shape());
+  Output product = ops::matmul(g, ai, bi, /*transpose_a=*/true);
+  Session session(g, options);
+  session.set_profiling(true);
+  Tensor out = session.run({{ai, a}, {bi, b}}, {product})[0].clone();
+  std::string impl;
+  for (const NodeProfile& p : session.profile())
+    if (p.op == "MatMul") impl = p.impl;
+  return {out, impl};
+}
+
+TEST(AmxWeightGrad, EqualsTheReferenceOnBf16RoundedInputs) {
+  if (!cpu_features().amx_bf16) GTEST_SKIP() << "no AMX on this CPU";
+  const uint32_t seed = 29;
+  std::mt19937 rng(seed);
+  auto pick = [&](int64_t lo, int64_t hi) {
+    return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+  };
+  // {k, m, n}: whole tiles and strips for two threads; a single value; k off the tile step and
+  // m, n off the 32 x 32 blocks (edge blocks); one strip (one thread); then random sizes.
+  std::vector<std::array<int64_t, 3>> cases = {
+      {64, 256, 128}, {1, 1, 1}, {37, 75, 50}, {100, 20, 33}, {5, 31, 16}};
+  for (int round = 0; round < 6; ++round)
+    cases.push_back({pick(1, 130), pick(1, 200), pick(1, 90)});
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const auto [k, m, n] = cases[i];
+    SCOPED_TRACE(fmt::format("seed {} case {}: k {} m {} n {}", seed, i, k, m, n));
+    const Tensor a = random_tensor({k, m}, 2 * static_cast<uint32_t>(i) + 1);
+    const Tensor b = random_tensor({k, n}, 2 * static_cast<uint32_t>(i) + 2);
+    const auto [got, impl] = weight_grad(a, b, SessionOptions{.precision = Precision::bf16});
+    EXPECT_EQ(impl, "amx:bf16");
+    const Tensor want =
+        weight_grad(rounded_to_bf16(a), rounded_to_bf16(b), {.kernel_impl = "reference"}).first;
+    const double terms = static_cast<double>(k);
+    testing::expect_close(want, got, {.rtol = 1e-4, .atol = terms * 1e-6},
+                          "amx vs rounded reference");
+    const Tensor exact = weight_grad(a, b, {.kernel_impl = "reference"}).first;
+    testing::expect_close(exact, got, {.rtol = 0.0, .atol = terms / 128.0},
+                          "amx vs fp32 reference");
+  }
+}
+
+// Only bf16 sessions take it, and only for transpose_a: a layer's forward product and its input
+// gradient stay with oneDNN.
+TEST(AmxWeightGrad, OnlyBf16WeightGradientsTakeIt) {
+  const Tensor a = random_tensor({8, 40}, 1), b = random_tensor({8, 24}, 2);
+  EXPECT_EQ(weight_grad(a, b, {.precision = Precision::fp32}).second.find("amx"),
+            std::string::npos);
+  EXPECT_EQ(weight_grad(a, b, {.precision = Precision::bf16}).second == "amx:bf16",
+            cpu_features().amx_bf16);
+  Graph g;
+  Output ai = ops::placeholder(g, DType::f32, {40, 8});
+  Output bi = ops::placeholder(g, DType::f32, {8, 24});
+  Output forward = ops::matmul(g, ai, bi);
+  Session session(g, {.precision = Precision::bf16});
+  session.set_profiling(true);
+  session.run({{ai, random_tensor({40, 8}, 3)}, {bi, b}}, {forward});
+  for (const NodeProfile& p : session.profile())
+    EXPECT_EQ(p.impl.find("amx"), std::string::npos) << p.op << " " << p.impl;
 }
 
 }  // namespace

@@ -24,9 +24,9 @@
 #include <algorithm>
 #include <vector>
 
-#include "cpu/amx.h"
 #include "cpu/cpu_features.h"
 #include "cpu/parallel_for.h"
+#include "kernels/amx_operands_avx512.h"
 #include "kernels/kernel.h"
 #include "kernels/register.h"
 #include "ops/conv_geometry.h"
@@ -42,30 +42,14 @@ namespace {
 
 constexpr int kPriority = 12;  // above oneDNN's and float_loops' single-channel kernel
 
-constexpr int64_t kTile = 16;       // rows of every tile; fp32 columns of an accumulator tile
-constexpr int64_t kPixelStep = 32;  // pixels (bf16 pairs of 16) in one tile product
+using amx::kTile;
+using amx::lanes16;
+using amx::lanes32;
+using amx::round_up;
+constexpr int64_t kPixelStep = amx::kKStep;  // pixels in one tile product
 // A chunk's im2col rows take at most this much (and at most 512 pixels): with the other
 // operand and the sums they stay in a 2 MB L2 cache.
 constexpr int64_t kChunkBytes = 1 << 20;
-
-// Eight tiles of 16 rows x 64 bytes: accumulators 0-3, A tiles 4-5, B tiles 6-7.
-AmxTileConfig tile_config() {
-  AmxTileConfig c;
-  for (int t = 0; t < 8; ++t) {
-    c.bytes_per_row[t] = 64;
-    c.rows[t] = kTile;
-  }
-  return c;
-}
-
-int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
-
-__attribute__((target("avx512f"))) inline __mmask16 lanes(int64_t c, int64_t channels) {
-  const int64_t left = channels - c;
-  if (left <= 0) return 0;
-  return left >= 16 ? static_cast<__mmask16>(0xFFFF)
-                    : static_cast<__mmask16>((1u << static_cast<unsigned>(left)) - 1u);
-}
 
 // The shape of one filter gradient, with the padded sizes of its operands.
 struct FilterGradShape {
@@ -104,52 +88,6 @@ struct ThreadBuffers {
   std::vector<float> sums;
 };
 
-// 16 x 16 floats transposed in registers: four rounds, each swapping the off-diagonal blocks of
-// size b within every 2b x 2b block.
-__attribute__((target("avx512f"))) inline void transpose16(__m512 r[16]) {
-  for (int b = 8; b >= 1; b /= 2) {
-    alignas(64) int lo[16], hi[16];
-    for (int j = 0; j < 16; ++j) {
-      lo[j] = (j & b) == 0 ? j : 16 + j - b;
-      hi[j] = (j & b) == 0 ? j + b : 16 + j;
-    }
-    const __m512i idx_lo = _mm512_load_si512(lo), idx_hi = _mm512_load_si512(hi);
-    for (int i = 0; i < 16; ++i) {
-      if ((i & b) != 0) continue;
-      const __m512 a = r[i], c = r[i + b];
-      r[i] = _mm512_permutex2var_ps(a, idx_lo, c);
-      r[i + b] = _mm512_permutex2var_ps(a, idx_hi, c);
-    }
-  }
-}
-
-// dy rows [p0, p0 + count) of `outputs` floats, as bf16 [outputs][stride]: columns past `count`
-// up to `width` (a multiple of 16) are zeros.
-__attribute__((target("avx512f,avx512bf16"))) void transpose_dy(const float* dy, int64_t outputs,
-                                                                int64_t count, int64_t width,
-                                                                uint16_t* out, int64_t stride) {
-  for (int64_t p = 0; p < width; p += 16)
-    for (int64_t o = 0; o < outputs; o += 16) {
-      const __mmask16 m = lanes(o, outputs);
-      __m512 r[16];
-      for (int i = 0; i < 16; ++i)
-        r[i] = p + i < count ? _mm512_maskz_loadu_ps(m, dy + (p + i) * outputs + o)
-                             : _mm512_setzero_ps();
-      transpose16(r);
-      const int64_t rows = std::min<int64_t>(16, outputs - o);
-      for (int64_t i = 0; i < rows; ++i)
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + (o + i) * stride + p),
-                            reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(r[i])));
-    }
-}
-
-__attribute__((target("avx512f"))) inline __mmask32 lanes32(int64_t c, int64_t channels) {
-  const int64_t left = channels - c;
-  if (left <= 0) return 0;
-  return left >= 32 ? ~static_cast<__mmask32>(0)
-                    : static_cast<__mmask32>((1u << static_cast<unsigned>(left)) - 1u);
-}
-
 // Images [n0, n1) of x, rounded to bf16, into their places inside the zero borders.
 __attribute__((target("avx512f,avx512bw,avx512bf16"))) void pad_to_bf16(const float* x,
                                                                         const FilterGradShape& s,
@@ -163,7 +101,7 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) void pad_to_bf16(const fl
       uint16_t* out = padded + n * s.padded_image() +
                       ((r + g.h.pad_before) * s.padded_cols + g.w.pad_before) * s.channels;
       for (int64_t i = 0; i < row; i += 32) {
-        const __mmask16 low = lanes(i, row), high = lanes(i + 16, row);
+        const __mmask16 low = lanes16(i, row), high = lanes16(i + 16, row);
         const __m512 a = _mm512_maskz_loadu_ps(low, in + i);
         const __m512 b = high == 0 ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(high, in + i + 16);
         _mm512_mask_storeu_epi16(out + i, lanes32(i, row),
@@ -212,9 +150,9 @@ __attribute__((target("avx512f,avx512bw"))) void interleaved_im2col(const uint16
           const __mmask32 m = lanes32(c, s.channels);
           const __m512i va = _mm512_maskz_loadu_epi16(has_a ? m : 0, a + offset + c);
           const __m512i vb = _mm512_maskz_loadu_epi16(has_b ? m : 0, b + offset + c);
-          _mm512_mask_storeu_epi32(dst + 2 * c, lanes(c, s.channels),
+          _mm512_mask_storeu_epi32(dst + 2 * c, lanes16(c, s.channels),
                                    _mm512_permutex2var_epi16(va, first_half, vb));
-          const __mmask16 rest = lanes(c + 16, s.channels);
+          const __mmask16 rest = lanes16(c + 16, s.channels);
           if (rest != 0)
             _mm512_mask_storeu_epi32(dst + 2 * c + 32, rest,
                                      _mm512_permutex2var_epi16(va, second_half, vb));
@@ -260,12 +198,6 @@ __attribute__((target("amx-tile,amx-bf16"))) void accumulate_tiles(const FilterG
     }
 }
 
-__attribute__((target("amx-tile"))) void load_tile_config(const AmxTileConfig& config) {
-  _tile_loadconfig(&config);
-}
-
-__attribute__((target("amx-tile"))) void release_tiles() { _tile_release(); }
-
 class AmxFilterGradKernel : public Kernel {
  public:
   explicit AmxFilterGradKernel(const KernelSpec& spec)
@@ -297,15 +229,16 @@ class AmxFilterGradKernel : public Kernel {
       const int64_t steps = (s.pixels + kPixelStep - 1) / kPixelStep;
       const int64_t begin = std::min(s.pixels, steps * t / share * kPixelStep);
       const int64_t end = std::min(s.pixels, steps * (t + 1) / share * kPixelStep);
-      load_tile_config(config_);
+      amx::load_tile_config(config_);
       for (int64_t p = begin; p < end; p += s.chunk_pixels) {
         const int64_t count = std::min(s.chunk_pixels, end - p);
         const int64_t width = round_up(count, kPixelStep);
-        transpose_dy(dy + p * s.outputs, s.outputs, count, width, mine.dy_t.data(), s.chunk_pixels);
+        amx::transposed_to_bf16(dy + p * s.outputs, s.outputs, s.outputs, count, width,
+                                mine.dy_t.data(), s.chunk_pixels);
         interleaved_im2col(padded_.data(), s, p, count, width, mine.pairs.data());
         accumulate_tiles(s, mine.dy_t.data(), mine.pairs.data(), width, mine.sums.data());
       }
-      release_tiles();
+      amx::release_tiles();
     });
     // Threads' sums added in thread order, transposed to HWIO [(kh, kw, c)][o].
     float* df = ctx.outputs[0].data<float>();
@@ -322,7 +255,7 @@ class AmxFilterGradKernel : public Kernel {
 
  private:
   FilterGradShape shape_;
-  AmxTileConfig config_ = tile_config();
+  AmxTileConfig config_ = amx::eight_full_tiles();  // accumulators 0-3, A 4-5, B 6-7
   std::vector<ThreadBuffers> buffers_;
   std::vector<uint16_t> padded_;  // x in bf16 inside zero borders, written by every run
 };
@@ -344,7 +277,7 @@ bool accepts(const KernelSpec& spec) {
 
 }  // namespace
 
-void register_amx_kernels(KernelRegistry& r) {
+void register_amx_filter_grad_kernel(KernelRegistry& r) {
   KernelDef def;
   def.op = op_names::kConv2DBackpropFilter;
   def.impl = "amx";

@@ -15,7 +15,8 @@ void register_builtin_kernels(KernelRegistry& registry) {
 #if defined(__x86_64__)
   register_image_layout_kernels(registry);
   register_transformer_kernels_avx512(registry);
-  register_amx_kernels(registry);
+  register_amx_filter_grad_kernel(registry);
+  register_amx_weight_grad_kernel(registry);
 #endif
 }
 

@@ -21,7 +21,9 @@ void register_image_layout_kernels(KernelRegistry& registry);
 // LayerNorm and Gelu in portable C++, and with AVX-512 (x86-64 builds only).
 void register_transformer_kernels(KernelRegistry& registry);
 void register_transformer_kernels_avx512(KernelRegistry& registry);
-// bf16 Conv2DBackpropFilter on AMX tiles (x86-64 builds only).
-void register_amx_kernels(KernelRegistry& registry);
+// bf16 Conv2DBackpropFilter, and MatMul with transpose_a (a dense layer's weight gradient), on
+// AMX tiles (x86-64 builds only).
+void register_amx_filter_grad_kernel(KernelRegistry& registry);
+void register_amx_weight_grad_kernel(KernelRegistry& registry);
 
 }  // namespace sf
