@@ -43,8 +43,6 @@ namespace {
 constexpr int kPriority = 12;  // above oneDNN's and float_loops' single-channel kernel
 
 using amx::kTile;
-using amx::lanes16;
-using amx::lanes32;
 using amx::round_up;
 constexpr int64_t kPixelStep = amx::kKStep;  // pixels in one tile product
 // A chunk's im2col rows take at most this much (and at most 512 pixels): with the other
@@ -71,10 +69,8 @@ struct FilterGradShape {
         taps_channels(filter[0] * filter[1] * filter[2]),
         outputs_padded(round_up(outputs, 2 * kTile)),
         taps_channels_padded(round_up(taps_channels, 2 * kTile)),
-        padded_rows(
-            std::max(g.h.in + g.h.pad_before, (g.h.out - 1) * g.h.stride + g.h.effective_k())),
-        padded_cols(
-            std::max(g.w.in + g.w.pad_before, (g.w.out - 1) * g.w.stride + g.w.effective_k())),
+        padded_rows(g.h.padded_extent()),
+        padded_cols(g.w.padded_extent()),
         chunk_pixels(std::clamp<int64_t>(
             kChunkBytes / (2 * taps_channels_padded) / kPixelStep * kPixelStep, kPixelStep, 512)) {}
 

@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "cpu/amx.h"
+#include "cpu/avx512_lanes.h"
 
 namespace sf::amx {
 
@@ -17,20 +18,6 @@ constexpr int64_t kTile = 16;    // rows of every tile; fp32 columns of an accum
 constexpr int64_t kKStep = 32;  // bf16 values of k in one tile product
 
 inline int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
-
-// Lanes [0, count - first) of 16 (or 32) starting at `first`, as a load/store mask.
-__attribute__((target("avx512f"))) inline __mmask16 lanes16(int64_t first, int64_t count) {
-  const int64_t left = count - first;
-  if (left <= 0) return 0;
-  return left >= 16 ? static_cast<__mmask16>(0xFFFF)
-                    : static_cast<__mmask16>((1u << static_cast<unsigned>(left)) - 1u);
-}
-__attribute__((target("avx512f"))) inline __mmask32 lanes32(int64_t first, int64_t count) {
-  const int64_t left = count - first;
-  if (left <= 0) return 0;
-  return left >= 32 ? ~static_cast<__mmask32>(0)
-                    : static_cast<__mmask32>((1u << static_cast<unsigned>(left)) - 1u);
-}
 
 // 16 x 16 floats transposed in registers: four rounds, each swapping the off-diagonal blocks of
 // size b within every 2b x 2b block.

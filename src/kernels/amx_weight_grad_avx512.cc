@@ -68,7 +68,7 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) void row_pairs_to_bf16(
     const float* second = first + s.n;
     uint16_t* row = out + j * 2 * s.n_padded;
     for (int64_t c = 0; c < s.n_padded; c += kTile) {
-      const __mmask16 m = amx::lanes16(c, s.n);
+      const __mmask16 m = lanes16(c, s.n);
       const __m512 a = _mm512_maskz_loadu_ps(has_first ? m : 0, first + c);
       const __m512 b = _mm512_maskz_loadu_ps(has_second ? m : 0, second + c);
       const __m512i pair = reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(b, a));

@@ -157,11 +157,7 @@ void max_pool_grad_f32(const float* x, const float* y, const float* dy, int64_t 
 void conv_filter_grad_single_channel_f32(const float* x, const float* dy, int64_t n,
                                          int64_t outputs, const Window2D& g, float* df) {
   const int64_t taps = g.h.k * g.w.k, size = taps * outputs;
-  // The image with zeros around it wherever a tap may fall, so the loops never test bounds.
-  const int64_t rows =
-      std::max(g.h.in + g.h.pad_before, (g.h.out - 1) * g.h.stride + g.h.effective_k());
-  const int64_t cols =
-      std::max(g.w.in + g.w.pad_before, (g.w.out - 1) * g.w.stride + g.w.effective_k());
+  const int64_t rows = g.h.padded_extent(), cols = g.w.padded_extent();
   const bool vector = has_avx512();
   const int64_t sums_stride = vector ? (outputs + 15) / 16 * 16 : outputs;
   const int threads =

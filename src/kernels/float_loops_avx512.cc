@@ -6,6 +6,8 @@
 #include <cmath>
 #include <type_traits>
 
+#include "cpu/avx512_lanes.h"
+
 // GCC 12's AVX-512 intrinsics start from _mm512_undefined_ps(), which -Wmaybe-uninitialized
 // reports once they are inlined (as in kernels/int8_loops_avx512.cc).
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -13,13 +15,6 @@
 namespace sf::float_loops {
 
 namespace {
-
-// The lanes of channels [c, c + 16) that exist.
-__attribute__((target("avx512f"))) inline __mmask16 lanes(int64_t c, int64_t channels) {
-  const int64_t left = channels - c;
-  return left >= 16 ? static_cast<__mmask16>(0xFFFF)
-                    : static_cast<__mmask16>((1u << static_cast<unsigned>(left)) - 1u);
-}
 
 // The maxima of kVectors channel vectors from `c` over one window (rows [r_begin, r_end),
 // columns [c_begin, c_end)), taps in row-major order as the reference takes them. The vectors
@@ -33,7 +28,7 @@ __attribute__((target("avx512f"))) inline void window_max(const float* image, in
   __mmask16 m[kVectors];
   __m512 acc[kVectors];
   for (int v = 0; v < kVectors; ++v) {
-    m[v] = lanes(c + 16 * v, channels);
+    m[v] = lanes16(c + 16 * v, channels);
     acc[v] = _mm512_set1_ps(-INFINITY);
   }
   // max_ps(a, b) is a > b ? a : b, the reference's std::max(acc, a): NaN never wins.
@@ -78,7 +73,7 @@ __attribute__((target("avx512f"))) void route_to_first_max_avx512(
     const float* const* x_taps, float* const* dx_taps, int64_t count, int64_t channels,
     const float* y, const float* dy, bool relu, bool accumulate) {
   for (int64_t c = 0; c < channels; c += 16) {
-    const __mmask16 m = lanes(c, channels);
+    const __mmask16 m = lanes16(c, channels);
     const __m512 yv = _mm512_maskz_loadu_ps(m, y + c);
     const __mmask16 passed =
         relu ? _mm512_mask_cmp_ps_mask(m, yv, _mm512_setzero_ps(), _CMP_GT_OQ) : m;
@@ -109,8 +104,8 @@ __attribute__((target("avx512f"))) void tap_row_sums(const float* padded, int64_
                                                      const float* dy, int64_t outputs,
                                                      int64_t o0, const Window2D& g, int64_t fr,
                                                      int64_t fc0, float* sums, int64_t stride) {
-  const __mmask16 m0 = lanes(o0, outputs);
-  const __mmask16 m1 = o0 + 16 < outputs ? lanes(o0 + 16, outputs) : static_cast<__mmask16>(0);
+  const __mmask16 m0 = lanes16(o0, outputs);
+  const __mmask16 m1 = o0 + 16 < outputs ? lanes16(o0 + 16, outputs) : static_cast<__mmask16>(0);
   __m512 acc[kTaps][2];
   for (int j = 0; j < kTaps; ++j) acc[j][0] = acc[j][1] = _mm512_setzero_ps();
   const int64_t dw = g.w.dilation;
@@ -168,7 +163,7 @@ __attribute__((target("avx512f"))) void column_sums_avx512(const float* dy, int6
                      _mm512_setzero_ps()};
     __mmask16 m[4];
     for (int k = 0; k < 4; ++k)
-      m[k] = c0 + 16 * k < channels ? lanes(c0 + 16 * k, channels) : static_cast<__mmask16>(0);
+      m[k] = c0 + 16 * k < channels ? lanes16(c0 + 16 * k, channels) : static_cast<__mmask16>(0);
     for (int64_t r = 0; r < rows; ++r) {
       const float* row = dy + r * channels + c0;
       for (int k = 0; k < 4; ++k)
@@ -238,7 +233,7 @@ __attribute__((target("avx512f"))) void add_n_span_avx512(const float* const* xs
   for (; i + 16 <= end; i += 16)
     _mm512_storeu_ps(y + i, activated_sums<true>(xs, count, i, 0xFFFF, activation));
   if (i < end) {
-    const __mmask16 m = lanes(i, end);
+    const __mmask16 m = lanes16(i, end);
     _mm512_mask_storeu_ps(y + i, m, activated_sums<false>(xs, count, i, m, activation));
   }
 }
@@ -255,7 +250,7 @@ __attribute__((target("avx512f"))) void dropout_span_avx512(const float* x, int6
   const __m512i limit = _mm512_set1_epi32(static_cast<int>(threshold));
   const __m512 kept = _mm512_set1_ps(keep);
   for (int64_t i = begin; i < end; i += 16) {
-    const __mmask16 m = lanes(i - begin, end - begin);
+    const __mmask16 m = lanes16(i - begin, end - begin);
     const __m512i index =
         _mm512_add_epi32(_mm512_set1_epi32(static_cast<int>(static_cast<uint32_t>(i))), lane);
     const __m512i first = mix32(_mm512_xor_si512(index, key_low));

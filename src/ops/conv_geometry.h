@@ -38,6 +38,11 @@ struct Window1D {
   int64_t pad_before = 0, pad_after = 0;
   int64_t out = 0;
   int64_t effective_k() const { return (k - 1) * dilation + 1; }
+  // The input's extent with zeros around it wherever a tap may fall: kernels that copy the
+  // input into such borders never test a tap's bounds.
+  int64_t padded_extent() const {
+    return std::max(in + pad_before, (out - 1) * stride + effective_k());
+  }
 };
 
 struct Window2D {

@@ -2,6 +2,8 @@
 
 #include <immintrin.h>
 
+#include "cpu/avx512_lanes.h"
+
 // GCC 12's intrinsics start from an undefined vector, a deliberate self-initialization that
 // -Wmaybe-uninitialized reports once they are inlined here.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -22,12 +24,6 @@ __attribute__((target("avx512f"))) inline __m512 sub(__m512 a, __m512 b) {
 }
 __attribute__((target("avx512f"))) inline __m512 mul(__m512 a, __m512 b) {
   return _mm512_mul_round_ps(a, b, kNearest);
-}
-
-// The lanes of a 16-float vector that hold elements when `left` of them remain.
-inline __mmask16 lanes_for(int64_t left) {
-  return left >= 16 ? static_cast<__mmask16>(0xFFFF)
-                    : static_cast<__mmask16>((1u << static_cast<unsigned>(left)) - 1u);
 }
 
 // Adam's first moment: b1 m + (1 - b1) g.
@@ -58,7 +54,7 @@ __attribute__((target("avx512f"))) inline void adam_loop(float* w, const float* 
   const __m512 step = _mm512_set1_ps(s.step), eps = _mm512_set1_ps(s.epsilon);
   const __m512 decay = _mm512_set1_ps(s.decay_step);
   for (int64_t i = begin; i < end; i += 16) {
-    const __mmask16 lanes = lanes_for(end - i);
+    const __mmask16 lanes = lanes16(0, end - i);
     const __m512 gi = _mm512_maskz_loadu_ps(lanes, g + i);
     const __m512 mi = first_moment(b1, rest1, m + i, gi, lanes);
     const __m512 vi = add(mul(b2, _mm512_maskz_loadu_ps(lanes, v + i)), mul(mul(rest2, gi), gi));
@@ -85,7 +81,7 @@ __attribute__((target("avx512f"))) void adam_update_avx512(float* w, const float
 __attribute__((target("avx512f"))) void round_to_bf16_avx512(const float* w, int64_t begin,
                                                              int64_t end, uint16_t* rounded) {
   for (int64_t i = begin; i < end; i += 16) {
-    const __mmask16 lanes = lanes_for(end - i);
+    const __mmask16 lanes = lanes16(0, end - i);
     _mm512_mask_cvtepi32_storeu_epi16(rounded + i, lanes,
                                       bf16_32(_mm512_maskz_loadu_ps(lanes, w + i)));
   }
@@ -100,7 +96,7 @@ __attribute__((target("avx512f"))) void adam_outside_update_avx512(float* w, con
   const __m512 rate = _mm512_set1_ps(s.rate), eps = _mm512_set1_ps(s.epsilon);
   const __m512 decay = _mm512_set1_ps(s.decay_step);
   for (int64_t i = begin; i < end; i += 16) {
-    const __mmask16 lanes = lanes_for(end - i);
+    const __mmask16 lanes = lanes16(0, end - i);
     const __m512 gi = _mm512_maskz_loadu_ps(lanes, g + i);
     const __m512 mi = first_moment(b1, rest1, m + i, gi, lanes);
     const __m512 ai = mul(m_scale, mi);
