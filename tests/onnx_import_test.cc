@@ -115,6 +115,22 @@ TEST(OnnxImport, UnsupportedFeatureNamesTheNode) {
   }
 }
 
+// Found by the ONNX fuzzer: a Concat whose inputs were lost indexed its first input.
+TEST(OnnxImport, ConcatWithoutInputsNamesTheNode) {
+  onnx::ModelProto m = new_model();
+  add_input(m, "x", {2});
+  set_int(add_node(m, "Concat", {}, {"y"}, "cat"), "axis", 0);
+  add_output(m, "y");
+  try {
+    import_onnx(write(m, "empty_concat.onnx"));
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("node 'cat' (Concat): needs at least one input"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 // SqueezeNet's pooling: 3x3 windows, stride 2, ceil rounding: 5x5 -> 2x2 (floor) becomes 3x3.
 TEST(OnnxImport, CeilModeMaxPoolRoundsTheOutputUp) {
   onnx::ModelProto m = new_model();

@@ -94,6 +94,7 @@ void flatten(Context& c) {
 }
 
 void concat(Context& c) {
+  if (c.num_inputs() == 0) c.fail("needs at least one input");
   std::vector<Value*> vs;
   for (int i = 0; i < c.num_inputs(); ++i) vs.push_back(&c.in(i));
   const int64_t rank = static_cast<int64_t>(vs[0]->shape.size());
