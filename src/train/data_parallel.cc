@@ -1,6 +1,7 @@
 #include "train/data_parallel.h"
 
 #include <fmt/ranges.h>
+#include <zlib.h>
 
 #include <algorithm>
 #include <cmath>
@@ -410,11 +411,12 @@ void average_variables(Communicator& comm, VariableStore& variables,
 
 void check_replicas(Communicator& comm, const VariableStore& variables,
                     const std::vector<std::string>& names, int64_t step) {
-  uint64_t hash = 1469598103934665603ull;  // FNV-1a over the parameters' bytes
+  // zlib's CRC-32 of the parameters' bytes: 4-5 ms for Deep-MNIST's 13 MB here, where a
+  // byte-wise FNV-1a took 15 ms of every 100th step.
+  uLong hash = crc32_z(0L, Z_NULL, 0);
   for (const std::string& name : names) {
     const Tensor& value = variables.get(name);
-    const auto* bytes = static_cast<const unsigned char*>(value.raw());
-    for (size_t i = 0; i < value.bytes(); ++i) hash = (hash ^ bytes[i]) * 1099511628211ull;
+    hash = crc32_z(hash, static_cast<const Bytef*>(value.raw()), value.bytes());
   }
   const std::vector<uint64_t> hashes = comm.allgather(hash, fmt::format("replica checksums (step {})", step));
   std::vector<int> drifted;
@@ -422,7 +424,7 @@ void check_replicas(Communicator& comm, const VariableStore& variables,
     if (hashes[r] != hashes[0]) drifted.push_back(static_cast<int>(r));
   if (!drifted.empty())
     fail("step {}: the replicas drifted: the parameters of rank(s) {} differ from rank 0's "
-         "(checksum {:016x} vs {:016x}); stopping",
+         "(checksum {:08x} vs {:08x}); stopping",
          step, fmt::join(drifted, ", "), hashes[static_cast<size_t>(drifted[0])], hashes[0]);
 }
 
