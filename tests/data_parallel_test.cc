@@ -7,6 +7,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <string>
 
@@ -117,8 +118,19 @@ TEST(DataParallel, TwoRanksOfBatch32MatchOneProcessOfBatch64After20Steps) {
   EXPECT_NE(two.out.find("\"global_batch\":64"), std::string::npos) << two.out;
   EXPECT_NE(two.out.find("\"step\":20"), std::string::npos) << two.out;
   EXPECT_EQ(count_lines_starting(two.out, "epoch 1/1"), 1) << "rank 0 alone reports\n" << two.out;
-  const auto a = TrainingRun(dir + "/one").variables();
-  const auto b = TrainingRun(dir + "/two").variables();
+  // The weights, and the optimizer's momentum: each rank updates its own part of every
+  // parameter, and the ranks share their parts of the momentum before a checkpoint.
+  const TrainingRun run_one(dir + "/one"), run_two(dir + "/two");
+  std::map<std::string, Tensor> a = run_one.variables(), b = run_two.variables();
+  int velocities = 0;
+  for (const auto& [name, value] : run_one.checkpoint().tensors)
+    if (name.rfind(std::string(kOptimizerPrefix) + "momentum/velocity/", 0) == 0) {
+      a[name] = value;
+      ASSERT_TRUE(run_two.checkpoint().tensors.count(name)) << name;
+      b[name] = run_two.checkpoint().tensors.at(name);
+      ++velocities;
+    }
+  EXPECT_EQ(velocities, static_cast<int>(run_one.variables().size())) << "one slot per variable";
   ASSERT_EQ(a.size(), b.size());
   for (const auto& [name, value] : a) {
     const Tensor& other = b.at(name);

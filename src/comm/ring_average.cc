@@ -25,7 +25,27 @@ int64_t RingAverage::chunk_begin(int chunk) const {
 }
 
 void RingAverage::start(std::vector<Tensor> pieces, Tensor out, std::string what) {
-  SF_CHECK(requests_.empty() && step_ == 2 * (ranks_ - 1), "a ring started while one is running");
+  const int steps = 2 * (comm_.size() - 1);
+  start_steps(std::move(pieces), std::move(out), std::move(what), 0, steps);
+}
+
+void RingAverage::start_reduce_scatter(std::vector<Tensor> pieces, Tensor out, std::string what) {
+  start_steps(std::move(pieces), std::move(out), std::move(what), 0, comm_.size() - 1);
+}
+
+void RingAverage::start_allgather(std::vector<Tensor> pieces, std::string what) {
+  const int ranks = comm_.size();
+  start_steps(std::move(pieces), Tensor(), std::move(what), ranks - 1, 2 * (ranks - 1));
+}
+
+std::pair<int64_t, int64_t> RingAverage::owned_elements() const {
+  const int chunk = (rank_ + 1) % ranks_;
+  return {chunk_begin(chunk), chunk_begin(chunk + 1)};
+}
+
+void RingAverage::start_steps(std::vector<Tensor> pieces, Tensor out, std::string what,
+                              int first_step, int last_step) {
+  SF_CHECK(requests_.empty() && step_ == last_step_, "a ring started while one is running");
   ranks_ = comm_.size();
   rank_ = comm_.rank();
   pieces_ = std::move(pieces);
@@ -34,22 +54,26 @@ void RingAverage::start(std::vector<Tensor> pieces, Tensor out, std::string what
     SF_CHECK(p.dtype() == DType::f32, "ring average of a {} piece", dtype_name(p.dtype()));
     piece_begin_.push_back(piece_begin_.back() + p.numel());
   }
-  SF_CHECK(out.dtype() == DType::f32 && out.numel() == piece_begin_.back(),
+  gather_into_pieces_ = !out.defined();
+  SF_CHECK(gather_into_pieces_ || (out.dtype() == DType::f32 && out.numel() == piece_begin_.back()),
            "ring average of {} elements into a tensor of {}", piece_begin_.back(), out.numel());
   out_ = std::move(out);
   what_ = std::move(what);
   bytes_sent_ = 0;
-  step_ = 0;
+  step_ = first_step;
+  last_step_ = last_step;
   if (ranks_ == 1) {
-    for (size_t p = 0; p < pieces_.size(); ++p)
-      if (pieces_[p].bytes() > 0)
-        std::memcpy(out_.data<float>() + piece_begin_[p], pieces_[p].raw(), pieces_[p].bytes());
+    if (!gather_into_pieces_)
+      for (size_t p = 0; p < pieces_.size(); ++p)
+        if (pieces_[p].bytes() > 0)
+          std::memcpy(out_.data<float>() + piece_begin_[p], pieces_[p].raw(), pieces_[p].bytes());
     return;
   }
   int64_t largest_chunk = 0;
   for (int c = 0; c < ranks_; ++c)
     largest_chunk = std::max(largest_chunk, chunk_begin(c + 1) - chunk_begin(c));
-  if (received_.numel() < largest_chunk) received_ = Tensor(DType::f32, {largest_chunk});
+  if (step_ < ranks_ - 1 && received_.numel() < largest_chunk)
+    received_ = Tensor(DType::f32, {largest_chunk});
   post_step();
 }
 
@@ -60,8 +84,9 @@ void RingAverage::send_pieces(int64_t begin, int64_t end) {
   for (size_t p = 0; p < pieces_.size(); ++p) {
     const int64_t lo = std::max(begin, piece_begin_[p]), hi = std::min(end, piece_begin_[p + 1]);
     if (lo >= hi) continue;
-    const Tensor segment = step_ == 0 ? elements(pieces_[p], lo - piece_begin_[p], hi - lo)
-                                      : elements(out_, lo, hi - lo);
+    const Tensor segment = step_ == 0 || gather_into_pieces_
+                               ? elements(pieces_[p], lo - piece_begin_[p], hi - lo)
+                               : elements(out_, lo, hi - lo);
     requests_.push_back(comm_.isend(segment, right, tag_, what_));
     bytes_sent_ += static_cast<int64_t>(segment.bytes());
   }
@@ -73,8 +98,9 @@ void RingAverage::receive_pieces(int64_t begin, int64_t end) {
   for (size_t p = 0; p < pieces_.size(); ++p) {
     const int64_t lo = std::max(begin, piece_begin_[p]), hi = std::min(end, piece_begin_[p + 1]);
     if (lo >= hi) continue;
-    Tensor segment =
-        reducing ? elements(received_, lo - begin, hi - lo) : elements(out_, lo, hi - lo);
+    Tensor segment = reducing             ? elements(received_, lo - begin, hi - lo)
+                     : gather_into_pieces_ ? elements(pieces_[p], lo - piece_begin_[p], hi - lo)
+                                           : elements(out_, lo, hi - lo);
     requests_.push_back(comm_.irecv(segment, left, tag_, what_));
   }
 }
@@ -107,13 +133,12 @@ void RingAverage::reduce_received(int chunk, bool last) {
 }
 
 bool RingAverage::progress() {
-  const int steps = 2 * (ranks_ - 1);
-  while (step_ < steps) {
+  while (step_ < last_step_) {
     for (CommRequest& r : requests_)
       if (!comm_.test(r)) return false;
     requests_.clear();
     if (step_ < ranks_ - 1) reduce_received(received_chunk_, step_ == ranks_ - 2);
-    if (++step_ < steps) post_step();
+    if (++step_ < last_step_) post_step();
   }
   return true;
 }

@@ -11,10 +11,13 @@
 // gradient into it and a pass to divide the sum by N.
 //
 // Non-blocking: start() posts the first messages and progress() advances the ring whenever it is
-// called (data parallelism calls it each time another gradient is computed).
+// called (data parallelism calls it each time another gradient is computed). The two halves
+// also run apart (start_reduce_scatter, then start_allgather over other pieces), so that each
+// rank can update its own share of the weights in between and pass those on.
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "comm/communicator.h"
@@ -32,6 +35,15 @@ class RingAverage {
   // ring is done. Every rank starts its rings in the same order with the same piece sizes.
   // `what` names the operation in errors ("allreduce of gradients (step 12)").
   void start(std::vector<Tensor> pieces, Tensor out, std::string what);
+  // The ring's first half only: once done, this rank's share of `out` (owned_elements()) holds
+  // the average; the rest of `out` holds partial sums.
+  void start_reduce_scatter(std::vector<Tensor> pieces, Tensor out, std::string what);
+  // The ring's second half, in place: `pieces` (laid end to end as in the reduce-scatter before,
+  // the same element count) hold this rank's share; once done, every rank's share, on every rank.
+  void start_allgather(std::vector<Tensor> pieces, std::string what);
+  // [begin, end) of the vector: this rank's share, the chunk whose average its reduce-scatter
+  // forms (the whole vector on one rank). Valid after a start.
+  std::pair<int64_t, int64_t> owned_elements() const;
   // Advances without blocking; true once the average is in `out` (and when nothing was started).
   bool progress();
   // Blocks until done; a peer that stops answering is an error after the communicator's timeout.
@@ -41,6 +53,9 @@ class RingAverage {
 
  private:
   int64_t chunk_begin(int chunk) const;
+  // Takes the pieces, checks them and posts the first step; `out` may be undefined (allgather).
+  void start_steps(std::vector<Tensor> pieces, Tensor out, std::string what, int first_step,
+                   int last_step);
   // Posts the messages of step `step_` (reduce-scatter steps first, then allgather steps).
   void post_step();
   // Adds this rank's pieces to the partial sums received in a reduce-scatter step.
@@ -58,7 +73,9 @@ class RingAverage {
   Tensor out_;
   Tensor received_;  // a reduce-scatter step's partial sums from the left neighbour
   std::string what_;
-  int step_ = 0;      // 0 .. 2(N-1); 2(N-1) when done
+  int step_ = 0;       // 0 .. 2(N-1): N-1 reduce-scatter steps, then N-1 allgather steps
+  int last_step_ = 0;  // done when step_ reaches it
+  bool gather_into_pieces_ = false;  // start_allgather: the allgather reads and writes pieces_
   int received_chunk_ = 0;
   std::vector<CommRequest> requests_;
   int64_t bytes_sent_ = 0;

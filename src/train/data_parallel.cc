@@ -139,7 +139,9 @@ void GradientBuckets::launch(Bucket& bucket) {
   if (!in_flight_) first_launch_ = Clock::now();
   in_flight_ = true;
   const std::string what = fmt::format("gradients (step {})", step_);
-  if (compression_.kind == GradCompression::Kind::none) {
+  if (sharded_) {
+    bucket.ring->start_reduce_scatter(bucket.sources, bucket.data, "reduce-scatter of " + what);
+  } else if (compression_.kind == GradCompression::Kind::none) {
     bucket.ring->start(bucket.sources, bucket.data, "allreduce of " + what);
   } else {
     float* residual = bucket.residual.data<float>();
@@ -203,6 +205,15 @@ const std::vector<Tensor>& GradientBuckets::finish(const std::vector<Tensor>& gr
   }
   for (const Bucket& b : buckets_)
     if (b.ring) stats_.bytes += b.ring->bytes_sent();
+  if (sharded_ && owned_parts_.empty()) {
+    owned_parts_.resize(shapes_.size());
+    for (size_t i = 0; i < shapes_.size(); ++i) {
+      const auto [begin, end] = buckets_[bucket_of_[i]].ring->owned_elements();
+      const int64_t offset = offsets_[i], size = num_elements(shapes_[i]);
+      const int64_t first = std::clamp(begin - offset, int64_t{0}, size);
+      owned_parts_[i] = {first, std::max(first, std::clamp(end - offset, int64_t{0}, size))};
+    }
+  }
   const auto wait_end = Clock::now();
   ++stats_.steps;
   if (in_flight_) {
@@ -242,6 +253,40 @@ const std::vector<Tensor>& GradientBuckets::finish(const std::vector<Tensor>& gr
   next_to_finish_ = 0;
   in_flight_ = false;
   return averaged_;
+}
+
+void GradientBuckets::update_in_shards() {
+  SF_CHECK(buckets_.empty() && compression_.kind == GradCompression::Kind::none,
+           "sharded updates are set before the first step, without compression");
+  sharded_ = true;
+}
+
+void GradientBuckets::share_parts(const std::vector<Tensor>& tensors, const std::string& what,
+                                  bool per_step) {
+  SF_CHECK(sharded_ && !owned_parts_.empty(), "parts of {} shared before a sharded step", what);
+  SF_CHECK(tensors.size() == shapes_.size(), "{}: {} tensors for {} parameters", what,
+           tensors.size(), shapes_.size());
+  const auto start = Clock::now();
+  const std::string operation = fmt::format("allgather of {} (step {})", what, step_);
+  for (Bucket& bucket : buckets_) {
+    std::vector<Tensor> pieces;
+    for (size_t i : bucket.members) {
+      SF_CHECK(tensors[i].dtype() == DType::f32 && tensors[i].shape() == shapes_[i],
+               "{}: parameter {} is {}{}, expected f32{}", what, i, dtype_name(tensors[i].dtype()),
+               shape_str(tensors[i].shape()), shape_str(shapes_[i]));
+      pieces.push_back(tensors[i]);
+    }
+    bucket.ring->start_allgather(std::move(pieces), operation);
+  }
+  for (Bucket& bucket : buckets_) {
+    bucket.ring->wait();
+    if (per_step) stats_.bytes += bucket.ring->bytes_sent();
+  }
+  if (per_step) {
+    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    stats_.comm_seconds += seconds;
+    stats_.exposed_seconds += seconds;
+  }
 }
 
 void GradientBuckets::share_second_moments() {

@@ -20,6 +20,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "comm/communicator.h"
@@ -67,6 +68,24 @@ class GradientBuckets {
   const std::vector<Tensor>& finish(const std::vector<Tensor>& gradients, int64_t step);
 
   int64_t buckets() const { return static_cast<int64_t>(buckets_.size()); }
+
+  // Before the first step, without compression: from then on finish() averages only each rank's
+  // share of every bucket (its ring's reduce-scatter: owned_parts()), each rank updates only
+  // those parts of the parameters, and share_parts() passes the updated values on (the ring's
+  // allgather), as the first stage of ZeRO does. The same bytes go over the wire as for whole
+  // averages, but the update's memory traffic (Adam reads 4 and writes 3 floats per weight) is
+  // split between the ranks instead of repeated by each of them, at the same moment: on
+  // Deep-MNIST with 2 ranks here, Adam took 3.4 ms a step against 2.1 ms in a lone process.
+  void update_in_shards();
+  bool updates_in_shards() const { return sharded_; }
+  // With update_in_shards, after finish(): per parameter, the elements [first, second) whose
+  // averages this rank holds (the rest of its averaged gradient are partial sums). Every rank
+  // owns the same parts every step.
+  const std::vector<std::pair<int64_t, int64_t>>& owned_parts() const { return owned_parts_; }
+  // With update_in_shards, after finish(): every rank's owned parts of `tensors` (one f32 tensor
+  // per parameter, of its shape: the parameters, or an optimizer slot) to every rank, in place.
+  // `what` names them in errors; `per_step` counts the transfer in take_stats().
+  void share_parts(const std::vector<Tensor>& tensors, const std::string& what, bool per_step);
   // With compression: each parameter's error-feedback residual (what this rank's messages have
   // not carried yet), for checkpoints; empty without compression.
   std::vector<Tensor> residuals() const;
@@ -129,6 +148,8 @@ class GradientBuckets {
   std::vector<int64_t> offsets_;           // of each gradient in its bucket, in floats
   std::vector<Tensor> restored_residuals_;  // until the buckets are built
   std::vector<Tensor> averaged_;
+  bool sharded_ = false;
+  std::vector<std::pair<int64_t, int64_t>> owned_parts_;
   std::vector<bool> packed_;
   size_t next_to_finish_ = 0;
   int64_t step_ = 0;

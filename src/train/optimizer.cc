@@ -50,24 +50,26 @@ void round_share(const float* w, int64_t begin, int64_t end, uint16_t* rounded, 
 }  // namespace
 
 void Optimizer::apply(const std::string& name, Tensor& param, const Tensor& grad, double lr,
-                      bool decay, uint16_t* rounded) {
+                      bool decay, uint16_t* rounded, ElementRange part) {
   SF_CHECK(param.shape() == grad.shape(), "gradient {} for variable '{}' {}",
            shape_str(grad.shape()), name, shape_str(param.shape()));
   float* w = param.data<float>();
   const float* g = grad.data<float>();
-  const int64_t n = param.numel();
+  const int64_t begin = part.begin, end = part.end < 0 ? param.numel() : part.end;
+  SF_CHECK(0 <= begin && begin <= end && end <= param.numel(),
+           "update of elements [{}, {}) of variable '{}' of {}", begin, end, name, param.numel());
   const float wd = decay ? static_cast<float>(config_.weight_decay) : 0.0f;
   const float rate = static_cast<float>(lr);
   const bool vector = cpu_features().avx512f;
   if (config_.kind == "sgd") {
-    parallel_for(0, n, n > 65536, [&](int64_t share_begin, int64_t share_end) {
+    parallel_for(begin, end, end - begin > 65536, [&](int64_t share_begin, int64_t share_end) {
       for (int64_t i = share_begin; i < share_end; ++i) w[i] -= rate * (g[i] + wd * w[i]);
       round_share(w, share_begin, share_end, rounded, vector);
     });
   } else if (config_.kind == "momentum") {
     float* v = slot("velocity", name, param).data<float>();
     const float mu = static_cast<float>(config_.momentum);
-    parallel_for(0, n, n > 65536, [&](int64_t share_begin, int64_t share_end) {
+    parallel_for(begin, end, end - begin > 65536, [&](int64_t share_begin, int64_t share_end) {
       for (int64_t i = share_begin; i < share_end; ++i) {
         v[i] = mu * v[i] + g[i] + wd * w[i];
         w[i] -= rate * v[i];
@@ -91,7 +93,7 @@ void Optimizer::apply(const std::string& name, Tensor& param, const Tensor& grad
         .rate = rate,
         .epsilon = static_cast<float>(config_.epsilon),
         .decay_step = rate * wd};
-    parallel_for(0, n, n > 65536, [&](int64_t share_begin, int64_t share_end) {
+    parallel_for(begin, end, end - begin > 65536, [&](int64_t share_begin, int64_t share_end) {
 #if defined(__x86_64__)
       if (vector) {
         adam_outside_update_avx512(w, g, m, v, share_begin, share_end, adam);
@@ -118,7 +120,7 @@ void Optimizer::apply(const std::string& name, Tensor& param, const Tensor& grad
     const float eps = static_cast<float>(config_.epsilon);
     const float decay_step = rate * wd;
     [[maybe_unused]] const AdamStep adam{b1, b2, step, eps, decay_step};
-    parallel_for(0, n, n > 65536, [&](int64_t share_begin, int64_t share_end) {
+    parallel_for(begin, end, end - begin > 65536, [&](int64_t share_begin, int64_t share_end) {
 #if defined(__x86_64__)
       // Rounded in the update's own pass: the weights are read and written once either way.
       if (vector) return adam_update_avx512(w, g, m, v, share_begin, share_end, adam, rounded);

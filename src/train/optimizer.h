@@ -26,6 +26,12 @@ struct OptimizerConfig {
   bool second_moment_from_outside = false;
 };
 
+// Elements [begin, end) of a tensor.
+struct ElementRange {
+  int64_t begin = 0;
+  int64_t end = -1;  // -1: to the last element
+};
+
 class Optimizer {
  public:
   explicit Optimizer(OptimizerConfig config);
@@ -35,8 +41,10 @@ class Optimizer {
   void begin_step() { ++steps_; }
   // `rounded`, when set, gets the updated param rounded to bf16 as codec/weight_codec.h's
   // float_to_bf16 rounds (the next run's bf16 products read it: Session::bf16_for_next_run).
+  // Only the elements in `part` move (all by default), and only their slots: each rank of
+  // sharded data parallelism updates its own part (train/data_parallel.h).
   void apply(const std::string& name, Tensor& param, const Tensor& grad, double lr, bool decay,
-             uint16_t* rounded = nullptr);
+             uint16_t* rounded = nullptr, ElementRange part = {});
 
   // With second_moment_from_outside: Adam's second moment of `variable` (its shape) is `v`, an
   // average of squared gradients over `steps` steps, until the next call.

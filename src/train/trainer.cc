@@ -108,6 +108,8 @@ class TrainingLoop {
   }
   void apply_update(int64_t at_step, const std::vector<size_t>& parameters,
                     const std::vector<Tensor>& grads);
+  void apply_sharded_update(int64_t at_step, const std::vector<Tensor>& grads);
+  void share_optimizer_slots();
   void save(int64_t at_epoch, int64_t at_batch, int64_t at_offset);
   void mid_epoch_checkpoint(int64_t at_offset);
   void async_sync_point();
@@ -379,6 +381,9 @@ void TrainingLoop::prepare_exchange() {
     buckets_.emplace(*roles_.comm, shapes_, options_.bucket_mb, compression_,
                      shared_second_moment_ ? std::optional<double>(optimizer_->config().beta2)
                                            : std::nullopt);
+    if (compression_.kind == GradCompression::Kind::none && !roles_.job &&
+        owned_.size() == t_.model.parameters.size())
+      buckets_->update_in_shards();
     const size_t num_params = t_.model.parameters.size();
     on_fetch_ready_ = [this, num_params](size_t index, const Tensor& value) {
       if (index >= 2 && index < 2 + num_params) buckets_->ready(index - 2, value);
@@ -475,7 +480,41 @@ void TrainingLoop::apply_update(int64_t at_step, const std::vector<size_t>& para
   }
 }
 
+// Each rank updates its own parts of the parameters and passes them on to the others
+// (GradientBuckets::update_in_shards); `grads` hold the averages of those parts.
+void TrainingLoop::apply_sharded_update(int64_t at_step, const std::vector<Tensor>& grads) {
+  const double step_lr = schedule_->at(at_step);
+  optimizer_->begin_step();
+  const std::vector<std::pair<int64_t, int64_t>>& parts = buckets_->owned_parts();
+  std::vector<Tensor> values;
+  for (size_t i = 0; i < t_.model.parameters.size(); ++i) {
+    const Parameter& p = t_.model.parameters[i];
+    Tensor& value = store_->get(p.name);
+    // Also where the part is empty: the optimizer's slots exist on every rank.
+    optimizer_->apply(p.name, value, grads[i], step_lr, p.decay, nullptr,
+                      {parts[i].first, parts[i].second});
+    values.push_back(value);
+  }
+  buckets_->share_parts(values, "parameters", /*per_step=*/true);
+  for (const Parameter& p : t_.model.parameters)
+    if (p.clip_to_unit) clip_to_unit(store_->get(p.name));
+}
+
+// With sharded updates each rank's optimizer slots are current only in its own parts: the
+// ranks share them before a checkpoint.
+void TrainingLoop::share_optimizer_slots() {
+  if (!buckets_ || !buckets_->updates_in_shards() || buckets_->owned_parts().empty()) return;
+  const std::map<std::string, Tensor> state = optimizer_->state();
+  for (const std::string& slot : optimizer_->slot_names()) {
+    std::vector<Tensor> tensors;
+    for (const Parameter& p : t_.model.parameters)
+      tensors.push_back(state.at(optimizer_->config().kind + "/" + slot + "/" + p.name));
+    buckets_->share_parts(tensors, "optimizer slot " + slot, /*per_step=*/false);
+  }
+}
+
 void TrainingLoop::save(int64_t at_epoch, int64_t at_batch, int64_t at_offset) {
+  share_optimizer_slots();
   // Compression's residuals are each rank's own: rank 0 gathers them (every rank is here).
   std::map<std::string, Tensor> residuals;
   if (buckets_) residuals = gather_residuals(*roles_.comm, *buckets_, parameter_names_);
@@ -693,7 +732,8 @@ void TrainingLoop::train_step(const Tensor& images, const Tensor& labels) {
       for (size_t k : owned_)
         optimizer_->set_second_moment(t_.model.parameters[k].name, (*v)[k],
                                       buckets_->second_moment_steps());
-    apply_update(step_, owned_, averaged);
+    if (buckets_->updates_in_shards()) apply_sharded_update(step_, averaged);
+    else apply_update(step_, owned_, averaged);
   } else {
     std::vector<Tensor> owned_grads;
     for (size_t i : owned_) owned_grads.push_back(local_grads[i]);

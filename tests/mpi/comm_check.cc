@@ -159,6 +159,30 @@ void ring_average(Communicator& comm) {
                return sum * (1.0f / static_cast<float>(n));
              }(),
          "second round");
+  // The two halves apart, as sharded updates run them: the reduce-scatter leaves each rank the
+  // average of its own share, and the allgather, in place over other pieces that hold only that
+  // share (-1 elsewhere), passes every share to every rank.
+  sf::RingAverage& split = *rings[0];
+  split.start_reduce_scatter(pieces[0], outs[0], "test reduce-scatter");
+  split.wait();
+  const auto [own_begin, own_end] = split.owned_elements();
+  expect(0 <= own_begin && own_begin <= own_end && own_end <= total, "the share is in the vector");
+  std::vector<Tensor> targets;
+  for (int64_t size : sizes) targets.emplace_back(DType::f32, sf::Shape{size});
+  for (int64_t k = 0, p = 0; p < static_cast<int64_t>(sizes.size()); ++p)
+    for (int64_t i = 0; i < sizes[static_cast<size_t>(p)]; ++i, ++k)
+      targets[static_cast<size_t>(p)].data<float>()[i] =
+          k >= own_begin && k < own_end ? outs[0].data<float>()[k] : -1.0f;
+  split.start_allgather(targets, "test allgather");
+  split.wait();
+  for (int64_t k = 0, p = 0; p < static_cast<int64_t>(sizes.size()); ++p)
+    for (int64_t i = 0; i < sizes[static_cast<size_t>(p)]; ++i, ++k) {
+      float sum = 0.0f;
+      for (int q = 0; q < n; ++q) sum += value(q, k);
+      const float average = sum * (1.0f / static_cast<float>(n));
+      expect(targets[static_cast<size_t>(p)].data<float>()[i] == average,
+             "allgathered share, element " + std::to_string(k));
+    }
   comm.barrier("end");
 }
 
