@@ -37,6 +37,14 @@ Attrs conv_attrs(const ops::Conv2DOptions& o) {
           {"groups", o.groups}};
 }
 
+TEST(OneDnnRunner, NamesTheImplementationWithoutItsIsa) {
+  EXPECT_EQ(onednn::implementation_name("brgconv:avx512_core"), "brgconv");
+  EXPECT_EQ(onednn::implementation_name("jit_1x1:avx512_core"), "jit_1x1");
+  EXPECT_EQ(onednn::implementation_name("x64:gemm:jit"), "gemm");
+  EXPECT_EQ(onednn::implementation_name("x64:gemm_s8u8s32:jit"), "gemm_s8u8s32");
+  EXPECT_EQ(onednn::implementation_name("ref:any"), "ref");
+}
+
 class OneDnnConv : public ::testing::TestWithParam<ConvCase> {
  protected:
   // The forward output shape, from the op's own shape function.

@@ -12,6 +12,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 
 #include "core/shape.h"
@@ -102,6 +103,13 @@ class StagedArg {
   void* staged_from_ = nullptr;
 };
 
+// oneDNN's implementation without the ISA: "brgconv:avx512_core" -> "brgconv". The gemm
+// convolutions lead with the architecture instead: "x64:gemm:jit" -> "gemm".
+inline std::string implementation_name(std::string_view impl_info) {
+  if (impl_info.starts_with("x64:")) impl_info.remove_prefix(4);
+  return std::string(impl_info.substr(0, impl_info.find(':')));
+}
+
 // A primitive with its scratchpad, executed on the shared stream.
 class Runner {
  public:
@@ -110,8 +118,7 @@ class Runner {
   void init(const PrimitiveDesc& pd) {
     primitive_ = Primitive(pd);
     scratchpad_ = dnnl::memory(pd.scratchpad_desc(), engine());
-    const std::string impl = pd.impl_info_str();
-    impl_ = impl.substr(0, impl.find(':'));
+    impl_ = implementation_name(pd.impl_info_str());
   }
   void run(std::unordered_map<int, dnnl::memory> args);
   // oneDNN's implementation, without the ISA ("brgconv", "jit_int8_1x1", ...).
