@@ -99,35 +99,42 @@ using testing::run_shell;
 
 std::string mpirun(int ranks) { return testing::mpirun_slimflow(ranks, 120); }
 
-TEST(DataParallel, TwoRanksOfBatch32MatchOneProcessOfBatch64After20Steps) {
-  REQUIRE_MNIST();
+// `ranks` ranks x batch `batch` and one process x `ranks` * `batch` train 20 steps to the same
+// weights, and to the same optimizer momentum: each rank updates its own part of every
+// parameter, and the ranks share their parts of the momentum before a checkpoint.
+void expect_ranks_match_one_process(int ranks, int64_t batch) {
   const std::string dir = testing::make_temp_dir("dp-equal");
   const std::string spec = testing::write_deterministic_cnn_spec(dir);
-  const std::string common = "train --model " + spec +
-                             " --data mnist --train-limit 1280 --test-limit 200 --epochs 1 "
+  const std::string common = "train --model " + spec + " --data mnist --train-limit " +
+                             std::to_string(20 * ranks * batch) +
+                             " --test-limit 200 --epochs 1 "
                              "--optimizer momentum --lr 0.05 --threads 1 --quiet --json "
                              // fp32 even on AMX: a bf16 product's error exceeds the tolerance
-                             // this test sets for summing a batch in two halves.
+                             // this test sets for summing a batch in parts.
                              "--precision fp32 ";
-  auto one = testing::run_cli(common + "--batch 64 --out " + dir + "/one");
+  auto one = testing::run_cli(common + "--batch " + std::to_string(ranks * batch) + " --out " +
+                              dir + "/one");
   ASSERT_EQ(one.exit_code, 0) << one.out;
-  auto two = run_shell(mpirun(2) + common + "--batch 32 --lr-scaling none --bucket-mb 0.05 --check-replicas 5 --out " +
-                       dir + "/two");
-  ASSERT_EQ(two.exit_code, 0) << two.out;
-  EXPECT_NE(two.out.find("\"world_size\":2"), std::string::npos) << two.out;
-  EXPECT_NE(two.out.find("\"global_batch\":64"), std::string::npos) << two.out;
-  EXPECT_NE(two.out.find("\"step\":20"), std::string::npos) << two.out;
-  EXPECT_EQ(count_lines_starting(two.out, "epoch 1/1"), 1) << "rank 0 alone reports\n" << two.out;
-  // The weights, and the optimizer's momentum: each rank updates its own part of every
-  // parameter, and the ranks share their parts of the momentum before a checkpoint.
-  const TrainingRun run_one(dir + "/one"), run_two(dir + "/two");
-  std::map<std::string, Tensor> a = run_one.variables(), b = run_two.variables();
+  auto many = run_shell(mpirun(ranks) + common + "--batch " + std::to_string(batch) +
+                        " --lr-scaling none --bucket-mb 0.05 --check-replicas 5 --out " + dir +
+                        "/many");
+  ASSERT_EQ(many.exit_code, 0) << many.out;
+  EXPECT_NE(many.out.find("\"world_size\":" + std::to_string(ranks)), std::string::npos)
+      << many.out;
+  EXPECT_NE(many.out.find("\"global_batch\":" + std::to_string(ranks * batch)),
+            std::string::npos)
+      << many.out;
+  EXPECT_NE(many.out.find("\"step\":20"), std::string::npos) << many.out;
+  EXPECT_EQ(count_lines_starting(many.out, "epoch 1/1"), 1) << "rank 0 alone reports\n"
+                                                            << many.out;
+  const TrainingRun run_one(dir + "/one"), run_many(dir + "/many");
+  std::map<std::string, Tensor> a = run_one.variables(), b = run_many.variables();
   int velocities = 0;
   for (const auto& [name, value] : run_one.checkpoint().tensors)
     if (name.rfind(std::string(kOptimizerPrefix) + "momentum/velocity/", 0) == 0) {
       a[name] = value;
-      ASSERT_TRUE(run_two.checkpoint().tensors.count(name)) << name;
-      b[name] = run_two.checkpoint().tensors.at(name);
+      ASSERT_TRUE(run_many.checkpoint().tensors.count(name)) << name;
+      b[name] = run_many.checkpoint().tensors.at(name);
       ++velocities;
     }
   EXPECT_EQ(velocities, static_cast<int>(run_one.variables().size())) << "one slot per variable";
@@ -137,11 +144,23 @@ TEST(DataParallel, TwoRanksOfBatch32MatchOneProcessOfBatch64After20Steps) {
     ASSERT_EQ(value.numel(), other.numel()) << name;
     double worst = 0.0;
     for (int64_t i = 0; i < value.numel(); ++i)
-      worst = std::max(worst, static_cast<double>(std::fabs(value.data<float>()[i] - other.data<float>()[i])));
-    // Float summation order differs (mean of two means vs one mean): a few ulps per step.
+      worst = std::max(worst, static_cast<double>(std::fabs(value.data<float>()[i] -
+                                                            other.data<float>()[i])));
+    // Float summation order differs (a mean of means vs one mean): a few ulps per step.
     EXPECT_LT(worst, 1e-4) << name;
   }
   std::filesystem::remove_all(dir);
+}
+
+TEST(DataParallel, TwoRanksOfBatch32MatchOneProcessOfBatch64After20Steps) {
+  REQUIRE_MNIST();
+  expect_ranks_match_one_process(2, 32);
+}
+
+// Three ranks own chunks that start inside parameters and cross from one to the next.
+TEST(DataParallel, ThreeRanksOfBatch20MatchOneProcessOfBatch60After20Steps) {
+  REQUIRE_MNIST();
+  expect_ranks_match_one_process(3, 20);
 }
 
 TEST(DataParallel, BadArgumentsAreOneLineErrors) {
