@@ -264,18 +264,12 @@ void GradientBuckets::update_in_shards() {
 void GradientBuckets::share_parts(const std::vector<Tensor>& tensors, const std::string& what,
                                   bool per_step) {
   SF_CHECK(sharded_ && !owned_parts_.empty(), "parts of {} shared before a sharded step", what);
-  SF_CHECK(tensors.size() == shapes_.size(), "{}: {} tensors for {} parameters", what,
-           tensors.size(), shapes_.size());
+  check_per_parameter(tensors, what);
   const auto start = Clock::now();
   const std::string operation = fmt::format("allgather of {} (step {})", what, step_);
   for (Bucket& bucket : buckets_) {
     std::vector<Tensor> pieces;
-    for (size_t i : bucket.members) {
-      SF_CHECK(tensors[i].dtype() == DType::f32 && tensors[i].shape() == shapes_[i],
-               "{}: parameter {} is {}{}, expected f32{}", what, i, dtype_name(tensors[i].dtype()),
-               shape_str(tensors[i].shape()), shape_str(shapes_[i]));
-      pieces.push_back(tensors[i]);
-    }
+    for (size_t i : bucket.members) pieces.push_back(tensors[i]);
     bucket.ring->start_allgather(std::move(pieces), operation);
   }
   for (Bucket& bucket : buckets_) {
@@ -318,10 +312,9 @@ std::vector<Tensor> GradientBuckets::by_parameter(Tensor Bucket::*field) const {
 }
 
 void GradientBuckets::check_per_parameter(const std::vector<Tensor>& tensors,
-                                          const char* what) const {
-  SF_CHECK(buckets_.empty(), "{}s restored after the first step", what);
-  SF_CHECK(tensors.size() == shapes_.size(), "{} {}s for {} gradients", tensors.size(), what,
-           shapes_.size());
+                                          const std::string& what) const {
+  SF_CHECK(tensors.size() == shapes_.size(), "{}: {} tensors for {} parameters", what,
+           tensors.size(), shapes_.size());
   for (size_t i = 0; i < shapes_.size(); ++i)
     SF_CHECK(tensors[i].dtype() == DType::f32 && tensors[i].shape() == shapes_[i],
              "{} {} is {}, expected {}", what, i, shape_str(tensors[i].shape()),
@@ -331,6 +324,7 @@ void GradientBuckets::check_per_parameter(const std::vector<Tensor>& tensors,
 void GradientBuckets::restore_second_moments(std::vector<Tensor> v, int64_t steps,
                                              bool share_first) {
   SF_CHECK(second_moment_beta2_.has_value(), "second moments restored without being kept");
+  SF_CHECK(buckets_.empty(), "second moments restored after the first step");
   check_per_parameter(v, "second moment");
   restored_second_moments_ = std::move(v);
   second_moment_steps_ = steps;
@@ -344,6 +338,7 @@ std::vector<Tensor> GradientBuckets::residuals() const {
 }
 
 void GradientBuckets::restore_residuals(std::vector<Tensor> residuals) {
+  SF_CHECK(buckets_.empty(), "residuals restored after the first step");
   check_per_parameter(residuals, "residual");
   restored_residuals_ = std::move(residuals);
 }

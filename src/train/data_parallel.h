@@ -133,8 +133,8 @@ class GradientBuckets {
   void share_second_moments();
   // Each parameter's part of a per-bucket tensor, copied (zeros before the first step).
   std::vector<Tensor> by_parameter(Tensor Bucket::*field) const;
-  // One f32 tensor per parameter, of its shape, before the first step; `what` names them.
-  void check_per_parameter(const std::vector<Tensor>& tensors, const char* what) const;
+  // One f32 tensor per parameter, of its shape; `what` names them.
+  void check_per_parameter(const std::vector<Tensor>& tensors, const std::string& what) const;
 
   Communicator& comm_;
   std::vector<Shape> shapes_;

@@ -27,9 +27,19 @@ Optimizer::Optimizer(OptimizerConfig config) : config_(std::move(config)) {
   check_optimizer_kind(config_.kind);
 }
 
+std::string Optimizer::slot_key(const std::string& slot_name, const std::string& variable) const {
+  return config_.kind + "/" + slot_name + "/" + variable;
+}
+
+Tensor Optimizer::slot_value(const std::string& slot_name, const std::string& variable) const {
+  const auto it = slots_.find(slot_key(slot_name, variable));
+  SF_CHECK(it != slots_.end(), "the optimizer has no slot '{}' for '{}'", slot_name, variable);
+  return it->second;
+}
+
 Tensor& Optimizer::slot(const std::string& slot_name, const std::string& variable,
                         const Tensor& like) {
-  std::string key = config_.kind + "/" + slot_name + "/" + variable;
+  const std::string key = slot_key(slot_name, variable);
   auto it = slots_.find(key);
   if (it == slots_.end()) it = slots_.emplace(key, Tensor(DType::f32, like.shape())).first;
   return it->second;

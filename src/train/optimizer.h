@@ -61,9 +61,12 @@ class Optimizer {
   int64_t steps() const { return steps_; }
   // The slots this kind keeps per variable (state() keys are "<kind>/<slot>/<variable>").
   std::vector<std::string> slot_names() const;
+  // Slot `slot_name` of `variable` (aliasing the optimizer's own); an error if it has none yet.
+  Tensor slot_value(const std::string& slot_name, const std::string& variable) const;
 
  private:
   Tensor& slot(const std::string& slot_name, const std::string& variable, const Tensor& like);
+  std::string slot_key(const std::string& slot_name, const std::string& variable) const;
   OptimizerConfig config_;
   std::map<std::string, Tensor> slots_;
   int64_t steps_ = 0;

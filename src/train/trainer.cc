@@ -108,7 +108,6 @@ class TrainingLoop {
   }
   void apply_update(int64_t at_step, const std::vector<size_t>& parameters,
                     const std::vector<Tensor>& grads);
-  void apply_sharded_update(int64_t at_step, const std::vector<Tensor>& grads);
   void share_optimizer_slots();
   void save(int64_t at_epoch, int64_t at_batch, int64_t at_offset);
   void mid_epoch_checkpoint(int64_t at_offset);
@@ -465,50 +464,42 @@ void TrainingLoop::apply_update(int64_t at_step, const std::vector<size_t>& para
                                 const std::vector<Tensor>& grads) {
   const double step_lr = schedule_->at(at_step);
   optimizer_->begin_step();
+  // Sharded data parallelism: each rank updates its own parts (where they are empty too, so that
+  // the optimizer's slots exist on every rank) and passes them on to the others.
+  const bool sharded = buckets_ && buckets_->updates_in_shards();
+  std::vector<Tensor> updated(sharded ? t_.model.parameters.size() : 0);
   for (size_t k = 0; k < parameters.size(); ++k) {
     const Parameter& p = t_.model.parameters[parameters[k]];
     Tensor& value = store_->get(p.name);
     // The next step's bf16 products read the weights rounded; the update writes that copy as it
     // goes instead of that step reading them all again. Not where more than the update changes
-    // them before then: clipping, pruning's masks (after_step), an asynchronous server's pull.
+    // them before then: clipping, pruning's masks (after_step), an asynchronous server's pull,
+    // the other ranks' parts of a sharded update.
     uint16_t* rounded = precision_.precision == Precision::bf16 && !p.clip_to_unit &&
-                                !callbacks_.after_step && !roles_.async && session_
+                                !callbacks_.after_step && !roles_.async && !sharded && session_
                             ? session_->bf16_for_next_run(value)
                             : nullptr;
-    optimizer_->apply(p.name, value, grads[k], step_lr, p.decay, rounded);
+    ElementRange part;
+    if (sharded) {
+      const auto [begin, end] = buckets_->owned_parts()[parameters[k]];
+      part = {begin, end};
+      updated[parameters[k]] = value;
+    }
+    optimizer_->apply(p.name, value, grads[k], step_lr, p.decay, rounded, part);
+    // Sharded, only this rank's part is clipped as it should be, and only that part passes on.
     if (p.clip_to_unit) clip_to_unit(value);
   }
-}
-
-// Each rank updates its own parts of the parameters and passes them on to the others
-// (GradientBuckets::update_in_shards); `grads` hold the averages of those parts.
-void TrainingLoop::apply_sharded_update(int64_t at_step, const std::vector<Tensor>& grads) {
-  const double step_lr = schedule_->at(at_step);
-  optimizer_->begin_step();
-  const std::vector<std::pair<int64_t, int64_t>>& parts = buckets_->owned_parts();
-  std::vector<Tensor> values;
-  for (size_t i = 0; i < t_.model.parameters.size(); ++i) {
-    const Parameter& p = t_.model.parameters[i];
-    Tensor& value = store_->get(p.name);
-    // Also where the part is empty: the optimizer's slots exist on every rank.
-    optimizer_->apply(p.name, value, grads[i], step_lr, p.decay, nullptr,
-                      {parts[i].first, parts[i].second});
-    values.push_back(value);
-  }
-  buckets_->share_parts(values, "parameters", /*per_step=*/true);
-  for (const Parameter& p : t_.model.parameters)
-    if (p.clip_to_unit) clip_to_unit(store_->get(p.name));
+  if (sharded) buckets_->share_parts(updated, "parameters", /*per_step=*/true);
 }
 
 // With sharded updates each rank's optimizer slots are current only in its own parts: the
 // ranks share them before a checkpoint.
 void TrainingLoop::share_optimizer_slots() {
   if (!buckets_ || !buckets_->updates_in_shards() || buckets_->owned_parts().empty()) return;
-  const std::map<std::string, Tensor> state = optimizer_->state();
   for (const std::string& slot : optimizer_->slot_names()) {
     std::vector<Tensor> tensors;
     for (const Parameter& p : t_.model.parameters)
-      tensors.push_back(state.at(optimizer_->config().kind + "/" + slot + "/" + p.name));
+      tensors.push_back(optimizer_->slot_value(slot, p.name));
     buckets_->share_parts(tensors, "optimizer slot " + slot, /*per_step=*/false);
   }
 }
@@ -732,8 +723,7 @@ void TrainingLoop::train_step(const Tensor& images, const Tensor& labels) {
       for (size_t k : owned_)
         optimizer_->set_second_moment(t_.model.parameters[k].name, (*v)[k],
                                       buckets_->second_moment_steps());
-    if (buckets_->updates_in_shards()) apply_sharded_update(step_, averaged);
-    else apply_update(step_, owned_, averaged);
+    apply_update(step_, owned_, averaged);
   } else {
     std::vector<Tensor> owned_grads;
     for (size_t i : owned_) owned_grads.push_back(local_grads[i]);
