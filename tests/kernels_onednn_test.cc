@@ -351,6 +351,32 @@ TEST_P(OneDnnPool, MaxPoolGradMatchesReference) {
       {tied(c.x, 10), random_tensor(y, 11)}, "onednn", kRtol, kAtol);
 }
 
+// Our AVX-512 loops (float_loops, chosen over oneDNN for pooling), with and without the Relu
+// gradient that training folds into MaxPoolGrad: the same positions get the same values (summed
+// in another order where windows overlap).
+TEST_P(OneDnnPool, FloatLoopsMaxPoolGradMatchesReference) {
+  const PoolCase& c = GetParam();
+  Graph shape_graph;
+  Shape y = shape_graph
+                .type(ops::max_pool(shape_graph, ops::placeholder(shape_graph, DType::f32, c.x),
+                                    c.options))
+                .shape;
+  for (bool relu : {false, true}) {
+    SCOPED_TRACE(::testing::Message() << "relu " << relu);
+    expect_impl_matches_reference(
+        [&](Graph& g, const std::vector<Output>& in) {
+          Output pooled = ops::max_pool(g, in[0], c.options);
+          return g.add("MaxPoolGrad", {in[0], pooled, in[1]},
+                       {{"ksize", c.options.ksize},
+                        {"strides", c.options.strides},
+                        {"padding", c.options.padding},
+                        {"pads", c.options.pads},
+                        {"relu", relu}});
+        },
+        {tied(c.x, 14), random_tensor(y, 15)}, "float_loops", 1e-6, 1e-6);
+  }
+}
+
 TEST_P(OneDnnPool, AvgPoolAndGradMatchReference) {
   const PoolCase& c = GetParam();
   for (bool include : {false, true}) {
@@ -388,7 +414,11 @@ INSTANTIATE_TEST_SUITE_P(
         PoolCase{"explicit_uneven",
                  {2, 9, 8, 17},
                  {.ksize = {3, 3}, .strides = {2, 1}, .padding = "EXPLICIT", .pads = {1, 0, 2, 1}}},
-        PoolCase{"mnist_pool1", {2, 28, 28, 32}, {}}),
+        PoolCase{"mnist_pool1", {2, 28, 28, 32}, {}},
+        PoolCase{"k2s2_same_odd_channels80",
+                 {2, 7, 9, 80},
+                 {.ksize = {2, 2}, .strides = {2, 2}, .padding = "SAME"}},
+        PoolCase{"k3s3_tiles_channels33", {1, 9, 6, 33}, {.ksize = {3, 3}, .strides = {3, 3}}}),
     [](const ::testing::TestParamInfo<PoolCase>& info) { return info.param.name; });
 
 TEST(OneDnnGlobalAvgPool, MatchesReference) {

@@ -115,6 +115,23 @@ void max_pool_grad_f32(const float* x, const float* y, const float* dy, int64_t 
     // Every position of x is in exactly one window, so each is written once, and output rows
     // touch disjoint rows of dx.
     const int64_t rows = n * g.h.out;
+#if defined(__x86_64__)
+    // Row by row without tap lists, as max_pool_f32: building two per pixel took longer than
+    // routing its gradient.
+    if (has_avx512()) {
+      const int64_t image = g.h.in * g.w.in * channels;
+      parallel_for(0, rows, work >= kParallelMin, [&](int64_t lo, int64_t hi) {
+        for (int64_t row = lo; row < hi; ++row) {
+          const int64_t b = row / g.h.out, r0 = row % g.h.out * g.h.stride - g.h.pad_before;
+          const int64_t at = row * g.w.out * channels;
+          max_pool_grad_row_avx512(x + b * image, y + at, dy + at, channels, g,
+                                   std::max<int64_t>(r0, 0), std::min(r0 + g.h.k, g.h.in), relu,
+                                   dx + b * image);
+        }
+      });
+      return;
+    }
+#endif
     parallel_region(work >= kParallelMin, [&] {
       std::vector<const float*> x_taps(static_cast<size_t>(g.h.k * g.w.k));
       std::vector<float*> dx_taps(x_taps.size());

@@ -69,6 +69,72 @@ __attribute__((target("avx512f"))) void max_pool_row_avx512(const float* image, 
   }
 }
 
+namespace {
+
+// One window's MaxPoolGrad for kVectors channel vectors from `c`, side by side as in
+// window_max: the first tap in row-major order whose x equals y gets dy (with relu, only where
+// y > 0), every other tap 0.
+template <int kVectors>
+__attribute__((target("avx512f"))) inline void window_route(
+    const float* x_image, float* dx_image, int64_t row_floats, int64_t channels, int64_t c,
+    int64_t r_begin, int64_t r_end, int64_t c_begin, int64_t c_end, const float* y,
+    const float* dy, bool relu) {
+  __mmask16 m[kVectors], open[kVectors];
+  __m512 yv[kVectors], dyv[kVectors];
+  for (int v = 0; v < kVectors; ++v) {
+    m[v] = lanes16(c + 16 * v, channels);
+    yv[v] = _mm512_maskz_loadu_ps(m[v], y + c + 16 * v);
+    const __mmask16 passed =
+        relu ? _mm512_mask_cmp_ps_mask(m[v], yv[v], _mm512_setzero_ps(), _CMP_GT_OQ) : m[v];
+    dyv[v] = _mm512_maskz_loadu_ps(passed, dy + c + 16 * v);
+    open[v] = m[v];
+  }
+  for (int64_t r = r_begin; r < r_end; ++r) {
+    const int64_t row = r * row_floats + c;
+    for (int64_t col = c_begin; col < c_end; ++col)
+      for (int v = 0; v < kVectors; ++v) {
+        const int64_t at = row + col * channels + 16 * v;
+        const __mmask16 hit = _mm512_mask_cmp_ps_mask(
+            open[v], _mm512_maskz_loadu_ps(m[v], x_image + at), yv[v], _CMP_EQ_OQ);
+        open[v] = static_cast<__mmask16>(open[v] & ~hit);
+        _mm512_mask_storeu_ps(dx_image + at, m[v], _mm512_maskz_mov_ps(hit, dyv[v]));
+      }
+  }
+}
+
+}  // namespace
+
+__attribute__((target("avx512f"))) void max_pool_grad_row_avx512(
+    const float* x_image, const float* y_row, const float* dy_row, int64_t channels,
+    const Window2D& g, int64_t r_begin, int64_t r_end, bool relu, float* dx_image) {
+  const int64_t row_floats = g.w.in * channels;
+  for (int64_t ox = 0; ox < g.w.out; ++ox) {
+    const int64_t c0 = ox * g.w.stride - g.w.pad_before;
+    const int64_t c_begin = std::max<int64_t>(c0, 0), c_end = std::min(c0 + g.w.k, g.w.in);
+    const float* y = y_row + ox * channels;
+    const float* dy = dy_row + ox * channels;
+    for (int64_t c = 0; c < channels; c += 64) {
+      switch (std::min<int64_t>(4, (channels - c + 15) / 16)) {
+        case 4:
+          window_route<4>(x_image, dx_image, row_floats, channels, c, r_begin, r_end, c_begin,
+                          c_end, y, dy, relu);
+          break;
+        case 3:
+          window_route<3>(x_image, dx_image, row_floats, channels, c, r_begin, r_end, c_begin,
+                          c_end, y, dy, relu);
+          break;
+        case 2:
+          window_route<2>(x_image, dx_image, row_floats, channels, c, r_begin, r_end, c_begin,
+                          c_end, y, dy, relu);
+          break;
+        default:
+          window_route<1>(x_image, dx_image, row_floats, channels, c, r_begin, r_end, c_begin,
+                          c_end, y, dy, relu);
+      }
+    }
+  }
+}
+
 __attribute__((target("avx512f"))) void route_to_first_max_avx512(
     const float* const* x_taps, float* const* dx_taps, int64_t count, int64_t channels,
     const float* y, const float* dy, bool relu, bool accumulate) {

@@ -18,6 +18,14 @@ namespace sf::float_loops {
 void max_pool_row_avx512(const float* image, int64_t channels, const Window2D& g, int64_t r_begin,
                          int64_t r_end, float* y_row);
 
+// One output row of MaxPoolGrad where the windows tile the image (each input position in exactly
+// one window): for the row's windows over input rows [r_begin, r_end) of the NHWC images x and dx
+// [g.h.in, g.w.in, channels], the first tap in row-major window order whose x equals y gets dy
+// (with relu, only where y > 0) and every other tap 0. y_row and dy_row are [g.w.out, channels].
+void max_pool_grad_row_avx512(const float* x_image, const float* y_row, const float* dy_row,
+                              int64_t channels, const Window2D& g, int64_t r_begin, int64_t r_end,
+                              bool relu, float* dx_image);
+
 // For each channel c, the first tap t whose x_taps[t][c] equals y[c] gets dy[c] (with relu,
 // only where y[c] > 0) and the others 0: stored into dx_taps[t][c], or added to it with
 // accumulate.
