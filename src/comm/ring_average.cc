@@ -39,8 +39,13 @@ void RingAverage::start_allgather(std::vector<Tensor> pieces, std::string what) 
 }
 
 std::pair<int64_t, int64_t> RingAverage::owned_elements() const {
-  const int chunk = (rank_ + 1) % ranks_;
-  return {chunk_begin(chunk), chunk_begin(chunk + 1)};
+  return share_of(piece_begin_.back(), rank_, ranks_);
+}
+
+std::pair<int64_t, int64_t> RingAverage::share_of(int64_t elements, int rank, int ranks) {
+  // The reduce-scatter's last step leaves chunk rank + 1 complete on this rank.
+  const int chunk = (rank + 1) % ranks;
+  return {elements * chunk / ranks, elements * (chunk + 1) / ranks};
 }
 
 void RingAverage::start_steps(std::vector<Tensor> pieces, Tensor out, std::string what,

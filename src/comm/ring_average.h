@@ -44,6 +44,8 @@ class RingAverage {
   // [begin, end) of the vector: this rank's share, the chunk whose average its reduce-scatter
   // forms (the whole vector on one rank). Valid after a start.
   std::pair<int64_t, int64_t> owned_elements() const;
+  // The share of `rank` of `ranks` in a vector of `elements`, as owned_elements() gives it.
+  static std::pair<int64_t, int64_t> share_of(int64_t elements, int rank, int ranks);
   // Advances without blocking; true once the average is in `out` (and when nothing was started).
   bool progress();
   // Blocks until done; a peer that stops answering is an error after the communicator's timeout.

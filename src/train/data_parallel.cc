@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "kernels/onednn/gemm.h"
 
 namespace sf {
 
@@ -18,6 +19,8 @@ namespace {
 constexpr int kFirstBucketTag = 1000;
 constexpr int kBucketTags = 4096;
 constexpr int kSecondMomentTag = 900;
+// Factor exchanges (exchange_as_factors): two tags per bucket, above the buckets' rings.
+constexpr int kFirstFactorTag = kFirstBucketTag + kBucketTags;
 
 }  // namespace
 
@@ -45,6 +48,8 @@ GradientBuckets::GradientBuckets(Communicator& comm, std::vector<Shape> shapes, 
     fail("train: --bucket-mb must be a positive number, got {}", bucket_mb);
   seen_.assign(shapes_.size(), false);
   packed_.assign(shapes_.size(), false);
+  factored_.assign(shapes_.size(), false);
+  factors_.resize(shapes_.size());
 }
 
 void GradientBuckets::build() {
@@ -58,7 +63,8 @@ void GradientBuckets::build() {
   Bucket* current = nullptr;
   int64_t elements = 0;
   for (size_t i : order_) {
-    if (current == nullptr ||
+    // A factored parameter has a bucket of its own: nothing else waits for its factors.
+    if (current == nullptr || factored_[i] ||
         static_cast<double>(elements) * sizeof(float) >= bucket_bytes_) {
       if (current) current->data = Tensor(DType::f32, {elements});
       buckets_.emplace_back();
@@ -70,6 +76,11 @@ void GradientBuckets::build() {
     bucket_of_[i] = buckets_.size() - 1;
     offsets[i] = elements;
     elements += num_elements(shapes_[i]);
+    if (factored_[i]) {
+      current->factored = true;
+      current->data = Tensor(DType::f32, {elements});
+      current = nullptr;
+    }
   }
   if (current) current->data = Tensor(DType::f32, {elements});
   for (size_t b = 0; b < buckets_.size(); ++b) {
@@ -172,7 +183,98 @@ void GradientBuckets::progress() {
 }
 
 bool GradientBuckets::done(Bucket& bucket) {
+  if (bucket.factored) {
+    bool all = true;
+    for (CommRequest& r : bucket.factor_requests) all = (!r.active() || comm_.test(r)) && all;
+    return all;
+  }
   return bucket.ring ? bucket.ring->progress() : comm_.test(bucket.request);
+}
+
+void GradientBuckets::exchange_as_factors(size_t index) {
+  SF_CHECK(sharded_ && buckets_.empty() && index < shapes_.size() && shapes_[index].size() == 2,
+           "gradient {} exchanged as factors: needs sharded updates, before the first step, of a "
+           "matrix", index);
+  factored_[index] = true;
+}
+
+void GradientBuckets::factor_ready(size_t index, int which, const Tensor& factor) {
+  SF_CHECK(index < shapes_.size() && factored_[index] && (which == 0 || which == 1),
+           "factor {} of gradient {}, which is not exchanged as factors", which, index);
+  const int64_t columns = shapes_[index][which];  // x [B, K], dy [B, N]
+  if (factor.dtype() != DType::f32 || factor.rank() != 2 || factor.dim(1) != columns ||
+      (factors_[index][1 - which].defined() &&
+       factors_[index][1 - which].dim(0) != factor.dim(0)))
+    fail("data parallel: factor {} of gradient {} is {}{}, expected f32 [B, {}]", which, index,
+         dtype_name(factor.dtype()), shape_str(factor.shape()), columns);
+  factors_[index][which] = factor;
+  if (which == 1 && buckets_.empty() && !seen_[index]) {  // the first step: learn the order
+    order_.push_back(index);
+    seen_[index] = true;
+  }
+  if (buckets_.empty() || !factors_[index][1 - which].defined()) return;
+  launch_factors(buckets_[bucket_of_[index]], index);
+  progress();
+}
+
+void GradientBuckets::launch_factors(Bucket& bucket, size_t index) {
+  if (!in_flight_) first_launch_ = Clock::now();
+  in_flight_ = true;
+  const int ranks = comm_.size(), rank = comm_.rank();
+  const int64_t batch = factors_[index][0].dim(0);
+  if (!bucket.gathered_x.defined() || bucket.gathered_x.dim(0) != ranks * batch) {
+    bucket.gathered_x = Tensor(DType::f32, {ranks * batch, shapes_[index][0]});
+    bucket.gathered_dy = Tensor(DType::f32, {ranks * batch, shapes_[index][1]});
+  }
+  const int bucket_index = static_cast<int>(&bucket - buckets_.data());
+  for (int which = 0; which < 2; ++which) {
+    const Tensor& mine = factors_[index][which];
+    Tensor& all = which == 0 ? bucket.gathered_x : bucket.gathered_dy;
+    std::memcpy(all.rows(rank * batch, (rank + 1) * batch).raw(), mine.raw(), mine.bytes());
+    const int tag = kFirstFactorTag + (2 * bucket_index + which) % kBucketTags;
+    const std::string what =
+        fmt::format("exchange of gradient {}'s factor {} (step {})", index, which, step_);
+    for (int peer = 0; peer < ranks; ++peer) {
+      if (peer == rank) continue;
+      Tensor from_peer = all.rows(peer * batch, (peer + 1) * batch);
+      bucket.factor_requests.push_back(comm_.irecv(from_peer, peer, tag, what));
+      bucket.factor_requests.push_back(comm_.isend(mine, peer, tag, what));
+      stats_.bytes += static_cast<int64_t>(mine.bytes());
+    }
+  }
+  bucket.launched = true;
+}
+
+void GradientBuckets::average_from_factors(Bucket& bucket) {
+  const size_t index = bucket.members[0];
+  const int64_t columns = shapes_[index][1], k = bucket.gathered_x.dim(0);
+  const int64_t rows = shapes_[index][0];
+  const auto [begin, end] = RingAverage::share_of(bucket.data.numel(), comm_.rank(), comm_.size());
+  const float scale = 1.0f / static_cast<float>(comm_.size());
+  const float* x = bucket.gathered_x.data<float>();
+  const float* dy = bucket.gathered_dy.data<float>();
+  float* average = bucket.data.data<float>();
+  // Rows [first, last) of the gradient; the share may start or end inside a row.
+  auto form_rows = [&](int64_t first, int64_t last, float* out) {
+    onednn::gemm_f32(true, last - first, columns, k, scale, x + first, rows, dy, columns, 0.0f,
+                     out, columns, "data parallel: gradient from factors");
+  };
+  const int64_t whole_begin = (begin + columns - 1) / columns, whole_end = end / columns;
+  if (whole_begin < whole_end)
+    form_rows(whole_begin, whole_end, average + whole_begin * columns);
+  std::vector<int64_t> partial_rows;
+  if (begin % columns != 0) partial_rows.push_back(begin / columns);
+  if (end % columns != 0 && (partial_rows.empty() || partial_rows[0] != end / columns))
+    partial_rows.push_back(end / columns);
+  std::vector<float> row(static_cast<size_t>(columns));
+  for (const int64_t r : partial_rows) {
+    const int64_t from = std::max(begin, r * columns), to = std::min(end, (r + 1) * columns);
+    if (from >= to) continue;
+    form_rows(r, r + 1, row.data());
+    std::memcpy(average + from, row.data() + (from - r * columns),
+                static_cast<size_t>(to - from) * sizeof(float));
+  }
+  bucket.factor_requests.clear();
 }
 
 void GradientBuckets::ready(size_t index, const Tensor& gradient) {
@@ -195,20 +297,39 @@ const std::vector<Tensor>& GradientBuckets::finish(const std::vector<Tensor>& gr
     build();
     for (Bucket& b : buckets_) b.pending = b.members.size();
   }
-  for (size_t i : order_) pack(i, gradients[i]);
+  for (size_t i : order_) {
+    if (!factored_[i]) {
+      pack(i, gradients[i]);
+      continue;
+    }
+    SF_CHECK(factors_[i][0].defined() && factors_[i][1].defined(),
+             "data parallel: step {} finished without both factors of gradient {}", step, i);
+    if (!buckets_[bucket_of_[i]].launched) launch_factors(buckets_[bucket_of_[i]], i);
+  }
   const auto wait_start = Clock::now();
   for (; next_to_finish_ < buckets_.size(); ++next_to_finish_) {
     Bucket& bucket = buckets_[next_to_finish_];
-    if (bucket.ring) bucket.ring->wait();
-    else comm_.wait(bucket.request);
+    if (bucket.factored) {
+      for (CommRequest& r : bucket.factor_requests)
+        if (r.active()) comm_.wait(r);
+    } else if (bucket.ring) {
+      bucket.ring->wait();
+    } else {
+      comm_.wait(bucket.request);
+    }
     note_done();
   }
-  for (const Bucket& b : buckets_)
-    if (b.ring) stats_.bytes += b.ring->bytes_sent();
+  for (Bucket& b : buckets_) {
+    if (b.factored) average_from_factors(b);
+    else if (b.ring) stats_.bytes += b.ring->bytes_sent();
+  }
   if (sharded_ && owned_parts_.empty()) {
     owned_parts_.resize(shapes_.size());
     for (size_t i = 0; i < shapes_.size(); ++i) {
-      const auto [begin, end] = buckets_[bucket_of_[i]].ring->owned_elements();
+      const Bucket& bucket = buckets_[bucket_of_[i]];
+      const auto [begin, end] =
+          bucket.factored ? RingAverage::share_of(bucket.data.numel(), comm_.rank(), comm_.size())
+                          : bucket.ring->owned_elements();
       const int64_t offset = offsets_[i], size = num_elements(shapes_[i]);
       const int64_t first = std::clamp(begin - offset, int64_t{0}, size);
       owned_parts_[i] = {first, std::max(first, std::clamp(end - offset, int64_t{0}, size))};
@@ -250,6 +371,7 @@ const std::vector<Tensor>& GradientBuckets::finish(const std::vector<Tensor>& gr
     b.launched = false;
   }
   std::fill(packed_.begin(), packed_.end(), false);
+  for (std::array<Tensor, 2>& f : factors_) f = {};
   next_to_finish_ = 0;
   in_flight_ = false;
   return averaged_;

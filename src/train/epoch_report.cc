@@ -27,7 +27,8 @@ json epoch_report_to_json(const EpochReport& r) {
             {"overlap_fraction", r.overlap_fraction},
             {"precision", r.precision},
             {"precision_reason", r.precision_reason},
-            {"micro_batches", r.micro_batches}};
+            {"micro_batches", r.micro_batches},
+            {"factored_gradients", r.factored_gradients}};
   if (r.parameter_servers > 0) {
     j["data_parallel"] = "async";
     j["parameter_servers"] = r.parameter_servers;
@@ -67,7 +68,8 @@ EpochReport epoch_report_from_json(const json& r, int64_t global_batch) {
                      r.value("staleness_mean", 0.0),
                      r.value("precision", std::string("fp32")),
                      r.value("precision_reason", std::string()),
-                     r.value("micro_batches", int64_t{1})};
+                     r.value("micro_batches", int64_t{1}),
+                     r.value("factored_gradients", int64_t{0})};
 }
 
 }  // namespace sf

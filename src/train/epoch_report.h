@@ -39,6 +39,9 @@ struct EpochReport {
   std::string precision = "fp32";
   std::string precision_reason;
   int64_t micro_batches = 1;  // train --micro-batches
+  // Sync data parallelism: dense layers whose weight gradients crossed as their factors
+  // (GradientBuckets::exchange_as_factors; their bytes are in comm_bytes).
+  int64_t factored_gradients = 0;
 };
 
 // One epoch as a JSON object (what `train --json` prints and checkpoints keep).

@@ -78,6 +78,9 @@ struct TrainOptions {
   std::optional<std::string> lr_scaling;  // linear (default) | sqrt | none, for the world size
   int64_t check_replicas_every = 100;     // steps between replica checksums (0: never)
   std::string grad_compression = "none";  // none | fp16 | topk:F | onebit (train/grad_compression.h)
+  // auto: sync without compression exchanges a dense layer's weight gradient as its factors
+  // where they are fewer floats (GradientBuckets::exchange_as_factors); off: never.
+  std::string factored_gradients = "auto";
   // sync (allreduce) or async: parameter servers (train/parameter_server.h), the first
   // `parameter_servers` ranks (default 1) serving, the others training at most `max_staleness`
   // steps (default 4) ahead of the slowest.

@@ -37,7 +37,7 @@ layers:
   - {name: conv2, type: conv2d, filters: 16, kernel: 3, padding: same, activation: relu}
   - {name: pool2, type: max_pool, size: 2}
   - {name: flatten, type: flatten}
-  - {name: fc1, type: dense, units: 64, activation: relu}
+  - {name: fc1, type: dense, units: 256, activation: relu}
   - {name: fc2, type: dense, units: 10}
 )";
   return path;

@@ -20,7 +20,8 @@ int count_lines_starting(const std::string& text, const std::string& prefix);
 // The JSON objects among the lines of a command's output (one per epoch with --json).
 std::vector<nlohmann::json> json_lines(const std::string& out);
 
-// Writes tiny-cnn without dropout into `dir`, so that replicas and one process draw nothing at
+// Writes tiny-cnn without dropout, with a wider fc1 (256 units: wide enough that data parallelism
+// exchanges its gradient as factors), into `dir`, so that replicas and one process draw nothing at
 // random; returns its path.
 std::string write_deterministic_cnn_spec(const std::string& dir);
 

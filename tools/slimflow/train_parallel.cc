@@ -21,6 +21,12 @@ void add_data_parallel_options(CLI::App& cmd, TrainOptions& options, double& com
                  "Under mpirun: none | fp16 | topk:F (the largest F of each bucket's gradients) | "
                  "onebit; error feedback carries what is not sent to the next step")
       ->default_val(options.grad_compression);
+  cmd.add_option("--factored-gradients", options.factored_gradients,
+                 "Under mpirun, sync without compression: auto sends a dense layer's input and "
+                 "output gradient instead of its weight gradient where they are fewer floats "
+                 "(each rank forms its share of the average from them); off never does")
+      ->check(CLI::IsMember({"auto", "off"}))
+      ->default_val(options.factored_gradients);
   cmd.add_option("--comm-timeout", comm_timeout,
                  "Under mpirun: seconds a rank waits for the others before ending the job")
       ->default_val(comm_timeout);
