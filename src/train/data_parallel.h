@@ -11,7 +11,9 @@
 // each time another gradient arrives. With compression the gradients are packed into the bucket
 // and its compressed message allgathered. The first step learns the order and
 // reduces after the backward pass; every rank learns the same order (same graph, same plan), so
-// the ranks start the same reductions in the same order.
+// the ranks start the same reductions in the same order. Without compression, each rank updates
+// only its share of the weights (update_in_shards), and a dense layer's weight gradient can
+// cross as the layer's input and output gradient instead (exchange_as_factors).
 #pragma once
 
 #include <array>
