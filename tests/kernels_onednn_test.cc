@@ -462,6 +462,39 @@ TEST(Avx512Transpose, RgbPlanesToPixelsMatchReference) {
   }
 }
 
+// The filter gradient of single-channel images (a first conv's), which our AVX-512 loops take
+// over from oneDNN: runs of up to six taps per filter row, 32 outputs at a time, the last
+// vectors masked.
+TEST(FloatLoopsConvFilterGrad, SingleChannelMatchesReference) {
+  struct Case {
+    Shape x, w;
+    ops::Conv2DOptions options;
+  };
+  const std::vector<Case> cases = {
+      {{2, 28, 28, 1}, {5, 5, 1, 32}, {.padding = "SAME"}},
+      {{1, 13, 11, 1}, {3, 3, 1, 20}, {.strides = {2, 2}, .padding = "SAME"}},
+      {{2, 12, 12, 1}, {3, 5, 1, 7}, {.padding = "SAME", .dilations = {2, 2}}},
+      {{3, 15, 14, 1}, {7, 7, 1, 33}, {}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(shape_str(c.w));
+    Graph shape_graph;
+    const Shape y = shape_graph
+                        .type(ops::conv2d(shape_graph,
+                                          ops::placeholder(shape_graph, DType::f32, c.x),
+                                          ops::placeholder(shape_graph, DType::f32, c.w),
+                                          c.options))
+                        .shape;
+    expect_impl_matches_reference(
+        [&](Graph& g, const std::vector<Output>& in) {
+          Attrs a = conv_attrs(c.options);
+          a.set("filter_shape", c.w);
+          return g.add("Conv2DBackpropFilter", {in[0], in[1]}, a);
+        },
+        {random_tensor(c.x, 16), random_tensor(y, 17)}, "float_loops", kRtol, kAtol);
+  }
+}
+
 // With no impl requested, the session picks oneDNN for every product and the float_loops
 // kernel for max pooling (which keeps its forward and gradient on one definition of the first
 // maximum, kernels/float_loop_kernels.cc).
