@@ -81,6 +81,7 @@ __attribute__((target("avx512f"))) inline void window_route(
     const float* dy, bool relu) {
   __mmask16 m[kVectors], open[kVectors];
   __m512 yv[kVectors], dyv[kVectors];
+#pragma GCC unroll 4
   for (int v = 0; v < kVectors; ++v) {
     m[v] = lanes16(c + 16 * v, channels);
     yv[v] = _mm512_maskz_loadu_ps(m[v], y + c + 16 * v);
@@ -92,6 +93,7 @@ __attribute__((target("avx512f"))) inline void window_route(
   for (int64_t r = r_begin; r < r_end; ++r) {
     const int64_t row = r * row_floats + c;
     for (int64_t col = c_begin; col < c_end; ++col)
+#pragma GCC unroll 4
       for (int v = 0; v < kVectors; ++v) {
         const int64_t at = row + col * channels + 16 * v;
         const __mmask16 hit = _mm512_mask_cmp_ps_mask(
