@@ -323,46 +323,16 @@ class OneDnnPool : public ::testing::TestWithParam<PoolCase> {
       t.data<float>()[i] = std::round(t.data<float>()[i] * 2.0f) / 2.0f;
     return t;
   }
-};
-
-TEST_P(OneDnnPool, MaxPoolMatchesReference) {
-  const PoolCase& c = GetParam();
-  expect_impl_matches_reference(
-      [&](Graph& g, const std::vector<Output>& in) { return ops::max_pool(g, in[0], c.options); },
-      {tied(c.x, 9)}, "onednn", kRtol, kAtol);
-}
-
-TEST_P(OneDnnPool, MaxPoolGradMatchesReference) {
-  const PoolCase& c = GetParam();
-  Graph shape_graph;
-  Shape y = shape_graph
-                .type(ops::max_pool(shape_graph, ops::placeholder(shape_graph, DType::f32, c.x),
-                                    c.options))
-                .shape;
-  expect_impl_matches_reference(
-      [&](Graph& g, const std::vector<Output>& in) {
-        Output pooled = ops::max_pool(g, in[0], c.options);
-        return g.add("MaxPoolGrad", {in[0], pooled, in[1]},
-                     {{"ksize", c.options.ksize},
-                      {"strides", c.options.strides},
-                      {"padding", c.options.padding},
-                      {"pads", c.options.pads}});
-      },
-      {tied(c.x, 10), random_tensor(y, 11)}, "onednn", kRtol, kAtol);
-}
-
-// Our AVX-512 loops (float_loops, chosen over oneDNN for pooling), with and without the Relu
-// gradient that training folds into MaxPoolGrad: the same positions get the same values (summed
-// in another order where windows overlap).
-TEST_P(OneDnnPool, FloatLoopsMaxPoolGradMatchesReference) {
-  const PoolCase& c = GetParam();
-  Graph shape_graph;
-  Shape y = shape_graph
-                .type(ops::max_pool(shape_graph, ops::placeholder(shape_graph, DType::f32, c.x),
-                                    c.options))
-                .shape;
-  for (bool relu : {false, true}) {
-    SCOPED_TRACE(::testing::Message() << "relu " << relu);
+  // MaxPoolGrad of the case's pooling (with the Relu gradient folded in when `relu`) on `impl`.
+  static void expect_max_pool_grad_matches_reference(const std::string& impl, bool relu,
+                                                     double rtol, double atol) {
+    const PoolCase& c = GetParam();
+    Graph shape_graph;
+    const Shape y =
+        shape_graph
+            .type(ops::max_pool(shape_graph, ops::placeholder(shape_graph, DType::f32, c.x),
+                                c.options))
+            .shape;
     expect_impl_matches_reference(
         [&](Graph& g, const std::vector<Output>& in) {
           Output pooled = ops::max_pool(g, in[0], c.options);
@@ -373,7 +343,28 @@ TEST_P(OneDnnPool, FloatLoopsMaxPoolGradMatchesReference) {
                         {"pads", c.options.pads},
                         {"relu", relu}});
         },
-        {tied(c.x, 14), random_tensor(y, 15)}, "float_loops", 1e-6, 1e-6);
+        {tied(c.x, 10), random_tensor(y, 11)}, impl, rtol, atol);
+  }
+};
+
+TEST_P(OneDnnPool, MaxPoolMatchesReference) {
+  const PoolCase& c = GetParam();
+  expect_impl_matches_reference(
+      [&](Graph& g, const std::vector<Output>& in) { return ops::max_pool(g, in[0], c.options); },
+      {tied(c.x, 9)}, "onednn", kRtol, kAtol);
+}
+
+TEST_P(OneDnnPool, MaxPoolGradMatchesReference) {
+  expect_max_pool_grad_matches_reference("onednn", false, kRtol, kAtol);
+}
+
+// Our AVX-512 loops (float_loops, chosen over oneDNN for pooling), with and without the Relu
+// gradient that training folds into MaxPoolGrad: the same positions get the same values (summed
+// in another order where windows overlap).
+TEST_P(OneDnnPool, FloatLoopsMaxPoolGradMatchesReference) {
+  for (bool relu : {false, true}) {
+    SCOPED_TRACE(::testing::Message() << "relu " << relu);
+    expect_max_pool_grad_matches_reference("float_loops", relu, 1e-6, 1e-6);
   }
 }
 
