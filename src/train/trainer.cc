@@ -152,7 +152,8 @@ class TrainingLoop {
   std::vector<int> statistics_owners_;
   std::vector<Output> fetches_;
   std::optional<GradientBuckets> buckets_;  // sync data parallelism
-  std::vector<size_t> factored_;  // parameters whose gradients cross as factors, by fetch
+  // Parameters whose gradients cross as factors, in the order their dy are fetched.
+  std::vector<size_t> factored_;
   FetchReady on_fetch_ready_;
   std::optional<ParameterShards> ps_shards_;
   std::optional<ParameterServer> server_;
@@ -368,10 +369,10 @@ void TrainingLoop::restore_or_initialize() {
 // session no longer computes the local gradient: each rank forms its share from every rank's
 // factors instead (GradientBuckets::exchange_as_factors).
 void TrainingLoop::exchange_dense_factors() {
-  if (options_.factored_gradients == "off" || precision_.precision != Precision::fp32) return;
-  if (options_.factored_gradients != "auto")
+  if (options_.factored_gradients != "auto" && options_.factored_gradients != "off")
     fail("train: --factored-gradients must be auto or off, got '{}'",
          options_.factored_gradients);
+  if (options_.factored_gradients == "off" || precision_.precision != Precision::fp32) return;
   const Graph& g = t_.model.graph;
   for (size_t i = 0; i < t_.grads.size(); ++i) {
     const Node& n = g.node(t_.grads[i].node);
