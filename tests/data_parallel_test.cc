@@ -104,7 +104,7 @@ std::string mpirun(int ranks) { return testing::mpirun_slimflow(ranks, 120); }
 // parameter, and the ranks share their parts of the momentum before a checkpoint.
 void expect_ranks_match_one_process(int ranks, int64_t batch) {
   const std::string dir = testing::make_temp_dir("dp-equal");
-  const std::string spec = testing::write_deterministic_cnn_spec(dir);
+  const std::string spec = testing::write_deterministic_cnn_spec(dir, 256);
   const std::string common = "train --model " + spec + " --data mnist --train-limit " +
                              std::to_string(20 * ranks * batch) +
                              " --test-limit 200 --epochs 1 "
@@ -197,7 +197,7 @@ TEST(DataParallel, KilledRankEndsTheJobNamingItAndResumeWithAnyRanksFinishesTheR
   REQUIRE_MNIST();
   const std::string dir = testing::make_temp_dir("dp-kill");
   const std::string run = dir + "/run";
-  const std::string spec = testing::write_deterministic_cnn_spec(dir);
+  const std::string spec = testing::write_deterministic_cnn_spec(dir, 256);
   // Each rank records its pid; once the first mid-epoch checkpoint exists, rank 1 is killed.
   const std::string train = "train --model " + spec +
                             " --data mnist --train-limit 12800 --test-limit 200 --epochs 1 "

@@ -26,7 +26,7 @@ std::vector<nlohmann::json> json_lines(const std::string& out) {
   return objects;
 }
 
-std::string write_deterministic_cnn_spec(const std::string& dir) {
+std::string write_deterministic_cnn_spec(const std::string& dir, int64_t fc1_units) {
   const std::string path = dir + "/tiny-cnn-nodrop.yaml";
   std::ofstream(path) << R"(name: tiny-cnn-nodrop
 input: [28, 28, 1]
@@ -37,7 +37,7 @@ layers:
   - {name: conv2, type: conv2d, filters: 16, kernel: 3, padding: same, activation: relu}
   - {name: pool2, type: max_pool, size: 2}
   - {name: flatten, type: flatten}
-  - {name: fc1, type: dense, units: 256, activation: relu}
+  - {name: fc1, type: dense, units: )" << fc1_units << R"(, activation: relu}
   - {name: fc2, type: dense, units: 10}
 )";
   return path;

@@ -1,6 +1,7 @@
 // What the tests that start `mpirun` jobs of `slimflow` share.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -20,9 +21,9 @@ int count_lines_starting(const std::string& text, const std::string& prefix);
 // The JSON objects among the lines of a command's output (one per epoch with --json).
 std::vector<nlohmann::json> json_lines(const std::string& out);
 
-// Writes tiny-cnn without dropout, with a wider fc1 (256 units: wide enough that data parallelism
-// exchanges its gradient as factors), into `dir`, so that replicas and one process draw nothing at
-// random; returns its path.
-std::string write_deterministic_cnn_spec(const std::string& dir);
+// Writes tiny-cnn without dropout into `dir`, so that replicas and one process draw nothing at
+// random, with `fc1_units` in fc1 (256 is wide enough that sync data parallelism exchanges fc1's
+// gradient as factors; 64 is not); returns its path.
+std::string write_deterministic_cnn_spec(const std::string& dir, int64_t fc1_units = 64);
 
 }  // namespace sf::testing
