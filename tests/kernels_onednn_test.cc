@@ -8,6 +8,7 @@
 
 #include "cpu/cpu_features.h"
 #include "graph/graph.h"
+#include "kernels/onednn/gemm.h"
 #include "kernels/onednn/onednn_common.h"
 #include "ops/ops.h"
 #include "runtime/session.h"
@@ -483,6 +484,40 @@ TEST(FloatLoopsConvFilterGrad, SingleChannelMatchesReference) {
           return g.add("Conv2DBackpropFilter", {in[0], in[1]}, a);
         },
         {random_tensor(c.x, 16), random_tensor(y, 17)}, "float_loops", kRtol, kAtol);
+  }
+}
+
+// The sgemm wrapper data parallelism forms gradients from factors with: rows of a column slice
+// of a transposed matrix (lda wider than m), alpha and beta, against plain loops in double.
+TEST(OneDnnGemm, MatchesPlainLoopsWithTransposeAndStrides) {
+  struct Case {
+    bool transpose_a;
+    int64_t m, n, k, lda_extra, a_offset;
+    float alpha, beta;
+  };
+  for (const Case& c : std::vector<Case>{{true, 7, 13, 5, 4, 3, 0.5f, 0.0f},
+                                         {true, 1, 33, 64, 10, 9, 1.0f, 0.0f},
+                                         {false, 6, 17, 11, 2, 1, 2.0f, 1.0f},
+                                         {true, 0, 5, 3, 0, 0, 1.0f, 0.0f}}) {
+    SCOPED_TRACE(::testing::Message() << "m " << c.m << " n " << c.n << " k " << c.k);
+    const int64_t a_rows = c.transpose_a ? c.k : c.m, a_cols = c.transpose_a ? c.m : c.k;
+    const int64_t lda = a_cols + c.a_offset + c.lda_extra;
+    const Tensor a = random_tensor({a_rows, lda}, 21), b = random_tensor({c.k, c.n}, 22);
+    Tensor out = random_tensor({c.m, c.n}, 23);
+    const Tensor before = out.clone();
+    const float* pa = a.data<float>() + c.a_offset;
+    onednn::gemm_f32(c.transpose_a, c.m, c.n, c.k, c.alpha, pa, lda, b.data<float>(), c.n,
+                     c.beta, out.data<float>(), c.n, "test");
+    for (int64_t i = 0; i < c.m; ++i)
+      for (int64_t j = 0; j < c.n; ++j) {
+        double sum = 0.0;
+        for (int64_t p = 0; p < c.k; ++p)
+          sum += static_cast<double>(c.transpose_a ? pa[p * lda + i] : pa[i * lda + p]) *
+                 b.data<float>()[p * c.n + j];
+        const double want = c.alpha * sum + c.beta * before.data<float>()[i * c.n + j];
+        EXPECT_NEAR(out.data<float>()[i * c.n + j], want, 1e-4 * (1.0 + std::abs(want)))
+            << i << ", " << j;
+      }
   }
 }
 

@@ -326,10 +326,8 @@ const std::vector<Tensor>& GradientBuckets::finish(const std::vector<Tensor>& gr
   if (sharded_ && owned_parts_.empty()) {
     owned_parts_.resize(shapes_.size());
     for (size_t i = 0; i < shapes_.size(); ++i) {
-      const Bucket& bucket = buckets_[bucket_of_[i]];
-      const auto [begin, end] =
-          bucket.factored ? RingAverage::share_of(bucket.data.numel(), comm_.rank(), comm_.size())
-                          : bucket.ring->owned_elements();
+      const auto [begin, end] = RingAverage::share_of(buckets_[bucket_of_[i]].data.numel(),
+                                                      comm_.rank(), comm_.size());
       const int64_t offset = offsets_[i], size = num_elements(shapes_[i]);
       const int64_t first = std::clamp(begin - offset, int64_t{0}, size);
       owned_parts_[i] = {first, std::max(first, std::clamp(end - offset, int64_t{0}, size))};
