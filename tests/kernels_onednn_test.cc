@@ -306,8 +306,41 @@ INSTANTIATE_TEST_SUITE_P(
     Shapes, OneDnnMatMul,
     ::testing::Values(MatMulCase{"size1", 1, 1, 1}, MatMulCase{"primes", 7, 13, 5},
                       MatMulCase{"vector_width_pm1", 17, 15, 33}, MatMulCase{"outer", 13, 1, 7},
-                      MatMulCase{"fc2", 64, 1024, 10}),
+                      MatMulCase{"fc2", 64, 1024, 10},
+                      MatMulCase{"few_rows_long_b", 3, 40, 50}),
     [](const ::testing::TestParamInfo<MatMulCase>& info) { return info.param.name; });
+
+// A product of few rows with a large transposed b (a dense layer's input gradient) runs as
+// (b x a^T)^T, its output transposed back; the others as they are.
+TEST(OneDnnMatMulSwap, FewRowsTimesALargeTransposedBRunSwapped) {
+  struct Product {
+    Shape a, b;
+    bool tb;
+    bool swapped;
+  };
+  for (const Product& p : {Product{{3, 40}, {50, 40}, true, true},
+                           Product{{1, 17}, {33, 17}, true, true},
+                           Product{{64, 1024}, {10, 1024}, true, false},   // fc2: short b
+                           Product{{64, 10}, {1024, 10}, true, false},     // K of 10
+                           Product{{3, 40}, {40, 50}, false, false}}) {  // b not transposed
+    SCOPED_TRACE(shape_str(p.a) + " x " + shape_str(p.b) + (p.tb ? "^T" : ""));
+    Graph g;
+    const Output a = ops::placeholder(g, DType::f32, p.a, "a");
+    const Output b = ops::placeholder(g, DType::f32, p.b, "b");
+    const Output y = ops::matmul(g, a, b, false, p.tb, "y");
+    Session session(g, {.threads = 2, .kernel_impl = "onednn"});
+    session.set_profiling(true);
+    session.run({{a, random_tensor(p.a, 1)}, {b, random_tensor(p.b, 2)}}, {y});
+    ASSERT_EQ(session.profile().size(), 1u);
+    EXPECT_EQ(session.profile()[0].impl.find("swapped") != std::string::npos, p.swapped)
+        << session.profile()[0].impl;
+    expect_impl_matches_reference(
+        [&](Graph& graph, const std::vector<Output>& in) {
+          return ops::matmul(graph, in[0], in[1], false, p.tb);
+        },
+        {random_tensor(p.a, 3), random_tensor(p.b, 4)}, "onednn", kRtol, kAtol);
+  }
+}
 
 struct PoolCase {
   const char* name;
