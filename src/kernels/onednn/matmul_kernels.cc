@@ -149,17 +149,15 @@ class MatMulKernel : public Kernel {
   explicit MatMulKernel(const KernelSpec& spec) : MatMulKernel(spec, swapped_pd(spec)) {}
 
   void compute(KernelContext& ctx) override {
-    // Swapped, input b is the primitive's source and input a its weights.
-    const int source = swapped_ ? 1 : 0;
-    const dnnl::memory& a = source == 1 && !shared_form_.empty() && ctx.shared != nullptr
-                                ? bind_shared_variable(ctx, *a_)
-                                : a_->bind(ctx.inputs[source].raw());
-    const dnnl::memory& b = source == 0 && !shared_form_.empty() && ctx.shared != nullptr
-                                ? bind_shared_variable(ctx, *b_)
-                                : b_->bind(ctx.inputs[1 - source].raw());
+    const dnnl::memory& a = a_->bind(ctx.inputs[0].raw());
+    const dnnl::memory& b = shared_form_.empty() || ctx.shared == nullptr
+                                ? b_->bind(ctx.inputs[1].raw())
+                                : bind_shared_b(ctx);
     const dnnl::memory& y = y_->bind(ctx.outputs[0].raw());
-    std::unordered_map<int, dnnl::memory> args{
-        {DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, y}};
+    // Swapped, input b is the primitive's source and input a its weights.
+    std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, swapped_ ? b : a},
+                                               {DNNL_ARG_WEIGHTS, swapped_ ? a : b},
+                                               {DNNL_ARG_DST, y}};
     if (bias_) {
       bias_.set_data_handle(ctx.inputs[2].raw());
       args.emplace(DNNL_ARG_BIAS, bias_);
@@ -182,9 +180,10 @@ class MatMulKernel : public Kernel {
     bf16_ = pd.src_desc().data_type() == dnnl::memory::data_type::bf16;
     // Our f32 inputs, staged (rounded to bf16) only for a bf16 product.
     const auto f32 = dnnl::memory::data_type::f32;
-    a_.emplace(with_data_type(pd.src_desc(), f32), pd.src_desc(), StagedArg::Direction::In);
-    b_.emplace(with_data_type(pd.weights_desc(), f32), pd.weights_desc(),
-               StagedArg::Direction::In);
+    const dnnl::memory::desc& a = swapped_ ? pd.weights_desc() : pd.src_desc();
+    const dnnl::memory::desc& b = swapped_ ? pd.src_desc() : pd.weights_desc();
+    a_.emplace(with_data_type(a, f32), a, StagedArg::Direction::In);
+    b_.emplace(with_data_type(b, f32), b, StagedArg::Direction::In);
     // Swapped, the primitive writes y^T plain and the staging transposes it into y.
     y_.emplace(swapped_ ? matrix_desc(spec.node.outputs[0].shape, true) : pd.dst_desc(),
                pd.dst_desc(), StagedArg::Direction::Out);
@@ -193,31 +192,31 @@ class MatMulKernel : public Kernel {
     // A variable's rounding to bf16 is shared by the products that read it in one run. The
     // rounded bytes lie as the stored matrix's do, whichever way a product reads it, so a dense
     // layer's forward product and its input gradient's (transpose_b, maybe swapped) share one.
-    const StagedArg& variable = swapped_ ? *a_ : *b_;
-    if (variable.staged() && spec.input_is_variable(1) && spec.node.op == op_names::kMatMul) {
+    if (b_->staged() && spec.input_is_variable(1) && spec.node.op == op_names::kMatMul) {
       shared_form_ = fmt::format("matmul b bf16 {}", shape_str(spec.inputs[1].shape));
-      shared_view_ = dnnl::memory(variable.staged_desc(), engine(), DNNL_MEMORY_NONE);
+      shared_b_view_ = dnnl::memory(b_->staged_desc(), engine(), DNNL_MEMORY_NONE);
     }
   }
 
-  // Input b, the variable, rounded into the run's shared copy.
-  const dnnl::memory& bind_shared_variable(KernelContext& ctx, StagedArg& arg) {
+  const dnnl::memory& bind_shared_b(KernelContext& ctx) {
     bool fill = false;
-    shared_ = std::static_pointer_cast<dnnl::memory>(ctx.shared->get(
+    shared_b_ = std::static_pointer_cast<dnnl::memory>(ctx.shared->get(
         ctx.inputs[1].raw(), shared_form_,
-        [&] { return std::make_shared<dnnl::memory>(arg.staged_desc(), engine()); }, fill));
+        [&] { return std::make_shared<dnnl::memory>(b_->staged_desc(), engine()); }, fill));
     // Seen through this product's own (maybe transposed) view of the bytes.
-    shared_view_.set_data_handle(shared_->get_data_handle());
+    shared_b_view_.set_data_handle(shared_b_->get_data_handle());
     // The staged desc is the variable's own with bf16 elements: the optimizer may round into it.
-    if (fill) ctx.shared->holds_bf16(ctx.inputs[1].raw(), shared_form_, shared_->get_data_handle());
-    return arg.bind_shared(ctx.inputs[1].raw(), shared_view_, fill);
+    if (fill)
+      ctx.shared->holds_bf16(ctx.inputs[1].raw(), shared_form_, shared_b_->get_data_handle());
+    return b_->bind_shared(ctx.inputs[1].raw(), shared_b_view_, fill);
   }
 
   bool swapped_;  // computes y^T = b x a^T (swaps_operands)
   bool bf16_ = false;
-  std::string shared_form_;  // empty: the variable is staged by this kernel alone
-  std::shared_ptr<dnnl::memory> shared_;
-  dnnl::memory shared_view_;
+  std::string shared_form_;  // empty: input b is staged by this kernel alone
+  std::shared_ptr<dnnl::memory> shared_b_;
+  dnnl::memory shared_b_view_;
+  // Inputs a and b, whichever of the primitive's operands they are, and the output.
   std::optional<StagedArg> a_, b_, y_;
   dnnl::memory bias_;  // empty but for FusedBatchMatMul
   Runner runner_;
