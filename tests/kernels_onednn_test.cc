@@ -1,5 +1,6 @@
 // Every oneDNN kernel against the reference kernel over a shape set with sizes 1, primes, odd
 // channel counts, strides, padding, dilation and groups.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -310,33 +311,36 @@ INSTANTIATE_TEST_SUITE_P(
                       MatMulCase{"few_rows_long_b", 3, 40, 50}),
     [](const ::testing::TestParamInfo<MatMulCase>& info) { return info.param.name; });
 
-// A product of few rows with a large transposed b (a dense layer's input gradient) runs as
-// (b x a^T)^T, its output transposed back; the others as they are.
-TEST(OneDnnMatMulSwap, FewRowsTimesALargeTransposedBRunSwapped) {
+// How an fp32 MatMul runs: with b transposed, a product of few rows with a large b (a dense
+// layer's input gradient) as (b x a^T)^T, its output transposed back, the others on the matmul
+// primitive; with b as stored, on oneDNN's sgemm. Each matches the reference.
+TEST(OneDnnMatMulForms, EachProductRunsInItsFormAndMatchesTheReference) {
   struct Product {
     Shape a, b;
-    bool tb;
-    bool swapped;
+    bool ta, tb;
+    const char* impl;
   };
-  for (const Product& p : {Product{{3, 40}, {50, 40}, true, true},
-                           Product{{1, 17}, {33, 17}, true, true},
-                           Product{{64, 1024}, {10, 1024}, true, false},   // fc2: short b
-                           Product{{64, 10}, {1024, 10}, true, false},     // K of 10
-                           Product{{3, 40}, {40, 50}, false, false}}) {  // b not transposed
-    SCOPED_TRACE(shape_str(p.a) + " x " + shape_str(p.b) + (p.tb ? "^T" : ""));
+  for (const Product& p : {Product{{3, 40}, {50, 40}, false, true, "onednn:swapped"},
+                           Product{{1, 17}, {33, 17}, false, true, "onednn:swapped"},
+                           Product{{64, 1024}, {10, 1024}, false, true, "onednn"},  // short b
+                           Product{{64, 10}, {1024, 10}, false, true, "onednn"},    // K of 10
+                           Product{{3, 40}, {40, 50}, false, false, "onednn:sgemm"},
+                           Product{{40, 3}, {40, 50}, true, false, "onednn:sgemm"},
+                           Product{{1, 1}, {1, 1}, false, false, "onednn:sgemm"}}) {
+    SCOPED_TRACE(fmt::format("{}{} x {}{}", shape_str(p.a), p.ta ? "^T" : "", shape_str(p.b),
+                             p.tb ? "^T" : ""));
     Graph g;
     const Output a = ops::placeholder(g, DType::f32, p.a, "a");
     const Output b = ops::placeholder(g, DType::f32, p.b, "b");
-    const Output y = ops::matmul(g, a, b, false, p.tb, "y");
+    const Output y = ops::matmul(g, a, b, p.ta, p.tb, "y");
     Session session(g, {.threads = 2, .kernel_impl = "onednn"});
     session.set_profiling(true);
     session.run({{a, random_tensor(p.a, 1)}, {b, random_tensor(p.b, 2)}}, {y});
     ASSERT_EQ(session.profile().size(), 1u);
-    EXPECT_EQ(session.profile()[0].impl.find("swapped") != std::string::npos, p.swapped)
-        << session.profile()[0].impl;
+    EXPECT_EQ(session.profile()[0].impl, p.impl);
     expect_impl_matches_reference(
         [&](Graph& graph, const std::vector<Output>& in) {
-          return ops::matmul(graph, in[0], in[1], false, p.tb);
+          return ops::matmul(graph, in[0], in[1], p.ta, p.tb);
         },
         {random_tensor(p.a, 3), random_tensor(p.b, 4)}, "onednn", kRtol, kAtol);
   }

@@ -5,6 +5,7 @@
 // BatchMatMul with oneDNN's bias (and activation post-op).
 #include <fmt/format.h>
 
+#include "kernels/onednn/gemm.h"
 #include "kernels/onednn/onednn_common.h"
 #include "ops/execution_ops.h"
 #include "ops/op_names.h"
@@ -222,6 +223,40 @@ class MatMulKernel : public Kernel {
   Runner runner_;
 };
 
+// oneDNN's sgemm for an fp32 product whose b is not transposed: where the matmul primitive
+// packs all of b on every call, sgemm's kernels run faster for few rows and no slower for many
+// (cold caches, alternating calls, an AMD EPYC: Deep-MNIST's fc1 at 64 rows 1.88-2.16 -> 1.45-1.48
+// ms, at 32 rows 1.28-1.53 -> 0.89, its weight gradient (transpose_a) 1.38-1.52 -> 1.14-1.25,
+// 512^3 0.78 vs 0.79). With b transposed sgemm was slower (fc1's input gradient 2.3 -> 4.0 ms).
+bool runs_on_sgemm(const KernelSpec& spec) {
+  return !spec.bf16 && spec.node.op == op_names::kMatMul &&
+         !spec.node.attrs.get_bool("transpose_b") && spec.inputs[0].shape.size() == 2 &&
+         spec.inputs[1].shape.size() == 2 && spec.inputs[0].dtype == DType::f32 &&
+         spec.inputs[1].dtype == DType::f32;
+}
+
+class SgemmMatMulKernel : public Kernel {
+ public:
+  explicit SgemmMatMulKernel(const KernelSpec& spec)
+      : transpose_a_(spec.node.attrs.get_bool("transpose_a")),
+        m_(spec.node.outputs[0].shape[0]),
+        n_(spec.node.outputs[0].shape[1]),
+        k_(spec.inputs[0].shape[transpose_a_ ? 0 : 1]),
+        name_(spec.node.name) {}
+
+  void compute(KernelContext& ctx) override {
+    gemm_f32(transpose_a_, m_, n_, k_, 1.0f, ctx.inputs[0].data<float>(),
+             transpose_a_ ? m_ : k_, ctx.inputs[1].data<float>(), n_, 0.0f,
+             ctx.outputs[0].data<float>(), n_, name_.c_str());
+  }
+  std::string running_impl() const override { return "sgemm"; }
+
+ private:
+  bool transpose_a_;
+  int64_t m_, n_, k_;
+  std::string name_;
+};
+
 bool accepts(const KernelSpec& spec) {
   for (const TensorType& t : spec.inputs)
     if (num_elements(t.shape) == 0) return false;
@@ -242,6 +277,7 @@ void register_matmul_kernels(KernelRegistry& r) {
   def.priority = kPriority;
   def.accepts = accepts;
   def.create = [](const KernelSpec& spec) -> std::unique_ptr<Kernel> {
+    if (runs_on_sgemm(spec)) return std::make_unique<SgemmMatMulKernel>(spec);
     return std::make_unique<MatMulKernel>(spec);
   };
   r.add(def);
