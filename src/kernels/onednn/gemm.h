@@ -1,5 +1,6 @@
-// A row-major float matrix product on oneDNN's sgemm, for products outside a graph (data
-// parallelism's gradients formed from a dense layer's factors, train/data_parallel.h).
+// A row-major float matrix product on oneDNN's sgemm: fp32 MatMuls whose b is not transposed
+// (matmul_kernels.cc) and data parallelism's gradients formed from a dense layer's factors
+// (train/data_parallel.h).
 #pragma once
 
 #include <cstdint>
