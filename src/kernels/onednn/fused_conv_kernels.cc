@@ -218,9 +218,9 @@ class FusedConvKernel : public Kernel {
 // written again, as the node before leaves it (see evict), and Winograd loses on all of
 // squeezenet1_1's expand convs, by 5% or more. A staged candidate must win by this fraction, over
 // the run-to-run noise: at 10% and five rounds, ResNet-18's 3x3 convs, which measure 7-20%
-// faster in Winograd, went one way or the other from one start to the next (6 to 12 of 13 in
-// Winograd, each wrong pick costing ~0.1 ms); at 4% and fifteen rounds all 13 did in every
-// start, and ResNet-18's plan takes ~0.1 s longer.
+// faster in Winograd, went one way or the other from one start to the next (9 to 11 of 13 in
+// Winograd over three starts, 6 to 12 with fifteen rounds; each wrong pick costs ~0.1 ms); at 4%
+// and fifteen rounds all 13 did in every start, and ResNet-18's plan takes ~0.1 s longer.
 constexpr double kStagedMargin = 0.04;
 constexpr int kMeasureRounds = 15;
 
