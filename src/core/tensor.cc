@@ -1,6 +1,9 @@
 #include "core/tensor.h"
 
+#include <sys/mman.h>
+
 #include <atomic>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 
@@ -12,21 +15,59 @@ namespace {
 // Bytes held by owned storages: the memory budget (core/limits.h) bounds their sum, so that
 // planning, folding and data loading fail with a message instead of exhausting the machine.
 std::atomic<uint64_t> live_storage_bytes{0};
+
+// Storages from this size up are mapped from the kernel rather than taken from malloc: fresh
+// anonymous pages are already zero, so no memset pass touches every page before the first
+// kernel does, and they are advised into 2 MiB transparent huge pages where the kernel offers
+// them (one page fault and one TLB entry per 2 MiB instead of per 4 KiB).
+constexpr size_t kHugePage = size_t{2} << 20;
+#ifdef __SANITIZE_ADDRESS__
+// AddressSanitizer guards malloc's blocks only: under it every storage comes from malloc.
+constexpr size_t kMappedFrom = SIZE_MAX;
+#else
+constexpr size_t kMappedFrom = kHugePage;
+#endif
+
+size_t rounded_size(size_t bytes) {
+  const size_t rounded = (bytes + kTensorAlignment - 1) / kTensorAlignment * kTensorAlignment;
+  return rounded == 0 ? kTensorAlignment : rounded;
+}
+
+size_t mapped_size(size_t rounded) { return (rounded + kHugePage - 1) / kHugePage * kHugePage; }
+
+// A huge-page-aligned mapping of `length` zero bytes, or null.
+void* map_zeroed(size_t length) {
+  // Mapped one huge page longer so an aligned start lies inside; the ends are returned.
+  const size_t padded = length + kHugePage;
+  void* raw = mmap(nullptr, padded, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (raw == MAP_FAILED) return nullptr;
+  const auto start = reinterpret_cast<uintptr_t>(raw);
+  const uintptr_t aligned = (start + kHugePage - 1) / kHugePage * kHugePage;
+  if (aligned > start) munmap(raw, aligned - start);
+  const uintptr_t end = start + padded, used_end = aligned + length;
+  if (end > used_end) munmap(reinterpret_cast<void*>(used_end), end - used_end);
+  void* data = reinterpret_cast<void*>(aligned);
+#ifdef MADV_HUGEPAGE
+  madvise(data, length, MADV_HUGEPAGE);  // advice only: without it the pages are 4 KiB
+#endif
+  return data;
+}
 }  // namespace
 
 std::shared_ptr<Storage> Storage::allocate(size_t bytes) {
   if (bytes > (size_t{1} << 60)) fail("a tensor of {} bytes is larger than any budget", bytes);
-  size_t rounded = (bytes + kTensorAlignment - 1) / kTensorAlignment * kTensorAlignment;
-  if (rounded == 0) rounded = kTensorAlignment;
+  const size_t rounded = rounded_size(bytes);
   const uint64_t in_use = live_storage_bytes.load();
   if (in_use + rounded > limits::memory_budget())
     limits::check_memory(in_use + rounded,
                          fmt::format("a tensor of {} (with {} already held)",
                                      limits::byte_size_str(bytes), limits::byte_size_str(in_use)));
-  void* data = std::aligned_alloc(kTensorAlignment, rounded);
+  const bool mapped = rounded >= kMappedFrom;
+  void* data = mapped ? map_zeroed(mapped_size(rounded))
+                      : std::aligned_alloc(kTensorAlignment, rounded);
   if (data == nullptr) fail("out of memory allocating {} bytes", bytes);
   live_storage_bytes += rounded;
-  std::memset(data, 0, rounded);
+  if (!mapped) std::memset(data, 0, rounded);
   return std::shared_ptr<Storage>(new Storage(data, bytes, true, nullptr));
 }
 
@@ -37,9 +78,12 @@ std::shared_ptr<Storage> Storage::borrow(void* data, size_t bytes,
 
 Storage::~Storage() {
   if (owned_) {
-    std::free(data_);
-    const size_t rounded = (bytes_ + kTensorAlignment - 1) / kTensorAlignment * kTensorAlignment;
-    live_storage_bytes -= rounded == 0 ? kTensorAlignment : rounded;
+    const size_t rounded = rounded_size(bytes_);
+    if (rounded >= kMappedFrom)
+      munmap(data_, mapped_size(rounded));
+    else
+      std::free(data_);
+    live_storage_bytes -= rounded;
   }
 }
 
