@@ -36,9 +36,9 @@ __attribute__((target("avx512f"))) inline void window_max(const float* image, in
     const float* row = image + r * row_floats + c;
     for (int64_t col = c_begin; col < c_end; ++col)
       for (int v = 0; v < kVectors; ++v)
-        acc[v] = _mm512_max_ps(_mm512_maskz_loadu_ps(m[v], row + col * channels + 16 * v), acc[v]);
+        acc[v] = _mm512_max_ps(load16(row + col * channels + 16 * v, m[v]), acc[v]);
   }
-  for (int v = 0; v < kVectors; ++v) _mm512_mask_storeu_ps(y + c + 16 * v, m[v], acc[v]);
+  for (int v = 0; v < kVectors; ++v) store16(y + c + 16 * v, m[v], acc[v]);
 }
 
 }  // namespace
@@ -84,7 +84,7 @@ __attribute__((target("avx512f"))) inline void window_route(
 #pragma GCC unroll 4
   for (int v = 0; v < kVectors; ++v) {
     m[v] = lanes16(c + 16 * v, channels);
-    yv[v] = _mm512_maskz_loadu_ps(m[v], y + c + 16 * v);
+    yv[v] = load16(y + c + 16 * v, m[v]);
     const __mmask16 passed =
         relu ? _mm512_mask_cmp_ps_mask(m[v], yv[v], _mm512_setzero_ps(), _CMP_GT_OQ) : m[v];
     dyv[v] = _mm512_maskz_loadu_ps(passed, dy + c + 16 * v);
@@ -97,9 +97,9 @@ __attribute__((target("avx512f"))) inline void window_route(
       for (int v = 0; v < kVectors; ++v) {
         const int64_t at = row + col * channels + 16 * v;
         const __mmask16 hit = _mm512_mask_cmp_ps_mask(
-            open[v], _mm512_maskz_loadu_ps(m[v], x_image + at), yv[v], _CMP_EQ_OQ);
+            open[v], load16(x_image + at, m[v]), yv[v], _CMP_EQ_OQ);
         open[v] = static_cast<__mmask16>(open[v] & ~hit);
-        _mm512_mask_storeu_ps(dx_image + at, m[v], _mm512_maskz_mov_ps(hit, dyv[v]));
+        store16(dx_image + at, m[v], _mm512_maskz_mov_ps(hit, dyv[v]));
       }
   }
 }
@@ -142,21 +142,21 @@ __attribute__((target("avx512f"))) void route_to_first_max_avx512(
     const float* y, const float* dy, bool relu, bool accumulate) {
   for (int64_t c = 0; c < channels; c += 16) {
     const __mmask16 m = lanes16(c, channels);
-    const __m512 yv = _mm512_maskz_loadu_ps(m, y + c);
+    const __m512 yv = load16(y + c, m);
     const __mmask16 passed =
         relu ? _mm512_mask_cmp_ps_mask(m, yv, _mm512_setzero_ps(), _CMP_GT_OQ) : m;
     const __m512 dyv = _mm512_maskz_loadu_ps(passed, dy + c);
     __mmask16 open = m;  // channels whose maximum is not found yet
     for (int64_t t = 0; t < count; ++t) {
       const __mmask16 hit =
-          _mm512_mask_cmp_ps_mask(open, _mm512_maskz_loadu_ps(m, x_taps[t] + c), yv, _CMP_EQ_OQ);
+          _mm512_mask_cmp_ps_mask(open, load16(x_taps[t] + c, m), yv, _CMP_EQ_OQ);
       open = static_cast<__mmask16>(open & ~hit);
       float* d = dx_taps[t] + c;
       if (accumulate) {
-        const __m512 dv = _mm512_maskz_loadu_ps(m, d);
-        _mm512_mask_storeu_ps(d, m, _mm512_mask_add_ps(dv, hit, dv, dyv));
+        const __m512 dv = load16(d, m);
+        store16(d, m, _mm512_mask_add_ps(dv, hit, dv, dyv));
       } else {
-        _mm512_mask_storeu_ps(d, m, _mm512_maskz_mov_ps(hit, dyv));
+        store16(d, m, _mm512_maskz_mov_ps(hit, dyv));
       }
     }
   }
@@ -184,7 +184,7 @@ __attribute__((target("avx512f"))) void tap_row_sums(const float* padded, int64_
     const float* row = padded + (oy * g.h.stride + fr * g.h.dilation) * row_stride + fc0 * dw;
     const float* d = dy + oy * g.w.out * outputs + o0;
     for (int64_t ox = 0; ox < g.w.out; ++ox, d += outputs) {
-      const __m512 d0 = _mm512_maskz_loadu_ps(m0, d), d1 = _mm512_maskz_loadu_ps(m1, d + 16);
+      const __m512 d0 = load16(d, m0), d1 = load16(d + 16, m1);
       const float* tap = row + ox * g.w.stride;
 #pragma GCC unroll 8
       for (int j = 0; j < kTaps; ++j) {
@@ -240,9 +240,9 @@ __attribute__((target("avx512f"))) void column_sums_avx512(const float* dy, int6
     for (int64_t r = 0; r < rows; ++r) {
       const float* row = dy + r * channels + c0;
       for (int k = 0; k < 4; ++k)
-        acc[k] = _mm512_add_ps(acc[k], _mm512_maskz_loadu_ps(m[k], row + 16 * k));
+        acc[k] = _mm512_add_ps(acc[k], load16(row + 16 * k, m[k]));
     }
-    for (int k = 0; k < 4; ++k) _mm512_mask_storeu_ps(sums + c0 + 16 * k, m[k], acc[k]);
+    for (int k = 0; k < 4; ++k) store16(sums + c0 + 16 * k, m[k], acc[k]);
   }
 }
 
@@ -265,7 +265,7 @@ namespace {
 template <bool kWhole>
 __attribute__((target("avx512f"))) inline __m512 load_lanes(__mmask16 m, const float* p) {
   if constexpr (kWhole) return _mm512_loadu_ps(p);
-  return _mm512_maskz_loadu_ps(m, p);
+  return load16(p, m);
 }
 
 // add_n_span_avx512's 16 results from element i (lanes m).
@@ -307,7 +307,7 @@ __attribute__((target("avx512f"))) void add_n_span_avx512(const float* const* xs
     _mm512_storeu_ps(y + i, activated_sums<true>(xs, count, i, 0xFFFF, activation));
   if (i < end) {
     const __mmask16 m = lanes16(i, end);
-    _mm512_mask_storeu_ps(y + i, m, activated_sums<false>(xs, count, i, m, activation));
+    store16(y + i, m, activated_sums<false>(xs, count, i, m, activation));
   }
 }
 
@@ -330,8 +330,8 @@ __attribute__((target("avx512f"))) void dropout_span_avx512(const float* x, int6
     const __m512i bits = _mm512_srli_epi32(mix32(_mm512_xor_si512(first, key_high)), 8);
     // Bits and threshold are below 2^25, so a signed comparison orders them as unsigned ones.
     const __m512 mask_values = _mm512_maskz_mov_ps(_mm512_cmpge_epi32_mask(bits, limit), kept);
-    _mm512_mask_storeu_ps(mask + i, m, mask_values);
-    _mm512_mask_storeu_ps(y + i, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), mask_values));
+    store16(mask + i, m, mask_values);
+    store16(y + i, m, _mm512_mul_ps(load16(x + i, m), mask_values));
   }
 }
 

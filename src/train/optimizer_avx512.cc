@@ -30,7 +30,7 @@ __attribute__((target("avx512f"))) inline __m512 mul(__m512 a, __m512 b) {
 __attribute__((target("avx512f"))) inline __m512 first_moment(__m512 b1, __m512 rest1,
                                                               const float* m, __m512 g,
                                                               __mmask16 lanes) {
-  return add(mul(b1, _mm512_maskz_loadu_ps(lanes, m)), mul(rest1, g));
+  return add(mul(b1, load16(m, lanes)), mul(rest1, g));
 }
 
 // Sixteen floats rounded to bf16, one per 32-bit lane, as float_to_bf16 (codec/weight_codec.h)
@@ -55,17 +55,17 @@ __attribute__((target("avx512f"))) inline void adam_loop(float* w, const float* 
   const __m512 decay = _mm512_set1_ps(s.decay_step);
   for (int64_t i = begin; i < end; i += 16) {
     const __mmask16 lanes = lanes16(0, end - i);
-    const __m512 gi = _mm512_maskz_loadu_ps(lanes, g + i);
+    const __m512 gi = load16(g + i, lanes);
     const __m512 mi = first_moment(b1, rest1, m + i, gi, lanes);
-    const __m512 vi = add(mul(b2, _mm512_maskz_loadu_ps(lanes, v + i)), mul(mul(rest2, gi), gi));
-    const __m512 wi = _mm512_maskz_loadu_ps(lanes, w + i);
+    const __m512 vi = add(mul(b2, load16(v + i, lanes)), mul(mul(rest2, gi), gi));
+    const __m512 wi = load16(w + i, lanes);
     const __m512 update =
         add(_mm512_div_ps(mul(step, mi), add(_mm512_sqrt_ps(vi), eps)), mul(decay, wi));
     const __m512 next = sub(wi, update);
-    _mm512_mask_storeu_ps(m + i, lanes, mi);
-    _mm512_mask_storeu_ps(v + i, lanes, vi);
-    _mm512_mask_storeu_ps(w + i, lanes, next);
-    if constexpr (kRound) _mm512_mask_cvtepi32_storeu_epi16(rounded + i, lanes, bf16_32(next));
+    store16(m + i, lanes, mi);
+    store16(v + i, lanes, vi);
+    store16(w + i, lanes, next);
+    if constexpr (kRound) store16_low_halves(rounded + i, lanes, bf16_32(next));
   }
 }
 
@@ -82,8 +82,7 @@ __attribute__((target("avx512f"))) void round_to_bf16_avx512(const float* w, int
                                                              int64_t end, uint16_t* rounded) {
   for (int64_t i = begin; i < end; i += 16) {
     const __mmask16 lanes = lanes16(0, end - i);
-    _mm512_mask_cvtepi32_storeu_epi16(rounded + i, lanes,
-                                      bf16_32(_mm512_maskz_loadu_ps(lanes, w + i)));
+    store16_low_halves(rounded + i, lanes, bf16_32(load16(w + i, lanes)));
   }
 }
 
@@ -97,15 +96,15 @@ __attribute__((target("avx512f"))) void adam_outside_update_avx512(float* w, con
   const __m512 decay = _mm512_set1_ps(s.decay_step);
   for (int64_t i = begin; i < end; i += 16) {
     const __mmask16 lanes = lanes16(0, end - i);
-    const __m512 gi = _mm512_maskz_loadu_ps(lanes, g + i);
+    const __m512 gi = load16(g + i, lanes);
     const __m512 mi = first_moment(b1, rest1, m + i, gi, lanes);
     const __m512 ai = mul(m_scale, mi);
-    const __m512 root = mul(v_scale, _mm512_sqrt_ps(_mm512_maskz_loadu_ps(lanes, v + i)));
+    const __m512 root = mul(v_scale, _mm512_sqrt_ps(load16(v + i, lanes)));
     const __m512 di = add(_mm512_max_ps(root, _mm512_abs_ps(ai)), eps);
-    const __m512 wi = _mm512_maskz_loadu_ps(lanes, w + i);
+    const __m512 wi = load16(w + i, lanes);
     const __m512 update = add(_mm512_div_ps(mul(rate, ai), di), mul(decay, wi));
-    _mm512_mask_storeu_ps(m + i, lanes, mi);
-    _mm512_mask_storeu_ps(w + i, lanes, sub(wi, update));
+    store16(m + i, lanes, mi);
+    store16(w + i, lanes, sub(wi, update));
   }
 }
 
