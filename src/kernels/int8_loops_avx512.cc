@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "cpu/avx512_lanes.h"
 #include "cpu/parallel_for.h"
 
 namespace sf::int8_loops {
@@ -85,20 +86,16 @@ SF_AVX512 inline __m512i clamp_avx512(__m512i q, int32_t zero_point, QuantClamp 
                           _mm512_set1_epi32(clamp.hi));
 }
 
-__mmask16 tail_mask(int64_t left) {
-  return left >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << left) - 1);
-}
-
 // Sixteen lanes from p, or the first `left` of them where fewer are left. Only a tail takes a
 // mask: streaming a Dequantize, masked loads and stores of whole vectors made it 1.35x slower
 // on an AMD EPYC (Zen) with AVX-512.
 SF_AVX512 inline __m512i load_16_bytes(const uint8_t* p, int64_t left) {
   return _mm512_cvtepu8_epi32(left >= 16 ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(p))
-                                         : _mm_maskz_loadu_epi8(tail_mask(left), p));
+                                         : _mm_maskz_loadu_epi8(lanes16(0, left), p));
 }
 
 SF_AVX512 inline __m512i load_16_ints(const int32_t* p, int64_t left) {
-  return left >= 16 ? _mm512_loadu_si512(p) : _mm512_maskz_loadu_epi32(tail_mask(left), p);
+  return left >= 16 ? _mm512_loadu_si512(p) : _mm512_maskz_loadu_epi32(lanes16(0, left), p);
 }
 
 // The low byte of each lane (codes already clamped to [0, 255]).
@@ -107,14 +104,11 @@ SF_AVX512 inline void store_16_codes(uint8_t* p, int64_t left, __m512i codes) {
   if (left >= 16)
     _mm_storeu_si128(reinterpret_cast<__m128i*>(p), bytes);
   else
-    _mm_mask_storeu_epi8(p, tail_mask(left), bytes);
+    _mm_mask_storeu_epi8(p, lanes16(0, left), bytes);
 }
 
 SF_AVX512 inline void store_16_floats(float* p, int64_t left, __m512 v) {
-  if (left >= 16)
-    _mm512_storeu_ps(p, v);
-  else
-    _mm512_mask_storeu_ps(p, tail_mask(left), v);
+  store16(p, lanes16(0, left), v);
 }
 
 // Window sums are exact in float (below 2^24) and so is their quotient's floor while count is
@@ -238,8 +232,8 @@ SF_AVX512 FloatRange finite_range_avx512(const float* x, int64_t count) {
   const __m512 infinity = _mm512_set1_ps(std::numeric_limits<float>::infinity());
   __m512 lo = _mm512_setzero_ps(), hi = _mm512_setzero_ps();
   for (int64_t i = 0; i < count; i += 16) {
-    const __mmask16 k = tail_mask(count - i);
-    const __m512 v = _mm512_maskz_loadu_ps(k, x + i);
+    const __mmask16 k = lanes16(i, count);
+    const __m512 v = load16(x + i, k);
     // NaN and infinities compare false.
     const __mmask16 finite = _mm512_cmp_ps_mask(_mm512_abs_ps(v), infinity, _CMP_LT_OQ);
     lo = _mm512_mask_min_ps(lo, finite, lo, v);
@@ -251,7 +245,7 @@ SF_AVX512 FloatRange finite_range_avx512(const float* x, int64_t count) {
 SF_AVX512 void channel_ranges_avx512(const int32_t* acc, int64_t rows, int64_t channels,
                                      int32_t* lo, int32_t* hi) {
   for (int64_t j = 0; j < channels; j += 16) {
-    const __mmask16 k = tail_mask(channels - j);
+    const __mmask16 k = lanes16(j, channels);
     __m512i min = _mm512_set1_epi32(std::numeric_limits<int32_t>::max());
     __m512i max = _mm512_set1_epi32(std::numeric_limits<int32_t>::min());
     for (int64_t r = 0; r < rows; ++r) {

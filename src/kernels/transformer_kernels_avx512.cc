@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <utility>
 
+#include "cpu/avx512_lanes.h"
 #include "cpu/cpu_features.h"
 #include "cpu/parallel_for.h"
 #include "kernels/erf_rational.h"
@@ -31,11 +32,6 @@ namespace {
 constexpr int kPriority = 10;
 constexpr int64_t kParallelMin = 1 << 14;  // elements; below this one thread is quicker
 
-__attribute__((target("avx512f"))) __mmask16 tail_mask(int64_t left) {
-  return left >= 16 ? static_cast<__mmask16>(0xffff)
-                    : static_cast<__mmask16>((1u << static_cast<unsigned>(left)) - 1u);
-}
-
 // One row of `channels` values. Masked loads and arithmetic keep the tail's lanes zero, so the
 // sums see only the row.
 __attribute__((target("avx512f"))) void layer_norm_row(const float* x, const float* gamma,
@@ -43,22 +39,22 @@ __attribute__((target("avx512f"))) void layer_norm_row(const float* x, const flo
                                                        int64_t channels, float epsilon) {
   __m512 sum = _mm512_setzero_ps();
   for (int64_t c = 0; c < channels; c += 16)
-    sum = _mm512_add_ps(sum, _mm512_maskz_loadu_ps(tail_mask(channels - c), x + c));
+    sum = _mm512_add_ps(sum, load16(x + c, lanes16(c, channels)));
   const float mean_value = _mm512_reduce_add_ps(sum) / static_cast<float>(channels);
   const __m512 mean = _mm512_set1_ps(mean_value);
   __m512 sq = _mm512_setzero_ps();
   for (int64_t c = 0; c < channels; c += 16) {
-    const __mmask16 m = tail_mask(channels - c);
-    const __m512 d = _mm512_maskz_sub_ps(m, _mm512_maskz_loadu_ps(m, x + c), mean);
+    const __mmask16 m = lanes16(c, channels);
+    const __m512 d = _mm512_maskz_sub_ps(m, load16(x + c, m), mean);
     sq = _mm512_fmadd_ps(d, d, sq);
   }
   const float var = _mm512_reduce_add_ps(sq) / static_cast<float>(channels);
   const __m512 inv = _mm512_set1_ps(1.0f / std::sqrt(var + epsilon));
   for (int64_t c = 0; c < channels; c += 16) {
-    const __mmask16 m = tail_mask(channels - c);
-    const __m512 d = _mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + c), mean);
-    const __m512 g = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, gamma + c), inv);
-    _mm512_mask_storeu_ps(y + c, m, _mm512_fmadd_ps(d, g, _mm512_maskz_loadu_ps(m, beta + c)));
+    const __mmask16 m = lanes16(c, channels);
+    const __m512 d = _mm512_sub_ps(load16(x + c, m), mean);
+    const __m512 g = _mm512_mul_ps(load16(gamma + c, m), inv);
+    store16(y + c, m, _mm512_fmadd_ps(d, g, load16(beta + c, m)));
   }
 }
 
@@ -82,10 +78,10 @@ __attribute__((target("avx512f"))) void gelu_span(const float* x, float* y, int6
   const __m512 inv_sqrt2 = _mm512_set1_ps(0.70710678118654752440f);
   const __m512 half = _mm512_set1_ps(0.5f), one = _mm512_set1_ps(1.0f);
   for (int64_t i = 0; i < n; i += 16) {
-    const __mmask16 m = tail_mask(n - i);
-    const __m512 v = _mm512_maskz_loadu_ps(m, x + i);
+    const __mmask16 m = lanes16(i, n);
+    const __m512 v = load16(x + i, m);
     const __m512 e = erf_ps(_mm512_mul_ps(v, inv_sqrt2));
-    _mm512_mask_storeu_ps(y + i, m, _mm512_mul_ps(_mm512_mul_ps(half, v), _mm512_add_ps(one, e)));
+    store16(y + i, m, _mm512_mul_ps(_mm512_mul_ps(half, v), _mm512_add_ps(one, e)));
   }
 }
 
@@ -111,8 +107,8 @@ void gelu(KernelContext& ctx) {
 
 __attribute__((target("avx512f"))) void erf_span(const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; i += 16) {
-    const __mmask16 m = tail_mask(n - i);
-    _mm512_mask_storeu_ps(y + i, m, erf_ps(_mm512_maskz_loadu_ps(m, x + i)));
+    const __mmask16 m = lanes16(i, n);
+    store16(y + i, m, erf_ps(load16(x + i, m)));
   }
 }
 

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "codec/weight_codec.h"
+#include "cpu/avx512_lanes.h"
 
 namespace sf {
 
@@ -57,20 +58,12 @@ __attribute__((target("avx512f"))) void add_decoded_fp16_avx512(const uint8_t* m
   }
 }
 
-namespace {
-
-__attribute__((target("avx512f"))) __mmask16 first_floats(int64_t count) {
-  return count >= 16 ? __mmask16{0xffff} : static_cast<__mmask16>((1u << count) - 1);
-}
-
-}  // namespace
-
 __attribute__((target("avx512f"))) void onebit_magnitude_lanes_avx512(const float* residual,
                                                                       int64_t count, float* lanes) {
   __m512 sum = _mm512_setzero_ps();
   for (int64_t i = 0; i < count; i += 16) {
-    const __mmask16 valid = first_floats(count - i);
-    const __m512 r = _mm512_maskz_loadu_ps(valid, residual + i);
+    const __mmask16 valid = lanes16(i, count);
+    const __m512 r = load16(residual + i, valid);
     sum = _mm512_mask_add_ps(sum, valid, sum, _mm512_abs_ps(r));
   }
   _mm512_storeu_ps(lanes, sum);
@@ -81,11 +74,11 @@ __attribute__((target("avx512f"))) void onebit_signs_avx512(float* residual, int
   const __m512 positive_value = _mm512_set1_ps(scale);
   const __m512 negative_value = _mm512_set1_ps(-scale);
   for (int64_t i = 0; i < count; i += 16) {
-    const __mmask16 valid = first_floats(count - i);
-    const __m512 r = _mm512_maskz_loadu_ps(valid, residual + i);
+    const __mmask16 valid = lanes16(i, count);
+    const __m512 r = load16(residual + i, valid);
     const __mmask16 below = _mm512_mask_cmp_ps_mask(valid, r, _mm512_setzero_ps(), _CMP_LT_OQ);
     const __m512 sent = _mm512_mask_blend_ps(below, positive_value, negative_value);
-    _mm512_mask_storeu_ps(residual + i, valid, _mm512_sub_ps(r, sent));
+    store16(residual + i, valid, _mm512_sub_ps(r, sent));
     const auto mask = static_cast<uint16_t>(below);
     std::memcpy(bits + i / 8, &mask, count - i > 8 ? 2 : 1);
   }
@@ -97,13 +90,12 @@ __attribute__((target("avx512f"))) void add_decoded_onebit_avx512(const uint8_t*
   const __m512 positive_value = _mm512_set1_ps(scale);
   const __m512 negative_value = _mm512_set1_ps(-scale);
   for (int64_t i = 0; i < count; i += 16) {
-    const __mmask16 valid = first_floats(count - i);
+    const __mmask16 valid = lanes16(i, count);
     uint16_t mask = 0;
     std::memcpy(&mask, bits + i / 8, count - i > 8 ? 2 : 1);
     const __m512 sent =
         _mm512_mask_blend_ps(static_cast<__mmask16>(mask), positive_value, negative_value);
-    _mm512_mask_storeu_ps(sum + i, valid,
-                          _mm512_add_ps(_mm512_maskz_loadu_ps(valid, sum + i), sent));
+    store16(sum + i, valid, _mm512_add_ps(load16(sum + i, valid), sent));
   }
 }
 

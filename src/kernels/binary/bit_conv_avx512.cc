@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "cpu/avx512_lanes.h"
 #include "cpu/parallel_for.h"
 
 namespace sf::binary {
@@ -72,16 +73,16 @@ __attribute__((target("avx512f,avx512vl,avx512vpopcntdq"))) void conv_block(cons
   const __m512 lo = _mm512_set1_ps(e.lo), hi = _mm512_set1_ps(e.hi);
   for (int v = 0; v < G; ++v) {
     const int64_t o = (group * kMaxVectors + v) * kLanes;
-    const auto lanes = static_cast<__mmask16>((1u << std::min<int64_t>(kLanes, w.n - o)) - 1);
-    const __m512 scale = _mm512_maskz_loadu_ps(lanes, e.scale + o);
-    const __m512 bias = _mm512_maskz_loadu_ps(lanes, e.bias + o);
+    const __mmask16 lanes = lanes16(o, w.n);
+    const __m512 scale = load16(e.scale + o, lanes);
+    const __m512 bias = load16(e.bias + o, lanes);
     for (int p = 0; p < P; ++p) {
       const __m512i dot = _mm512_add_epi32(
           _mm512_sub_epi32(k, _mm512_add_epi32(mismatches[p][v], mismatches[p][v])),
           _mm512_maskz_loadu_epi32(lanes, block.border[p] + o));
       const __m512 y = _mm512_add_round_ps(
           _mm512_mul_round_ps(_mm512_cvtepi32_ps(dot), scale, kNearest), bias, kNearest);
-      _mm512_mask_storeu_ps(block.out[p] + o, lanes, _mm512_min_ps(_mm512_max_ps(y, lo), hi));
+      store16(block.out[p] + o, lanes, _mm512_min_ps(_mm512_max_ps(y, lo), hi));
     }
   }
 }
@@ -113,9 +114,8 @@ __attribute__((target("avx512f,avx512vl,avx512vpopcntdq"))) bool pack_sign_dword
       const int64_t len = std::min<int64_t>(32, k - d * 32);
       uint32_t word = 0;
       for (int64_t j = 0; j < len; j += kLanes) {
-        const auto lanes =
-            static_cast<__mmask16>(len - j >= kLanes ? 0xffff : (1u << (len - j)) - 1);
-        const __m512 a = _mm512_maskz_loadu_ps(lanes, v + j);
+        const __mmask16 lanes = lanes16(j, len);
+        const __m512 a = load16(v + j, lanes);
         const __m512 size =
             _mm512_castsi512_ps(_mm512_and_si512(_mm512_castps_si512(a), magnitude));
         signs &= _mm512_mask_cmp_ps_mask(lanes, size, one, _CMP_EQ_OQ) == lanes;
@@ -159,10 +159,9 @@ __attribute__((target("avx512f,avx512vl,avx512vpopcntdq"))) void max_pool_sign_b
               if (ix < 0 || ix >= w) continue;
               const float* v = x + ((b * h + iy) * w + ix) * channels + d * 32;
               for (int64_t c = 0; c < len; c += kLanes) {
-                const auto lanes =
-                    static_cast<__mmask16>(len - c >= kLanes ? 0xffff : (1u << (len - c)) - 1);
+                const __mmask16 lanes = lanes16(c, len);
                 word |= static_cast<uint32_t>(_mm512_mask_cmp_ps_mask(
-                            lanes, _mm512_maskz_loadu_ps(lanes, v + c), zero, _CMP_GT_OQ))
+                            lanes, load16(v + c, lanes), zero, _CMP_GT_OQ))
                         << c;
               }
             }

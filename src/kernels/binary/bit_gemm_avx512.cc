@@ -7,6 +7,7 @@
 
 #include <algorithm>
 
+#include "cpu/avx512_lanes.h"
 #include "cpu/parallel_for.h"
 
 namespace sf::binary {
@@ -98,8 +99,8 @@ __attribute__((target("avx512f,avx512vl,avx512vpopcntdq"))) bool pack_signs_avx5
       const float* v = x + r * k + i * 64;
       const int64_t len = std::min<int64_t>(64, k - i * 64);
       for (int64_t j = 0; j < len; j += 16) {
-        const auto lanes = static_cast<__mmask16>(len - j >= 16 ? 0xffff : (1u << (len - j)) - 1);
-        const __m512 a = _mm512_maskz_loadu_ps(lanes, v + j);
+        const __mmask16 lanes = lanes16(j, len);
+        const __m512 a = load16(v + j, lanes);
         const __mmask16 positive = _mm512_mask_cmp_ps_mask(lanes, a, zero, _CMP_GT_OQ);
         const __mmask16 unit = _mm512_mask_cmp_ps_mask(lanes, a, one, _CMP_EQ_OQ) |
                                _mm512_mask_cmp_ps_mask(lanes, a, minus_one, _CMP_EQ_OQ);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "cpu/avx512_lanes.h"
 #include "kernels/sparse/avx512_loops.h"
 
 namespace sf::sparse {
@@ -21,7 +22,7 @@ __attribute__((target("avx512f"), always_inline)) inline void add_scaled_row(__m
   for (int i = 0; i + 1 < Vectors; ++i)
     acc[i] = _mm512_fmadd_ps(v, _mm512_loadu_ps(row + 16 * i), acc[i]);
   acc[Vectors - 1] =
-      _mm512_fmadd_ps(v, _mm512_maskz_loadu_ps(tail, row + 16 * (Vectors - 1)), acc[Vectors - 1]);
+      _mm512_fmadd_ps(v, load16(row + 16 * (Vectors - 1), tail), acc[Vectors - 1]);
 }
 
 // One chunk of `Vectors` x 16 outputs, the last vector masked by `tail`. With few vectors per
@@ -48,10 +49,7 @@ __attribute__((target("avx512f"), always_inline)) inline void chunk_avx512(
   for (int i = 0; i < Vectors; ++i) {
 #pragma GCC unroll 8
     for (int w = 1; w < Ways; ++w) acc[0][i] = _mm512_add_ps(acc[0][i], acc[w][i]);
-    if (i + 1 < Vectors)
-      _mm512_storeu_ps(out + 16 * i, acc[0][i]);
-    else
-      _mm512_mask_storeu_ps(out + 16 * i, tail, acc[0][i]);
+    store16(out + 16 * i, i + 1 < Vectors ? static_cast<__mmask16>(0xFFFF) : tail, acc[0][i]);
   }
 }
 
