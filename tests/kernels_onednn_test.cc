@@ -524,6 +524,38 @@ TEST(FloatLoopsConvFilterGrad, SingleChannelMatchesReference) {
   }
 }
 
+// The forward pass of the same convs (a training graph's first conv, its filter a variable):
+// four output pixels at a time, up to four vectors of outputs, each activation, against the
+// reference to float rounding; more than 64 outputs, a ragged last vector and half of one
+// (tiny-cnn's 8) included.
+TEST(FloatLoopsSingleChannelConv, MatchesReferenceForEveryActivation) {
+  struct Case {
+    Shape x, w;
+    ops::Conv2DOptions options;
+  };
+  const std::vector<Case> cases = {
+      {{2, 28, 28, 1}, {5, 5, 1, 32}, {.padding = "SAME"}},
+      {{1, 13, 11, 1}, {3, 3, 1, 20}, {.strides = {2, 2}, .padding = "SAME"}},
+      {{2, 12, 12, 1}, {3, 5, 1, 7}, {.padding = "SAME", .dilations = {2, 2}}},
+      {{3, 15, 14, 1}, {7, 7, 1, 83}, {}},
+      {{1, 6, 3, 1}, {1, 1, 1, 16}, {}},
+      {{8, 28, 28, 1}, {5, 5, 1, 8}, {.padding = "SAME"}},
+  };
+  for (const Case& c : cases)
+    for (const char* activation : {"none", "relu", "relu6"}) {
+      SCOPED_TRACE(shape_str(c.w) + " " + activation);
+      const Shape bias = {c.w[3]};
+      expect_impl_matches_reference(
+          [&](Graph& g, const std::vector<Output>& in) {
+            Attrs a = conv_attrs(c.options);
+            a.set("activation", std::string(activation));
+            return g.add("FusedConv2D", {in[0], in[1], in[2]}, a);
+          },
+          {random_tensor(c.x, 7), random_tensor(c.w, 8), random_tensor(bias, 9)},
+          "float_loops", 1e-5, 1e-5);
+    }
+}
+
 // The sgemm wrapper data parallelism forms gradients from factors with: rows of a column slice
 // of a transposed matrix (lda wider than m), alpha and beta, against plain loops in double.
 TEST(OneDnnGemm, MatchesPlainLoopsWithTransposeAndStrides) {

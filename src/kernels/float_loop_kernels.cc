@@ -1,17 +1,20 @@
 // Kernels (impl "float_loops") for the float ops of a training step around oneDNN's products:
-// MaxPool, MaxPoolGrad, the filter gradient of single-channel convs, BiasAdd, BiasAddRelu, AddN,
-// BiasAddGrad and Dropout, and inference's FusedAddN, made of kernels/float_loops.h (AVX-512 where
-// the CPU has it, portable loops elsewhere), so they run on every CPU. Measured on the Deep-MNIST
-// layers (bench/kernels_bench.cc, one thread, Xeon with AVX-512, under load): MaxPoolGrad reads
-// each window's first maximum from x and y, which the forward pass kept, where oneDNN's pooling
-// backward runs the forward again for an argmax workspace (28x28x32 at batch 64: 1.3 vs 4.5 ms);
-// the forward pools as fast as oneDNN's and keeps the pair on one definition of the first maximum.
-// oneDNN's filter gradient of a single-channel 5x5 conv costs as much as a 32-channel one in bf16
-// (each tap a product of depth 1); here it is broadcasts and FMAs into registers. BiasAdd runs on
+// MaxPool, MaxPoolGrad, single-channel convs (a first conv's forward pass in training and its
+// filter gradient), BiasAdd, BiasAddRelu, AddN, BiasAddGrad and Dropout, and inference's FusedAddN,
+// made of kernels/float_loops.h (AVX-512 where the CPU has it, portable loops elsewhere), so they
+// run on every CPU. Measured on the Deep-MNIST layers (bench/kernels_bench.cc, one thread, Xeon
+// with AVX-512, under load): MaxPoolGrad reads each window's first maximum from x and y, which the
+// forward pass kept, where oneDNN's pooling backward runs the forward again for an argmax workspace
+// (28x28x32 at batch 64: 1.3 vs 4.5 ms); the forward pools as fast as oneDNN's and keeps the pair
+// on one definition of the first maximum. oneDNN's filter gradient of a single-channel 5x5 conv
+// costs as much as a 32-channel one in bf16 (each tap a product of depth 1); here it is broadcasts
+// and FMAs into registers, and so is the forward pass, written NHWC with its bias and activation
+// where oneDNN's wrote a blocked output reordered back (Deep-MNIST's conv1 in training, AMD EPYC:
+// 0.47-0.57 -> 0.32-0.38 ms a step in fp32 and bf16, which it runs in fp32). BiasAdd runs on
 // threads (the reference on one), BiasAddGrad sums blocks of rows in AVX-512 registers (2x the
 // reference). An Add of a bias vector (what ONNX graphs have, and a quantized product's dequantized
-// output then meets) is the same loop: the reference walks the broadcast element by element,
-// 0.03 ms for a [128, 768] row block that takes 0.005 ms here. Dropout draws its mask by hashing
+// output then meets) is the same loop: the reference walks the broadcast element by element, 0.03
+// ms for a [128, 768] row block that takes 0.005 ms here. Dropout draws its mask by hashing
 // (kernels/dropout_draw.h), sixteen elements to a vector.
 #include <algorithm>
 #include <vector>
@@ -30,6 +33,7 @@ namespace {
 
 constexpr int kPoolPriority = 11;       // above oneDNN's (pooling, single-channel filter grads)
 constexpr int kElementwisePriority = 5;  // above the reference kernels (oneDNN has none)
+constexpr int kTrainingConvPriority = 12;  // above oneDNN's "onednn_train" (11)
 
 void max_pool(KernelContext& ctx) {
   const Tensor& x = ctx.inputs[0];
@@ -53,6 +57,16 @@ void conv_filter_grad_single_channel(KernelContext& ctx) {
   conv_filter_grad_single_channel_f32(x.data<float>(), ctx.inputs[1].data<float>(), x.dim(0),
                                       df.dim(3), conv_window(ctx.node.attrs, x.shape(), df.shape()),
                                       df.data<float>());
+}
+
+void fused_conv_single_channel(KernelContext& ctx) {
+  const Tensor& x = ctx.inputs[0];
+  Tensor& y = ctx.outputs[0];
+  if (y.numel() == 0) return;
+  conv_single_channel_f32(x.data<float>(), ctx.inputs[1].data<float>(),
+                          ctx.inputs[2].data<float>(), x.dim(0), y.dim(3),
+                          conv_window(ctx.node.attrs, x.shape(), ctx.inputs[1].shape()),
+                          activation_of(ctx.node), y.data<float>());
 }
 
 bool is_single_channel_conv(const KernelSpec& spec) {
@@ -150,6 +164,16 @@ void register_float_loop_kernels(KernelRegistry& r) {
                     conv_filter_grad_single_channel, kPoolPriority);
   filter_grad.accepts = is_single_channel_conv;
   r.add(std::move(filter_grad));
+  // A training graph's first conv (its filter a variable), above oneDNN's training kernel;
+  // frozen filters keep oneDNN's measured inference kernel.
+  KernelDef single_channel_conv =
+      simple_kernel(op_names::kFusedConv2D, DType::f32, impl, fused_conv_single_channel,
+                    kTrainingConvPriority);
+  single_channel_conv.accepts = [](const KernelSpec& spec) {
+    return is_single_channel_conv(spec) && !spec.input_is_constant(1) &&
+           spec.inputs.size() == 3 && spec.inputs[2].dtype == DType::f32;
+  };
+  r.add(std::move(single_channel_conv));
   r.add(simple_kernel(op_names::kBiasAdd, DType::f32, impl, bias_add, kElementwisePriority));
   r.add(simple_kernel(op_names::kBiasAddRelu, DType::f32, impl, bias_add, kElementwisePriority));
   r.add(simple_kernel(op_names::kBiasAddGrad, DType::f32, impl, bias_add_grad,

@@ -169,7 +169,57 @@ void max_pool_grad_f32(const float* x, const float* y, const float* dy, int64_t 
   });
 }
 
-// ---- the filter gradient of single-channel convs ----
+// ---- single-channel convs: the forward pass and the filter gradient ----
+
+namespace {
+
+// Image b of x [n, g.h.in, g.w.in] into `padded` [g.h.padded_extent(), g.w.padded_extent()],
+// zeros around it, so that every tap of every output pixel is inside.
+void pad_image(const float* x, int64_t b, const Window2D& g, std::vector<float>& padded) {
+  const int64_t cols = g.w.padded_extent();
+  std::fill(padded.begin(), padded.end(), 0.0f);
+  for (int64_t r = 0; r < g.h.in; ++r)
+    std::copy_n(x + (b * g.h.in + r) * g.w.in, g.w.in,
+                padded.data() + (r + g.h.pad_before) * cols + g.w.pad_before);
+}
+
+}  // namespace
+
+void conv_single_channel_f32(const float* x, const float* w, const float* bias, int64_t n,
+                             int64_t outputs, const Window2D& g, Activation activation, float* y) {
+  const int64_t rows = g.h.padded_extent(), cols = g.w.padded_extent();
+  const int64_t pixels = g.h.out * g.w.out;
+  const bool vector = has_avx512();
+  parallel_region(n > 1 && n * pixels * outputs * g.h.k * g.w.k >= kParallelMin, [&] {
+    std::vector<float> padded(static_cast<size_t>(rows * cols));
+#pragma omp for schedule(static)
+    for (int64_t b = 0; b < n; ++b) {
+      pad_image(x, b, g, padded);
+      float* image_y = y + b * pixels * outputs;
+#if defined(__x86_64__)
+      if (vector) {
+        single_channel_conv_avx512(padded.data(), cols, w, bias, outputs, g, activation, image_y);
+        continue;
+      }
+#endif
+      (void)vector;
+      for (int64_t oy = 0; oy < g.h.out; ++oy)
+        for (int64_t ox = 0; ox < g.w.out; ++ox) {
+          const float* corner = padded.data() + oy * g.h.stride * cols + ox * g.w.stride;
+          float* out = image_y + (oy * g.w.out + ox) * outputs;
+          std::copy_n(bias, outputs, out);
+          const float* wt = w;
+          for (int64_t fr = 0; fr < g.h.k; ++fr)
+            for (int64_t fc = 0; fc < g.w.k; ++fc, wt += outputs) {
+              const float xv = corner[fr * g.h.dilation * cols + fc * g.w.dilation];
+              for (int64_t o = 0; o < outputs; ++o) out[o] += xv * wt[o];
+            }
+          for (int64_t o = 0; o < outputs; ++o)
+            out[o] = static_cast<float>(activated(out[o], activation));
+        }
+    }
+  });
+}
 
 void conv_filter_grad_single_channel_f32(const float* x, const float* dy, int64_t n,
                                          int64_t outputs, const Window2D& g, float* df) {
@@ -186,10 +236,7 @@ void conv_filter_grad_single_channel_f32(const float* x, const float* dy, int64_
     double* mine = totals.data() + omp_get_thread_num() * size;
 #pragma omp for schedule(static)
     for (int64_t b = 0; b < n; ++b) {
-      std::fill(padded.begin(), padded.end(), 0.0f);
-      for (int64_t r = 0; r < g.h.in; ++r)
-        std::copy_n(x + (b * g.h.in + r) * g.w.in, g.w.in,
-                    padded.data() + (r + g.h.pad_before) * cols + g.w.pad_before);
+      pad_image(x, b, g, padded);
       std::fill(sums.begin(), sums.end(), 0.0f);
       const float* image_dy = dy + b * g.h.out * g.w.out * outputs;
 #if defined(__x86_64__)

@@ -30,6 +30,12 @@ void max_pool_grad_f32(const float* x, const float* y, const float* dy, int64_t 
 void conv_filter_grad_single_channel_f32(const float* x, const float* dy, int64_t n,
                                          int64_t outputs, const Window2D& g, float* df);
 
+// The forward pass of the same convs: y [n, g.h.out, g.w.out, outputs] = bias + the sum over
+// taps of x [n, g.h.in, g.w.in] (zero outside) times w [taps, outputs], then the activation,
+// summed in float in tap order.
+void conv_single_channel_f32(const float* x, const float* w, const float* bias, int64_t n,
+                             int64_t outputs, const Window2D& g, Activation activation, float* y);
+
 // y[r, j] = x[r, j] + bias[j] for rows x channels; with relu, that sum where positive, else 0.
 // A bool, not an Activation: BiasAddRelu's relu maps NaN to 0 (its reference kernel does), where
 // activated() keeps NaN.

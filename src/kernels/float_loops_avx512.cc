@@ -228,6 +228,89 @@ __attribute__((target("avx512f"))) void single_channel_filter_sums_avx512(
       }
 }
 
+namespace {
+
+// kPixels adjacent output pixels from (oy, ox) of kVectors x 16 outputs from o0: per tap, the
+// weights' vectors load once and each pixel's input is broadcast into them, all the sums in
+// registers; the bias starts them and the activation ends them.
+template <int kVectors, int kPixels>
+__attribute__((target("avx512f"))) void conv_pixels(const float* padded, int64_t row_stride,
+                                                    const float* w, const float* bias,
+                                                    int64_t outputs, int64_t o0,
+                                                    const Window2D& g, int64_t oy, int64_t ox,
+                                                    Activation activation, float* y) {
+  __mmask16 m[kVectors];
+  __m512 acc[kPixels][kVectors];
+#pragma GCC unroll 4
+  for (int v = 0; v < kVectors; ++v) {
+    m[v] = lanes16(o0 + 16 * v, outputs);
+    const __m512 b = load16(bias + o0 + 16 * v, m[v]);
+#pragma GCC unroll 4
+    for (int p = 0; p < kPixels; ++p) acc[p][v] = b;
+  }
+  const int64_t step = g.w.stride;
+  for (int64_t fr = 0; fr < g.h.k; ++fr) {
+    const float* row = padded + (oy * g.h.stride + fr * g.h.dilation) * row_stride + ox * step;
+    const float* wr = w + fr * g.w.k * outputs + o0;
+    for (int64_t fc = 0; fc < g.w.k; ++fc, wr += outputs) {
+      __m512 wv[kVectors];
+#pragma GCC unroll 4
+      for (int v = 0; v < kVectors; ++v) wv[v] = load16(wr + 16 * v, m[v]);
+      const float* tap = row + fc * g.w.dilation;
+#pragma GCC unroll 4
+      for (int p = 0; p < kPixels; ++p) {
+        const __m512 xv = _mm512_set1_ps(tap[p * step]);
+#pragma GCC unroll 4
+        for (int v = 0; v < kVectors; ++v) acc[p][v] = _mm512_fmadd_ps(xv, wv[v], acc[p][v]);
+      }
+    }
+  }
+  // max(0, a) and min(6, a) return a where it is NaN, as activated() keeps NaN.
+  const __m512 zero = _mm512_setzero_ps(), six = _mm512_set1_ps(6.0f);
+#pragma GCC unroll 4
+  for (int p = 0; p < kPixels; ++p)
+#pragma GCC unroll 4
+    for (int v = 0; v < kVectors; ++v) {
+      __m512 a = acc[p][v];
+      if (activation != Activation::None) a = _mm512_max_ps(zero, a);
+      if (activation == Activation::Relu6) a = _mm512_min_ps(six, a);
+      store16(y + (oy * g.w.out + ox + p) * outputs + o0 + 16 * v, m[v], a);
+    }
+}
+
+template <int kVectors>
+__attribute__((target("avx512f"))) void conv_outputs(const float* padded, int64_t row_stride,
+                                                     const float* w, const float* bias,
+                                                     int64_t outputs, int64_t o0,
+                                                     const Window2D& g, Activation activation,
+                                                     float* y) {
+  constexpr int kPixels = 4;
+  for (int64_t oy = 0; oy < g.h.out; ++oy) {
+    int64_t ox = 0;
+    for (; ox + kPixels <= g.w.out; ox += kPixels)
+      conv_pixels<kVectors, kPixels>(padded, row_stride, w, bias, outputs, o0, g, oy, ox,
+                                     activation, y);
+    for (; ox < g.w.out; ++ox)
+      conv_pixels<kVectors, 1>(padded, row_stride, w, bias, outputs, o0, g, oy, ox, activation,
+                               y);
+  }
+}
+
+}  // namespace
+
+__attribute__((target("avx512f"))) void single_channel_conv_avx512(
+    const float* padded, int64_t row_stride, const float* w, const float* bias, int64_t outputs,
+    const Window2D& g, Activation activation, float* y) {
+  for (int64_t o0 = 0; o0 < outputs; o0 += 64) {
+    switch (std::min<int64_t>(4, (outputs - o0 + 15) / 16)) {
+      case 4: conv_outputs<4>(padded, row_stride, w, bias, outputs, o0, g, activation, y); break;
+      case 3: conv_outputs<3>(padded, row_stride, w, bias, outputs, o0, g, activation, y); break;
+      case 2: conv_outputs<2>(padded, row_stride, w, bias, outputs, o0, g, activation, y); break;
+      default: conv_outputs<1>(padded, row_stride, w, bias, outputs, o0, g, activation, y);
+    }
+  }
+}
+
 __attribute__((target("avx512f"))) void column_sums_avx512(const float* dy, int64_t rows,
                                                            int64_t channels, float* sums) {
   // Up to four vectors of channels per pass over the rows, their sums in registers.

@@ -39,6 +39,11 @@ void route_to_first_max_avx512(const float* const* x_taps, float* const* dx_taps
 void single_channel_filter_sums_avx512(const float* padded, int64_t row_stride, const float* dy,
                                        int64_t outputs, const Window2D& g, float* sums);
 
+// One image of conv_single_channel_f32 (float_loops.h), its input padded as above.
+void single_channel_conv_avx512(const float* padded, int64_t row_stride, const float* w,
+                                const float* bias, int64_t outputs, const Window2D& g,
+                                Activation activation, float* y);
+
 // sums[c] = the float sum of dy[r, c] over rows r.
 void column_sums_avx512(const float* dy, int64_t rows, int64_t channels, float* sums);
 

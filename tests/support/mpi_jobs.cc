@@ -33,9 +33,9 @@ input: [28, 28, 1]
 classes: 10
 layers:
   - {name: conv1, type: conv2d, filters: 8, kernel: 5, padding: same, activation: relu}
-  - {name: pool1, type: max_pool, size: 2}
+  - {name: pool1, type: avg_pool, size: 2}
   - {name: conv2, type: conv2d, filters: 16, kernel: 3, padding: same, activation: relu}
-  - {name: pool2, type: max_pool, size: 2}
+  - {name: pool2, type: avg_pool, size: 2}
   - {name: flatten, type: flatten}
   - {name: fc1, type: dense, units: )" << fc1_units << R"(, activation: relu}
   - {name: fc2, type: dense, units: 10}

@@ -23,7 +23,10 @@ std::vector<nlohmann::json> json_lines(const std::string& out);
 
 // Writes tiny-cnn without dropout into `dir`, so that replicas and one process draw nothing at
 // random, with `fc1_units` in fc1 (256 is wide enough that sync data parallelism exchanges fc1's
-// gradient as factors; 64 is not); returns its path.
+// gradient as factors; 64 is not); returns its path. Its pools average: a max pool sends each
+// window's gradient to one tap, so weights a few ulps apart (a batch summed in parts) can pick
+// another of two nearly equal taps and part the runs by far more than rounding (two ranks
+// against one process failed after 15 and 20 steps with max pools, passed after 10 and 19).
 std::string write_deterministic_cnn_spec(const std::string& dir, int64_t fc1_units = 64);
 
 }  // namespace sf::testing
