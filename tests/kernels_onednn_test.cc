@@ -491,21 +491,30 @@ TEST(Avx512Transpose, RgbPlanesToPixelsMatchReference) {
   }
 }
 
-// The filter gradient of single-channel images (a first conv's), which our AVX-512 loops take
-// over from oneDNN: runs of up to six taps per filter row, 32 outputs at a time, the last
-// vectors masked.
-TEST(FloatLoopsConvFilterGrad, SingleChannelMatchesReference) {
-  struct Case {
-    Shape x, w;
-    ops::Conv2DOptions options;
-  };
-  const std::vector<Case> cases = {
+// Convs of single-channel images (a first conv's), which our AVX-512 loops take over from
+// oneDNN in training: outputs in and beyond one, two and four vectors, ragged last vectors,
+// strides, dilations and an unpadded 7x7.
+struct SingleChannelCase {
+  Shape x, w;
+  ops::Conv2DOptions options;
+};
+
+const std::vector<SingleChannelCase>& single_channel_cases() {
+  static const std::vector<SingleChannelCase> cases = {
       {{2, 28, 28, 1}, {5, 5, 1, 32}, {.padding = "SAME"}},
       {{1, 13, 11, 1}, {3, 3, 1, 20}, {.strides = {2, 2}, .padding = "SAME"}},
       {{2, 12, 12, 1}, {3, 5, 1, 7}, {.padding = "SAME", .dilations = {2, 2}}},
-      {{3, 15, 14, 1}, {7, 7, 1, 33}, {}},
+      {{3, 15, 14, 1}, {7, 7, 1, 83}, {}},
+      {{1, 6, 3, 1}, {1, 1, 1, 16}, {}},
+      {{8, 28, 28, 1}, {5, 5, 1, 8}, {.padding = "SAME"}},
   };
-  for (const Case& c : cases) {
+  return cases;
+}
+
+// The filter gradient: runs of up to six taps per filter row, 32 outputs at a time, the last
+// vectors masked.
+TEST(FloatLoopsConvFilterGrad, SingleChannelMatchesReference) {
+  for (const SingleChannelCase& c : single_channel_cases()) {
     SCOPED_TRACE(shape_str(c.w));
     Graph shape_graph;
     const Shape y = shape_graph
@@ -524,24 +533,10 @@ TEST(FloatLoopsConvFilterGrad, SingleChannelMatchesReference) {
   }
 }
 
-// The forward pass of the same convs (a training graph's first conv, its filter a variable):
-// four output pixels at a time, up to four vectors of outputs, each activation, against the
-// reference to float rounding; more than 64 outputs, a ragged last vector and half of one
-// (tiny-cnn's 8) included.
+// The forward pass (the filter a variable): four output pixels at a time, up to four vectors of
+// outputs, each activation, against the reference to float rounding.
 TEST(FloatLoopsSingleChannelConv, MatchesReferenceForEveryActivation) {
-  struct Case {
-    Shape x, w;
-    ops::Conv2DOptions options;
-  };
-  const std::vector<Case> cases = {
-      {{2, 28, 28, 1}, {5, 5, 1, 32}, {.padding = "SAME"}},
-      {{1, 13, 11, 1}, {3, 3, 1, 20}, {.strides = {2, 2}, .padding = "SAME"}},
-      {{2, 12, 12, 1}, {3, 5, 1, 7}, {.padding = "SAME", .dilations = {2, 2}}},
-      {{3, 15, 14, 1}, {7, 7, 1, 83}, {}},
-      {{1, 6, 3, 1}, {1, 1, 1, 16}, {}},
-      {{8, 28, 28, 1}, {5, 5, 1, 8}, {.padding = "SAME"}},
-  };
-  for (const Case& c : cases)
+  for (const SingleChannelCase& c : single_channel_cases())
     for (const char* activation : {"none", "relu", "relu6"}) {
       SCOPED_TRACE(shape_str(c.w) + " " + activation);
       const Shape bias = {c.w[3]};
