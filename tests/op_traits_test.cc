@@ -33,6 +33,7 @@ TEST(OpTraits, EachWeightedOpNamesItsWeightInputAndChannelAxis) {
       {kConv2D, {1, "filter", -1, ""}},
       {kFusedConv2D, {1, "filter", -1, ""}},
       {kFusedConv2DAdd, {1, "filter", -1, ""}},
+      {kFusedConv2DMaxPool, {1, "filter", -1, ""}},
       {kMatMul, {1, "b", -1, "transpose_b"}},
       {kFusedMatMul, {1, "b", -1, "transpose_b"}},
       {kConvTranspose2D, {1, "filter", 2, ""}},

@@ -7,6 +7,7 @@
 #include <random>
 
 #include "graph/graph.h"
+#include "ops/op_names.h"
 #include "ops/ops.h"
 #include "runtime/session.h"
 #include "support/testing.h"
@@ -129,6 +130,48 @@ TEST(OpsNnShapes, BiasAndPoolErrors) {
   EXPECT_EQ(g.type(ops::max_pool(g, x)).shape, (Shape{2, 3, 3, 3}));
   EXPECT_EQ(g.type(ops::avg_pool(g, x, {.padding = "SAME"})).shape, (Shape{2, 4, 4, 3}));
   EXPECT_EQ(g.type(ops::global_avg_pool(g, x)).shape, (Shape{2, 3}));
+}
+
+// The pair the training passes make of a tiling pool and its gradient, and the conv they fuse
+// into the pool.
+TEST(OpsNnShapes, WindowArgmaxErrors) {
+  auto argmax_grad = [](DType argmax_dtype, Shape argmax_shape) {
+    return error_of([&](Graph& g) {
+      Attrs a = ops::pool2d_attrs({});
+      a.set("input_shape", Shape{1, 4, 4, 2});
+      g.add(op_names::kMaxPoolGradWindowArgmax,
+            {ops::placeholder(g, DType::f32, {1, 2, 2, 2}),
+             ops::placeholder(g, argmax_dtype, std::move(argmax_shape))},
+            a, "g");
+    });
+  };
+  EXPECT_EQ(argmax_grad(DType::u8, {1, 2, 2, 2}), "(no error)");
+  EXPECT_EQ(argmax_grad(DType::i64, {1, 2, 2, 2}),
+            "node 'g' (MaxPoolGradWindowArgmax): input 'argmax' must be u8, got i64");
+  EXPECT_EQ(argmax_grad(DType::u8, {1, 2, 2, 1}),
+            "node 'g' (MaxPoolGradWindowArgmax): argmax [1,2,2,1] does not match dy [1,2,2,2]");
+  EXPECT_EQ(error_of([](Graph& g) {
+              g.add(op_names::kMaxPoolWindowArgmax,
+                    {ops::placeholder(g, DType::f32, {1, 20, 20, 1})},
+                    ops::pool2d_attrs({.ksize = {16, 16}, .strides = {1, 1}}), "p");
+            }),
+            "node 'p' (MaxPoolWindowArgmax): a 16x16 window has more than 255 positions");
+  auto conv_pool = [](ops::PoolOptions pool) {
+    return error_of([&](Graph& g) {
+      Attrs a = ops::conv2d_attrs({.padding = "SAME"});
+      const Attrs p = ops::pool2d_attrs(pool);
+      for (const char* name : {"ksize", "strides", "padding", "pads"})
+        a.set(std::string("pool_") + name, p.all().at(name));
+      g.add(op_names::kFusedConv2DMaxPool,
+            {ops::placeholder(g, DType::f32, {1, 7, 7, 1}),
+             ops::placeholder(g, DType::f32, {3, 3, 1, 4}), ops::placeholder(g, DType::f32, {4})},
+            a, "c");
+    });
+  };
+  EXPECT_EQ(conv_pool({.padding = "SAME"}), "(no error)");
+  EXPECT_EQ(conv_pool({}),
+            "node 'c' (FusedConv2DMaxPool): the 2x2 pool of the conv's output [1,7,7,4] must tile "
+            "it, in at most 255 positions a window");
 }
 
 TEST(OpsNnShapes, BackpropOpsFollowTheBatchSize) {
@@ -278,6 +321,38 @@ TEST(OpsNnForward, MaxPoolGradRoutesToTheFirstMaximum) {
       },
       {x, dy}, "reference");
   expect_values(dx, {1, 2, 2, 1}, {7, 0, 0, 0});
+}
+
+// Positions count the whole window, padding included; with relu a window whose maximum is not
+// positive records none, and its gradient goes nowhere.
+TEST(OpsNnForward, WindowArgmaxesRouteTheGradient) {
+  // [1,3,3,1] in 2x2 SAME windows: {1 5 / 5 3}, {2 / -1} (column 3 padding), {0 -4}, {-2}.
+  Tensor x = values({1, 3, 3, 1}, {1, 5, 2, 5, 3, -1, 0, -4, -2});
+  Tensor dy = values({1, 2, 2, 1}, {1, 2, 3, 4});
+  for (bool relu : {false, true}) {
+    for (const char* impl : {"reference", ""}) {
+      Graph g;
+      Attrs a = ops::pool2d_attrs({.padding = "SAME"});
+      a.set("relu", relu);
+      Output in = ops::placeholder(g, DType::f32, x.shape(), "x");
+      Output d = ops::placeholder(g, DType::f32, dy.shape(), "dy");
+      const int pool = g.add_node(op_names::kMaxPoolWindowArgmax, {in}, a, "pool");
+      Attrs ga = ops::pool2d_attrs({.padding = "SAME"});
+      ga.set("input_shape", x.shape());
+      Output dx = g.add(op_names::kMaxPoolGradWindowArgmax, {d, Output{pool, 1}}, ga, "grad");
+      Session session(g, SessionOptions{.kernel_impl = impl});
+      const std::vector<Tensor> out =
+          session.run({{in, x}, {d, dy}}, {Output{pool, 0}, Output{pool, 1}, dx});
+      SCOPED_TRACE(std::string(impl) + (relu ? " relu" : ""));
+      EXPECT_EQ(testing::values<float>(out[0]), (std::vector<float>{5, 2, 0, -2}));
+      const std::vector<uint8_t> positions =
+          relu ? std::vector<uint8_t>{1, 0, 255, 255} : std::vector<uint8_t>{1, 0, 0, 0};
+      EXPECT_EQ(testing::values<uint8_t>(out[1]), positions);
+      expect_values(out[2], {1, 3, 3, 1},
+                    relu ? std::vector<float>{0, 1, 2, 0, 0, 0, 0, 0, 0}
+                         : std::vector<float>{0, 1, 2, 0, 0, 0, 3, 0, 4});
+    }
+  }
 }
 
 // --- gradients ---

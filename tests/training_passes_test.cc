@@ -1,8 +1,9 @@
 // The training rewrites keep the loss and every gradient bit for bit and remove what they
 // promise to: a Relu's gradient folds into the MaxPoolGrad of its output (tiling windows, as
-// training's 2x2 pools, and overlapping ones), a Relu into the BiasAdd it reads (its ReluGrad,
-// where one is left, reading the fused node), a conv's bias and ReLU into the conv; a
-// MaxPoolGrad, BiasAdd or Conv2D something else reads stays.
+// training's 2x2 pools, and overlapping ones), a tiling pool and its gradient become the pair
+// that passes window argmaxes, a Relu into the BiasAdd it reads (its ReluGrad, where one is
+// left, reading the fused node), a conv's bias and ReLU into the conv, a single-channel conv
+// into the pool of its output; a MaxPoolGrad, BiasAdd or Conv2D something else reads stays.
 #include "transforms/training_passes.h"
 
 #include <gtest/gtest.h>
@@ -72,7 +73,7 @@ std::vector<Tensor> run(const Graph& g, const std::vector<Output>& feeds,
   return got;
 }
 
-void expect_rewritten_and_equal(const ops::PoolOptions& pool) {
+void expect_rewritten_and_equal(const ops::PoolOptions& pool, bool tiles) {
   Net m;
   build(m, pool);
   std::vector<Output> outputs = m.feeds;
@@ -85,9 +86,17 @@ void expect_rewritten_and_equal(const ops::PoolOptions& pool) {
   EXPECT_EQ(count(rewritten, op_names::kRelu), 0);
   EXPECT_EQ(count(rewritten, op_names::kBiasAdd), 0);
   EXPECT_EQ(count(rewritten, op_names::kBiasAddRelu), 2);
+  // Tiling windows pass where each maximum is from the pool to its gradient.
+  EXPECT_EQ(count(rewritten, op_names::kMaxPoolGrad), tiles ? 0 : 1);
+  EXPECT_EQ(count(rewritten, op_names::kMaxPool), tiles ? 0 : 1);
+  EXPECT_EQ(count(rewritten, op_names::kMaxPoolWindowArgmax), tiles ? 1 : 0);
+  EXPECT_EQ(count(rewritten, op_names::kMaxPoolGradWindowArgmax), tiles ? 1 : 0);
   for (const Node& n : rewritten.nodes()) {
-    if (n.op == op_names::kMaxPoolGrad) {
+    if (n.op == op_names::kMaxPoolGrad || n.op == op_names::kMaxPoolWindowArgmax) {
       EXPECT_TRUE(n.attrs.get_bool("relu"));
+    }
+    if (n.op == op_names::kMaxPoolGradWindowArgmax) {
+      EXPECT_EQ(n.inputs[1], (Output{rewritten.id_of("pool"), 1}));
     }
     if (n.op == op_names::kReluGrad) {
       EXPECT_EQ(rewritten.node(n.inputs[1].node).op, op_names::kBiasAddRelu);
@@ -106,11 +115,11 @@ void expect_rewritten_and_equal(const ops::PoolOptions& pool) {
 }
 
 TEST(TrainingPasses, TilingPoolKeepsTheLossAndEveryGradient) {
-  expect_rewritten_and_equal({.padding = "SAME"});
+  expect_rewritten_and_equal({.padding = "SAME"}, true);
 }
 
 TEST(TrainingPasses, OverlappingPoolKeepsTheLossAndEveryGradient) {
-  expect_rewritten_and_equal({.ksize = {3, 3}, .strides = {2, 2}, .padding = "SAME"});
+  expect_rewritten_and_equal({.ksize = {3, 3}, .strides = {2, 2}, .padding = "SAME"}, false);
 }
 
 TEST(TrainingPasses, NodesReadElsewhereStay) {
@@ -203,6 +212,82 @@ TEST(TrainingPasses, ConvsReadElsewhereOrPlacedApartStay) {
   rewritten = rewrite_training_graph(apart.g, outputs);
   EXPECT_EQ(count(rewritten, op_names::kConv2D), 1);
   EXPECT_EQ(count(rewritten, op_names::kBiasAddRelu), 1);
+}
+
+// A first layer as Deep-MNIST's: max_pool(relu(conv(a, w1) + b1)) on a single-channel image,
+// then a dense layer; the loss is sum(dense * v). With `pool_device`, the pool is asked to run
+// elsewhere than the conv.
+struct FirstLayerNet {
+  Graph g;
+  std::vector<Output> feeds;
+  Output loss;
+  std::vector<Output> grads;
+};
+
+void build(FirstLayerNet& m, const std::string& pool_device = "") {
+  auto feed = [&](Shape shape, const std::string& name) {
+    m.feeds.push_back(ops::placeholder(m.g, DType::f32, std::move(shape), name));
+    return m.feeds.back();
+  };
+  Output a = feed({3, 12, 10, 1}, "a");
+  Output h = ops::conv2d(m.g, a, feed({5, 5, 1, 17}, "w1"), {.padding = "SAME"}, "conv1");
+  h = ops::relu(m.g, ops::bias_add(m.g, h, feed({17}, "b1"), "bias1"), "relu1");
+  h = ops::max_pool(m.g, h, {}, "pool1");
+  m.g.mutable_node(h.node).requested_device = pool_device;
+  h = ops::reshape(m.g, h, {3, 6 * 5 * 17});
+  Output dense = ops::matmul(m.g, h, feed({6 * 5 * 17, 4}, "w2"));
+  m.loss = ops::reduce_sum(m.g, ops::mul(m.g, dense, feed({3, 4}, "v")), {0, 1});
+  m.grads = gradients(m.g, m.loss, m.feeds);
+}
+
+// The conv and its pool run as one node, named as the conv, whose pooled output and argmaxes
+// are bit for bit those of the two nodes it replaces.
+TEST(TrainingPasses, SingleChannelConvFusesIntoItsPoolAndKeepsEveryGradient) {
+  FirstLayerNet m;
+  build(m);
+  std::vector<Output> outputs = m.feeds;
+  outputs.push_back(m.loss);
+  outputs.insert(outputs.end(), m.grads.begin(), m.grads.end());
+  const Graph rewritten = rewrite_training_graph(m.g, outputs);
+  ASSERT_EQ(count(rewritten, op_names::kFusedConv2DMaxPool), 1);
+  EXPECT_EQ(count(rewritten, op_names::kFusedConv2D), 0);
+  EXPECT_EQ(count(rewritten, op_names::kMaxPoolWindowArgmax), 0);
+  const Node& fused = rewritten.node(rewritten.id_of("conv1"));
+  EXPECT_EQ(fused.op, op_names::kFusedConv2DMaxPool);
+  EXPECT_EQ(fused.attrs.get_string("activation"), "relu");
+  EXPECT_TRUE(fused.attrs.get_bool("relu"));
+  EXPECT_EQ(fused.attrs.get_ints("pool_ksize"), (std::vector<int64_t>{2, 2}));
+  // Against the graph with every rewrite but this one (the unfused conv takes the same kernel).
+  std::vector<Output> unfused_outputs = m.feeds;
+  unfused_outputs.push_back(m.loss);
+  unfused_outputs.insert(unfused_outputs.end(), m.grads.begin(), m.grads.end());
+  Graph unfused = route_max_pool_grads_by_window_argmax(
+      fold_relu_grad_into_max_pool_grad(m.g, unfused_outputs), unfused_outputs);
+  unfused = fold_bias_into_conv(fold_relu_into_bias_add(unfused, unfused_outputs), unfused_outputs);
+  ASSERT_EQ(count(unfused, op_names::kFusedConv2D), 1);
+  ASSERT_EQ(count(unfused, op_names::kMaxPoolWindowArgmax), 1);
+  const size_t feeds = m.feeds.size();
+  auto fetched = [&](const std::vector<Output>& o) {
+    return std::vector<Output>(o.begin() + static_cast<std::ptrdiff_t>(feeds), o.end());
+  };
+  auto fed = [&](const std::vector<Output>& o) {
+    return std::vector<Output>(o.begin(), o.begin() + static_cast<std::ptrdiff_t>(feeds));
+  };
+  const std::vector<Tensor> want = run(unfused, fed(unfused_outputs), fetched(unfused_outputs));
+  const std::vector<Tensor> got = run(rewritten, fed(outputs), fetched(outputs));
+  for (size_t i = 0; i < want.size(); ++i)
+    testing::expect_close(want[i], got[i], {.rtol = 0.0, .atol = 0.0},
+                          "output " + std::to_string(i));
+}
+
+TEST(TrainingPasses, PoolAskedToRunApartFromItsConvStays) {
+  FirstLayerNet m;
+  build(m, "/cpu:1");
+  std::vector<Output> outputs = {m.grads[1]};
+  const Graph rewritten = rewrite_training_graph(m.g, outputs);
+  EXPECT_EQ(count(rewritten, op_names::kFusedConv2DMaxPool), 0);
+  EXPECT_EQ(count(rewritten, op_names::kFusedConv2D), 1);
+  EXPECT_EQ(rewritten.node(rewritten.id_of("pool1")).requested_device, "/cpu:1");
 }
 
 }  // namespace

@@ -72,11 +72,6 @@ void route_to_first_max(const float* const* x_taps, float* const* dx_taps, int64
   }
 }
 
-// Whether the windows along this axis cover every input position exactly once.
-bool tiles(const Window1D& a) {
-  return a.stride == a.k && (a.out - 1) * a.stride - a.pad_before + a.k >= a.in;
-}
-
 }  // namespace
 
 void max_pool_f32(const float* x, int64_t n, int64_t channels, const Window2D& g, float* y) {
@@ -108,10 +103,84 @@ void max_pool_f32(const float* x, int64_t n, int64_t channels, const Window2D& g
   });
 }
 
+namespace {
+
+// Output row oy of MaxPoolWindowArgmax over one NHWC image.
+void window_argmax_row(const float* image, int64_t channels, const Window2D& g, int64_t oy,
+                       bool relu, float* y_row, uint8_t* argmax_row) {
+  const int64_t r0 = oy * g.h.stride - g.h.pad_before;
+#if defined(__x86_64__)
+  if (has_avx512())
+    return max_pool_window_argmax_row_avx512(image, channels, g, r0, relu, y_row, argmax_row);
+#endif
+  for (int64_t ox = 0; ox < g.w.out; ++ox) {
+    const int64_t c0 = ox * g.w.stride - g.w.pad_before;
+    float* y = y_row + ox * channels;
+    uint8_t* argmax = argmax_row + ox * channels;
+    for (int64_t c = 0; c < channels; ++c) {
+      float best = -std::numeric_limits<float>::infinity();
+      int64_t at = kNoWindowArgmax;
+      for (int64_t r = std::max<int64_t>(r0, 0); r < std::min(r0 + g.h.k, g.h.in); ++r)
+        for (int64_t col = std::max<int64_t>(c0, 0); col < std::min(c0 + g.w.k, g.w.in); ++col) {
+          const float v = image[(r * g.w.in + col) * channels + c];
+          if (v > best || (at == kNoWindowArgmax && v >= best)) {
+            best = v;
+            at = (r - r0) * g.w.k + col - c0;
+          }
+        }
+      y[c] = best;
+      argmax[c] = static_cast<uint8_t>(relu && !(best > 0.0f) ? kNoWindowArgmax : at);
+    }
+  }
+}
+
+}  // namespace
+
+void max_pool_window_argmax_f32(const float* x, int64_t n, int64_t channels, const Window2D& g,
+                                bool relu, float* y, uint8_t* argmax) {
+  const int64_t rows = n * g.h.out, row_elements = g.w.out * channels;
+  const int64_t image = g.h.in * g.w.in * channels;
+  parallel_for(0, rows, rows * row_elements >= kParallelMin, [&](int64_t lo, int64_t hi) {
+    for (int64_t row = lo; row < hi; ++row)
+      window_argmax_row(x + row / g.h.out * image, channels, g, row % g.h.out, relu,
+                        y + row * row_elements, argmax + row * row_elements);
+  });
+}
+
+void max_pool_grad_window_argmax_f32(const float* dy, const uint8_t* argmax, int64_t n,
+                                     int64_t channels, const Window2D& g, float* dx) {
+  const int64_t rows = n * g.h.out, row_elements = g.w.out * channels;
+  const int64_t image = g.h.in * g.w.in * channels;
+  // Every position of dx is in exactly one window, and output rows write disjoint rows of dx.
+  parallel_for(0, rows, n * image >= kParallelMin, [&](int64_t lo, int64_t hi) {
+    for (int64_t row = lo; row < hi; ++row) {
+      const int64_t b = row / g.h.out, r0 = row % g.h.out * g.h.stride - g.h.pad_before;
+      const float* dy_row = dy + row * row_elements;
+      const uint8_t* argmax_row = argmax + row * row_elements;
+#if defined(__x86_64__)
+      if (has_avx512()) {
+        max_pool_grad_window_argmax_row_avx512(dy_row, argmax_row, channels, g, r0, dx + b * image);
+        continue;
+      }
+#endif
+      for (int64_t ox = 0; ox < g.w.out; ++ox) {
+        const int64_t c0 = ox * g.w.stride - g.w.pad_before;
+        for (int64_t r = std::max<int64_t>(r0, 0); r < std::min(r0 + g.h.k, g.h.in); ++r)
+          for (int64_t col = std::max<int64_t>(c0, 0); col < std::min(c0 + g.w.k, g.w.in); ++col) {
+            float* tap = dx + b * image + (r * g.w.in + col) * channels;
+            const int64_t position = (r - r0) * g.w.k + col - c0;
+            for (int64_t c = 0; c < channels; ++c)
+              tap[c] = argmax_row[ox * channels + c] == position ? dy_row[ox * channels + c] : 0.0f;
+          }
+      }
+    }
+  });
+}
+
 void max_pool_grad_f32(const float* x, const float* y, const float* dy, int64_t n, int64_t channels,
                        const Window2D& g, bool relu, float* dx) {
   const int64_t work = n * g.h.in * g.w.in * channels;
-  if (tiles(g.h) && tiles(g.w)) {
+  if (windows_tile(g.h) && windows_tile(g.w)) {
     // Every position of x is in exactly one window, so each is written once, and output rows
     // touch disjoint rows of dx.
     const int64_t rows = n * g.h.out;
@@ -185,38 +254,66 @@ void pad_image(const float* x, int64_t b, const Window2D& g, std::vector<float>&
 
 }  // namespace
 
+namespace {
+
+// One padded image's conv_single_channel_f32 into image_y [g.h.out, g.w.out, outputs].
+void conv_single_channel_image(const float* padded, int64_t cols, const float* w, const float* bias,
+                               int64_t outputs, const Window2D& g, Activation activation,
+                               float* image_y) {
+#if defined(__x86_64__)
+  if (has_avx512())
+    return single_channel_conv_avx512(padded, cols, w, bias, outputs, g, activation, image_y);
+#endif
+  for (int64_t oy = 0; oy < g.h.out; ++oy)
+    for (int64_t ox = 0; ox < g.w.out; ++ox) {
+      const float* corner = padded + oy * g.h.stride * cols + ox * g.w.stride;
+      float* out = image_y + (oy * g.w.out + ox) * outputs;
+      std::copy_n(bias, outputs, out);
+      const float* wt = w;
+      for (int64_t fr = 0; fr < g.h.k; ++fr)
+        for (int64_t fc = 0; fc < g.w.k; ++fc, wt += outputs) {
+          const float xv = corner[fr * g.h.dilation * cols + fc * g.w.dilation];
+          for (int64_t o = 0; o < outputs; ++o) out[o] += xv * wt[o];
+        }
+      for (int64_t o = 0; o < outputs; ++o)
+        out[o] = static_cast<float>(activated(out[o], activation));
+    }
+}
+
+}  // namespace
+
 void conv_single_channel_f32(const float* x, const float* w, const float* bias, int64_t n,
                              int64_t outputs, const Window2D& g, Activation activation, float* y) {
   const int64_t rows = g.h.padded_extent(), cols = g.w.padded_extent();
   const int64_t pixels = g.h.out * g.w.out;
-  const bool vector = has_avx512();
   parallel_region(n > 1 && n * pixels * outputs * g.h.k * g.w.k >= kParallelMin, [&] {
     std::vector<float> padded(static_cast<size_t>(rows * cols));
 #pragma omp for schedule(static)
     for (int64_t b = 0; b < n; ++b) {
       pad_image(x, b, g, padded);
-      float* image_y = y + b * pixels * outputs;
-#if defined(__x86_64__)
-      if (vector) {
-        single_channel_conv_avx512(padded.data(), cols, w, bias, outputs, g, activation, image_y);
-        continue;
+      conv_single_channel_image(padded.data(), cols, w, bias, outputs, g, activation,
+                                y + b * pixels * outputs);
+    }
+  });
+}
+
+void conv_single_channel_max_pool_f32(const float* x, const float* w, const float* bias, int64_t n,
+                                      int64_t outputs, const Window2D& conv, Activation activation,
+                                      const Window2D& pool, bool relu, float* y, uint8_t* argmax) {
+  const int64_t rows = conv.h.padded_extent(), cols = conv.w.padded_extent();
+  const int64_t pixels = conv.h.out * conv.w.out, pooled = pool.h.out * pool.w.out * outputs;
+  parallel_region(n > 1 && n * pixels * outputs * conv.h.k * conv.w.k >= kParallelMin, [&] {
+    std::vector<float> padded(static_cast<size_t>(rows * cols));
+    std::vector<float> activations(static_cast<size_t>(pixels * outputs));
+#pragma omp for schedule(static)
+    for (int64_t b = 0; b < n; ++b) {
+      pad_image(x, b, conv, padded);
+      conv_single_channel_image(padded.data(), cols, w, bias, outputs, conv, activation,
+                                activations.data());
+      for (int64_t oy = 0; oy < pool.h.out; ++oy) {
+        const int64_t at = b * pooled + oy * pool.w.out * outputs;
+        window_argmax_row(activations.data(), outputs, pool, oy, relu, y + at, argmax + at);
       }
-#endif
-      (void)vector;
-      for (int64_t oy = 0; oy < g.h.out; ++oy)
-        for (int64_t ox = 0; ox < g.w.out; ++ox) {
-          const float* corner = padded.data() + oy * g.h.stride * cols + ox * g.w.stride;
-          float* out = image_y + (oy * g.w.out + ox) * outputs;
-          std::copy_n(bias, outputs, out);
-          const float* wt = w;
-          for (int64_t fr = 0; fr < g.h.k; ++fr)
-            for (int64_t fc = 0; fc < g.w.k; ++fc, wt += outputs) {
-              const float xv = corner[fr * g.h.dilation * cols + fc * g.w.dilation];
-              for (int64_t o = 0; o < outputs; ++o) out[o] += xv * wt[o];
-            }
-          for (int64_t o = 0; o < outputs; ++o)
-            out[o] = static_cast<float>(activated(out[o], activation));
-        }
     }
   });
 }

@@ -23,6 +23,19 @@ void max_pool_f32(const float* x, int64_t n, int64_t channels, const Window2D& g
 void max_pool_grad_f32(const float* x, const float* y, const float* dy, int64_t n,
                        int64_t channels, const Window2D& g, bool relu, float* dx);
 
+// MaxPoolWindowArgmax: y as max_pool_f32, and argmax [n, g.h.out, g.w.out, channels] the
+// row-major position in its whole window (padding counted) of each window's first maximum;
+// kNoWindowArgmax (ops/conv_geometry.h) where the window holds no value, or with relu where its
+// maximum is not positive.
+void max_pool_window_argmax_f32(const float* x, int64_t n, int64_t channels, const Window2D& g,
+                                bool relu, float* y, uint8_t* argmax);
+
+// MaxPoolGradWindowArgmax where the windows tile the image (windows_tile on both axes): each
+// window's dy at the position its argmax names in dx [n, g.h.in, g.w.in, channels], 0 at the
+// window's other positions. Neither x nor y is read: the forward pass said where the maxima are.
+void max_pool_grad_window_argmax_f32(const float* dy, const uint8_t* argmax, int64_t n,
+                                     int64_t channels, const Window2D& g, float* dx);
+
 // Conv2DBackpropFilter of a single-channel image (x [n, g.h.in, g.w.in, 1], groups 1), which
 // oneDNN runs at a few percent of its speed elsewhere: df [g.h.k, g.w.k, 1, outputs] is the sum
 // over images and output pixels of x at each tap times dy [n, g.h.out, g.w.out, outputs]. Each
@@ -35,6 +48,13 @@ void conv_filter_grad_single_channel_f32(const float* x, const float* dy, int64_
 // summed in float in tap order.
 void conv_single_channel_f32(const float* x, const float* w, const float* bias, int64_t n,
                              int64_t outputs, const Window2D& g, Activation activation, float* y);
+
+// conv_single_channel_f32 and then max_pool_window_argmax_f32 (window `pool`, relu as there) of
+// its output, image by image: the conv's output of one image stays in the cache between them
+// and never reaches memory. y and argmax are the pool's outputs.
+void conv_single_channel_max_pool_f32(const float* x, const float* w, const float* bias, int64_t n,
+                                      int64_t outputs, const Window2D& conv, Activation activation,
+                                      const Window2D& pool, bool relu, float* y, uint8_t* argmax);
 
 // y[r, j] = x[r, j] + bias[j] for rows x channels; with relu, that sum where positive, else 0.
 // A bool, not an Activation: BiasAddRelu's relu maps NaN to 0 (its reference kernel does), where

@@ -26,6 +26,19 @@ void max_pool_grad_row_avx512(const float* x_image, const float* y_row, const fl
                               int64_t channels, const Window2D& g, int64_t r_begin, int64_t r_end,
                               bool relu, float* dx_image);
 
+// One output row of MaxPoolWindowArgmax: y_row and argmax_row [g.w.out, channels] from the NHWC
+// image [g.h.in, g.w.in, channels], the row's windows starting at input row r0 (negative in
+// padding).
+void max_pool_window_argmax_row_avx512(const float* image, int64_t channels, const Window2D& g,
+                                       int64_t r0, bool relu, float* y_row, uint8_t* argmax_row);
+
+// One output row of MaxPoolGradWindowArgmax where the windows tile the image: dy_row and
+// argmax_row [g.w.out, channels] into the row's windows of the NHWC image dx [g.h.in, g.w.in,
+// channels], starting at input row r0.
+void max_pool_grad_window_argmax_row_avx512(const float* dy_row, const uint8_t* argmax_row,
+                                            int64_t channels, const Window2D& g, int64_t r0,
+                                            float* dx_image);
+
 // For each channel c, the first tap t whose x_taps[t][c] equals y[c] gets dy[c] (with relu,
 // only where y[c] > 0) and the others 0: stored into dx_taps[t][c], or added to it with
 // accumulate.

@@ -9,6 +9,7 @@
 #include "graph/op_registry.h"
 #include "kernels/kernel.h"
 #include "kernels/register.h"
+#include "ops/conv_geometry.h"
 #include "ops/execution_ops.h"
 #include "ops/op_names.h"
 
@@ -87,9 +88,59 @@ KernelDef composed(const std::string& op, const std::string& base_op, const std:
   return def;
 }
 
+// FusedConv2DMaxPool as the reference FusedConv2D and then the reference MaxPoolWindowArgmax of
+// its output: the oracle for kernels/float_loops.h's one pass.
+class ReferenceConvMaxPoolKernel : public Kernel {
+ public:
+  explicit ReferenceConvMaxPoolKernel(const KernelSpec& spec)
+      : conv_node_(spec.node), pool_node_(spec.node) {
+    conv_node_.op = op_names::kFusedConv2D;
+    conv_node_.attrs = base_attrs(spec.node.attrs, op_names::kFusedConv2D);
+    const Shape& x = spec.inputs[0].shape;
+    const Shape& w = spec.inputs[1].shape;
+    const Window2D g = conv_window(conv_node_.attrs, x, w);
+    activations_ = TensorType{DType::f32, {x[0], g.h.out, g.w.out, w[3]}};
+    conv_node_.outputs = {activations_};
+    pool_node_.op = op_names::kMaxPoolWindowArgmax;
+    const Attrs& a = spec.node.attrs;
+    pool_node_.attrs = Attrs{{"ksize", a.all().at("pool_ksize")},
+                             {"strides", a.all().at("pool_strides")},
+                             {"padding", a.all().at("pool_padding")},
+                             {"pads", a.all().at("pool_pads")},
+                             {"relu", a.all().at("relu")}};
+    const KernelSpec conv_spec{conv_node_, spec.inputs, spec.constant_inputs};
+    conv_ = KernelRegistry::global().select(conv_spec, "reference").create(conv_spec);
+    const KernelSpec pool_spec{pool_node_, {activations_}};
+    pool_ = KernelRegistry::global().select(pool_spec, "reference").create(pool_spec);
+  }
+
+  void compute(KernelContext& ctx) override {
+    const Shape& x = ctx.inputs[0].shape();
+    const Shape& w = ctx.inputs[1].shape();
+    const Window2D g = conv_window(conv_node_.attrs, x, w);
+    Tensor activations(DType::f32, {x[0], g.h.out, g.w.out, w[3]});
+    KernelContext conv_ctx{conv_node_, ctx.inputs, {activations}, ctx.training, ctx.rng};
+    conv_->compute(conv_ctx);
+    KernelContext pool_ctx{pool_node_, {activations}, ctx.outputs, ctx.training, ctx.rng};
+    pool_->compute(pool_ctx);
+  }
+
+ private:
+  Node conv_node_, pool_node_;
+  TensorType activations_;  // the conv's output
+  std::unique_ptr<Kernel> conv_, pool_;
+};
+
 }  // namespace
 
 void register_fused_kernels(KernelRegistry& registry) {
+  KernelDef conv_max_pool;
+  conv_max_pool.op = op_names::kFusedConv2DMaxPool;
+  conv_max_pool.impl = "reference";
+  conv_max_pool.create = [](const KernelSpec& spec) -> std::unique_ptr<Kernel> {
+    return std::make_unique<ReferenceConvMaxPoolKernel>(spec);
+  };
+  registry.add(std::move(conv_max_pool));
   registry.add(composed(op_names::kFusedConv2D, op_names::kConv2D, "reference", 0));
   registry.add(composed(op_names::kFusedConv2D, op_names::kConv2D, "composed", 5));
   registry.add(composed(op_names::kFusedConv2DAdd, op_names::kConv2D, "reference", 0));

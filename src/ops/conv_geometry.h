@@ -154,4 +154,29 @@ inline Window2D pool_window(const Attrs& attrs, const Shape& x) {
   return window_2d_checked(x[1], x[2], a.window[0], a.window[1], a);
 }
 
+// The pooling geometry of an op that pools its own output (FusedConv2DMaxPool), whose pooling
+// attributes carry a "pool_" prefix beside the conv's: pool_ksize, pool_strides, pool_padding,
+// pool_pads. An empty string, or what is wrong.
+inline std::string prefixed_pool_window(const Attrs& attrs, const Shape& x, Window2D* out) {
+  WindowAttrs a;
+  a.window = attrs.get_ints("pool_ksize");
+  a.strides = attrs.get_ints("pool_strides");
+  a.dilations = {1, 1};
+  a.padding = attrs.get_string("pool_padding");
+  a.pads = attrs.get_ints("pool_pads");
+  if (a.window.size() != 2) return "pool_ksize must have 2 entries";
+  return window_2d(x[1], x[2], a.window[0], a.window[1], a, out);
+}
+
+// Whether the windows along an axis cover every input position exactly once (stride k, the
+// last window reaching the end), as training's 2x2 pools do.
+inline bool windows_tile(const Window1D& a) {
+  return a.stride == a.k && (a.out - 1) * a.stride - a.pad_before + a.k >= a.in;
+}
+
+// Where MaxPoolWindowArgmax records a window's first maximum: its row-major position in the
+// whole kh x kw window (positions in padding counted), or this value where the window routes no
+// gradient (it holds no value, or with relu its maximum is not positive).
+inline constexpr int64_t kNoWindowArgmax = 255;
+
 }  // namespace sf

@@ -6,6 +6,7 @@
 // FusedBatchMatMul (ops/execution_ops.h) is a BatchMatMul and its bias, and FusedAddN an AddN
 // and its activation, made by the execution passes alone.
 #include "graph/op_registry.h"
+#include "ops/conv_geometry.h"
 #include "ops/execution_ops.h"
 #include "ops/op_names.h"
 #include "ops/ops.h"
@@ -43,6 +44,23 @@ InferFn fused_infer(const std::string& base_op) {
   };
 }
 
+// FusedConv2D's output, then pooled: its window must tile the conv's output (each activation
+// in one window) and have at most kNoWindowArgmax positions.
+std::vector<TensorType> infer_conv_max_pool(const InferContext& ctx) {
+  const std::vector<TensorType> conv = fused_infer(op_names::kConv2D)(ctx);
+  const Shape& y = conv[0].shape;
+  Window2D g;
+  const std::string err = prefixed_pool_window(ctx.attrs(), y, &g);
+  if (!err.empty()) ctx.fail("pooling the conv's output {}: {}", shape_str(y), err);
+  if (!windows_tile(g.h) || !windows_tile(g.w) || g.h.k * g.w.k > kNoWindowArgmax)
+    ctx.fail(
+        "the {}x{} pool of the conv's output {} must tile it, in at most {} positions a "
+        "window",
+        g.h.k, g.w.k, shape_str(y), int{kNoWindowArgmax});
+  const Shape pooled{y[0], g.h.out, g.w.out, y[3]};
+  return {TensorType{DType::f32, pooled}, TensorType{DType::u8, pooled}};
+}
+
 }  // namespace
 
 void register_fused_ops(OpRegistry& r) {
@@ -64,6 +82,19 @@ void register_fused_ops(OpRegistry& r) {
               .infer = fused_infer(op_names::kConv2D),
               .weights = conv.weights,
               .flops = conv.flops});
+  // A training graph's single-channel first conv and the MaxPoolWindowArgmax of its output
+  // (transforms/training_passes.h), after their gradients (so it has none of its own).
+  std::vector<AttrSpec> conv_pool = with_activation(conv.attrs);
+  conv_pool.insert(conv_pool.end(), {{"pool_ksize", AttrKind::Ints, std::nullopt},
+                                     {"pool_strides", AttrKind::Ints, std::nullopt},
+                                     {"pool_padding", AttrKind::String, std::nullopt},
+                                     {"pool_pads", AttrKind::Ints, std::nullopt},
+                                     {"relu", AttrKind::Bool, AttrValue{false}}});
+  r.add(OpDef{.name = op_names::kFusedConv2DMaxPool,
+              .inputs = {"x", "filter", "bias"},
+              .attrs = std::move(conv_pool),
+              .infer = infer_conv_max_pool,
+              .weights = conv.weights});
   r.add(OpDef{.name = op_names::kFusedMatMul,
               .inputs = {"a", "b", "bias"},
               .attrs = with_activation(matmul.attrs),

@@ -338,6 +338,33 @@ std::vector<TensorType> infer_max_pool_grad(const InferContext& ctx) {
   return f32(ctx.shape(0));
 }
 
+// Window positions are counted in a u8, whose largest value says "no position".
+void expect_window_argmax_fits(const InferContext& ctx, const Shape& x) {
+  const Window2D g = pool_window(ctx.attrs(), x);
+  if (g.h.k * g.w.k > kNoWindowArgmax)
+    ctx.fail("a {}x{} window has more than {} positions", g.h.k, g.w.k, int{kNoWindowArgmax});
+}
+
+std::vector<TensorType> infer_max_pool_window_argmax(const InferContext& ctx) {
+  expect_f32(ctx);
+  ctx.expect_rank(0, 4, "x");
+  expect_window_argmax_fits(ctx, ctx.shape(0));
+  const Shape y = pool_output(ctx, ctx.shape(0));
+  return {TensorType{DType::f32, y}, TensorType{DType::u8, y}};
+}
+
+std::vector<TensorType> infer_max_pool_grad_window_argmax(const InferContext& ctx) {
+  ctx.expect_dtype(0, DType::f32, "dy");
+  ctx.expect_dtype(1, DType::u8, "argmax");
+  ctx.expect_rank(0, 4, "dy");
+  const Shape x = batch_of(ctx.shape(0), attr_image_shape(ctx, "input_shape"));
+  expect_dy(ctx, ctx.shape(0), pool_output(ctx, x));
+  if (ctx.shape(1) != ctx.shape(0))
+    ctx.fail("argmax {} does not match dy {}", shape_str(ctx.shape(1)), shape_str(ctx.shape(0)));
+  expect_window_argmax_fits(ctx, x);
+  return f32(x);
+}
+
 std::vector<TensorType> infer_avg_pool_grad(const InferContext& ctx) {
   expect_f32(ctx);
   ctx.expect_rank(0, 4, "dy");
@@ -443,6 +470,17 @@ void register_nn_ops(OpRegistry& r) {
               .inputs = {"x", "y", "dy"},
               .attrs = with(pool_attr_specs(), {{"relu", AttrKind::Bool, no}}),
               .infer = infer_max_pool_grad});
+  // MaxPool and MaxPoolGrad (relu as there) as transforms/training_passes.h pairs them in
+  // training graphs, after their gradients (so they have none of their own): the forward pass
+  // also writes where each window's first maximum is, and the gradient routes dy by that alone.
+  r.add(OpDef{.name = op_names::kMaxPoolWindowArgmax,
+              .inputs = {"x"},
+              .attrs = with(pool_attr_specs(), {{"relu", AttrKind::Bool, no}}),
+              .infer = infer_max_pool_window_argmax});
+  r.add(OpDef{.name = op_names::kMaxPoolGradWindowArgmax,
+              .inputs = {"dy", "argmax"},
+              .attrs = with(pool_attr_specs(), {{"input_shape", AttrKind::Ints, std::nullopt}}),
+              .infer = infer_max_pool_grad_window_argmax});
   r.add(OpDef{.name = op_names::kAvgPool,
               .inputs = {"x"},
               .attrs = avg_pool_attr_specs(),

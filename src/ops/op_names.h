@@ -80,6 +80,8 @@ inline constexpr char kBiasAddRelu[] = "BiasAddRelu";
 inline constexpr char kMaxPool[] = "MaxPool";
 inline constexpr char kMaxPoolGrad[] = "MaxPoolGrad";
 inline constexpr char kMaxPoolWithArgmax[] = "MaxPoolWithArgmax";
+inline constexpr char kMaxPoolWindowArgmax[] = "MaxPoolWindowArgmax";
+inline constexpr char kMaxPoolGradWindowArgmax[] = "MaxPoolGradWindowArgmax";
 inline constexpr char kAvgPool[] = "AvgPool";
 inline constexpr char kAvgPoolGrad[] = "AvgPoolGrad";
 inline constexpr char kGlobalAvgPool[] = "GlobalAvgPool";
@@ -133,6 +135,7 @@ inline constexpr char kConvTranspose2D[] = "ConvTranspose2D";
 // fused_ops.cc
 inline constexpr char kFusedConv2D[] = "FusedConv2D";
 inline constexpr char kFusedConv2DAdd[] = "FusedConv2DAdd";
+inline constexpr char kFusedConv2DMaxPool[] = "FusedConv2DMaxPool";
 inline constexpr char kFusedMatMul[] = "FusedMatMul";
 
 // quantized_ops.cc

@@ -1,11 +1,14 @@
 #include "transforms/training_passes.h"
 
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <numeric>
+#include <set>
 #include <string>
 
 #include "core/activation.h"
+#include "ops/conv_geometry.h"
 #include "ops/op_names.h"
 #include "transforms/rewriter.h"
 
@@ -95,6 +98,66 @@ Graph fold_relu_grad_into_max_pool_grad(const Graph& graph, std::vector<Output>&
                     });
 }
 
+namespace {
+
+bool same_axis(const Window1D& a, const Window1D& b) {
+  return a.in == b.in && a.k == b.k && a.stride == b.stride && a.dilation == b.dilation &&
+         a.pad_before == b.pad_before && a.pad_after == b.pad_after && a.out == b.out;
+}
+
+bool same_place(const Node& a, const Node& b) {
+  return a.requested_device == b.requested_device && a.device == b.device &&
+         (a.colocate_with.empty() || a.colocate_with == b.colocate_with ||
+          a.colocate_with == b.name);
+}
+
+}  // namespace
+
+Graph route_max_pool_grads_by_window_argmax(const Graph& graph, std::vector<Output>& outputs) {
+  const GraphUses uses = uses_keeping_every_node(graph, outputs);
+  std::map<int, int> pairs;  // MaxPool node -> the one MaxPoolGrad of its output
+  std::set<int> shared;      // MaxPools whose output more than one MaxPoolGrad reads
+  for (const Node& pool_grad : graph.nodes()) {
+    if (pool_grad.op != op_names::kMaxPoolGrad) continue;
+    const Node& pool = graph.node(pool_grad.inputs[1].node);
+    if (pool.op != op_names::kMaxPool || pool.inputs[0] != pool_grad.inputs[0]) continue;
+    const TensorType& x = graph.type(pool.inputs[0]);
+    if (x.dtype != DType::f32 || x.shape.size() != 4 ||
+        std::any_of(x.shape.begin(), x.shape.end(), [](int64_t d) { return d < 0; }))
+      continue;
+    const Window2D g = pool_window(pool.attrs, x.shape);
+    const Window2D grad_g = pool_window(pool_grad.attrs, x.shape);
+    // Only where the argmax kernel (kernels/float_loops.h) takes the gradient: tiling windows.
+    if (!same_axis(g.h, grad_g.h) || !same_axis(g.w, grad_g.w) || !windows_tile(g.h) ||
+        !windows_tile(g.w) || g.h.k * g.w.k > kNoWindowArgmax || !same_place(pool_grad, pool))
+      continue;
+    if (!pairs.emplace(pool.id, pool_grad.id).second) shared.insert(pool.id);
+  }
+  for (int pool : shared) pairs.erase(pool);
+  std::map<int, int> grads;  // MaxPoolGrad node -> its MaxPool
+  for (const auto& [pool, grad] : pairs) grads[grad] = pool;
+  Rewriter rw(graph);
+  rw.copy_needed(uses, [&](const Node& node) {
+    if (auto p = pairs.find(node.id); p != pairs.end()) {
+      Attrs attrs = node.attrs;
+      attrs.set("relu", graph.node(p->second).attrs.get_bool("relu"));
+      copy_whole(rw, node, std::move(attrs), op_names::kMaxPoolWindowArgmax, node.name,
+                 rw.mapped(node.inputs), node, {});
+    } else if (auto g = grads.find(node.id); g != grads.end()) {
+      const Node& pool = graph.node(g->second);
+      Attrs attrs = pool.attrs;
+      attrs.set("input_shape", graph.type(pool.inputs[0]).shape);
+      const Output argmax{rw.map({pool.id, 0}).node, 1};
+      copy_whole(rw, node, std::move(attrs), op_names::kMaxPoolGradWindowArgmax, node.name,
+                 {rw.map(node.inputs[2]), argmax}, node, {});
+    } else {
+      copy_whole(rw, node, node.attrs, node.op, node.name, rw.mapped(node.inputs), node, {});
+    }
+    return true;
+  });
+  return rw.finish(outputs);
+}
+
 Graph fold_relu_into_bias_add(const Graph& graph, std::vector<Output>& outputs) {
   const GraphUses uses = uses_keeping_every_node(graph, outputs);
   std::map<int, int> folded;  // Relu node -> the BiasAdd it absorbs
@@ -129,11 +192,7 @@ Graph fold_bias_into_conv(const Graph& graph, std::vector<Output>& outputs) {
     const Node& conv = graph.node(bias_add.inputs[0].node);
     if (conv.op != op_names::kConv2D || uses.sole_consumer(conv.id) != &bias_add) continue;
     // One node runs both, so both must be asked to run in the same place.
-    const bool same_place =
-        bias_add.requested_device == conv.requested_device && bias_add.device == conv.device &&
-        (bias_add.colocate_with.empty() || bias_add.colocate_with == conv.colocate_with ||
-         bias_add.colocate_with == conv.name);
-    if (same_place) folded[bias_add.id] = conv.id;
+    if (same_place(bias_add, conv)) folded[bias_add.id] = conv.id;
   }
   return fold_pairs(
       graph, outputs, uses, folded,
@@ -149,9 +208,39 @@ Graph fold_bias_into_conv(const Graph& graph, std::vector<Output>& outputs) {
       });
 }
 
+Graph fuse_single_channel_conv_into_max_pool(const Graph& graph, std::vector<Output>& outputs) {
+  const GraphUses uses = uses_keeping_every_node(graph, outputs);
+  std::map<int, int> folded;  // MaxPoolWindowArgmax node -> the FusedConv2D it absorbs
+  for (const Node& pool : graph.nodes()) {
+    if (pool.op != op_names::kMaxPoolWindowArgmax) continue;
+    const Node& conv = graph.node(pool.inputs[0].node);
+    if (conv.op != op_names::kFusedConv2D || conv.inputs.size() != 3 ||
+        uses.sole_consumer(conv.id) != &pool || uses.is_graph_output(conv.id) ||
+        !same_place(pool, conv))
+      continue;
+    // The convs kernels/float_loops.h runs in one pass with their pool.
+    const TensorType& x = graph.type(conv.inputs[0]);
+    if (x.dtype == DType::f32 && x.shape.size() == 4 && x.shape[3] == 1 &&
+        conv.attrs.get_int("groups") == 1)
+      folded[pool.id] = conv.id;
+  }
+  return fold_pairs(graph, outputs, uses, folded,
+                    [](Rewriter& rw, const Node& pool, const Node& conv,
+                       const std::map<std::string, std::string>& renamed) {
+                      Attrs attrs = conv.attrs;
+                      for (const char* name : {"ksize", "strides", "padding", "pads"})
+                        attrs.set(std::string("pool_") + name, pool.attrs.all().at(name));
+                      attrs.set("relu", pool.attrs.get_bool("relu"));
+                      copy_whole(rw, conv, std::move(attrs), op_names::kFusedConv2DMaxPool,
+                                 conv.name, rw.mapped(conv.inputs), pool, renamed);
+                    });
+}
+
 Graph rewrite_training_graph(const Graph& graph, std::vector<Output>& outputs) {
-  Graph pooled = fold_relu_grad_into_max_pool_grad(graph, outputs);
-  return fold_bias_into_conv(fold_relu_into_bias_add(pooled, outputs), outputs);
+  Graph pooled = route_max_pool_grads_by_window_argmax(
+      fold_relu_grad_into_max_pool_grad(graph, outputs), outputs);
+  Graph fused = fold_bias_into_conv(fold_relu_into_bias_add(pooled, outputs), outputs);
+  return fuse_single_channel_conv_into_max_pool(fused, outputs);
 }
 
 }  // namespace sf

@@ -7,6 +7,11 @@
 //   fold_relu_grad_into_max_pool_grad  ReluGrad(MaxPoolGrad(Relu(a), y, dy), a) becomes one
 //                      MaxPoolGrad with relu set: the ReluGrad's pass over the whole
 //                      pre-pooling activation (the largest tensor of a CNN's step) disappears
+//   route_max_pool_grads_by_window_argmax  a MaxPool whose windows tile its input and the
+//                      MaxPoolGrad of its output become MaxPoolWindowArgmax, which also writes
+//                      where each window's first maximum is (a byte per output), and
+//                      MaxPoolGradWindowArgmax, which routes dy by that alone: the gradient no
+//                      longer reads the pooled activation again (four times the size of dy)
 //   fold_relu_into_bias_add  Relu(BiasAdd(x, b)) becomes BiasAddRelu(x, b), named as the
 //                      BiasAdd, when only the Relu and ReluGrads (as their x) read the BiasAdd;
 //                      those ReluGrads read the BiasAddRelu instead (positive exactly where the
@@ -16,6 +21,12 @@
 //                      conv and both are asked to run in the same place: the kernel adds the
 //                      bias and applies the ReLU while the output is in registers, instead of a
 //                      pass over the conv's output
+//   fuse_single_channel_conv_into_max_pool  a FusedConv2D of a single-channel image (a CNN's
+//                      first conv) read only by a MaxPoolWindowArgmax becomes one
+//                      FusedConv2DMaxPool, named as the conv, when both are asked to run in the
+//                      same place: pooled image by image while the conv's output is in the
+//                      cache, that output (the step's largest activation, which the gradients
+//                      no longer read) is never written to memory
 #pragma once
 
 #include <vector>
@@ -25,8 +36,10 @@
 namespace sf {
 
 Graph fold_relu_grad_into_max_pool_grad(const Graph& graph, std::vector<Output>& outputs);
+Graph route_max_pool_grads_by_window_argmax(const Graph& graph, std::vector<Output>& outputs);
 Graph fold_relu_into_bias_add(const Graph& graph, std::vector<Output>& outputs);
 Graph fold_bias_into_conv(const Graph& graph, std::vector<Output>& outputs);
+Graph fuse_single_channel_conv_into_max_pool(const Graph& graph, std::vector<Output>& outputs);
 
 // All of the above, in order.
 Graph rewrite_training_graph(const Graph& graph, std::vector<Output>& outputs);

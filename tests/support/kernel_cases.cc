@@ -222,11 +222,18 @@ std::vector<KernelCase> float_pool_cases(const std::string& op) {
   for (const PoolGeometry& c : kPoolGeometries) {
     KernelCase k{c.name, {}, ops::pool2d_attrs(c.options)};
     InputSpec x = f32(c.x);
-    if (op == "MaxPool" || op == "MaxPoolGrad") {
+    if (op == "MaxPool" || op == "MaxPoolGrad" || op == "MaxPoolWindowArgmax") {
       x.step = 0.5;
       const Shape y = output_shape("MaxPool", {x}, k.attrs);
       k.inputs = {x};
       if (op == "MaxPoolGrad") k.inputs = {x, {.shape = y, .output_of = "MaxPool"}, f32(y)};
+    } else if (op == "MaxPoolGradWindowArgmax") {
+      // Any position of the window, or one past the last (routes nothing, as kNoWindowArgmax);
+      // positions in padding route nothing either.
+      const Shape y = output_shape("MaxPool", {x}, k.attrs);
+      const std::vector<int64_t>& window = c.options.ksize;
+      k.inputs = {f32(y), u8(y, 0, static_cast<double>(window[0] * window[1]))};
+      k.attrs.set("input_shape", c.x);
     } else {
       k.attrs.set("count_include_pad", cases.size() % 2 == 1);
       k.inputs = {x};
@@ -237,7 +244,7 @@ std::vector<KernelCase> float_pool_cases(const std::string& op) {
     }
     cases.push_back(std::move(k));
   }
-  if (op == "MaxPoolGrad") {
+  if (op == "MaxPoolGrad" || op == "MaxPoolWindowArgmax") {
     // With a Relu's gradient folded in (training_passes.h): windows whose maximum is not
     // positive route nothing; tiling, overlapping and 65-channel windows.
     for (size_t i : {size_t{7}, size_t{2}, size_t{5}}) {
@@ -246,6 +253,43 @@ std::vector<KernelCase> float_pool_cases(const std::string& op) {
       k.attrs.set("relu", true);
       cases.push_back(std::move(k));
     }
+  }
+  return cases;
+}
+
+// FusedConv2DMaxPool: single-channel images, as the training pass fuses them, convolved then
+// pooled by tiling windows, with and without relu routing; and a 3-channel image, which only the
+// reference takes.
+std::vector<KernelCase> conv_max_pool_cases() {
+  struct Geometry {
+    const char* name;
+    Shape x, w;
+    ops::Conv2DOptions conv;
+    ops::PoolOptions pool;
+    const char* activation;
+    bool relu;
+  };
+  const Geometry geometries[] = {
+      {"deep_mnist_like", {3, 12, 10, 1}, {5, 5, 1, 32}, {.padding = "SAME"}, {}, "relu", true},
+      {"odd_same_pool", {1, 9, 7, 1}, {3, 3, 1, 33}, {}, {.padding = "SAME"}, "none", false},
+      {"strided_3x3_pool",
+       {2, 13, 13, 1},
+       {3, 2, 1, 17},
+       {.strides = {2, 1}, .padding = "SAME"},
+       {.ksize = {3, 3}, .strides = {3, 3}, .padding = "SAME"},
+       "relu",
+       false},
+      {"three_channels", {1, 8, 8, 3}, {3, 3, 3, 5}, {.padding = "SAME"}, {}, "relu", true},
+  };
+  std::vector<KernelCase> cases;
+  for (const Geometry& c : geometries) {
+    KernelCase k{c.name, {f32(c.x), f32(c.w), f32({c.w[3]})}, ops::conv2d_attrs(c.conv)};
+    k.attrs.set("activation", std::string(c.activation));
+    const Attrs pool = ops::pool2d_attrs(c.pool);
+    for (const char* name : {"ksize", "strides", "padding", "pads"})
+      k.attrs.set(std::string("pool_") + name, pool.all().at(name));
+    k.attrs.set("relu", c.relu);
+    cases.push_back(std::move(k));
   }
   return cases;
 }
@@ -685,6 +729,9 @@ std::map<std::string, ShapeSet> build_shape_sets() {
   sets["FusedBatchMatMul"] = {fused_batch_matmul_cases(), close};
   sets["FusedMatMul"] = {float_matmul_cases(true), close};
   sets["MaxPool"] = {float_pool_cases("MaxPool"), exact};
+  sets["MaxPoolWindowArgmax"] = {float_pool_cases("MaxPoolWindowArgmax"), exact};
+  sets["MaxPoolGradWindowArgmax"] = {float_pool_cases("MaxPoolGradWindowArgmax"), exact};
+  sets["FusedConv2DMaxPool"] = {conv_max_pool_cases(), close};
   for (const char* op : {"MaxPoolGrad", "AvgPool", "AvgPoolGrad"})
     sets[op] = {float_pool_cases(op), close};
   sets["GlobalAvgPool"] = {global_avg_pool_cases(), close};

@@ -245,6 +245,13 @@ struct PoolDims {
             fn(((b * oh + yr) * ow + yc) * c + ch, xs, g.h.k * g.w.k);
           }
   }
+  // The row-major position within y element yi's whole window (padding counted) of x element xi.
+  int64_t window_position(int64_t yi, int64_t xi) const {
+    const int64_t yr = yi / (c * ow) % oh, yc = yi / c % ow;
+    const int64_t xr = xi / (c * w) % h, xc = xi / c % w;
+    return (xr - (yr * g.h.stride - g.h.pad_before)) * g.w.k +
+           (xc - (yc * g.w.stride - g.w.pad_before));
+  }
 };
 
 template <typename T>
@@ -304,6 +311,41 @@ void max_pool_grad(KernelContext& ctx) {
             break;
           }
       });
+  store(dx, ctx.outputs[0]);
+}
+
+// The first maximum of each window in row-major window order (NaN skipped, -inf for a window
+// with no value) and its position in the window; kNoWindowArgmax where no value is, or with
+// relu where the maximum is not positive.
+void max_pool_window_argmax(KernelContext& ctx) {
+  const float* xp = ctx.inputs[0].data<float>();
+  float* yp = ctx.outputs[0].data<float>();
+  uint8_t* ap = ctx.outputs[1].data<uint8_t>();
+  const bool relu = ctx.node.attrs.get_bool("relu");
+  const PoolDims d(ctx.node.attrs, ctx.inputs[0].shape());
+  d.for_each_window([&](int64_t yi, const std::vector<int64_t>& xs, int64_t) {
+    float best = -std::numeric_limits<float>::infinity();
+    int64_t at = kNoWindowArgmax;
+    for (int64_t xi : xs)
+      if (xp[xi] > best || (at == kNoWindowArgmax && xp[xi] >= best)) {
+        best = xp[xi];
+        at = d.window_position(yi, xi);
+      }
+    yp[yi] = best;
+    ap[yi] = static_cast<uint8_t>(relu && !(best > 0.0f) ? kNoWindowArgmax : at);
+  });
+}
+
+// Each window's dy to the position its argmax names (summed where windows overlap).
+void max_pool_grad_window_argmax(KernelContext& ctx) {
+  const float* dyp = ctx.inputs[0].data<float>();
+  const uint8_t* ap = ctx.inputs[1].data<uint8_t>();
+  std::vector<double> dx(static_cast<size_t>(ctx.outputs[0].numel()), 0.0);
+  const PoolDims d(ctx.node.attrs, ctx.outputs[0].shape());
+  d.for_each_window([&](int64_t yi, const std::vector<int64_t>& xs, int64_t) {
+    for (int64_t xi : xs)
+      if (d.window_position(yi, xi) == ap[yi]) dx[static_cast<size_t>(xi)] += dyp[yi];
+  });
   store(dx, ctx.outputs[0]);
 }
 
@@ -378,6 +420,8 @@ void register_reference_nn_kernels(KernelRegistry& r) {
   r.add(simple_kernel(op_names::kMaxPool, DType::i8, "reference", max_pool<int8_t>));
   add(op_names::kMaxPoolWithArgmax, max_pool_with_argmax);
   add(op_names::kMaxPoolGrad, max_pool_grad);
+  add(op_names::kMaxPoolWindowArgmax, max_pool_window_argmax);
+  add(op_names::kMaxPoolGradWindowArgmax, max_pool_grad_window_argmax);
   add(op_names::kAvgPool, avg_pool);
   add(op_names::kAvgPoolGrad, avg_pool_grad);
   add(op_names::kGlobalAvgPool, global_avg_pool);
