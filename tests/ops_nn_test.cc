@@ -169,6 +169,23 @@ TEST(OpsNnShapes, WindowArgmaxErrors) {
     });
   };
   EXPECT_EQ(conv_pool({.padding = "SAME"}), "(no error)");
+  auto conv_pool_grad = [](Shape dy) {
+    return error_of([&](Graph& g) {
+      Attrs a = ops::conv2d_attrs({.padding = "SAME"});
+      const Attrs p = ops::pool2d_attrs({});
+      for (const char* name : {"ksize", "strides", "padding", "pads"})
+        a.set(std::string("pool_") + name, p.all().at(name));
+      a.set("filter_shape", Shape{3, 3, 1, 4});
+      g.add(op_names::kFusedConv2DMaxPoolGrad,
+            {ops::placeholder(g, DType::f32, {1, 8, 8, 1}), ops::placeholder(g, DType::f32, dy),
+             ops::placeholder(g, DType::u8, dy)},
+            a, "cg");
+    });
+  };
+  EXPECT_EQ(conv_pool_grad({1, 4, 4, 4}), "(no error)");
+  EXPECT_EQ(conv_pool_grad({1, 4, 4, 3}),
+            "node 'cg' (FusedConv2DMaxPoolGrad): dy [1,4,4,3] does not match the pooled conv "
+            "output [1,4,4,4]");
   EXPECT_EQ(conv_pool({}),
             "node 'c' (FusedConv2DMaxPool): the 2x2 pool of the conv's output [1,7,7,4] must tile "
             "it, in at most 255 positions a window");

@@ -215,8 +215,8 @@ TEST(TrainingPasses, ConvsReadElsewhereOrPlacedApartStay) {
 }
 
 // A first layer as Deep-MNIST's: max_pool(relu(conv(a, w1) + b1)) on a single-channel image,
-// then a dense layer; the loss is sum(dense * v). With `pool_device`, the pool is asked to run
-// elsewhere than the conv.
+// then a dense layer; the loss is sum(dense * v), the gradients those of w1, b1 and w2 (not of
+// the image). With `pool_device`, the pool is asked to run elsewhere than the conv.
 struct FirstLayerNet {
   Graph g;
   std::vector<Output> feeds;
@@ -224,7 +224,7 @@ struct FirstLayerNet {
   std::vector<Output> grads;
 };
 
-void build(FirstLayerNet& m, const std::string& pool_device = "") {
+void build(FirstLayerNet& m, const std::string& pool_device = "", bool image_gradient = false) {
   auto feed = [&](Shape shape, const std::string& name) {
     m.feeds.push_back(ops::placeholder(m.g, DType::f32, std::move(shape), name));
     return m.feeds.back();
@@ -237,11 +237,15 @@ void build(FirstLayerNet& m, const std::string& pool_device = "") {
   h = ops::reshape(m.g, h, {3, 6 * 5 * 17});
   Output dense = ops::matmul(m.g, h, feed({6 * 5 * 17, 4}, "w2"));
   m.loss = ops::reduce_sum(m.g, ops::mul(m.g, dense, feed({3, 4}, "v")), {0, 1});
-  m.grads = gradients(m.g, m.loss, m.feeds);
+  std::vector<Output> wrt = {m.feeds[1], m.feeds[2], m.feeds[3]};
+  if (image_gradient) wrt.push_back(m.feeds[0]);
+  m.grads = gradients(m.g, m.loss, wrt);
 }
 
 // The conv and its pool run as one node, named as the conv, whose pooled output and argmaxes
-// are bit for bit those of the two nodes it replaces.
+// are bit for bit those of the two nodes it replaces; the pool's gradient and the conv's filter
+// and bias gradients as another, named as the filter gradient, whose bias gradient sums in
+// another order.
 TEST(TrainingPasses, SingleChannelConvFusesIntoItsPoolAndKeepsEveryGradient) {
   FirstLayerNet m;
   build(m);
@@ -257,6 +261,15 @@ TEST(TrainingPasses, SingleChannelConvFusesIntoItsPoolAndKeepsEveryGradient) {
   EXPECT_EQ(fused.attrs.get_string("activation"), "relu");
   EXPECT_TRUE(fused.attrs.get_bool("relu"));
   EXPECT_EQ(fused.attrs.get_ints("pool_ksize"), (std::vector<int64_t>{2, 2}));
+  ASSERT_EQ(count(rewritten, op_names::kFusedConv2DMaxPoolGrad), 1);
+  EXPECT_EQ(count(rewritten, op_names::kConv2DBackpropFilter), 0);
+  EXPECT_EQ(count(rewritten, op_names::kBiasAddGrad), 0);
+  for (const Node& n : rewritten.nodes())
+    if (n.op == op_names::kFusedConv2DMaxPoolGrad) {
+      EXPECT_EQ(n.inputs[2], (Output{fused.id, 1}));
+      EXPECT_EQ(outputs[m.feeds.size() + 1], (Output{n.id, 0}));      // w1's gradient
+      EXPECT_EQ(outputs[m.feeds.size() + 1 + 1], (Output{n.id, 1}));  // b1's gradient
+    }
   // Against the graph with every rewrite but this one (the unfused conv takes the same kernel).
   std::vector<Output> unfused_outputs = m.feeds;
   unfused_outputs.push_back(m.loss);
@@ -275,9 +288,13 @@ TEST(TrainingPasses, SingleChannelConvFusesIntoItsPoolAndKeepsEveryGradient) {
   };
   const std::vector<Tensor> want = run(unfused, fed(unfused_outputs), fetched(unfused_outputs));
   const std::vector<Tensor> got = run(rewritten, fed(outputs), fetched(outputs));
-  for (size_t i = 0; i < want.size(); ++i)
-    testing::expect_close(want[i], got[i], {.rtol = 0.0, .atol = 0.0},
+  for (size_t i = 0; i < want.size(); ++i) {
+    const bool bias_grad = i == 2;  // after the loss and w1's gradient
+    testing::expect_close(want[i], got[i],
+                          bias_grad ? testing::Tolerance{.rtol = 1e-5, .atol = 1e-5}
+                                    : testing::Tolerance{.rtol = 0.0, .atol = 0.0},
                           "output " + std::to_string(i));
+  }
 }
 
 TEST(TrainingPasses, PoolAskedToRunApartFromItsConvStays) {
@@ -288,6 +305,19 @@ TEST(TrainingPasses, PoolAskedToRunApartFromItsConvStays) {
   EXPECT_EQ(count(rewritten, op_names::kFusedConv2DMaxPool), 0);
   EXPECT_EQ(count(rewritten, op_names::kFusedConv2D), 1);
   EXPECT_EQ(rewritten.node(rewritten.id_of("pool1")).requested_device, "/cpu:1");
+}
+
+// The image's gradient reads the pool's gradient too, which then stays and runs; the conv still
+// pools its own output.
+TEST(TrainingPasses, PoolGradientTheImageGradientReadsStays) {
+  FirstLayerNet m;
+  build(m, "", true);
+  std::vector<Output> outputs = m.grads;
+  const Graph rewritten = rewrite_training_graph(m.g, outputs);
+  EXPECT_EQ(count(rewritten, op_names::kFusedConv2DMaxPool), 1);
+  EXPECT_EQ(count(rewritten, op_names::kFusedConv2DMaxPoolGrad), 0);
+  EXPECT_EQ(count(rewritten, op_names::kMaxPoolGradWindowArgmax), 1);
+  EXPECT_EQ(count(rewritten, op_names::kConv2DBackpropFilter), 1);
 }
 
 }  // namespace

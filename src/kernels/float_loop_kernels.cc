@@ -106,6 +106,20 @@ void fused_conv_single_channel_max_pool(KernelContext& ctx) {
                                    ctx.outputs[1].data<uint8_t>());
 }
 
+void conv_single_channel_max_pool_grads(KernelContext& ctx) {
+  const Tensor& x = ctx.inputs[0];
+  Tensor& df = ctx.outputs[0];
+  if (df.numel() == 0) return;
+  const Window2D conv = conv_window(ctx.node.attrs, x.shape(), df.shape());
+  Window2D pool;
+  const std::string err =
+      prefixed_pool_window(ctx.node.attrs, {x.dim(0), conv.h.out, conv.w.out, df.dim(3)}, &pool);
+  SF_CHECK(err.empty(), "node '{}': {}", ctx.node.name, err);
+  conv_single_channel_max_pool_grads_f32(x.data<float>(), ctx.inputs[1].data<float>(),
+                                         ctx.inputs[2].data<uint8_t>(), x.dim(0), df.dim(3), conv,
+                                         pool, df.data<float>(), ctx.outputs[1].data<float>());
+}
+
 bool is_single_channel_conv(const KernelSpec& spec) {
   return spec.inputs[0].shape.size() == 4 && spec.inputs[0].shape[3] == 1 &&
          spec.node.attrs.get_int("groups") == 1;
@@ -125,7 +139,11 @@ void bias_add(KernelContext& ctx) {
 
 void bias_add_grad(KernelContext& ctx) {
   const Tensor& dy = ctx.inputs[0];
-  bias_add_grad_f32(dy.data<float>(), rows_of(dy), dy.dim(-1), ctx.outputs[0].data<float>());
+  if (dy.rank() == 4)
+    bias_add_grad_images_f32(dy.data<float>(), dy.dim(0), dy.dim(1) * dy.dim(2), dy.dim(3),
+                             ctx.outputs[0].data<float>());
+  else
+    bias_add_grad_f32(dy.data<float>(), rows_of(dy), dy.dim(-1), ctx.outputs[0].data<float>());
 }
 
 // Which input of an Add is a bias over the last axis of the other, which has the output's shape
@@ -225,6 +243,10 @@ void register_float_loop_kernels(KernelRegistry& r) {
                                           fused_conv_single_channel_max_pool, kPoolPriority);
   conv_max_pool.accepts = is_single_channel_conv;
   r.add(std::move(conv_max_pool));
+  KernelDef conv_max_pool_grads = simple_kernel(op_names::kFusedConv2DMaxPoolGrad, DType::f32, impl,
+                                                conv_single_channel_max_pool_grads, kPoolPriority);
+  conv_max_pool_grads.accepts = is_single_channel_conv;
+  r.add(std::move(conv_max_pool_grads));
   r.add(simple_kernel(op_names::kBiasAdd, DType::f32, impl, bias_add, kElementwisePriority));
   r.add(simple_kernel(op_names::kBiasAddRelu, DType::f32, impl, bias_add, kElementwisePriority));
   r.add(simple_kernel(op_names::kBiasAddGrad, DType::f32, impl, bias_add_grad,

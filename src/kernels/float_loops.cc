@@ -147,33 +147,39 @@ void max_pool_window_argmax_f32(const float* x, int64_t n, int64_t channels, con
   });
 }
 
+namespace {
+
+// Output row oy of MaxPoolGradWindowArgmax (windows that tile) into one NHWC image of dx.
+void window_scatter_row(const float* dy_row, const uint8_t* argmax_row, int64_t channels,
+                        const Window2D& g, int64_t oy, float* dx_image) {
+  const int64_t r0 = oy * g.h.stride - g.h.pad_before;
+#if defined(__x86_64__)
+  if (has_avx512())
+    return max_pool_grad_window_argmax_row_avx512(dy_row, argmax_row, channels, g, r0, dx_image);
+#endif
+  for (int64_t ox = 0; ox < g.w.out; ++ox) {
+    const int64_t c0 = ox * g.w.stride - g.w.pad_before;
+    for (int64_t r = std::max<int64_t>(r0, 0); r < std::min(r0 + g.h.k, g.h.in); ++r)
+      for (int64_t col = std::max<int64_t>(c0, 0); col < std::min(c0 + g.w.k, g.w.in); ++col) {
+        float* tap = dx_image + (r * g.w.in + col) * channels;
+        const int64_t position = (r - r0) * g.w.k + col - c0;
+        for (int64_t c = 0; c < channels; ++c)
+          tap[c] = argmax_row[ox * channels + c] == position ? dy_row[ox * channels + c] : 0.0f;
+      }
+  }
+}
+
+}  // namespace
+
 void max_pool_grad_window_argmax_f32(const float* dy, const uint8_t* argmax, int64_t n,
                                      int64_t channels, const Window2D& g, float* dx) {
   const int64_t rows = n * g.h.out, row_elements = g.w.out * channels;
   const int64_t image = g.h.in * g.w.in * channels;
   // Every position of dx is in exactly one window, and output rows write disjoint rows of dx.
   parallel_for(0, rows, n * image >= kParallelMin, [&](int64_t lo, int64_t hi) {
-    for (int64_t row = lo; row < hi; ++row) {
-      const int64_t b = row / g.h.out, r0 = row % g.h.out * g.h.stride - g.h.pad_before;
-      const float* dy_row = dy + row * row_elements;
-      const uint8_t* argmax_row = argmax + row * row_elements;
-#if defined(__x86_64__)
-      if (has_avx512()) {
-        max_pool_grad_window_argmax_row_avx512(dy_row, argmax_row, channels, g, r0, dx + b * image);
-        continue;
-      }
-#endif
-      for (int64_t ox = 0; ox < g.w.out; ++ox) {
-        const int64_t c0 = ox * g.w.stride - g.w.pad_before;
-        for (int64_t r = std::max<int64_t>(r0, 0); r < std::min(r0 + g.h.k, g.h.in); ++r)
-          for (int64_t col = std::max<int64_t>(c0, 0); col < std::min(c0 + g.w.k, g.w.in); ++col) {
-            float* tap = dx + b * image + (r * g.w.in + col) * channels;
-            const int64_t position = (r - r0) * g.w.k + col - c0;
-            for (int64_t c = 0; c < channels; ++c)
-              tap[c] = argmax_row[ox * channels + c] == position ? dy_row[ox * channels + c] : 0.0f;
-          }
-      }
-    }
+    for (int64_t row = lo; row < hi; ++row)
+      window_scatter_row(dy + row * row_elements, argmax + row * row_elements, channels, g,
+                         row % g.h.out, dx + row / g.h.out * image);
   });
 }
 
@@ -237,6 +243,46 @@ void max_pool_grad_f32(const float* x, const float* y, const float* dy, int64_t 
     }
   });
 }
+
+// ---- column sums (bias gradients) ----
+
+namespace {
+
+constexpr int64_t kSumBlockRows = 256;
+
+// sums[c] = the float sum of x [rows, channels] over rows.
+void block_column_sums(const float* x, int64_t rows, int64_t channels, float* sums) {
+#if defined(__x86_64__)
+  if (has_avx512()) return column_sums_avx512(x, rows, channels, sums);
+#endif
+  std::fill(sums, sums + channels, 0.0f);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < channels; ++c) sums[c] += x[r * channels + c];
+}
+
+// sums[c] += the sum of x [rows, channels] over rows: blocks of kSumBlockRows summed in float,
+// added in double, which is about the reference's double sum at float speed.
+void add_column_sums(const float* x, int64_t rows, int64_t channels, std::vector<float>& block,
+                     double* sums) {
+  for (int64_t r0 = 0; r0 < rows; r0 += kSumBlockRows) {
+    block_column_sums(x + r0 * channels, std::min(kSumBlockRows, rows - r0), channels,
+                      block.data());
+    for (int64_t c = 0; c < channels; ++c) sums[c] += block[static_cast<size_t>(c)];
+  }
+}
+
+// db[c] = the sum of image_sums [n, channels] over images, in image order, rounded once: the
+// same bits however the images were shared among threads.
+void sum_over_images(const std::vector<double>& image_sums, int64_t n, int64_t channels,
+                     float* db) {
+  for (int64_t c = 0; c < channels; ++c) {
+    double sum = 0.0;
+    for (int64_t b = 0; b < n; ++b) sum += image_sums[static_cast<size_t>(b * channels + c)];
+    db[c] = static_cast<float>(sum);
+  }
+}
+
+}  // namespace
 
 // ---- single-channel convs: the forward pass and the filter gradient ----
 
@@ -318,12 +364,42 @@ void conv_single_channel_max_pool_f32(const float* x, const float* w, const floa
   });
 }
 
+namespace {
+
+// One padded image's filter sums: sums[t * stride + o] += the sum over output pixels of the
+// pixel's tap t times image_dy [g.h.out, g.w.out, outputs].
+void filter_sums_image(const float* padded, int64_t cols, const float* image_dy, int64_t outputs,
+                       const Window2D& g, float* sums, int64_t stride) {
+#if defined(__x86_64__)
+  if (has_avx512())
+    return single_channel_filter_sums_avx512(padded, cols, image_dy, outputs, g, sums);
+#endif
+  (void)stride;
+  for (int64_t oy = 0; oy < g.h.out; ++oy)
+    for (int64_t ox = 0; ox < g.w.out; ++ox) {
+      const float* d = image_dy + (oy * g.w.out + ox) * outputs;
+      const float* corner = padded + oy * g.h.stride * cols + ox * g.w.stride;
+      float* s = sums;
+      for (int64_t fr = 0; fr < g.h.k; ++fr)
+        for (int64_t fc = 0; fc < g.w.k; ++fc, s += outputs) {
+          const float xv = corner[fr * g.h.dilation * cols + fc * g.w.dilation];
+          for (int64_t o = 0; o < outputs; ++o) s[o] += xv * d[o];
+        }
+    }
+}
+
+// The filter sums' row stride: whole vectors of 16 for the AVX-512 loop.
+int64_t filter_sums_stride(int64_t outputs) {
+  return has_avx512() ? (outputs + 15) / 16 * 16 : outputs;
+}
+
+}  // namespace
+
 void conv_filter_grad_single_channel_f32(const float* x, const float* dy, int64_t n,
                                          int64_t outputs, const Window2D& g, float* df) {
   const int64_t taps = g.h.k * g.w.k, size = taps * outputs;
   const int64_t rows = g.h.padded_extent(), cols = g.w.padded_extent();
-  const bool vector = has_avx512();
-  const int64_t sums_stride = vector ? (outputs + 15) / 16 * 16 : outputs;
+  const int64_t sums_stride = filter_sums_stride(outputs);
   const int threads =
       n > 1 && n * g.h.out * g.w.out * size >= kParallelMin ? omp_get_max_threads() : 1;
   std::vector<double> totals(static_cast<size_t>(threads * size), 0.0);
@@ -335,26 +411,8 @@ void conv_filter_grad_single_channel_f32(const float* x, const float* dy, int64_
     for (int64_t b = 0; b < n; ++b) {
       pad_image(x, b, g, padded);
       std::fill(sums.begin(), sums.end(), 0.0f);
-      const float* image_dy = dy + b * g.h.out * g.w.out * outputs;
-#if defined(__x86_64__)
-      if (vector) {
-        single_channel_filter_sums_avx512(padded.data(), cols, image_dy, outputs, g, sums.data());
-      } else
-#endif
-      {
-        (void)vector;
-        for (int64_t oy = 0; oy < g.h.out; ++oy)
-          for (int64_t ox = 0; ox < g.w.out; ++ox) {
-            const float* d = image_dy + (oy * g.w.out + ox) * outputs;
-            const float* corner = padded.data() + oy * g.h.stride * cols + ox * g.w.stride;
-            float* s = sums.data();
-            for (int64_t fr = 0; fr < g.h.k; ++fr)
-              for (int64_t fc = 0; fc < g.w.k; ++fc, s += outputs) {
-                const float xv = corner[fr * g.h.dilation * cols + fc * g.w.dilation];
-                for (int64_t o = 0; o < outputs; ++o) s[o] += xv * d[o];
-              }
-          }
-      }
+      filter_sums_image(padded.data(), cols, dy + b * g.h.out * g.w.out * outputs, outputs, g,
+                        sums.data(), sums_stride);
       for (int64_t t = 0; t < taps; ++t)
         for (int64_t o = 0; o < outputs; ++o)
           mine[t * outputs + o] += sums[static_cast<size_t>(t * sums_stride + o)];
@@ -365,6 +423,50 @@ void conv_filter_grad_single_channel_f32(const float* x, const float* dy, int64_
     for (int t = 0; t < threads; ++t) sum += totals[static_cast<size_t>(t * size + i)];
     df[i] = static_cast<float>(sum);
   }
+}
+
+void conv_single_channel_max_pool_grads_f32(const float* x, const float* dy, const uint8_t* argmax,
+                                            int64_t n, int64_t outputs, const Window2D& conv,
+                                            const Window2D& pool, float* df, float* db) {
+  const int64_t taps = conv.h.k * conv.w.k, size = taps * outputs;
+  const int64_t rows = conv.h.padded_extent(), cols = conv.w.padded_extent();
+  const int64_t pixels = conv.h.out * conv.w.out, pooled = pool.h.out * pool.w.out;
+  const int64_t sums_stride = filter_sums_stride(outputs);
+  const int threads = n > 1 && n * pixels * size >= kParallelMin ? omp_get_max_threads() : 1;
+  std::vector<double> totals(static_cast<size_t>(threads * size), 0.0);
+  std::vector<double> image_sums(static_cast<size_t>(n * outputs), 0.0);
+  parallel_region(threads > 1, [&] {
+    std::vector<float> padded(static_cast<size_t>(rows * cols));
+    std::vector<float> sums(static_cast<size_t>(taps * sums_stride));
+    std::vector<float> image_dx(static_cast<size_t>(pixels * outputs));
+    std::vector<float> block(static_cast<size_t>(outputs));
+    double* mine = totals.data() + omp_get_thread_num() * size;
+#pragma omp for schedule(static)
+    for (int64_t b = 0; b < n; ++b) {
+      const float* image_dy = dy + b * pooled * outputs;
+      const uint8_t* image_argmax = argmax + b * pooled * outputs;
+      for (int64_t oy = 0; oy < pool.h.out; ++oy) {
+        const int64_t at = oy * pool.w.out * outputs;
+        window_scatter_row(image_dy + at, image_argmax + at, outputs, pool, oy, image_dx.data());
+      }
+      pad_image(x, b, conv, padded);
+      std::fill(sums.begin(), sums.end(), 0.0f);
+      filter_sums_image(padded.data(), cols, image_dx.data(), outputs, conv, sums.data(),
+                        sums_stride);
+      for (int64_t t = 0; t < taps; ++t)
+        for (int64_t o = 0; o < outputs; ++o)
+          mine[t * outputs + o] += sums[static_cast<size_t>(t * sums_stride + o)];
+      // The bias's gradient sums the same dx while it is in the cache, as bias_add_grad_images_f32
+      // sums an image.
+      add_column_sums(image_dx.data(), pixels, outputs, block, image_sums.data() + b * outputs);
+    }
+  });
+  for (int64_t i = 0; i < size; ++i) {
+    double sum = 0.0;
+    for (int t = 0; t < threads; ++t) sum += totals[static_cast<size_t>(t * size + i)];
+    df[i] = static_cast<float>(sum);
+  }
+  sum_over_images(image_sums, n, outputs, db);
 }
 
 // ---- element-wise ----
@@ -422,34 +524,19 @@ void add_n_f32(const float* const* xs, int64_t count, int64_t n, Activation acti
 }
 
 void bias_add_grad_f32(const float* dy, int64_t rows, int64_t channels, float* db) {
-  // Blocks of rows summed in float, block sums added in double: about the reference's double
-  // sum, at float speed. Each thread keeps its own totals, added in thread order afterwards, so
-  // a given thread count always gives the same bits.
-  constexpr int64_t kBlockRows = 256;
-  const bool vector = has_avx512();
+  // Each thread keeps its own totals, added in thread order afterwards, so a given thread count
+  // always gives the same bits.
   const int threads = rows * channels >= kStreamingParallelMin ? omp_get_max_threads() : 1;
   std::vector<double> totals(static_cast<size_t>(threads * channels), 0.0);
-  const int64_t blocks = (rows + kBlockRows - 1) / kBlockRows;
+  const int64_t blocks = (rows + kSumBlockRows - 1) / kSumBlockRows;
   parallel_region(threads > 1, [&] {
-    std::vector<float> sums(static_cast<size_t>(channels));
+    std::vector<float> block(static_cast<size_t>(channels));
     double* mine = totals.data() + omp_get_thread_num() * channels;
 #pragma omp for schedule(static)
-    for (int64_t block = 0; block < blocks; ++block) {
-      const int64_t r0 = block * kBlockRows, r1 = std::min(r0 + kBlockRows, rows);
-      const float* at = dy + r0 * channels;
-#if defined(__x86_64__)
-      if (vector) {
-        column_sums_avx512(at, r1 - r0, channels, sums.data());
-      } else
-#endif
-      {
-        (void)vector;
-        std::fill(sums.begin(), sums.end(), 0.0f);
-        for (int64_t r = 0; r < r1 - r0; ++r)
-          for (int64_t c = 0; c < channels; ++c)
-            sums[static_cast<size_t>(c)] += at[r * channels + c];
-      }
-      for (int64_t c = 0; c < channels; ++c) mine[c] += sums[static_cast<size_t>(c)];
+    for (int64_t b = 0; b < blocks; ++b) {
+      const int64_t r0 = b * kSumBlockRows;
+      add_column_sums(dy + r0 * channels, std::min(kSumBlockRows, rows - r0), channels, block,
+                      mine);
     }
   });
   for (int64_t c = 0; c < channels; ++c) {
@@ -457,6 +544,19 @@ void bias_add_grad_f32(const float* dy, int64_t rows, int64_t channels, float* d
     for (int t = 0; t < threads; ++t) sum += totals[static_cast<size_t>(t * channels + c)];
     db[c] = static_cast<float>(sum);
   }
+}
+
+void bias_add_grad_images_f32(const float* dy, int64_t n, int64_t image_rows, int64_t channels,
+                              float* db) {
+  std::vector<double> image_sums(static_cast<size_t>(n * channels), 0.0);
+  parallel_region(n > 1 && n * image_rows * channels >= kStreamingParallelMin, [&] {
+    std::vector<float> block(static_cast<size_t>(channels));
+#pragma omp for schedule(static)
+    for (int64_t b = 0; b < n; ++b)
+      add_column_sums(dy + b * image_rows * channels, image_rows, channels, block,
+                      image_sums.data() + b * channels);
+  });
+  sum_over_images(image_sums, n, channels, db);
 }
 
 // ---- dropout ----

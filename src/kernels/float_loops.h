@@ -56,6 +56,15 @@ void conv_single_channel_max_pool_f32(const float* x, const float* w, const floa
                                       int64_t outputs, const Window2D& conv, Activation activation,
                                       const Window2D& pool, bool relu, float* y, uint8_t* argmax);
 
+// The filter and bias gradients of conv_single_channel_max_pool_f32, from x, the gradient dy of
+// its pooled output and its argmax (the windows tile the conv's output): df as
+// conv_filter_grad_single_channel_f32 and db [outputs] as bias_add_grad_images_f32 sums the
+// conv output's gradient, which max_pool_grad_window_argmax_f32 would write: bit for bit the
+// three kernels' results, with that gradient written image by image into the cache only.
+void conv_single_channel_max_pool_grads_f32(const float* x, const float* dy, const uint8_t* argmax,
+                                            int64_t n, int64_t outputs, const Window2D& conv,
+                                            const Window2D& pool, float* df, float* db);
+
 // y[r, j] = x[r, j] + bias[j] for rows x channels; with relu, that sum where positive, else 0.
 // A bool, not an Activation: BiasAddRelu's relu maps NaN to 0 (its reference kernel does), where
 // activated() keeps NaN.
@@ -69,6 +78,12 @@ void add_n_f32(const float* const* xs, int64_t count, int64_t n, Activation acti
 
 // db[j] = sum over rows of dy[r, j]: float partial sums over blocks of rows, totals in double.
 void bias_add_grad_f32(const float* dy, int64_t rows, int64_t channels, float* db);
+
+// The same for dy [n, image_rows, channels] (a conv's gradient), image by image: each image's
+// rows in blocks as above, the images' sums added in image order, so a kernel that holds one
+// image of dy at a time (conv_single_channel_max_pool_grads_f32) gets the same bits.
+void bias_add_grad_images_f32(const float* dy, int64_t n, int64_t image_rows, int64_t channels,
+                              float* db);
 
 // Dropout in training: mask[i] = 0 where dropout_bits(key, i) < threshold (kernels/
 // dropout_draw.h), else keep; y[i] = x[i] * mask[i]. The reference kernel's masks, bit for bit.

@@ -171,6 +171,27 @@ __attribute__((target("avx512f"))) inline void window_argmax(
     best[v] = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
     at[v] = none;
   }
+  if (r_end - r_begin == 2 && c_end - c_begin == 2 && r_begin == r0 && c_begin == c0 && kw == 2) {
+    // A whole 2x2 window (training's pools), unrolled: its loops cost as much as its work.
+    const float* top = image + r_begin * row_floats + c_begin * channels + c;
+    const float* bottom = top + row_floats;
+#pragma GCC unroll 4
+    for (int v = 0; v < kVectors; ++v) {
+      const __m512 x0 = load16(top + 16 * v, m[v]), x1 = load16(top + channels + 16 * v, m[v]);
+      const __m512 x2 = load16(bottom + 16 * v, m[v]);
+      const __m512 x3 = load16(bottom + channels + 16 * v, m[v]);
+      best[v] = _mm512_max_ps(x3, _mm512_max_ps(x2, _mm512_max_ps(x1, _mm512_max_ps(x0, best[v]))));
+      at[v] = _mm512_mask_mov_epi32(at[v], _mm512_cmp_ps_mask(x3, best[v], _CMP_EQ_OQ),
+                                    _mm512_set1_epi32(3));
+      at[v] = _mm512_mask_mov_epi32(at[v], _mm512_cmp_ps_mask(x2, best[v], _CMP_EQ_OQ),
+                                    _mm512_set1_epi32(2));
+      at[v] = _mm512_mask_mov_epi32(at[v], _mm512_cmp_ps_mask(x1, best[v], _CMP_EQ_OQ),
+                                    _mm512_set1_epi32(1));
+      at[v] = _mm512_mask_mov_epi32(at[v], _mm512_cmp_ps_mask(x0, best[v], _CMP_EQ_OQ),
+                                    _mm512_setzero_si512());
+    }
+    r_end = r_begin;  // nothing left for the general loops below
+  }
   for (int64_t r = r_begin; r < r_end; ++r)
     for (int64_t col = c_begin; col < c_end; ++col) {
       const float* tap = image + r * row_floats + col * channels + c;

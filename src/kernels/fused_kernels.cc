@@ -131,9 +131,59 @@ class ReferenceConvMaxPoolKernel : public Kernel {
   std::unique_ptr<Kernel> conv_, pool_;
 };
 
+// FusedConv2DMaxPoolGrad as the reference MaxPoolGradWindowArgmax, Conv2DBackpropFilter and
+// BiasAddGrad it replaces.
+class ReferenceConvMaxPoolGradKernel : public Kernel {
+ public:
+  explicit ReferenceConvMaxPoolGradKernel(const KernelSpec& spec)
+      : pool_node_(spec.node), filter_node_(spec.node), bias_node_(spec.node) {
+    const Attrs& a = spec.node.attrs;
+    pool_node_.op = op_names::kMaxPoolGradWindowArgmax;
+    pool_node_.attrs = Attrs{{"ksize", a.all().at("pool_ksize")},
+                             {"strides", a.all().at("pool_strides")},
+                             {"padding", a.all().at("pool_padding")},
+                             {"pads", a.all().at("pool_pads")}};
+    filter_node_.op = op_names::kConv2DBackpropFilter;
+    filter_node_.attrs = base_attrs(a, op_names::kConv2DBackpropFilter);
+    bias_node_.op = op_names::kBiasAddGrad;
+    bias_node_.attrs = {};
+  }
+
+  void compute(KernelContext& ctx) override {
+    const Shape& x = ctx.inputs[0].shape();
+    const Shape& w = filter_node_.attrs.get_ints("filter_shape");
+    const Window2D g = conv_window(filter_node_.attrs, x, w);
+    const Shape y{x[0], g.h.out, g.w.out, w[3]};
+    pool_node_.attrs.set("input_shape", y);
+    Tensor dx(DType::f32, y);
+    run(pool_node_, {ctx.inputs[1], ctx.inputs[2]}, {dx}, ctx);
+    run(filter_node_, {ctx.inputs[0], dx}, {ctx.outputs[0]}, ctx);
+    run(bias_node_, {dx}, {ctx.outputs[1]}, ctx);
+  }
+
+ private:
+  static void run(const Node& node, std::vector<Tensor> inputs, std::vector<Tensor> outputs,
+                  const KernelContext& ctx) {
+    std::vector<TensorType> types;
+    for (const Tensor& t : inputs) types.push_back(TensorType{t.dtype(), t.shape()});
+    const KernelSpec spec{node, types};
+    KernelContext c{node, std::move(inputs), std::move(outputs), ctx.training, ctx.rng};
+    KernelRegistry::global().select(spec, "reference").create(spec)->compute(c);
+  }
+
+  Node pool_node_, filter_node_, bias_node_;
+};
+
 }  // namespace
 
 void register_fused_kernels(KernelRegistry& registry) {
+  KernelDef conv_max_pool_grad;
+  conv_max_pool_grad.op = op_names::kFusedConv2DMaxPoolGrad;
+  conv_max_pool_grad.impl = "reference";
+  conv_max_pool_grad.create = [](const KernelSpec& spec) -> std::unique_ptr<Kernel> {
+    return std::make_unique<ReferenceConvMaxPoolGradKernel>(spec);
+  };
+  registry.add(std::move(conv_max_pool_grad));
   KernelDef conv_max_pool;
   conv_max_pool.op = op_names::kFusedConv2DMaxPool;
   conv_max_pool.impl = "reference";

@@ -5,6 +5,8 @@
 // connection, or the partial sum of a conv whose input channels were split (execution passes).
 // FusedBatchMatMul (ops/execution_ops.h) is a BatchMatMul and its bias, and FusedAddN an AddN
 // and its activation, made by the execution passes alone.
+#include <algorithm>
+
 #include "graph/op_registry.h"
 #include "ops/conv_geometry.h"
 #include "ops/execution_ops.h"
@@ -61,6 +63,33 @@ std::vector<TensorType> infer_conv_max_pool(const InferContext& ctx) {
   return {TensorType{DType::f32, pooled}, TensorType{DType::u8, pooled}};
 }
 
+// The filter and bias gradients of FusedConv2DMaxPool from x, the gradient of its pooled output
+// and its argmaxes: [filter_shape] and [filter_shape[3]].
+std::vector<TensorType> infer_conv_max_pool_grad(const InferContext& ctx) {
+  ctx.expect_dtype(0, DType::f32, "x");
+  ctx.expect_dtype(1, DType::f32, "dy");
+  ctx.expect_dtype(2, DType::u8, "argmax");
+  ctx.expect_rank(0, 4, "x");
+  const Shape w = ctx.attrs().get_ints("filter_shape");
+  if (w.size() != 4 || std::any_of(w.begin(), w.end(), [](int64_t d) { return d < 0; }))
+    ctx.fail("filter_shape {} must be 4 dimensions, none negative", shape_str(w));
+  const OpDef& conv = OpRegistry::global().get(op_names::kConv2D, "node '" + ctx.node().name + "'");
+  const std::vector<TensorType> x_and_w = {ctx.input(0), TensorType{DType::f32, w}};
+  const Shape y = conv.infer(InferContext(ctx.node(), x_and_w))[0].shape;
+  Window2D g;
+  const std::string err = prefixed_pool_window(ctx.attrs(), y, &g);
+  if (!err.empty()) ctx.fail("pooling the conv's output {}: {}", shape_str(y), err);
+  if (!windows_tile(g.h) || !windows_tile(g.w))
+    ctx.fail("the {}x{} pool of the conv's output {} must tile it", g.h.k, g.w.k, shape_str(y));
+  const Shape pooled{y[0], g.h.out, g.w.out, y[3]};
+  if (ctx.shape(1) != pooled)
+    ctx.fail("dy {} does not match the pooled conv output {}", shape_str(ctx.shape(1)),
+             shape_str(pooled));
+  if (ctx.shape(2) != pooled)
+    ctx.fail("argmax {} does not match dy {}", shape_str(ctx.shape(2)), shape_str(pooled));
+  return {TensorType{DType::f32, w}, TensorType{DType::f32, {w[3]}}};
+}
+
 }  // namespace
 
 void register_fused_ops(OpRegistry& r) {
@@ -95,6 +124,18 @@ void register_fused_ops(OpRegistry& r) {
               .attrs = std::move(conv_pool),
               .infer = infer_conv_max_pool,
               .weights = conv.weights});
+  // Its filter and bias gradients, with the MaxPoolGradWindowArgmax before them, in one pass
+  // per image (transforms/training_passes.h; no gradient of its own).
+  std::vector<AttrSpec> conv_pool_grad = conv.attrs;
+  conv_pool_grad.insert(conv_pool_grad.end(), {{"filter_shape", AttrKind::Ints, std::nullopt},
+                                               {"pool_ksize", AttrKind::Ints, std::nullopt},
+                                               {"pool_strides", AttrKind::Ints, std::nullopt},
+                                               {"pool_padding", AttrKind::String, std::nullopt},
+                                               {"pool_pads", AttrKind::Ints, std::nullopt}});
+  r.add(OpDef{.name = op_names::kFusedConv2DMaxPoolGrad,
+              .inputs = {"x", "dy", "argmax"},
+              .attrs = std::move(conv_pool_grad),
+              .infer = infer_conv_max_pool_grad});
   r.add(OpDef{.name = op_names::kFusedMatMul,
               .inputs = {"a", "b", "bias"},
               .attrs = with_activation(matmul.attrs),

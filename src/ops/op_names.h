@@ -136,6 +136,7 @@ inline constexpr char kConvTranspose2D[] = "ConvTranspose2D";
 inline constexpr char kFusedConv2D[] = "FusedConv2D";
 inline constexpr char kFusedConv2DAdd[] = "FusedConv2DAdd";
 inline constexpr char kFusedConv2DMaxPool[] = "FusedConv2DMaxPool";
+inline constexpr char kFusedConv2DMaxPoolGrad[] = "FusedConv2DMaxPoolGrad";
 inline constexpr char kFusedMatMul[] = "FusedMatMul";
 
 // quantized_ops.cc

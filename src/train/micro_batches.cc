@@ -48,12 +48,14 @@ std::vector<bool> summed_over_the_batch(const StepGraph& step) {
   for (const Output& grad : step.grads) ++grads_of_node[grad.node];
   for (const Output& grad : step.grads) {
     const Node& node = part.node(grad.node);
-    const bool sums_rows = node.op == op_names::kMatMul ||
-                           node.op == op_names::kConv2DBackpropFilter ||
-                           node.op == op_names::kBiasAddGrad;
-    if (!sums_rows || grad.node < step.first_backward || grad.index != 0 ||
-        node.outputs.size() != 1 || readers[static_cast<size_t>(grad.node)] != 0 ||
-        grads_of_node[grad.node] != 1 || part.type(grad).shape != grown.type(grad).shape)
+    // FusedConv2DMaxPoolGrad gives two such gradients, a filter's and a bias's.
+    const bool sums_rows =
+        node.op == op_names::kMatMul || node.op == op_names::kConv2DBackpropFilter ||
+        node.op == op_names::kBiasAddGrad || node.op == op_names::kFusedConv2DMaxPoolGrad;
+    if (!sums_rows || grad.node < step.first_backward ||
+        readers[static_cast<size_t>(grad.node)] != 0 ||
+        grads_of_node[grad.node] != static_cast<int>(node.outputs.size()) ||
+        part.type(grad).shape != grown.type(grad).shape)
       continue;
     bool rows_in = true;
     for (const Output& in : node.inputs) rows_in = rows_in && batch_major(in);
@@ -133,7 +135,11 @@ MicroBatchGraph micro_batch_graph(const StepGraph& step, int64_t micro_batches) 
         sums[i] = grad;
         continue;
       }
-      const std::string& grad_name = part.node(step.grads[i].node).name;
+      // A node may give two gradients (FusedConv2DMaxPoolGrad: a filter's and a bias's).
+      const std::string& node_name = part.node(step.grads[i].node).name;
+      const std::string grad_name = step.grads[i].index == 0
+                                        ? node_name
+                                        : fmt::format("{}:{}", node_name, step.grads[i].index);
       sums[i] = ops::add(g, sums[i], grad, fmt::format("{}/acc/mb{}", grad_name, k));
       g.mutable_node(sums[i].node).colocate_with = g.node(grad.node).name;
     }
@@ -151,16 +157,21 @@ MicroBatchGraph micro_batch_graph(const StepGraph& step, int64_t micro_batches) 
     g.mutable_node(it->second.node).colocate_with = name_in(0, o.node);
     return it->second;
   };
+  std::map<int, int> once_copy;  // by node of the step's graph
   for (size_t i = 0; i < step.grads.size(); ++i) {
     const int id = step.grads[i].node;
     if (!once[static_cast<size_t>(id)]) continue;
-    const Node& node = part.node(id);
-    std::vector<Output> inputs;
-    for (const Output& in : node.inputs) inputs.push_back(all_rows(in));
-    sums[i] = Output{g.add_node(node.op, std::move(inputs), node.attrs, node.name), 0};
-    Node& c = g.mutable_node(sums[i].node);
-    c.requested_device = node.requested_device;
-    if (!node.colocate_with.empty()) c.colocate_with = name_in(0, part.id_of(node.colocate_with));
+    auto [it, added] = once_copy.emplace(id, -1);
+    if (added) {
+      const Node& node = part.node(id);
+      std::vector<Output> inputs;
+      for (const Output& in : node.inputs) inputs.push_back(all_rows(in));
+      it->second = g.add_node(node.op, std::move(inputs), node.attrs, node.name);
+      Node& c = g.mutable_node(it->second);
+      c.requested_device = node.requested_device;
+      if (!node.colocate_with.empty()) c.colocate_with = name_in(0, part.id_of(node.colocate_with));
+    }
+    sums[i] = Output{it->second, step.grads[i].index};
   }
   out.grads = sums;
   for (int64_t k = 0; k < micro_batches; ++k) {

@@ -105,10 +105,15 @@ bool same_axis(const Window1D& a, const Window1D& b) {
          a.pad_before == b.pad_before && a.pad_after == b.pad_after && a.out == b.out;
 }
 
+// Whether a and b are asked to run in the same place: one is colocated with the other (a
+// gradient with its forward node) or both with a third, which placement holds to, or they make
+// the same requests.
 bool same_place(const Node& a, const Node& b) {
+  if (a.colocate_with == b.name || b.colocate_with == a.name ||
+      (!a.colocate_with.empty() && a.colocate_with == b.colocate_with))
+    return true;
   return a.requested_device == b.requested_device && a.device == b.device &&
-         (a.colocate_with.empty() || a.colocate_with == b.colocate_with ||
-          a.colocate_with == b.name);
+         a.colocate_with.empty();
 }
 
 }  // namespace
@@ -236,11 +241,81 @@ Graph fuse_single_channel_conv_into_max_pool(const Graph& graph, std::vector<Out
                     });
 }
 
+Graph fuse_single_channel_conv_grads_into_pool_grad(const Graph& graph,
+                                                    std::vector<Output>& outputs) {
+  const GraphUses uses = uses_keeping_every_node(graph, outputs);
+  struct Fusion {
+    int pool_grad, filter_grad, bias_grad;
+  };
+  // The pool's gradient stays for the readers the outputs do not need (a first conv's input
+  // gradient), which keep it from running.
+  const std::vector<bool> needed = needed_nodes(graph, outputs);
+  std::map<int, Fusion> at;  // the first of the filter and bias gradients -> its fusion
+  std::set<int> dropped;     // the other one
+  for (const Node& pool_grad : graph.nodes()) {
+    if (pool_grad.op != op_names::kMaxPoolGradWindowArgmax || uses.is_graph_output(pool_grad.id))
+      continue;
+    const Node& conv = graph.node(pool_grad.inputs[1].node);
+    if (conv.op != op_names::kFusedConv2DMaxPool || pool_grad.inputs[1].index != 1) continue;
+    // Read by exactly the conv's filter gradient (of the same x) and its bias gradient.
+    int filter_grad = -1, bias_grad = -1;
+    for (const auto& [reader, input] : uses.readers(pool_grad.id)) {
+      if (!needed[static_cast<size_t>(reader)]) continue;
+      const Node& r = graph.node(reader);
+      if (r.op == op_names::kConv2DBackpropFilter && input == 1 && r.inputs[0] == conv.inputs[0] &&
+          filter_grad < 0)
+        filter_grad = reader;
+      else if (r.op == op_names::kBiasAddGrad && bias_grad < 0)
+        bias_grad = reader;
+      else
+        filter_grad = bias_grad = -2;
+    }
+    if (filter_grad < 0 || bias_grad < 0) continue;
+    const Node& fg = graph.node(filter_grad);
+    const Node& bg = graph.node(bias_grad);
+    const Shape& x = graph.type(conv.inputs[0]).shape;
+    const Shape& w = graph.type(conv.inputs[1]).shape;
+    if (fg.attrs.get_ints("filter_shape") != w || !same_place(fg, pool_grad) ||
+        !same_place(bg, pool_grad) || graph.type(conv.inputs[0]).dtype != DType::f32)
+      continue;
+    const Window2D g = conv_window(conv.attrs, x, w), fg_g = conv_window(fg.attrs, x, w);
+    if (!same_axis(g.h, fg_g.h) || !same_axis(g.w, fg_g.w) || fg.attrs.get_int("groups") != 1)
+      continue;
+    at[std::min(filter_grad, bias_grad)] = Fusion{pool_grad.id, filter_grad, bias_grad};
+    dropped.insert(std::max(filter_grad, bias_grad));
+  }
+  Rewriter rw(graph);
+  rw.copy_needed(uses, [&](const Node& node) {
+    if (dropped.count(node.id)) return true;
+    auto f = at.find(node.id);
+    if (f == at.end()) {
+      copy_whole(rw, node, node.attrs, node.op, node.name, rw.mapped(node.inputs), node, {});
+      return true;
+    }
+    // Every input is older than the pool's gradient, which both gradients read.
+    const Node& pool_grad = graph.node(f->second.pool_grad);
+    const Node& filter_grad = graph.node(f->second.filter_grad);
+    const Node& conv = graph.node(pool_grad.inputs[1].node);
+    Attrs attrs = filter_grad.attrs;
+    for (const char* name : {"pool_ksize", "pool_strides", "pool_padding", "pool_pads"})
+      attrs.set(name, conv.attrs.all().at(name));
+    copy_whole(
+        rw, filter_grad, std::move(attrs), op_names::kFusedConv2DMaxPoolGrad, filter_grad.name,
+        {rw.map(filter_grad.inputs[0]), rw.map(pool_grad.inputs[0]), rw.map(pool_grad.inputs[1])},
+        filter_grad, {});
+    const int fused = rw.map({filter_grad.id, 0}).node;
+    rw.set({f->second.bias_grad, 0}, {fused, 1});
+    return true;
+  });
+  return rw.finish(outputs);
+}
+
 Graph rewrite_training_graph(const Graph& graph, std::vector<Output>& outputs) {
   Graph pooled = route_max_pool_grads_by_window_argmax(
       fold_relu_grad_into_max_pool_grad(graph, outputs), outputs);
   Graph fused = fold_bias_into_conv(fold_relu_into_bias_add(pooled, outputs), outputs);
-  return fuse_single_channel_conv_into_max_pool(fused, outputs);
+  Graph pooled_conv = fuse_single_channel_conv_into_max_pool(fused, outputs);
+  return fuse_single_channel_conv_grads_into_pool_grad(pooled_conv, outputs);
 }
 
 }  // namespace sf

@@ -27,6 +27,13 @@
 //                      same place: pooled image by image while the conv's output is in the
 //                      cache, that output (the step's largest activation, which the gradients
 //                      no longer read) is never written to memory
+//   fuse_single_channel_conv_grads_into_pool_grad  the MaxPoolGradWindowArgmax of a
+//                      FusedConv2DMaxPool's argmaxes, read only by the conv's filter gradient
+//                      and its bias gradient, becomes with them one FusedConv2DMaxPoolGrad
+//                      (outputs: the filter's and the bias's gradients), named as the filter
+//                      gradient, when all three are asked to run in the same place: the conv
+//                      output's gradient is routed image by image into the cache, where both
+//                      sums read it, instead of through memory
 #pragma once
 
 #include <vector>
@@ -40,6 +47,8 @@ Graph route_max_pool_grads_by_window_argmax(const Graph& graph, std::vector<Outp
 Graph fold_relu_into_bias_add(const Graph& graph, std::vector<Output>& outputs);
 Graph fold_bias_into_conv(const Graph& graph, std::vector<Output>& outputs);
 Graph fuse_single_channel_conv_into_max_pool(const Graph& graph, std::vector<Output>& outputs);
+Graph fuse_single_channel_conv_grads_into_pool_grad(const Graph& graph,
+                                                    std::vector<Output>& outputs);
 
 // All of the above, in order.
 Graph rewrite_training_graph(const Graph& graph, std::vector<Output>& outputs);

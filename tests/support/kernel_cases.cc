@@ -257,10 +257,10 @@ std::vector<KernelCase> float_pool_cases(const std::string& op) {
   return cases;
 }
 
-// FusedConv2DMaxPool: single-channel images, as the training pass fuses them, convolved then
-// pooled by tiling windows, with and without relu routing; and a 3-channel image, which only the
-// reference takes.
-std::vector<KernelCase> conv_max_pool_cases() {
+// FusedConv2DMaxPool (or with `grad` FusedConv2DMaxPoolGrad): single-channel images, as the
+// training passes fuse them, convolved then pooled by tiling windows, with and without relu
+// routing; and a 3-channel image, which only the reference takes.
+std::vector<KernelCase> conv_max_pool_cases(bool grad) {
   struct Geometry {
     const char* name;
     Shape x, w;
@@ -283,12 +283,22 @@ std::vector<KernelCase> conv_max_pool_cases() {
   };
   std::vector<KernelCase> cases;
   for (const Geometry& c : geometries) {
-    KernelCase k{c.name, {f32(c.x), f32(c.w), f32({c.w[3]})}, ops::conv2d_attrs(c.conv)};
-    k.attrs.set("activation", std::string(c.activation));
+    KernelCase k{c.name, {}, ops::conv2d_attrs(c.conv)};
+    const Shape y = output_shape("Conv2D", {f32(c.x), f32(c.w)}, k.attrs);
     const Attrs pool = ops::pool2d_attrs(c.pool);
     for (const char* name : {"ksize", "strides", "padding", "pads"})
       k.attrs.set(std::string("pool_") + name, pool.all().at(name));
-    k.attrs.set("relu", c.relu);
+    if (grad) {
+      // Any position of the window, or one past the last; positions in padding route nothing.
+      const Shape pooled = output_shape("MaxPool", {f32(y)}, pool);
+      k.inputs = {f32(c.x), f32(pooled),
+                  u8(pooled, 0, static_cast<double>(c.pool.ksize[0] * c.pool.ksize[1]))};
+      k.attrs.set("filter_shape", c.w);
+    } else {
+      k.inputs = {f32(c.x), f32(c.w), f32({c.w[3]})};
+      k.attrs.set("activation", std::string(c.activation));
+      k.attrs.set("relu", c.relu);
+    }
     cases.push_back(std::move(k));
   }
   return cases;
@@ -731,7 +741,8 @@ std::map<std::string, ShapeSet> build_shape_sets() {
   sets["MaxPool"] = {float_pool_cases("MaxPool"), exact};
   sets["MaxPoolWindowArgmax"] = {float_pool_cases("MaxPoolWindowArgmax"), exact};
   sets["MaxPoolGradWindowArgmax"] = {float_pool_cases("MaxPoolGradWindowArgmax"), exact};
-  sets["FusedConv2DMaxPool"] = {conv_max_pool_cases(), close};
+  sets["FusedConv2DMaxPool"] = {conv_max_pool_cases(false), close};
+  sets["FusedConv2DMaxPoolGrad"] = {conv_max_pool_cases(true), close};
   for (const char* op : {"MaxPoolGrad", "AvgPool", "AvgPoolGrad"})
     sets[op] = {float_pool_cases(op), close};
   sets["GlobalAvgPool"] = {global_avg_pool_cases(), close};
