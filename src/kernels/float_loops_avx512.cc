@@ -43,32 +43,53 @@ __attribute__((target("avx512f"))) inline void window_max(const float* image, in
   for (int v = 0; v < kVectors; ++v) store16(y + c + 16 * v, m[v], acc[v]);
 }
 
+// The columns of one output window along a row: where it starts (negative in padding) and the
+// input columns [begin, end) it covers.
+struct WindowColumns {
+  int64_t first, begin, end;
+};
+
+// Calls visit(std::integral_constant<int, V>{}, ox, c, columns) for each window ox of an output
+// row and each run of V <= 4 channel vectors from channel c: the window kernels keep their V
+// vectors side by side in registers.
+template <typename Visit>
+__attribute__((target("avx512f"))) inline void for_each_window_run(const Window2D& g,
+                                                                   int64_t channels,
+                                                                   Visit&& visit) {
+  for (int64_t ox = 0; ox < g.w.out; ++ox) {
+    const int64_t c0 = ox * g.w.stride - g.w.pad_before;
+    const WindowColumns columns{c0, std::max<int64_t>(c0, 0), std::min(c0 + g.w.k, g.w.in)};
+    for (int64_t c = 0; c < channels; c += 64) {
+      switch (std::min<int64_t>(4, (channels - c + 15) / 16)) {
+        case 4:
+          visit(std::integral_constant<int, 4>{}, ox, c, columns);
+          break;
+        case 3:
+          visit(std::integral_constant<int, 3>{}, ox, c, columns);
+          break;
+        case 2:
+          visit(std::integral_constant<int, 2>{}, ox, c, columns);
+          break;
+        default:
+          visit(std::integral_constant<int, 1>{}, ox, c, columns);
+      }
+    }
+  }
+}
+
 }  // namespace
 
 __attribute__((target("avx512f"))) void max_pool_row_avx512(const float* image, int64_t channels,
                                                             const Window2D& g, int64_t r_begin,
                                                             int64_t r_end, float* y_row) {
   const int64_t row_floats = g.w.in * channels;
-  for (int64_t ox = 0; ox < g.w.out; ++ox) {
-    const int64_t c0 = ox * g.w.stride - g.w.pad_before;
-    const int64_t c_begin = std::max<int64_t>(c0, 0), c_end = std::min(c0 + g.w.k, g.w.in);
-    float* y = y_row + ox * channels;
-    for (int64_t c = 0; c < channels; c += 64) {
-      switch (std::min<int64_t>(4, (channels - c + 15) / 16)) {
-        case 4:
-          window_max<4>(image, row_floats, channels, c, r_begin, r_end, c_begin, c_end, y);
-          break;
-        case 3:
-          window_max<3>(image, row_floats, channels, c, r_begin, r_end, c_begin, c_end, y);
-          break;
-        case 2:
-          window_max<2>(image, row_floats, channels, c, r_begin, r_end, c_begin, c_end, y);
-          break;
-        default:
-          window_max<1>(image, row_floats, channels, c, r_begin, r_end, c_begin, c_end, y);
-      }
-    }
-  }
+  for_each_window_run(
+      g, channels,
+      [&](auto vectors, int64_t ox, int64_t c, const WindowColumns& w)
+          __attribute__((target("avx512f"))) {
+            window_max<decltype(vectors)::value>(image, row_floats, channels, c, r_begin, r_end,
+                                                 w.begin, w.end, y_row + ox * channels);
+          });
 }
 
 namespace {
@@ -112,31 +133,14 @@ __attribute__((target("avx512f"))) void max_pool_grad_row_avx512(
     const float* x_image, const float* y_row, const float* dy_row, int64_t channels,
     const Window2D& g, int64_t r_begin, int64_t r_end, bool relu, float* dx_image) {
   const int64_t row_floats = g.w.in * channels;
-  for (int64_t ox = 0; ox < g.w.out; ++ox) {
-    const int64_t c0 = ox * g.w.stride - g.w.pad_before;
-    const int64_t c_begin = std::max<int64_t>(c0, 0), c_end = std::min(c0 + g.w.k, g.w.in);
-    const float* y = y_row + ox * channels;
-    const float* dy = dy_row + ox * channels;
-    for (int64_t c = 0; c < channels; c += 64) {
-      switch (std::min<int64_t>(4, (channels - c + 15) / 16)) {
-        case 4:
-          window_route<4>(x_image, dx_image, row_floats, channels, c, r_begin, r_end, c_begin,
-                          c_end, y, dy, relu);
-          break;
-        case 3:
-          window_route<3>(x_image, dx_image, row_floats, channels, c, r_begin, r_end, c_begin,
-                          c_end, y, dy, relu);
-          break;
-        case 2:
-          window_route<2>(x_image, dx_image, row_floats, channels, c, r_begin, r_end, c_begin,
-                          c_end, y, dy, relu);
-          break;
-        default:
-          window_route<1>(x_image, dx_image, row_floats, channels, c, r_begin, r_end, c_begin,
-                          c_end, y, dy, relu);
-      }
-    }
-  }
+  for_each_window_run(
+      g, channels,
+      [&](auto vectors, int64_t ox, int64_t c, const WindowColumns& w)
+          __attribute__((target("avx512f"))) {
+            window_route<decltype(vectors)::value>(
+                x_image, dx_image, row_floats, channels, c, r_begin, r_end, w.begin, w.end,
+                y_row + ox * channels, dy_row + ox * channels, relu);
+          });
 }
 
 namespace {
@@ -258,31 +262,14 @@ __attribute__((target("avx512f"))) void max_pool_window_argmax_row_avx512(
     uint8_t* argmax_row) {
   const int64_t row_floats = g.w.in * channels;
   const int64_t r_begin = std::max<int64_t>(r0, 0), r_end = std::min(r0 + g.h.k, g.h.in);
-  for (int64_t ox = 0; ox < g.w.out; ++ox) {
-    const int64_t c0 = ox * g.w.stride - g.w.pad_before;
-    const int64_t c_begin = std::max<int64_t>(c0, 0), c_end = std::min(c0 + g.w.k, g.w.in);
-    float* y = y_row + ox * channels;
-    uint8_t* argmax = argmax_row + ox * channels;
-    for (int64_t c = 0; c < channels; c += 64) {
-      switch (std::min<int64_t>(4, (channels - c + 15) / 16)) {
-        case 4:
-          window_argmax<4>(image, row_floats, channels, c, r0, r_begin, r_end, c0, c_begin, c_end,
-                           g.w.k, relu, y, argmax);
-          break;
-        case 3:
-          window_argmax<3>(image, row_floats, channels, c, r0, r_begin, r_end, c0, c_begin, c_end,
-                           g.w.k, relu, y, argmax);
-          break;
-        case 2:
-          window_argmax<2>(image, row_floats, channels, c, r0, r_begin, r_end, c0, c_begin, c_end,
-                           g.w.k, relu, y, argmax);
-          break;
-        default:
-          window_argmax<1>(image, row_floats, channels, c, r0, r_begin, r_end, c0, c_begin, c_end,
-                           g.w.k, relu, y, argmax);
-      }
-    }
-  }
+  for_each_window_run(
+      g, channels,
+      [&](auto vectors, int64_t ox, int64_t c, const WindowColumns& w)
+          __attribute__((target("avx512f"))) {
+            window_argmax<decltype(vectors)::value>(
+                image, row_floats, channels, c, r0, r_begin, r_end, w.first, w.begin, w.end, g.w.k,
+                relu, y_row + ox * channels, argmax_row + ox * channels);
+          });
 }
 
 __attribute__((target("avx512f"))) void max_pool_grad_window_argmax_row_avx512(
@@ -290,31 +277,14 @@ __attribute__((target("avx512f"))) void max_pool_grad_window_argmax_row_avx512(
     float* dx_image) {
   const int64_t row_floats = g.w.in * channels;
   const int64_t r_begin = std::max<int64_t>(r0, 0), r_end = std::min(r0 + g.h.k, g.h.in);
-  for (int64_t ox = 0; ox < g.w.out; ++ox) {
-    const int64_t c0 = ox * g.w.stride - g.w.pad_before;
-    const int64_t c_begin = std::max<int64_t>(c0, 0), c_end = std::min(c0 + g.w.k, g.w.in);
-    const float* dy = dy_row + ox * channels;
-    const uint8_t* argmax = argmax_row + ox * channels;
-    for (int64_t c = 0; c < channels; c += 64) {
-      switch (std::min<int64_t>(4, (channels - c + 15) / 16)) {
-        case 4:
-          window_scatter<4>(dx_image, row_floats, channels, c, r0, r_begin, r_end, c0, c_begin,
-                            c_end, g.w.k, dy, argmax);
-          break;
-        case 3:
-          window_scatter<3>(dx_image, row_floats, channels, c, r0, r_begin, r_end, c0, c_begin,
-                            c_end, g.w.k, dy, argmax);
-          break;
-        case 2:
-          window_scatter<2>(dx_image, row_floats, channels, c, r0, r_begin, r_end, c0, c_begin,
-                            c_end, g.w.k, dy, argmax);
-          break;
-        default:
-          window_scatter<1>(dx_image, row_floats, channels, c, r0, r_begin, r_end, c0, c_begin,
-                            c_end, g.w.k, dy, argmax);
-      }
-    }
-  }
+  for_each_window_run(
+      g, channels,
+      [&](auto vectors, int64_t ox, int64_t c, const WindowColumns& w)
+          __attribute__((target("avx512f"))) {
+            window_scatter<decltype(vectors)::value>(
+                dx_image, row_floats, channels, c, r0, r_begin, r_end, w.first, w.begin, w.end,
+                g.w.k, dy_row + ox * channels, argmax_row + ox * channels);
+          });
 }
 
 __attribute__((target("avx512f"))) void route_to_first_max_avx512(
