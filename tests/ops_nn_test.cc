@@ -7,6 +7,7 @@
 #include <random>
 
 #include "graph/graph.h"
+#include "ops/conv_geometry.h"
 #include "ops/op_names.h"
 #include "ops/ops.h"
 #include "runtime/session.h"
@@ -156,12 +157,18 @@ TEST(OpsNnShapes, WindowArgmaxErrors) {
                     ops::pool2d_attrs({.ksize = {16, 16}, .strides = {1, 1}}), "p");
             }),
             "node 'p' (MaxPoolWindowArgmax): a 16x16 window has more than 255 positions");
+  EXPECT_EQ(
+      error_of([](Graph& g) {
+        g.add(op_names::kMaxPoolWindowArgmax, {ops::placeholder(g, DType::f32, {1, 4, 4, 1})},
+              ops::pool2d_attrs({.ksize = {2, 2}, .strides = {0, 1}}), "p");
+      }),
+      "node 'p' (MaxPoolWindowArgmax): x [1,4,4,1]: strides must be 2 positive ints, got [0,1]");
   auto conv_pool = [](ops::PoolOptions pool) {
     return error_of([&](Graph& g) {
       Attrs a = ops::conv2d_attrs({.padding = "SAME"});
       const Attrs p = ops::pool2d_attrs(pool);
-      for (const char* name : {"ksize", "strides", "padding", "pads"})
-        a.set(std::string("pool_") + name, p.all().at(name));
+      for (const char* name : kPoolWindowAttrNames)
+        a.set(prefixed_pool_attr(name), p.all().at(name));
       g.add(op_names::kFusedConv2DMaxPool,
             {ops::placeholder(g, DType::f32, {1, 7, 7, 1}),
              ops::placeholder(g, DType::f32, {3, 3, 1, 4}), ops::placeholder(g, DType::f32, {4})},
@@ -173,8 +180,8 @@ TEST(OpsNnShapes, WindowArgmaxErrors) {
     return error_of([&](Graph& g) {
       Attrs a = ops::conv2d_attrs({.padding = "SAME"});
       const Attrs p = ops::pool2d_attrs({});
-      for (const char* name : {"ksize", "strides", "padding", "pads"})
-        a.set(std::string("pool_") + name, p.all().at(name));
+      for (const char* name : kPoolWindowAttrNames)
+        a.set(prefixed_pool_attr(name), p.all().at(name));
       a.set("filter_shape", Shape{3, 3, 1, 4});
       g.add(op_names::kFusedConv2DMaxPoolGrad,
             {ops::placeholder(g, DType::f32, {1, 8, 8, 1}), ops::placeholder(g, DType::f32, dy),
@@ -189,6 +196,9 @@ TEST(OpsNnShapes, WindowArgmaxErrors) {
   EXPECT_EQ(conv_pool({}),
             "node 'c' (FusedConv2DMaxPool): the 2x2 pool of the conv's output [1,7,7,4] must tile "
             "it, in at most 255 positions a window");
+  EXPECT_EQ(conv_pool({.padding = "EXPLICIT", .pads = {2, 0, 0, 0}}),
+            "node 'c' (FusedConv2DMaxPool): pooling the conv's output [1,7,7,4]: pads [2,0,0,0] "
+            "must be smaller than ksize [2,2]");
 }
 
 TEST(OpsNnShapes, BackpropOpsFollowTheBatchSize) {

@@ -298,10 +298,6 @@ void pad_image(const float* x, int64_t b, const Window2D& g, std::vector<float>&
                 padded.data() + (r + g.h.pad_before) * cols + g.w.pad_before);
 }
 
-}  // namespace
-
-namespace {
-
 // One padded image's conv_single_channel_f32 into image_y [g.h.out, g.w.out, outputs].
 void conv_single_channel_image(const float* padded, int64_t cols, const float* w, const float* bias,
                                int64_t outputs, const Window2D& g, Activation activation,

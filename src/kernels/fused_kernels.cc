@@ -103,11 +103,8 @@ class ReferenceConvMaxPoolKernel : public Kernel {
     conv_node_.outputs = {activations_};
     pool_node_.op = op_names::kMaxPoolWindowArgmax;
     const Attrs& a = spec.node.attrs;
-    pool_node_.attrs = Attrs{{"ksize", a.all().at("pool_ksize")},
-                             {"strides", a.all().at("pool_strides")},
-                             {"padding", a.all().at("pool_padding")},
-                             {"pads", a.all().at("pool_pads")},
-                             {"relu", a.all().at("relu")}};
+    pool_node_.attrs = unprefixed_pool_attrs(a);
+    pool_node_.attrs.set("relu", a.all().at("relu"));
     const KernelSpec conv_spec{conv_node_, spec.inputs, spec.constant_inputs};
     conv_ = KernelRegistry::global().select(conv_spec, "reference").create(conv_spec);
     const KernelSpec pool_spec{pool_node_, {activations_}};
@@ -139,10 +136,7 @@ class ReferenceConvMaxPoolGradKernel : public Kernel {
       : pool_node_(spec.node), filter_node_(spec.node), bias_node_(spec.node) {
     const Attrs& a = spec.node.attrs;
     pool_node_.op = op_names::kMaxPoolGradWindowArgmax;
-    pool_node_.attrs = Attrs{{"ksize", a.all().at("pool_ksize")},
-                             {"strides", a.all().at("pool_strides")},
-                             {"padding", a.all().at("pool_padding")},
-                             {"pads", a.all().at("pool_pads")}};
+    pool_node_.attrs = unprefixed_pool_attrs(a);
     filter_node_.op = op_names::kConv2DBackpropFilter;
     filter_node_.attrs = base_attrs(a, op_names::kConv2DBackpropFilter);
     bias_node_.op = op_names::kBiasAddGrad;

@@ -154,18 +154,36 @@ inline Window2D pool_window(const Attrs& attrs, const Shape& x) {
   return window_2d_checked(x[1], x[2], a.window[0], a.window[1], a);
 }
 
-// The pooling geometry of an op that pools its own output (FusedConv2DMaxPool), whose pooling
-// attributes carry a "pool_" prefix beside the conv's: pool_ksize, pool_strides, pool_padding,
-// pool_pads. An empty string, or what is wrong.
+// Every window must overlap the input, so no pooled output is made of padding alone. An empty
+// string, or what is wrong.
+inline std::string pool_pads_inside_windows(const Window2D& g) {
+  if (g.h.pad_before < g.h.k && g.h.pad_after < g.h.k && g.w.pad_before < g.w.k &&
+      g.w.pad_after < g.w.k)
+    return "";
+  return fmt::format("pads [{},{},{},{}] must be smaller than ksize [{},{}]", g.h.pad_before,
+                     g.h.pad_after, g.w.pad_before, g.w.pad_after, g.h.k, g.w.k);
+}
+
+// An op that pools its own output (FusedConv2DMaxPool and its gradient) carries its pool's
+// window attributes beside the conv's, each named with the prefix "pool_": pool_ksize,
+// pool_strides, pool_padding, pool_pads.
+inline constexpr const char* kPoolWindowAttrNames[] = {"ksize", "strides", "padding", "pads"};
+inline std::string prefixed_pool_attr(const char* name) { return std::string("pool_") + name; }
+
+// The pool's own attributes (ksize, strides, padding, pads) from such an op's.
+inline Attrs unprefixed_pool_attrs(const Attrs& attrs) {
+  Attrs pool;
+  for (const char* name : kPoolWindowAttrNames)
+    pool.set(name, attrs.all().at(prefixed_pool_attr(name)));
+  return pool;
+}
+
+// The pooling geometry of such an op. An empty string, or what is wrong.
 inline std::string prefixed_pool_window(const Attrs& attrs, const Shape& x, Window2D* out) {
-  WindowAttrs a;
-  a.window = attrs.get_ints("pool_ksize");
-  a.strides = attrs.get_ints("pool_strides");
-  a.dilations = {1, 1};
-  a.padding = attrs.get_string("pool_padding");
-  a.pads = attrs.get_ints("pool_pads");
+  const WindowAttrs a = window_attrs(unprefixed_pool_attrs(attrs), "ksize");
   if (a.window.size() != 2) return "pool_ksize must have 2 entries";
-  return window_2d(x[1], x[2], a.window[0], a.window[1], a, out);
+  const std::string err = window_2d(x[1], x[2], a.window[0], a.window[1], a, out);
+  return err.empty() ? pool_pads_inside_windows(*out) : err;
 }
 
 // Whether the windows along an axis cover every input position exactly once (stride k, the

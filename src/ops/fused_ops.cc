@@ -46,11 +46,9 @@ InferFn fused_infer(const std::string& base_op) {
   };
 }
 
-// FusedConv2D's output, then pooled: its window must tile the conv's output (each activation
-// in one window) and have at most kNoWindowArgmax positions.
-std::vector<TensorType> infer_conv_max_pool(const InferContext& ctx) {
-  const std::vector<TensorType> conv = fused_infer(op_names::kConv2D)(ctx);
-  const Shape& y = conv[0].shape;
+// The pooled shape of a conv's output y by the node's pool_ attributes: the windows must tile y
+// (each activation in one window) and have at most kNoWindowArgmax positions.
+Shape pooled_conv_output(const InferContext& ctx, const Shape& y) {
   Window2D g;
   const std::string err = prefixed_pool_window(ctx.attrs(), y, &g);
   if (!err.empty()) ctx.fail("pooling the conv's output {}: {}", shape_str(y), err);
@@ -59,7 +57,12 @@ std::vector<TensorType> infer_conv_max_pool(const InferContext& ctx) {
         "the {}x{} pool of the conv's output {} must tile it, in at most {} positions a "
         "window",
         g.h.k, g.w.k, shape_str(y), int{kNoWindowArgmax});
-  const Shape pooled{y[0], g.h.out, g.w.out, y[3]};
+  return {y[0], g.h.out, g.w.out, y[3]};
+}
+
+// FusedConv2D's output, then pooled, and the pool's argmaxes.
+std::vector<TensorType> infer_conv_max_pool(const InferContext& ctx) {
+  const Shape pooled = pooled_conv_output(ctx, fused_infer(op_names::kConv2D)(ctx)[0].shape);
   return {TensorType{DType::f32, pooled}, TensorType{DType::u8, pooled}};
 }
 
@@ -75,19 +78,23 @@ std::vector<TensorType> infer_conv_max_pool_grad(const InferContext& ctx) {
     ctx.fail("filter_shape {} must be 4 dimensions, none negative", shape_str(w));
   const OpDef& conv = OpRegistry::global().get(op_names::kConv2D, "node '" + ctx.node().name + "'");
   const std::vector<TensorType> x_and_w = {ctx.input(0), TensorType{DType::f32, w}};
-  const Shape y = conv.infer(InferContext(ctx.node(), x_and_w))[0].shape;
-  Window2D g;
-  const std::string err = prefixed_pool_window(ctx.attrs(), y, &g);
-  if (!err.empty()) ctx.fail("pooling the conv's output {}: {}", shape_str(y), err);
-  if (!windows_tile(g.h) || !windows_tile(g.w))
-    ctx.fail("the {}x{} pool of the conv's output {} must tile it", g.h.k, g.w.k, shape_str(y));
-  const Shape pooled{y[0], g.h.out, g.w.out, y[3]};
+  const Shape pooled =
+      pooled_conv_output(ctx, conv.infer(InferContext(ctx.node(), x_and_w))[0].shape);
   if (ctx.shape(1) != pooled)
     ctx.fail("dy {} does not match the pooled conv output {}", shape_str(ctx.shape(1)),
              shape_str(pooled));
   if (ctx.shape(2) != pooled)
     ctx.fail("argmax {} does not match dy {}", shape_str(ctx.shape(2)), shape_str(pooled));
   return {TensorType{DType::f32, w}, TensorType{DType::f32, {w[3]}}};
+}
+
+// The pool_ attributes of an op that pools its own output (ops/conv_geometry.h).
+std::vector<AttrSpec> with_pool_window(std::vector<AttrSpec> attrs) {
+  attrs.push_back({prefixed_pool_attr("ksize"), AttrKind::Ints, std::nullopt});
+  attrs.push_back({prefixed_pool_attr("strides"), AttrKind::Ints, std::nullopt});
+  attrs.push_back({prefixed_pool_attr("padding"), AttrKind::String, std::nullopt});
+  attrs.push_back({prefixed_pool_attr("pads"), AttrKind::Ints, std::nullopt});
+  return attrs;
 }
 
 }  // namespace
@@ -113,12 +120,8 @@ void register_fused_ops(OpRegistry& r) {
               .flops = conv.flops});
   // A training graph's single-channel first conv and the MaxPoolWindowArgmax of its output
   // (transforms/training_passes.h), after their gradients (so it has none of its own).
-  std::vector<AttrSpec> conv_pool = with_activation(conv.attrs);
-  conv_pool.insert(conv_pool.end(), {{"pool_ksize", AttrKind::Ints, std::nullopt},
-                                     {"pool_strides", AttrKind::Ints, std::nullopt},
-                                     {"pool_padding", AttrKind::String, std::nullopt},
-                                     {"pool_pads", AttrKind::Ints, std::nullopt},
-                                     {"relu", AttrKind::Bool, AttrValue{false}}});
+  std::vector<AttrSpec> conv_pool = with_pool_window(with_activation(conv.attrs));
+  conv_pool.push_back({"relu", AttrKind::Bool, AttrValue{false}});
   r.add(OpDef{.name = op_names::kFusedConv2DMaxPool,
               .inputs = {"x", "filter", "bias"},
               .attrs = std::move(conv_pool),
@@ -127,11 +130,8 @@ void register_fused_ops(OpRegistry& r) {
   // Its filter and bias gradients, with the MaxPoolGradWindowArgmax before them, in one pass
   // per image (transforms/training_passes.h; no gradient of its own).
   std::vector<AttrSpec> conv_pool_grad = conv.attrs;
-  conv_pool_grad.insert(conv_pool_grad.end(), {{"filter_shape", AttrKind::Ints, std::nullopt},
-                                               {"pool_ksize", AttrKind::Ints, std::nullopt},
-                                               {"pool_strides", AttrKind::Ints, std::nullopt},
-                                               {"pool_padding", AttrKind::String, std::nullopt},
-                                               {"pool_pads", AttrKind::Ints, std::nullopt}});
+  conv_pool_grad.push_back({"filter_shape", AttrKind::Ints, std::nullopt});
+  conv_pool_grad = with_pool_window(std::move(conv_pool_grad));
   r.add(OpDef{.name = op_names::kFusedConv2DMaxPoolGrad,
               .inputs = {"x", "dy", "argmax"},
               .attrs = std::move(conv_pool_grad),

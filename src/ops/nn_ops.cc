@@ -87,11 +87,8 @@ Shape pool_output(const InferContext& ctx, const Shape& x) {
   Window2D g;
   std::string err = window_2d(x[1], x[2], a.window[0], a.window[1], a, &g);
   if (!err.empty()) ctx.fail("x {}: {}", shape_str(x), err);
-  // Every window must overlap the input, so no output is made of padding alone.
-  if (g.h.pad_before >= g.h.k || g.h.pad_after >= g.h.k || g.w.pad_before >= g.w.k ||
-      g.w.pad_after >= g.w.k)
-    ctx.fail("pads [{},{},{},{}] must be smaller than ksize {}", g.h.pad_before, g.h.pad_after,
-             g.w.pad_before, g.w.pad_after, shape_str(a.window));
+  err = pool_pads_inside_windows(g);
+  if (!err.empty()) ctx.fail("{}", err);
   return {x[0], g.h.out, g.w.out, x[3]};
 }
 
@@ -348,8 +345,8 @@ void expect_window_argmax_fits(const InferContext& ctx, const Shape& x) {
 std::vector<TensorType> infer_max_pool_window_argmax(const InferContext& ctx) {
   expect_f32(ctx);
   ctx.expect_rank(0, 4, "x");
-  expect_window_argmax_fits(ctx, ctx.shape(0));
   const Shape y = pool_output(ctx, ctx.shape(0));
+  expect_window_argmax_fits(ctx, ctx.shape(0));
   return {TensorType{DType::f32, y}, TensorType{DType::u8, y}};
 }
 

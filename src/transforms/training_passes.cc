@@ -233,8 +233,8 @@ Graph fuse_single_channel_conv_into_max_pool(const Graph& graph, std::vector<Out
                     [](Rewriter& rw, const Node& pool, const Node& conv,
                        const std::map<std::string, std::string>& renamed) {
                       Attrs attrs = conv.attrs;
-                      for (const char* name : {"ksize", "strides", "padding", "pads"})
-                        attrs.set(std::string("pool_") + name, pool.attrs.all().at(name));
+                      for (const char* name : kPoolWindowAttrNames)
+                        attrs.set(prefixed_pool_attr(name), pool.attrs.all().at(name));
                       attrs.set("relu", pool.attrs.get_bool("relu"));
                       copy_whole(rw, conv, std::move(attrs), op_names::kFusedConv2DMaxPool,
                                  conv.name, rw.mapped(conv.inputs), pool, renamed);
@@ -297,8 +297,8 @@ Graph fuse_single_channel_conv_grads_into_pool_grad(const Graph& graph,
     const Node& filter_grad = graph.node(f->second.filter_grad);
     const Node& conv = graph.node(pool_grad.inputs[1].node);
     Attrs attrs = filter_grad.attrs;
-    for (const char* name : {"pool_ksize", "pool_strides", "pool_padding", "pool_pads"})
-      attrs.set(name, conv.attrs.all().at(name));
+    for (const char* name : kPoolWindowAttrNames)
+      attrs.set(prefixed_pool_attr(name), conv.attrs.all().at(prefixed_pool_attr(name)));
     copy_whole(
         rw, filter_grad, std::move(attrs), op_names::kFusedConv2DMaxPoolGrad, filter_grad.name,
         {rw.map(filter_grad.inputs[0]), rw.map(pool_grad.inputs[0]), rw.map(pool_grad.inputs[1])},
