@@ -112,7 +112,9 @@ CpuReport describe_cpu() {
   if (r.amx)
     r.bf16 = "AMX tiles: bf16 and int8 products run on AMX (several times fp32's throughput)";
   else if (cpu.avx512_bf16)
-    r.bf16 = "no AMX: bf16 products use avx512_bf16 (vdpbf16ps), no faster than fp32 here";
+    r.bf16 =
+        "no AMX: bf16 products use avx512_bf16 (vdpbf16ps, at most twice fp32's rate); "
+        "--precision auto trains in fp32 here, --precision bf16 chooses bf16";
   else
     r.bf16 = "no bf16 instructions: bf16 would be emulated, slower than fp32";
   return r;
