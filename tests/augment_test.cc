@@ -125,5 +125,35 @@ TEST(AugmentTest, DeterministicUnderTheSeedAndExactAfterSeeking) {
   EXPECT_NE(batch_positions(data, options, 0, 0), batch_positions(data, other, 0, 0));
 }
 
+// Data sets of bytes (as IDX files load) give every reader the floats pixel / 255 gives, moved
+// about as float data sets are.
+TEST(AugmentTest, ByteImagesReadAsPixelOver255WithAndWithoutAugmentation) {
+  const int64_t n = 6;
+  Dataset floats = dots(n);
+  Dataset bytes = floats;
+  bytes.images = Tensor(DType::u8, {n, 8, 8, 1});
+  for (int64_t i = 0; i < bytes.images.numel(); ++i) {
+    const auto pixel = static_cast<uint8_t>((i * 37) % 256);
+    bytes.images.data<uint8_t>()[i] = pixel;
+    floats.images.data<float>()[i] = pixel / 255.0f;
+  }
+  for (const char* augment : {"none", "shift:2", "flip", "shift:3,flip"})
+    for (int64_t epoch = 0; epoch < 3; ++epoch) {
+      const BatchOptions options{
+          .batch_size = 4, .seed = 7, .augment = parse_augmentation(augment)};
+      BatchIterator from_floats(floats, options), from_bytes(bytes, options);
+      from_floats.seek(epoch, 0);
+      from_bytes.seek(epoch, 0);
+      Tensor a, b, la, lb;
+      while (from_floats.next(a, la)) {
+        ASSERT_TRUE(from_bytes.next(b, lb));
+        ASSERT_EQ(a.shape(), b.shape());
+        EXPECT_TRUE(std::equal(a.data<float>(), a.data<float>() + a.numel(), b.data<float>()))
+            << augment << ", epoch " << epoch;
+      }
+    }
+  EXPECT_EQ(example_image(bytes, 1).pixels, example_image(floats, 1).pixels);
+}
+
 }  // namespace
 }  // namespace sf

@@ -232,9 +232,14 @@ TEST(IoDatasetLoadTest, LoadsAFolderOfRawAndGzipFiles) {
   EXPECT_EQ(split.test.size(), 2);
   EXPECT_EQ(split.train.classes, 10);
   ASSERT_EQ(split.train.images.shape(), (Shape{4, 3, 2, 1}));
-  ASSERT_EQ(split.train.images.dtype(), DType::f32);
-  EXPECT_FLOAT_EQ(split.train.images.data<float>()[0], 0.0f);
-  EXPECT_FLOAT_EQ(split.train.images.data<float>()[23], 23 / 255.0f);
+  // Kept as bytes; an example reads as pixel / 255.
+  ASSERT_EQ(split.train.images.dtype(), DType::u8);
+  EXPECT_EQ(split.train.images.data<uint8_t>()[23], 23);
+  std::vector<float> last(6);
+  copy_example(split.train, 3, {}, 0, 0, last.data());
+  EXPECT_EQ(last[0], 18 / 255.0f);
+  EXPECT_EQ(last[5], 23 / 255.0f);
+  EXPECT_EQ(example_image(split.train, 3).pixels, (std::vector<uint8_t>{18, 19, 20, 21, 22, 23}));
   ASSERT_EQ(split.train.labels.dtype(), DType::i32);
   EXPECT_EQ(split.train.labels.data<int32_t>()[1], 9);
   EXPECT_EQ(split.test.labels.data<int32_t>()[1], 2);
@@ -249,7 +254,7 @@ TEST(IoDatasetLoadTest, LoadsAFolderOfRawAndGzipFiles) {
   // rows() is a view: examples 1..2 over the same memory.
   Dataset middle = rows(split.train, 1, 3);
   EXPECT_EQ(middle.images.shape(), (Shape{2, 3, 2, 1}));
-  EXPECT_EQ(middle.images.data<float>(), split.train.images.data<float>() + 6);
+  EXPECT_EQ(middle.images.data<uint8_t>(), split.train.images.data<uint8_t>() + 6);
   EXPECT_EQ(middle.labels.data<int32_t>()[0], 9);
   EXPECT_EQ(rows(split.train, 4, 4).size(), 0);
   EXPECT_NE(error_of([&] { rows(split.train, 2, 5); }).find("rows [2, 5) of a tensor [4,3,2,1]"),

@@ -1,6 +1,7 @@
 #include "io/dataset.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -71,10 +72,7 @@ Dataset load_split(const std::string& name, const std::string& dir, const std::s
   data.name = name;
   Shape shape = raw_images.shape();
   if (shape.size() == 3) shape.push_back(1);
-  data.images = Tensor(DType::f32, shape);
-  const uint8_t* src = raw_images.data<uint8_t>();
-  float* dst = data.images.data<float>();
-  for (int64_t i = 0, count = raw_images.numel(); i < count; ++i) dst[i] = src[i] / 255.0f;
+  data.images = Tensor(DType::u8, shape, raw_images.storage(), raw_images.offset());
 
   data.labels = Tensor(DType::i32, {n});
   const uint8_t* label_src = raw_labels.data<uint8_t>();
@@ -174,9 +172,9 @@ BatchIterator::BatchIterator(const Dataset& data, BatchOptions options)
     : data_(data), options_(options) {
   if (options_.batch_size <= 0) fail("batch size must be positive, got {}", options_.batch_size);
   if (!data_.images.defined() || !data_.labels.defined() || data_.images.rank() != 4 ||
-      data_.images.dtype() != DType::f32 || data_.labels.dtype() != DType::i32 ||
-      data_.images.dim(0) != data_.size())
-    fail("dataset '{}': expected f32 images [N,H,W,C] and i32 labels [N]", data_.name);
+      (data_.images.dtype() != DType::u8 && data_.images.dtype() != DType::f32) ||
+      data_.labels.dtype() != DType::i32 || data_.images.dim(0) != data_.size())
+    fail("dataset '{}': expected u8 or f32 images [N,H,W,C] and i32 labels [N]", data_.name);
   make_order();
 }
 
@@ -298,14 +296,55 @@ void copy_augmented(const float* src, float* dst, int64_t height, int64_t width,
 
 }  // namespace
 
+Tensor example_floats(const Dataset& data) {
+  Tensor out(DType::f32, data.images.shape());
+  const int64_t example = data.size() > 0 ? data.images.numel() / data.size() : 0;
+  for (int64_t i = 0; i < data.size(); ++i)
+    copy_example(data, i, {}, 0, 0, out.data<float>() + i * example);
+  return out;
+}
+
+Image example_image(const Dataset& data, int64_t index) {
+  const Tensor& images = data.images;
+  Image img{.width = images.dim(2), .height = images.dim(1), .channels = images.dim(3)};
+  const int64_t n = img.width * img.height * img.channels;
+  img.pixels.resize(static_cast<size_t>(n));
+  if (images.dtype() == DType::u8) {
+    std::copy_n(images.data<uint8_t>() + index * n, n, img.pixels.begin());
+    return img;
+  }
+  const float* src = images.data<float>() + index * n;
+  for (int64_t k = 0; k < n; ++k)
+    img.pixels[static_cast<size_t>(k)] =
+        static_cast<uint8_t>(std::lround(std::clamp(src[k], 0.0f, 1.0f) * 255.0f));
+  return img;
+}
+
 void copy_example(const Dataset& data, int64_t index, const Augmentation& augment, uint64_t seed,
                   int64_t epoch, float* dst) {
   const Shape example(data.images.shape().begin() + 1, data.images.shape().end());
   const auto example_floats = static_cast<size_t>(num_elements(example));
-  const float* src = data.images.data<float>() + index * static_cast<int64_t>(example_floats);
-  if (!augment.any()) {
-    std::memcpy(dst, src, example_floats * sizeof(float));
-    return;
+  const int64_t first = index * static_cast<int64_t>(example_floats);
+  // Bytes become pixel / 255 (as a division, so every reader gets the same floats), into `dst`
+  // itself or, to be moved about, into a scratch copy.
+  thread_local std::vector<float> scratch;
+  const float* src = nullptr;
+  if (data.images.dtype() == DType::u8) {
+    float* values = dst;
+    if (augment.any()) {
+      scratch.resize(example_floats);
+      values = scratch.data();
+    }
+    const uint8_t* bytes = data.images.data<uint8_t>() + first;
+    for (size_t k = 0; k < example_floats; ++k) values[k] = bytes[k] / 255.0f;
+    if (!augment.any()) return;
+    src = values;
+  } else {
+    src = data.images.data<float>() + first;
+    if (!augment.any()) {
+      std::memcpy(dst, src, example_floats * sizeof(float));
+      return;
+    }
   }
   uint64_t state = seed ^ 0x5851f42d4c957f2dull;
   state = splitmix64(state) + static_cast<uint64_t>(epoch) * 0xd6e8feb86659fd93ull +

@@ -8,12 +8,16 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "io/image.h"
 
 namespace sf {
 
 struct Dataset {
   std::string name;
-  Tensor images;  // f32 [N,H,W,C], scaled to [0,1]
+  // [N,H,W,C]: u8 pixels (IDX files), which batches carry as pixel / 255, or f32 values (features
+  // computed elsewhere, such as retrain's bottlenecks). Bytes keep MNIST's training split at
+  // 47 MB where floats took 188.
+  Tensor images;
   Tensor labels;  // i32 [N], each in [0, classes)
   int64_t size() const { return labels.defined() ? labels.dim(0) : 0; }
   int64_t classes = 10;
@@ -56,6 +60,13 @@ struct Augmentation {
 Augmentation parse_augmentation(const std::string& text);
 // The form parse_augmentation reads ("none" when nothing changes).
 std::string augmentation_str(const Augmentation& augmentation);
+
+// Every example as the batches carry them (without augmentation): f32 [N,H,W,C].
+Tensor example_floats(const Dataset& data);
+
+// Example `index` as an image of bytes: u8 images as stored, f32 ones (values in [0, 1]) scaled
+// by 255, clamped and rounded.
+Image example_image(const Dataset& data, int64_t index);
 
 // Copies example `index` of `data` into `dst` as epoch `epoch` of a run seeded with `seed` sees
 // it: augmented from (seed, epoch, index) alone, so every reader of the data agrees.

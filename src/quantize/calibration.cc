@@ -258,28 +258,14 @@ class U8ArraySource : public ImageSource {
   Tensor images_;
 };
 
-// A data set's f32 images (pixel / 255).
+// A data set's images.
 class DatasetSource : public ImageSource {
  public:
   DatasetSource(Dataset data, const ImageInputSpec& input)
       : ImageSource(data.size(), input), data_(std::move(data)) {}
 
  protected:
-  Image image(int64_t index) override {
-    const Tensor& images = data_.images;
-    Image img;
-    img.height = images.dim(1);
-    img.width = images.dim(2);
-    img.channels = images.dim(3);
-    const int64_t bytes = img.height * img.width * img.channels;
-    const float* p = images.data<float>() + index * bytes;
-    img.pixels.resize(static_cast<size_t>(bytes));
-    // The files held bytes; this undoes the loader's division exactly.
-    for (int64_t i = 0; i < bytes; ++i)
-      img.pixels[static_cast<size_t>(i)] =
-          static_cast<uint8_t>(std::clamp(std::lround(p[i] * 255.0f), 0L, 255L));
-    return img;
-  }
+  Image image(int64_t index) override { return example_image(data_, index); }
 
  private:
   Dataset data_;

@@ -37,12 +37,8 @@ Action add_export_images_command(CLI::App& app) {
     if (data.images.dim(3) != 1) fail("export-images: only single-channel data sets are supported");
     const std::filesystem::path out(a->out_dir);
     std::filesystem::create_directories(out);
-    const int64_t h = data.images.dim(1), w = data.images.dim(2);
-    std::vector<uint8_t> pixels(static_cast<size_t>(h * w));
     for (int64_t i = 0; i < std::min(a->count, data.size()); ++i) {
-      const float* src = data.images.data<float>() + i * h * w;
-      for (int64_t k = 0; k < h * w; ++k)
-        pixels[static_cast<size_t>(k)] = static_cast<uint8_t>(std::lround(src[k] * 255.0f));
+      const Image image = example_image(data, i);
       const int32_t label = data.labels.data<int32_t>()[i];
       std::filesystem::path path;
       if (a->by_label) {
@@ -51,7 +47,7 @@ Action add_export_images_command(CLI::App& app) {
       } else {
         path = out / fmt::format("{}-label{}.png", i, label);
       }
-      write_png(path.string(), pixels.data(), w, h);
+      write_png(path.string(), image.pixels.data(), image.width, image.height);
       if (!a->by_label) std::printf("%s\n", path.string().c_str());
     }
     if (a->by_label)

@@ -56,17 +56,6 @@ struct Examples {
   DataSplit idx;  // IDX data sets only
 };
 
-Image idx_image(const Dataset& data, int64_t index) {
-  Image img{.width = data.images.dim(2), .height = data.images.dim(1), .channels = data.images.dim(3)};
-  const int64_t n = img.width * img.height * img.channels;
-  img.pixels.resize(static_cast<size_t>(n));
-  const float* src = data.images.data<float>() + index * n;
-  for (int64_t k = 0; k < n; ++k)
-    img.pixels[static_cast<size_t>(k)] =
-        static_cast<uint8_t>(std::lround(std::clamp(src[k], 0.0f, 1.0f) * 255.0f));
-  return img;
-}
-
 uint64_t image_hash(const Image& img) {
   const int64_t dims[3] = {img.width, img.height, img.channels};
   return hash_bytes(img.pixels.data(), img.pixels.size(), hash_bytes(dims, sizeof dims));
@@ -93,7 +82,7 @@ Examples list_examples(const std::string& images, const std::string& data, doubl
     for (int64_t i = 0; i < d.size(); ++i) {
       Example e{.name = fmt::format("{}/{}", is_test ? "test" : "train", i),
                 .label = d.labels.data<int32_t>()[i],
-                .hash = image_hash(idx_image(d, i)),
+                .hash = image_hash(example_image(d, i)),
                 .index = i,
                 .idx_test = is_test};
       e.split = is_test ? Split::kTest : split_of(e.name, validation, 0.0);
@@ -146,7 +135,7 @@ Base open_base(const std::string& path, const std::string& node_name) {
 
 // One example as the base model takes it: [1, H, W, C] f32.
 Tensor base_input(const Base& base, const Examples& ex, const Example& e) {
-  const Image img = e.path.empty() ? idx_image(e.idx_test ? ex.idx.test : ex.idx.train, e.index)
+  const Image img = e.path.empty() ? example_image(e.idx_test ? ex.idx.test : ex.idx.train, e.index)
                                    : decode_image(e.path);
   const int64_t channels = base.hwc[2];
   if (channels != 1 && channels != 3 && channels != img.channels)
