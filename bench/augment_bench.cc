@@ -1,6 +1,7 @@
 // What --augment costs the data pipeline: BatchIterator::next over MNIST-sized images with no
-// augmentation, shift:2 and shift:2,flip (items/s = images/s). bench/distill.py compares the
-// difference with a whole training step's time per image.
+// augmentation, shift:2 and shift:2,flip (items/s = images/s), from bytes as IDX files load, and
+// from floats without augmentation (what a byte's division by 255 adds). bench/distill.py compares
+// the difference with a whole training step's time per image.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -9,19 +10,24 @@
 
 namespace {
 
-sf::Dataset synthetic(int64_t n) {
+sf::Dataset synthetic(int64_t n, sf::DType dtype) {
   sf::Dataset d;
   d.name = "synthetic";
-  d.images = sf::Tensor(sf::DType::f32, {n, 28, 28, 1});
+  d.images = sf::Tensor(dtype, {n, 28, 28, 1});
   d.labels = sf::Tensor(sf::DType::i32, {n});
-  float* p = d.images.data<float>();
-  for (int64_t i = 0; i < d.images.numel(); ++i) p[i] = static_cast<float>(i % 255) / 255.0f;
+  for (int64_t i = 0; i < d.images.numel(); ++i) {
+    const auto pixel = static_cast<uint8_t>(i % 255);
+    if (dtype == sf::DType::u8)
+      d.images.data<uint8_t>()[i] = pixel;
+    else
+      d.images.data<float>()[i] = pixel / 255.0f;
+  }
   std::fill(d.labels.data<int32_t>(), d.labels.data<int32_t>() + n, 0);
   return d;
 }
 
-void batches(benchmark::State& state, const char* augment) {
-  const sf::Dataset data = synthetic(6400);
+void batches(benchmark::State& state, const char* augment, sf::DType dtype) {
+  const sf::Dataset data = synthetic(6400, dtype);
   sf::BatchIterator it(data, sf::BatchOptions{.batch_size = 64,
                                               .seed = 1,
                                               .shuffle = true,
@@ -36,8 +42,9 @@ void batches(benchmark::State& state, const char* augment) {
   state.SetItemsProcessed(count);
 }
 
-BENCHMARK_CAPTURE(batches, none, "none");
-BENCHMARK_CAPTURE(batches, shift2, "shift:2");
-BENCHMARK_CAPTURE(batches, shift2_flip, "shift:2,flip");
+BENCHMARK_CAPTURE(batches, none, "none", sf::DType::u8);
+BENCHMARK_CAPTURE(batches, shift2, "shift:2", sf::DType::u8);
+BENCHMARK_CAPTURE(batches, shift2_flip, "shift:2,flip", sf::DType::u8);
+BENCHMARK_CAPTURE(batches, none_from_floats, "none", sf::DType::f32);
 
 }  // namespace

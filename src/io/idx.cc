@@ -196,7 +196,7 @@ Tensor read_idx(const std::string& path) {
     // that a header claiming gigabytes over a tiny stream allocates nothing big.
     // Deflate expands at most ~1032:1; real IDX files compress a few times. A header that
     // needs far more than the compressed bytes could give is a bomb or a lie: refuse it before
-    // inflating (and before the images are widened to f32).
+    // inflating.
     if (data_bytes > (uint64_t{1} << 20) && data_bytes > kMaxGzipExpansion * src.file_bytes())
       fail("{}: header says {} ({} bytes) but {} bytes of gzip data cannot hold that (at most "
            "{}x expansion)",
