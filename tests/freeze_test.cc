@@ -93,7 +93,7 @@ TEST(FreezeTest, FrozenRunMatchesTheCheckpointAndRoundTripsThroughAFile) {
   DataSplit data = load_dataset("mnist");
   Dataset test = take(data.test, 200);
   Session session(loaded.graph, SessionOptions{.threads = 1});
-  Tensor probs = session.run({{Output{loaded.graph.id_of("input"), 0}, example_floats(test)}},
+  Tensor probs = session.run({{Output{loaded.graph.id_of("input"), 0}, examples_as_floats(test)}},
                              {Output{loaded.graph.id_of(loaded.outputs[0]), 0}})[0];
   int64_t correct = 0;
   for (int64_t i = 0; i < 200; ++i) {

@@ -432,14 +432,14 @@ TEST(QuantizeEightbitTest, TrainedMnistModelKeepsItsAccuracy) {
   options.ranges =
       calibrate(model.graph, model.inputs, eightbit_range_tensors(model.graph, options),
                 *calibration_images, calibration);
-  Tensor want = run_graph(model.graph, "input", example_floats(test), model.outputs[0]);
+  Tensor want = run_graph(model.graph, "input", examples_as_floats(test), model.outputs[0]);
   for (bool calibrated : {true, false}) {
     EightbitOptions o2 = options;
     if (!calibrated) o2.ranges.reset();
     EightbitGraph q = rewrite_eightbit(model.graph, o2);
     expect_no_dequantize_quantize_pairs(q.graph);
     EXPECT_EQ(testing::count_ops(q.graph, "RequantizationRange") > 0, !calibrated);
-    Tensor got = run_graph(q.graph, "input", example_floats(test), q.outputs[0]);
+    Tensor got = run_graph(q.graph, "input", examples_as_floats(test), q.outputs[0]);
     EXPECT_GE(argmax_agreement(want, got), 0.97) << (calibrated ? "calibrated" : "run-time ranges");
     if (calibrated) {
       EightbitReport report =

@@ -296,7 +296,7 @@ void copy_augmented(const float* src, float* dst, int64_t height, int64_t width,
 
 }  // namespace
 
-Tensor example_floats(const Dataset& data) {
+Tensor examples_as_floats(const Dataset& data) {
   Tensor out(DType::f32, data.images.shape());
   const int64_t example = data.size() > 0 ? data.images.numel() / data.size() : 0;
   for (int64_t i = 0; i < data.size(); ++i)

@@ -62,7 +62,7 @@ Augmentation parse_augmentation(const std::string& text);
 std::string augmentation_str(const Augmentation& augmentation);
 
 // Every example as the batches carry them (without augmentation): f32 [N,H,W,C].
-Tensor example_floats(const Dataset& data);
+Tensor examples_as_floats(const Dataset& data);
 
 // Example `index` as an image of bytes: u8 images as stored, f32 ones (values in [0, 1]) scaled
 // by 255, clamped and rounded.
