@@ -91,15 +91,23 @@ void fused_conv_single_channel(KernelContext& ctx) {
                           activation_of(ctx.node), y.data<float>());
 }
 
+// The conv's and its pool's geometry for FusedConv2DMaxPool and its gradient.
+struct ConvPoolWindows {
+  Window2D conv, pool;
+};
+ConvPoolWindows conv_pool_windows(const Node& node, const Shape& x, const Shape& filter) {
+  ConvPoolWindows g{conv_window(node.attrs, x, filter), {}};
+  const std::string err =
+      prefixed_pool_window(node.attrs, {x[0], g.conv.h.out, g.conv.w.out, filter[3]}, &g.pool);
+  SF_CHECK(err.empty(), "node '{}': {}", node.name, err);
+  return g;
+}
+
 void fused_conv_single_channel_max_pool(KernelContext& ctx) {
   const Tensor& x = ctx.inputs[0];
   const Tensor& w = ctx.inputs[1];
   if (ctx.outputs[0].numel() == 0) return;
-  const Window2D conv = conv_window(ctx.node.attrs, x.shape(), w.shape());
-  Window2D pool;
-  const std::string err =
-      prefixed_pool_window(ctx.node.attrs, {x.dim(0), conv.h.out, conv.w.out, w.dim(3)}, &pool);
-  SF_CHECK(err.empty(), "node '{}': {}", ctx.node.name, err);
+  const auto [conv, pool] = conv_pool_windows(ctx.node, x.shape(), w.shape());
   conv_single_channel_max_pool_f32(x.data<float>(), w.data<float>(), ctx.inputs[2].data<float>(),
                                    x.dim(0), w.dim(3), conv, activation_of(ctx.node), pool,
                                    ctx.node.attrs.get_bool("relu"), ctx.outputs[0].data<float>(),
@@ -110,11 +118,7 @@ void conv_single_channel_max_pool_grads(KernelContext& ctx) {
   const Tensor& x = ctx.inputs[0];
   Tensor& df = ctx.outputs[0];
   if (df.numel() == 0) return;
-  const Window2D conv = conv_window(ctx.node.attrs, x.shape(), df.shape());
-  Window2D pool;
-  const std::string err =
-      prefixed_pool_window(ctx.node.attrs, {x.dim(0), conv.h.out, conv.w.out, df.dim(3)}, &pool);
-  SF_CHECK(err.empty(), "node '{}': {}", ctx.node.name, err);
+  const auto [conv, pool] = conv_pool_windows(ctx.node, x.shape(), df.shape());
   conv_single_channel_max_pool_grads_f32(x.data<float>(), ctx.inputs[1].data<float>(),
                                          ctx.inputs[2].data<uint8_t>(), x.dim(0), df.dim(3), conv,
                                          pool, df.data<float>(), ctx.outputs[1].data<float>());

@@ -282,6 +282,16 @@ void sum_over_images(const std::vector<double>& image_sums, int64_t n, int64_t c
   }
 }
 
+// sums[i] = the sum of the threads' totals [threads, size], in thread order, rounded once: the
+// same bits for a given thread count.
+void sum_over_threads(const std::vector<double>& totals, int threads, int64_t size, float* sums) {
+  for (int64_t i = 0; i < size; ++i) {
+    double sum = 0.0;
+    for (int t = 0; t < threads; ++t) sum += totals[static_cast<size_t>(t * size + i)];
+    sums[i] = static_cast<float>(sum);
+  }
+}
+
 }  // namespace
 
 // ---- single-channel convs: the forward pass and the filter gradient ----
@@ -362,15 +372,14 @@ void conv_single_channel_max_pool_f32(const float* x, const float* w, const floa
 
 namespace {
 
-// One padded image's filter sums: sums[t * stride + o] += the sum over output pixels of the
-// pixel's tap t times image_dy [g.h.out, g.w.out, outputs].
+// One padded image's filter sums: sums[t * filter_sums_stride(outputs) + o] += the sum over
+// output pixels of the pixel's tap t times image_dy [g.h.out, g.w.out, outputs].
 void filter_sums_image(const float* padded, int64_t cols, const float* image_dy, int64_t outputs,
-                       const Window2D& g, float* sums, int64_t stride) {
+                       const Window2D& g, float* sums) {
 #if defined(__x86_64__)
   if (has_avx512())
     return single_channel_filter_sums_avx512(padded, cols, image_dy, outputs, g, sums);
 #endif
-  (void)stride;
   for (int64_t oy = 0; oy < g.h.out; ++oy)
     for (int64_t ox = 0; ox < g.w.out; ++ox) {
       const float* d = image_dy + (oy * g.w.out + ox) * outputs;
@@ -387,6 +396,14 @@ void filter_sums_image(const float* padded, int64_t cols, const float* image_dy,
 // The filter sums' row stride: whole vectors of 16 for the AVX-512 loop.
 int64_t filter_sums_stride(int64_t outputs) {
   return has_avx512() ? (outputs + 15) / 16 * 16 : outputs;
+}
+
+// A thread's filter totals [taps, outputs] += one image's sums (rows of `stride`).
+void add_filter_sums(const std::vector<float>& sums, int64_t taps, int64_t outputs, int64_t stride,
+                     double* totals) {
+  for (int64_t t = 0; t < taps; ++t)
+    for (int64_t o = 0; o < outputs; ++o)
+      totals[t * outputs + o] += sums[static_cast<size_t>(t * stride + o)];
 }
 
 }  // namespace
@@ -408,17 +425,11 @@ void conv_filter_grad_single_channel_f32(const float* x, const float* dy, int64_
       pad_image(x, b, g, padded);
       std::fill(sums.begin(), sums.end(), 0.0f);
       filter_sums_image(padded.data(), cols, dy + b * g.h.out * g.w.out * outputs, outputs, g,
-                        sums.data(), sums_stride);
-      for (int64_t t = 0; t < taps; ++t)
-        for (int64_t o = 0; o < outputs; ++o)
-          mine[t * outputs + o] += sums[static_cast<size_t>(t * sums_stride + o)];
+                        sums.data());
+      add_filter_sums(sums, taps, outputs, sums_stride, mine);
     }
   });
-  for (int64_t i = 0; i < size; ++i) {
-    double sum = 0.0;
-    for (int t = 0; t < threads; ++t) sum += totals[static_cast<size_t>(t * size + i)];
-    df[i] = static_cast<float>(sum);
-  }
+  sum_over_threads(totals, threads, size, df);
 }
 
 void conv_single_channel_max_pool_grads_f32(const float* x, const float* dy, const uint8_t* argmax,
@@ -447,21 +458,14 @@ void conv_single_channel_max_pool_grads_f32(const float* x, const float* dy, con
       }
       pad_image(x, b, conv, padded);
       std::fill(sums.begin(), sums.end(), 0.0f);
-      filter_sums_image(padded.data(), cols, image_dx.data(), outputs, conv, sums.data(),
-                        sums_stride);
-      for (int64_t t = 0; t < taps; ++t)
-        for (int64_t o = 0; o < outputs; ++o)
-          mine[t * outputs + o] += sums[static_cast<size_t>(t * sums_stride + o)];
+      filter_sums_image(padded.data(), cols, image_dx.data(), outputs, conv, sums.data());
+      add_filter_sums(sums, taps, outputs, sums_stride, mine);
       // The bias's gradient sums the same dx while it is in the cache, as bias_add_grad_images_f32
       // sums an image.
       add_column_sums(image_dx.data(), pixels, outputs, block, image_sums.data() + b * outputs);
     }
   });
-  for (int64_t i = 0; i < size; ++i) {
-    double sum = 0.0;
-    for (int t = 0; t < threads; ++t) sum += totals[static_cast<size_t>(t * size + i)];
-    df[i] = static_cast<float>(sum);
-  }
+  sum_over_threads(totals, threads, size, df);
   sum_over_images(image_sums, n, outputs, db);
 }
 
@@ -535,11 +539,7 @@ void bias_add_grad_f32(const float* dy, int64_t rows, int64_t channels, float* d
                       mine);
     }
   });
-  for (int64_t c = 0; c < channels; ++c) {
-    double sum = 0.0;
-    for (int t = 0; t < threads; ++t) sum += totals[static_cast<size_t>(t * channels + c)];
-    db[c] = static_cast<float>(sum);
-  }
+  sum_over_threads(totals, threads, channels, db);
 }
 
 void bias_add_grad_images_f32(const float* dy, int64_t n, int64_t image_rows, int64_t channels,

@@ -168,23 +168,23 @@ class ReferenceConvMaxPoolGradKernel : public Kernel {
   Node pool_node_, filter_node_, bias_node_;
 };
 
+// The reference kernel of `op`, a K.
+template <typename K>
+KernelDef reference_kernel(const std::string& op) {
+  KernelDef def;
+  def.op = op;
+  def.impl = "reference";
+  def.create = [](const KernelSpec& spec) -> std::unique_ptr<Kernel> {
+    return std::make_unique<K>(spec);
+  };
+  return def;
+}
+
 }  // namespace
 
 void register_fused_kernels(KernelRegistry& registry) {
-  KernelDef conv_max_pool_grad;
-  conv_max_pool_grad.op = op_names::kFusedConv2DMaxPoolGrad;
-  conv_max_pool_grad.impl = "reference";
-  conv_max_pool_grad.create = [](const KernelSpec& spec) -> std::unique_ptr<Kernel> {
-    return std::make_unique<ReferenceConvMaxPoolGradKernel>(spec);
-  };
-  registry.add(std::move(conv_max_pool_grad));
-  KernelDef conv_max_pool;
-  conv_max_pool.op = op_names::kFusedConv2DMaxPool;
-  conv_max_pool.impl = "reference";
-  conv_max_pool.create = [](const KernelSpec& spec) -> std::unique_ptr<Kernel> {
-    return std::make_unique<ReferenceConvMaxPoolKernel>(spec);
-  };
-  registry.add(std::move(conv_max_pool));
+  registry.add(reference_kernel<ReferenceConvMaxPoolGradKernel>(op_names::kFusedConv2DMaxPoolGrad));
+  registry.add(reference_kernel<ReferenceConvMaxPoolKernel>(op_names::kFusedConv2DMaxPool));
   registry.add(composed(op_names::kFusedConv2D, op_names::kConv2D, "reference", 0));
   registry.add(composed(op_names::kFusedConv2D, op_names::kConv2D, "composed", 5));
   registry.add(composed(op_names::kFusedConv2DAdd, op_names::kConv2D, "reference", 0));

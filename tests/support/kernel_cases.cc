@@ -8,6 +8,7 @@
 #include "graph/graph.h"
 #include "graph/op_registry.h"
 #include "ops/binary_ops.h"
+#include "ops/conv_geometry.h"
 #include "ops/ops.h"
 
 namespace sf::testing {
@@ -286,8 +287,8 @@ std::vector<KernelCase> conv_max_pool_cases(bool grad) {
     KernelCase k{c.name, {}, ops::conv2d_attrs(c.conv)};
     const Shape y = output_shape("Conv2D", {f32(c.x), f32(c.w)}, k.attrs);
     const Attrs pool = ops::pool2d_attrs(c.pool);
-    for (const char* name : {"ksize", "strides", "padding", "pads"})
-      k.attrs.set(std::string("pool_") + name, pool.all().at(name));
+    for (const char* name : kPoolWindowAttrNames)
+      k.attrs.set(prefixed_pool_attr(name), pool.all().at(name));
     if (grad) {
       // Any position of the window, or one past the last; positions in padding route nothing.
       const Shape pooled = output_shape("MaxPool", {f32(y)}, pool);
