@@ -167,6 +167,89 @@ TEST(OneDnnBf16, ProductsOfOneVariableShareItsRoundingWithinARun) {
   }
 }
 
+// An activation that several kernels of a run stage alike (a conv's x for its forward and filter
+// gradient, dy for both gradients; a matmul's operands, read transposed or not) is staged once a
+// run for all of them (activation_form): every result is what the kernel computes alone, in
+// fp32 and bf16 sessions, also after the fed tensors change in place between runs; and a chain
+// of like convs, whose activations the planner may place in one another's memory, gives what its
+// convs give one at a time.
+TEST(OneDnnStaging, KernelsThatStageOneActivationAlikeShareItWithinARun) {
+  std::vector<Precision> precisions = {Precision::fp32};
+  if (cpu_features().avx512_bf16 || cpu_features().amx_bf16) precisions.push_back(Precision::bf16);
+  for (const Precision precision : precisions) {
+    SCOPED_TRACE(precision == Precision::bf16 ? "bf16" : "fp32");
+    const SessionOptions options{.precision = precision};
+    Graph g;
+    const Output x = ops::placeholder(g, DType::f32, {2, 9, 9, 20}, "x");
+    const Output w = ops::variable(g, DType::f32, {3, 3, 20, 32}, "w");
+    const Output a = ops::placeholder(g, DType::f32, {6, 40}, "a");
+    const Output b = ops::variable(g, DType::f32, {40, 24}, "b");
+    ops::Conv2DOptions same;
+    same.padding = "SAME";
+    const Output y = ops::conv2d(g, x, w, same);
+    const Output z = ops::matmul(g, a, b, false, false);
+    const Output ry = ops::placeholder(g, DType::f32, g.type(y).shape, "ry");
+    const Output rz = ops::placeholder(g, DType::f32, g.type(z).shape, "rz");
+    const Output loss = ops::add(g, ops::reduce_sum(g, ops::mul(g, y, ry), {0, 1, 2, 3}),
+                                 ops::reduce_sum(g, ops::mul(g, z, rz), {0, 1}));
+    std::vector<Output> fetches = gradients(g, loss, {x, w, a, b});
+    fetches.insert(fetches.end(), {y, z});
+    auto store = std::make_shared<VariableStore>();
+    store->set("w", random_tensor({3, 3, 20, 32}, 1));
+    store->set("b", random_tensor({40, 24}, 2));
+    Feeds feeds;
+    uint32_t seed = 10;
+    for (Output in : {x, a, ry, rz})
+      feeds.emplace_back(in, random_tensor(g.type(in).shape, ++seed));
+    Session session(g, options, store);
+    for (int step = 0; step < 2; ++step) {
+      if (step == 1)  // the same tensors, new values: the next run must stage them again
+        for (auto& [in, tensor] : feeds) {
+          const Tensor next = random_tensor(tensor.shape(), ++seed);
+          std::memcpy(tensor.raw(), next.raw(), next.bytes());
+        }
+      const std::vector<Tensor> got = session.run(feeds, fetches);
+      for (size_t i = 0; i < fetches.size(); ++i) {
+        Session alone(g, options, store);
+        const Tensor want = alone.run(feeds, {fetches[i]})[0];
+        ASSERT_EQ(got[i].bytes(), want.bytes());
+        EXPECT_EQ(std::memcmp(got[i].raw(), want.raw(), want.bytes()), 0)
+            << "step " << step << " fetch " << i;
+      }
+    }
+
+    Graph chain;
+    const Shape shape = {2, 7, 7, 16};
+    const Output image_in = ops::placeholder(chain, DType::f32, shape, "in");
+    Output in = image_in;
+    std::vector<Tensor> filters;
+    for (uint32_t layer = 0; layer < 4; ++layer) {
+      filters.push_back(random_tensor({3, 3, 16, 16}, 30 + layer));
+      in = ops::relu(chain, ops::conv2d(chain, in,
+                                        ops::variable(chain, DType::f32, {3, 3, 16, 16},
+                                                      fmt::format("w{}", layer)),
+                                        same));
+    }
+    auto chain_store = std::make_shared<VariableStore>();
+    for (size_t layer = 0; layer < filters.size(); ++layer)
+      chain_store->set(fmt::format("w{}", layer), filters[layer]);
+    const Tensor image = random_tensor(shape, 40);
+    const Tensor got = Session(chain, options, chain_store).run({{image_in, image}}, {in})[0];
+    Tensor want = image;
+    for (const Tensor& filter : filters) {
+      Graph one;
+      const Output x1 = ops::placeholder(one, DType::f32, shape, "x");
+      const Output w1 = ops::variable(one, DType::f32, filter.shape(), "w");
+      auto one_store = std::make_shared<VariableStore>();
+      one_store->set("w", filter);
+      const Output y1 = ops::relu(one, ops::conv2d(one, x1, w1, same));
+      want = Session(one, options, one_store).run({{x1, want}}, {y1})[0].clone();
+    }
+    ASSERT_EQ(got.bytes(), want.bytes());
+    EXPECT_EQ(std::memcmp(got.raw(), want.raw(), want.bytes()), 0);
+  }
+}
+
 // The optimizer may round a variable into the products' shared copy as it updates it
 // (Session::bf16_for_next_run): the next run's products then skip their own rounding and
 // compute exactly what they would have, for each optimizer and for sizes off the vector width.

@@ -2,8 +2,10 @@
 //
 // Our tensors are NHWC / HWIO. The primitives are created with format_tag::any so oneDNN picks
 // its fastest (blocked) layouts; activations and weights are reordered into kernel-owned
-// buffers on each call (weights change every training step). On 2 AVX-512 cores the blocked
-// jit kernels beat the plain-NHWC ones by more than the reorders cost, most of all backwards.
+// buffers on each call (weights change every training step); an activation that two directions
+// read in one layout (x for the forward pass and the filter gradient, dy for both gradients) is
+// reordered once a run for both. On 2 AVX-512 cores the blocked jit kernels beat the plain-NHWC
+// ones by more than the reorders cost, most of all backwards.
 //
 // Under KernelSpec::bf16 (mixed-precision training) each direction reads its two inputs as bf16
 // (rounded by the staging reorders) and writes fp32, accumulating in fp32: the forward output,
@@ -186,12 +188,15 @@ class ConvKernel : public Kernel {
         runner_.init<decltype(p.bwd_weights), dnnl::convolution_backward_weights>(p.bwd_weights);
         break;
     }
+    a_form_ = activation_form(spec, 0, *a_);
+    if (!constant_b_) b_form_ = activation_form(spec, 1, *b_);
   }
 
   void compute(KernelContext& ctx) override {
-    const dnnl::memory& a = a_->bind(ctx.inputs[0].raw());
-    const dnnl::memory& b =
-        constant_b_ ? b_->bind_constant(ctx.inputs[1].raw()) : b_->bind(ctx.inputs[1].raw());
+    const dnnl::memory& a = a_->bind_activation(ctx.inputs[0].raw(), ctx.shared, a_form_);
+    const dnnl::memory& b = constant_b_
+                                ? b_->bind_constant(ctx.inputs[1].raw())
+                                : b_->bind_activation(ctx.inputs[1].raw(), ctx.shared, b_form_);
     const dnnl::memory& out = out_->bind(ctx.outputs[0].raw());
     switch (dir_) {
       case ConvDir::Forward:
@@ -222,6 +227,8 @@ class ConvKernel : public Kernel {
   bool bf16_ = false;
   // Inputs 0 and 1 of the node, and its output.
   std::optional<StagedArg> a_, b_, out_;
+  // Their activation_form: x and dy are staged once a run for all three directions.
+  std::string a_form_, b_form_;
   std::optional<dnnl::memory> bias_;  // a FusedConv2D's, read in place
   Runner runner_;
 };

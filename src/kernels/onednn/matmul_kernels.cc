@@ -150,9 +150,9 @@ class MatMulKernel : public Kernel {
   explicit MatMulKernel(const KernelSpec& spec) : MatMulKernel(spec, swapped_pd(spec)) {}
 
   void compute(KernelContext& ctx) override {
-    const dnnl::memory& a = a_->bind(ctx.inputs[0].raw());
+    const dnnl::memory& a = a_->bind_activation(ctx.inputs[0].raw(), ctx.shared, a_form_);
     const dnnl::memory& b = shared_form_.empty() || ctx.shared == nullptr
-                                ? b_->bind(ctx.inputs[1].raw())
+                                ? b_->bind_activation(ctx.inputs[1].raw(), ctx.shared, b_form_)
                                 : bind_shared_b(ctx);
     const dnnl::memory& y = y_->bind(ctx.outputs[0].raw());
     // Swapped, input b is the primitive's source and input a its weights.
@@ -197,6 +197,10 @@ class MatMulKernel : public Kernel {
       shared_form_ = fmt::format("matmul b bf16 {}", shape_str(spec.inputs[1].shape));
       shared_b_view_ = dnnl::memory(b_->staged_desc(), engine(), DNNL_MEMORY_NONE);
     }
+    // An activation's rounding to bf16 likewise: a layer's input for its forward product and
+    // weight gradient, its output gradient for its input and weight gradients.
+    a_form_ = activation_form(spec, 0, *a_);
+    b_form_ = activation_form(spec, 1, *b_);
   }
 
   const dnnl::memory& bind_shared_b(KernelContext& ctx) {
@@ -215,6 +219,7 @@ class MatMulKernel : public Kernel {
   bool swapped_;  // computes y^T = b x a^T (swaps_operands)
   bool bf16_ = false;
   std::string shared_form_;  // empty: input b is staged by this kernel alone
+  std::string a_form_, b_form_;  // activation_form of inputs a and b
   std::shared_ptr<dnnl::memory> shared_b_;
   dnnl::memory shared_b_view_;
   // Inputs a and b, whichever of the primitive's operands they are, and the output.

@@ -1,5 +1,7 @@
 #include "kernels/onednn/onednn_common.h"
 
+#include <fmt/ranges.h>
+
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -98,6 +100,44 @@ const dnnl::memory& StagedArg::bind_shared(void* data, const dnnl::memory& targe
     reorder_->execute(stream(), {{DNNL_ARG_FROM, user_}, {DNNL_ARG_TO, target}});
   }
   return target;
+}
+
+const dnnl::memory& StagedArg::bind_activation(void* data, RunShared* shared,
+                                               const std::string& form) {
+  if (!reorder_ || form.empty() || shared == nullptr) return bind(data);
+  bool fill = false;
+  const auto buffer = std::static_pointer_cast<dnnl::memory>(shared->get(
+      data, form, [&] { return std::make_shared<dnnl::memory>(staged_.get_desc(), engine()); },
+      fill));
+  // Seen through this kernel's own desc: the form makes the bytes the same.
+  if (!shared_view_) shared_view_ = dnnl::memory(staged_.get_desc(), engine(), DNNL_MEMORY_NONE);
+  shared_view_.set_data_handle(buffer->get_data_handle());
+  return bind_shared(data, shared_view_, fill);
+}
+
+std::string activation_form(const KernelSpec& spec, size_t input, const StagedArg& arg) {
+  if (!arg.staged() || spec.input_is_constant(input) || spec.input_is_variable(input)) return "";
+  const Output& edge = spec.node.inputs[input];
+  const dnnl::memory::desc staged = arg.staged_desc();
+  // Staged as the whole tensor's elements converted in place, the bytes are the same however a
+  // kernel views the tensor (a matrix read transposed by one product and not by another).
+  const TensorType& type = spec.inputs[input];
+  const bool whole =
+      arg.user_desc().get_size() == num_elements(type.shape) * dtype_size(type.dtype);
+  if (whole && with_data_type(arg.user_desc(), staged.data_type()) == staged)
+    return fmt::format("activation {}:{} as type {}", edge.node, edge.index,
+                       static_cast<int>(staged.data_type()));
+  // Otherwise the staged layout in full: element type, dims and blocking (every activation
+  // layout of oneDNN's products is a blocked one).
+  const dnnl_memory_desc_t& d = staged.data;
+  if (d.format_kind != dnnl_blocked) return "";
+  const dnnl_blocking_desc_t& b = d.format_desc.blocking;
+  const auto n = static_cast<size_t>(d.ndims), blocks = static_cast<size_t>(b.inner_nblks);
+  return fmt::format("activation {}:{} type {} dims {} strides {} blocks {} of {} offset {}",
+                     edge.node, edge.index, static_cast<int>(d.data_type),
+                     fmt::join(d.dims, d.dims + n, "x"), fmt::join(b.strides, b.strides + n, ","),
+                     fmt::join(b.inner_blks, b.inner_blks + blocks, ","),
+                     fmt::join(b.inner_idxs, b.inner_idxs + blocks, ","), d.offset0);
 }
 
 const dnnl::memory& StagedArg::bind_constant(void* data) {

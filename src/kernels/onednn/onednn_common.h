@@ -10,6 +10,7 @@
 #include <omp.h>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -88,8 +89,12 @@ class StagedArg {
   // Inputs staged into a buffer shared with other kernels (KernelContext::shared): `target`,
   // reordered from `data` when `fill`. Returns `target`.
   const dnnl::memory& bind_shared(void* data, const dnnl::memory& target, bool fill);
+  // An activation staged once per run for all the kernels that stage it alike, under `form`
+  // (activation_form; empty, or no `shared`: staged by this kernel alone).
+  const dnnl::memory& bind_activation(void* data, RunShared* shared, const std::string& form);
   // The staged layout (inputs that are staged).
   dnnl::memory::desc staged_desc() const { return staged_.get_desc(); }
+  dnnl::memory::desc user_desc() const { return user_.get_desc(); }
   // Outputs: reorders the staging buffer into the user buffer bound last.
   void finish();
   bool staged() const { return reorder_.has_value(); }
@@ -101,7 +106,15 @@ class StagedArg {
   dnnl::memory staged_;
   std::optional<dnnl::reorder> reorder_;
   void* staged_from_ = nullptr;
+  dnnl::memory shared_view_;  // bind_activation's shared buffer, as staged_'s desc
 };
+
+// The RunShared form under which input `input` of `spec`'s node, staged by `arg`, is shared
+// between kernels: its edge and staged layout. A run computes each edge once and leaves it
+// unchanged while its consumers run, so kernels that stage it alike need one reorder a run (a
+// conv's forward and filter gradient read x alike; its input and filter gradients, dy). Empty
+// where nothing is staged, and for constants and variables, which are staged by their own rules.
+std::string activation_form(const KernelSpec& spec, size_t input, const StagedArg& arg);
 
 // oneDNN's implementation without the ISA: "brgconv:avx512_core" -> "brgconv". The gemm
 // convolutions lead with the architecture instead: "x64:gemm:jit" -> "gemm".
