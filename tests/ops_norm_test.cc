@@ -131,6 +131,38 @@ TEST(OpsNormTest, BatchNormGradients) {
       {random_tensor({3, 2}, 68), random_tensor({2}, 69), random_tensor({2}, 70)}, 71);
 }
 
+// The float_loops BatchNorm and BatchNormGrad (float sums over blocks of rows, totals in double)
+// against the reference's double sums, in training and inference, on shapes around a vector of
+// 16 channels, a block of 256 rows and the size that splits over threads, with x off zero so
+// that the mean matters.
+TEST(OpsNormTest, BatchNormKernelsMatchTheReference) {
+  const std::vector<Shape> shapes = {{1, 1}, {5, 3}, {300, 17}, {2, 13, 11, 35}, {8, 28, 28, 64}};
+  uint32_t seed = 80;
+  for (const Shape& shape : shapes)
+    for (const bool training : {true, false}) {
+      SCOPED_TRACE(shape_str(shape) + (training ? " training" : " inference"));
+      const Shape channels = {shape.back()};
+      const Tensor x = random_tensor(shape, ++seed, 3, 7);
+      const Tensor dy = random_tensor(shape, ++seed, -1, 1);
+      const Tensor gamma = random_tensor(channels, ++seed, 0.5f, 1.5f);
+      const Tensor beta = random_tensor(channels, ++seed);
+      const Tensor mean = random_tensor(channels, ++seed, 3, 7);
+      const Tensor var = random_tensor(channels, ++seed, 0.5f, 2.0f);
+      auto grad = [](Graph& g, const std::vector<Output>& in) {
+        return Output{g.add_node("BatchNormGrad", in, {{"epsilon", 1e-3}}, "bn_grad"), 0};
+      };
+      const std::vector<std::pair<testing::BuildFn, std::vector<Tensor>>> nodes = {
+          {bn, {x, gamma, beta, mean, var}}, {grad, {dy, x, gamma, mean, var}}};
+      for (const auto& [build, inputs] : nodes) {
+        const std::vector<Tensor> want = run_all(build, inputs, training, 7, "reference");
+        const std::vector<Tensor> got = run_all(build, inputs, training, 7, "float_loops");
+        for (size_t k = 0; k < want.size(); ++k)
+          testing::expect_close(want[k], got[k], {.rtol = 1e-4, .atol = 1e-4},
+                                "output " + std::to_string(k));
+      }
+    }
+}
+
 TEST(OpsNormTest, DropoutMasksOnlyWhenTraining) {
   auto drop = [](Graph& g, const std::vector<Output>& in) { return ops::dropout(g, in[0], 0.5); };
   Tensor x = random_tensor({1000}, 1, 1, 2);

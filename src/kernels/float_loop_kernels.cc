@@ -1,6 +1,7 @@
 // Kernels (impl "float_loops") for the float ops of a training step around oneDNN's products:
 // MaxPool, MaxPoolGrad, single-channel convs (a first conv's forward pass in training and its
-// filter gradient), BiasAdd, BiasAddRelu, AddN, BiasAddGrad and Dropout, and inference's FusedAddN,
+// filter gradient), BiasAdd, BiasAddRelu, AddN, BiasAddGrad, BatchNorm, BatchNormGrad and Dropout,
+// and inference's FusedAddN,
 // made of kernels/float_loops.h (AVX-512 where the CPU has it, portable loops elsewhere), so they
 // run on every CPU. Measured on the Deep-MNIST layers (bench/kernels_bench.cc, one thread, Xeon
 // with AVX-512, under load): MaxPoolGrad reads each window's first maximum from x and y, which the
@@ -15,13 +16,16 @@
 // reference). An Add of a bias vector (what ONNX graphs have, and a quantized product's dequantized
 // output then meets) is the same loop: the reference walks the broadcast element by element, 0.03
 // ms for a [128, 768] row block that takes 0.005 ms here. Dropout draws its mask by hashing
-// (kernels/dropout_draw.h), sixteen elements to a vector. In training graphs
-// (transforms/training_passes.h) a pool whose windows tile its input records where each maximum
-// is, a byte per output (MaxPoolWindowArgmax), and its gradient routes dy by that alone, reading
-// neither x nor y (Deep-MNIST's pool gradients in bf16 on an AMD EPYC: 0.59-0.67 -> 0.43-0.54 ms
-// and 0.30-0.32 -> 0.20-0.23 ms a step); a single-channel first conv pools its output image by
-// image (FusedConv2DMaxPool), so the step's largest activation stays in the cache.
+// (kernels/dropout_draw.h), sixteen elements to a vector. BatchNorm and its gradient sum their
+// statistics as BiasAddGrad does, in vectorized loops, where the reference sums each element in
+// double on one thread (MobileNet-MNIST's eight BatchNorms took half a training step). In training
+// graphs (transforms/training_passes.h) a pool whose windows tile its input records where each
+// maximum is, a byte per output (MaxPoolWindowArgmax), and its gradient routes dy by that alone,
+// reading neither x nor y (Deep-MNIST's pool gradients in bf16 on an AMD EPYC: 0.59-0.67 ->
+// 0.43-0.54 ms and 0.30-0.32 -> 0.20-0.23 ms a step); a single-channel first conv pools its output
+// image by image (FusedConv2DMaxPool), so the step's largest activation stays in the cache.
 #include <algorithm>
+#include <utility>
 #include <vector>
 
 #include "kernels/dropout_draw.h"
@@ -198,6 +202,35 @@ KernelDef add_n_kernel(const std::string& op) {
   return def;
 }
 
+// Rows and channels of a BatchNorm's x, normalized over its last axis.
+std::pair<int64_t, int64_t> batch_norm_rows(const Tensor& x) {
+  const int64_t channels = x.dim(-1);
+  return {channels == 0 ? 0 : x.numel() / channels, channels};
+}
+
+void batch_norm(KernelContext& ctx) {
+  const Tensor& x = ctx.inputs[0];
+  const auto [rows, channels] = batch_norm_rows(x);
+  if (!ctx.training) {
+    ctx.outputs[1].copy_from(ctx.inputs[3]);
+    ctx.outputs[2].copy_from(ctx.inputs[4]);
+  }
+  batch_norm_f32(x.data<float>(), ctx.inputs[1].data<float>(), ctx.inputs[2].data<float>(), rows,
+                 channels, ctx.node.attrs.get_float("epsilon"), ctx.training,
+                 ctx.outputs[1].data<float>(), ctx.outputs[2].data<float>(),
+                 ctx.outputs[0].data<float>());
+}
+
+void batch_norm_grad(KernelContext& ctx) {
+  const Tensor& x = ctx.inputs[1];
+  const auto [rows, channels] = batch_norm_rows(x);
+  batch_norm_grad_f32(ctx.inputs[0].data<float>(), x.data<float>(), ctx.inputs[2].data<float>(),
+                      ctx.inputs[3].data<float>(), ctx.inputs[4].data<float>(), rows, channels,
+                      ctx.node.attrs.get_float("epsilon"), ctx.training,
+                      ctx.outputs[0].data<float>(), ctx.outputs[1].data<float>(),
+                      ctx.outputs[2].data<float>());
+}
+
 void dropout(KernelContext& ctx) {
   const double rate = ctx.node.attrs.get_float("rate");
   const int64_t n = ctx.inputs[0].numel();
@@ -263,6 +296,9 @@ void register_float_loop_kernels(KernelRegistry& r) {
   r.add(std::move(add));
   r.add(add_n_kernel(op_names::kAddN));
   r.add(add_n_kernel(op_names::kFusedAddN));
+  r.add(simple_kernel(op_names::kBatchNorm, DType::f32, impl, batch_norm, kElementwisePriority));
+  r.add(simple_kernel(op_names::kBatchNormGrad, DType::f32, impl, batch_norm_grad,
+                      kElementwisePriority));
   r.add(simple_kernel(op_names::kDropout, DType::f32, impl, dropout, kElementwisePriority));
 }
 

@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <vector>
@@ -523,9 +524,14 @@ void add_n_f32(const float* const* xs, int64_t count, int64_t n, Activation acti
   });
 }
 
-void bias_add_grad_f32(const float* dy, int64_t rows, int64_t channels, float* db) {
-  // Each thread keeps its own totals, added in thread order afterwards, so a given thread count
-  // always gives the same bits.
+namespace {
+
+// totals[c] = the sum of column c of a [rows, channels] matrix over its rows, where
+// block_sums(r0, count, block) writes the float sums of its rows [r0, r0 + count) (at most
+// kSumBlockRows) to block [channels]: blocks added in double per thread and then in thread
+// order, so that a given thread count always gives the same bits.
+template <typename BlockSums>
+std::vector<double> column_totals(int64_t rows, int64_t channels, BlockSums block_sums) {
   const int threads = rows * channels >= kStreamingParallelMin ? omp_get_max_threads() : 1;
   std::vector<double> totals(static_cast<size_t>(threads * channels), 0.0);
   const int64_t blocks = (rows + kSumBlockRows - 1) / kSumBlockRows;
@@ -535,11 +541,25 @@ void bias_add_grad_f32(const float* dy, int64_t rows, int64_t channels, float* d
 #pragma omp for schedule(static)
     for (int64_t b = 0; b < blocks; ++b) {
       const int64_t r0 = b * kSumBlockRows;
-      add_column_sums(dy + r0 * channels, std::min(kSumBlockRows, rows - r0), channels, block,
-                      mine);
+      block_sums(r0, std::min(kSumBlockRows, rows - r0), block.data());
+      for (int64_t c = 0; c < channels; ++c) mine[c] += block[static_cast<size_t>(c)];
     }
   });
-  sum_over_threads(totals, threads, channels, db);
+  std::vector<double> sums(static_cast<size_t>(channels), 0.0);
+  for (int t = 0; t < threads; ++t)
+    for (int64_t c = 0; c < channels; ++c)
+      sums[static_cast<size_t>(c)] += totals[static_cast<size_t>(t * channels + c)];
+  return sums;
+}
+
+}  // namespace
+
+void bias_add_grad_f32(const float* dy, int64_t rows, int64_t channels, float* db) {
+  const std::vector<double> totals =
+      column_totals(rows, channels, [dy, channels](int64_t r0, int64_t count, float* block) {
+        block_column_sums(dy + r0 * channels, count, channels, block);
+      });
+  for (int64_t c = 0; c < channels; ++c) db[c] = static_cast<float>(totals[static_cast<size_t>(c)]);
 }
 
 void bias_add_grad_images_f32(const float* dy, int64_t n, int64_t image_rows, int64_t channels,
@@ -553,6 +573,105 @@ void bias_add_grad_images_f32(const float* dy, int64_t n, int64_t image_rows, in
                       image_sums.data() + b * channels);
   });
   sum_over_images(image_sums, n, channels, db);
+}
+
+// ---- batch normalization ----
+
+namespace {
+
+// column_totals' block_sums for the matrix whose element (r, c) is term(r, c), which inlines
+// into a loop the compiler vectorizes.
+template <typename Term>
+auto term_block_sums(int64_t channels, Term term) {
+  return [channels, term](int64_t r0, int64_t count, float* block) {
+    std::fill(block, block + channels, 0.0f);
+    for (int64_t r = r0; r < r0 + count; ++r)
+      for (int64_t c = 0; c < channels; ++c) block[c] += term(r, c);
+  };
+}
+
+std::vector<double> inverse_deviations(const float* var, int64_t channels, double epsilon) {
+  std::vector<double> inv(static_cast<size_t>(channels));
+  for (int64_t c = 0; c < channels; ++c)
+    inv[static_cast<size_t>(c)] = 1.0 / std::sqrt(static_cast<double>(var[c]) + epsilon);
+  return inv;
+}
+
+}  // namespace
+
+void batch_norm_f32(const float* x, const float* gamma, const float* beta, int64_t rows,
+                    int64_t channels, double epsilon, bool batch_statistics, float* mean,
+                    float* var, float* y) {
+  const double count = static_cast<double>(std::max<int64_t>(rows, 1));
+  if (batch_statistics) {
+    const std::vector<double> sums = column_totals(
+        rows, channels, term_block_sums(channels, [x, channels](int64_t r, int64_t c) {
+          return x[r * channels + c];
+        }));
+    for (int64_t c = 0; c < channels; ++c)
+      mean[c] = static_cast<float>(sums[static_cast<size_t>(c)] / count);
+    // Squared deviations from the mean, a second pass: no cancellation in the variance.
+    const std::vector<double> squares = column_totals(
+        rows, channels, term_block_sums(channels, [x, channels, mean](int64_t r, int64_t c) {
+          const float d = x[r * channels + c] - mean[c];
+          return d * d;
+        }));
+    for (int64_t c = 0; c < channels; ++c)
+      var[c] = static_cast<float>(squares[static_cast<size_t>(c)] / count);
+  }
+  const std::vector<double> inv = inverse_deviations(var, channels, epsilon);
+  std::vector<float> scale(static_cast<size_t>(channels));
+  for (int64_t c = 0; c < channels; ++c)
+    scale[static_cast<size_t>(c)] = static_cast<float>(inv[static_cast<size_t>(c)] * gamma[c]);
+  parallel_for(0, rows, rows * channels >= kStreamingParallelMin,
+               [&](int64_t share_begin, int64_t share_end) {
+                 for (int64_t r = share_begin; r < share_end; ++r) {
+                   const float* xr = x + r * channels;
+                   float* yr = y + r * channels;
+                   for (int64_t c = 0; c < channels; ++c)
+                     yr[c] = (xr[c] - mean[c]) * scale[static_cast<size_t>(c)] + beta[c];
+                 }
+               });
+}
+
+void batch_norm_grad_f32(const float* dy, const float* x, const float* gamma, const float* mean,
+                         const float* var, int64_t rows, int64_t channels, double epsilon,
+                         bool batch_statistics, float* dx, float* dgamma, float* dbeta) {
+  const std::vector<double> inv = inverse_deviations(var, channels, epsilon);
+  const std::vector<double> sum_dy =
+      column_totals(rows, channels, [dy, channels](int64_t r0, int64_t count, float* block) {
+        block_column_sums(dy + r0 * channels, count, channels, block);
+      });
+  // The sum of dy * xhat is inv times the sum of dy * (x - mean).
+  const std::vector<double> sum_dy_deviation = column_totals(
+      rows, channels, term_block_sums(channels, [dy, x, mean, channels](int64_t r, int64_t c) {
+        const int64_t i = r * channels + c;
+        return dy[i] * (x[i] - mean[c]);
+      }));
+  // dx = gamma inv (dy - (sum_dy + xhat sum_dy_xhat) / m) with batch statistics, which depend on
+  // x too; gamma inv dy without: per channel, dy * a + (x - mean) * b + k.
+  const double m = static_cast<double>(std::max<int64_t>(rows, 1));
+  std::vector<float> a(static_cast<size_t>(channels)), b(a.size()), k(a.size());
+  for (int64_t c = 0; c < channels; ++c) {
+    const size_t i = static_cast<size_t>(c);
+    const double sum_dy_xhat = sum_dy_deviation[i] * inv[i];
+    dgamma[c] = static_cast<float>(sum_dy_xhat);
+    dbeta[c] = static_cast<float>(sum_dy[i]);
+    const double gamma_inv = static_cast<double>(gamma[c]) * inv[i];
+    a[i] = static_cast<float>(gamma_inv);
+    b[i] = batch_statistics ? static_cast<float>(-gamma_inv * inv[i] * sum_dy_xhat / m) : 0.0f;
+    k[i] = batch_statistics ? static_cast<float>(-gamma_inv * sum_dy[i] / m) : 0.0f;
+  }
+  parallel_for(0, rows, rows * channels >= kStreamingParallelMin,
+               [&](int64_t share_begin, int64_t share_end) {
+                 for (int64_t r = share_begin; r < share_end; ++r) {
+                   const int64_t row = r * channels;
+                   for (int64_t c = 0; c < channels; ++c) {
+                     const size_t j = static_cast<size_t>(c);
+                     dx[row + c] = dy[row + c] * a[j] + (x[row + c] - mean[c]) * b[j] + k[j];
+                   }
+                 }
+               });
 }
 
 // ---- dropout ----

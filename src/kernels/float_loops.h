@@ -1,8 +1,8 @@
 // The hot loops of the float kernels a training step runs besides oneDNN's products: max pooling
-// and its gradient, the filter gradient of single-channel convs, BiasAdd, AddN, BiasAddGrad and
-// Dropout. They give the reference kernels' results (the same elements chosen, sums reassociated
-// only), vectorized with AVX-512 where the CPU has it (chosen at run time: the build targets
-// baseline x86-64; float_loops_avx512.h), in portable C++ elsewhere.
+// and its gradient, the filter gradient of single-channel convs, BiasAdd, AddN, BiasAddGrad,
+// BatchNorm and its gradient, and Dropout. They give the reference kernels' results (the same
+// elements chosen, sums reassociated only), vectorized with AVX-512 where the CPU has it (chosen at
+// run time: the build targets baseline x86-64; float_loops_avx512.h), in portable C++ elsewhere.
 #pragma once
 
 #include <cstdint>
@@ -84,6 +84,21 @@ void bias_add_grad_f32(const float* dy, int64_t rows, int64_t channels, float* d
 // image of dy at a time (conv_single_channel_max_pool_grads_f32) gets the same bits.
 void bias_add_grad_images_f32(const float* dy, int64_t n, int64_t image_rows, int64_t channels,
                               float* db);
+
+// BatchNorm over the last axis of x [rows, channels]: y = (x - mean) * gamma / sqrt(var +
+// epsilon) + beta. With batch_statistics (training) mean and var are written: each channel's
+// mean and population variance over the rows, the variance from squared deviations in a second
+// pass, summed as bias_add_grad_f32 sums; without, they are read.
+void batch_norm_f32(const float* x, const float* gamma, const float* beta, int64_t rows,
+                    int64_t channels, double epsilon, bool batch_statistics, float* mean,
+                    float* var, float* y);
+
+// BatchNormGrad: dgamma = the sum of dy * xhat, dbeta = the sum of dy over rows (xhat the
+// normalized x), and dx, which with batch_statistics also carries the statistics' dependence on
+// x. The same sums as batch_norm_f32's.
+void batch_norm_grad_f32(const float* dy, const float* x, const float* gamma, const float* mean,
+                         const float* var, int64_t rows, int64_t channels, double epsilon,
+                         bool batch_statistics, float* dx, float* dgamma, float* dbeta);
 
 // Dropout in training: mask[i] = 0 where dropout_bits(key, i) < threshold (kernels/
 // dropout_draw.h), else keep; y[i] = x[i] * mask[i]. The reference kernel's masks, bit for bit.

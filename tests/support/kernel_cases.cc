@@ -320,6 +320,27 @@ std::vector<KernelCase> float_elementwise_cases(const std::string& op) {
   return cases;
 }
 
+// BatchNorm (x, gamma, beta, moving mean and variance) and BatchNormGrad (dy, x, gamma, mean,
+// variance) over the last axis: around a vector of 16 channels, one channel, and rows enough for
+// several threads and blocks; x off zero, so that the mean matters.
+std::vector<KernelCase> batch_norm_cases(bool grad) {
+  const std::vector<Shape> shapes = {{3, 1},  {3, 17},       {2, 9, 16},
+                                     {4, 65}, {2, 5, 7, 15}, {9000, 33}};
+  std::vector<KernelCase> cases;
+  for (const Shape& shape : shapes) {
+    const Shape channels = {shape.back()};
+    KernelCase k{shape_str(shape), {}, {{"epsilon", 1e-3}}};
+    if (grad) k.inputs.push_back(f32(shape));
+    k.inputs.push_back(f32(shape, 2.0, 6.0));
+    k.inputs.push_back(f32(channels, 0.5, 1.5));
+    if (!grad) k.inputs.push_back(f32(channels));
+    k.inputs.push_back(f32(channels, 2.0, 6.0));
+    k.inputs.push_back(f32(channels, 0.5, 2.0));
+    cases.push_back(std::move(k));
+  }
+  return cases;
+}
+
 std::vector<KernelCase> global_avg_pool_cases() {
   return {{"size1", {f32({1, 1, 1, 1})}, {}},
           {"primes", {f32({2, 7, 5, 17})}, {}},
@@ -749,6 +770,8 @@ std::map<std::string, ShapeSet> build_shape_sets() {
   sets["GlobalAvgPool"] = {global_avg_pool_cases(), close};
   for (const char* op : {"BiasAdd", "BiasAddRelu"}) sets[op] = {float_elementwise_cases(op), exact};
   sets["BiasAddGrad"] = {float_elementwise_cases("BiasAddGrad"), close};
+  sets["BatchNorm"] = {batch_norm_cases(false), close};
+  sets["BatchNormGrad"] = {batch_norm_cases(true), close};
   // Inference passes x through; the training masks are compared in OpsNormTest.
   sets["Dropout"] = {float_elementwise_cases("Dropout"), exact};
   sets["Transpose"] = {transpose_cases(), exact};
