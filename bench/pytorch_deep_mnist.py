@@ -8,6 +8,9 @@ epoch, so the two engines can be compared on one machine in one run:
             -> fc 3136->1024, relu -> dropout 0.5 -> fc 1024->10; softmax cross-entropy,
             Adam lr 1e-3, batch 64.
 
+--model models/X.yaml trains another network of the zoo instead, built from the same spec that
+slimflow reads (pytorch_spec_model.py), with the spec's optimizer and learning rate.
+
 Run with Debian's /usr/bin/python3 (torch 1.13). The caller sets OPENBLAS_CORETYPE=Cooperlake
 and OPENBLAS_NUM_THREADS=1 in the environment.
 
@@ -32,6 +35,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from pytorch_spec_model import SpecModel, load_spec, optimizer_for
 
 IDX_DTYPES = {0x08: np.uint8, 0x09: np.int8, 0x0C: ">i4", 0x0D: ">f4"}
 
@@ -115,10 +120,15 @@ def main():
                         help="evaluate on the first N test images only (0: all)")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--batch", type=int, default=64)
-    parser.add_argument("--lr", type=float, default=1e-3)
+    parser.add_argument("--lr", type=float, default=None,
+                        help="learning rate (default: 1e-3, or the --model spec's train.lr)")
+    parser.add_argument("--model", default="",
+                        help="a slimflow model spec to train instead of Deep-MNIST")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--default-malloc", action="store_true",
                         help="leave glibc's malloc settings alone")
+    parser.add_argument("--channels-last", action="store_true",
+                        help="keep images and conv weights NHWC (torch.channels_last)")
     parser.add_argument("--autocast-bf16", action="store_true",
                         help="train under torch.autocast('cpu', dtype=torch.bfloat16)")
     args = parser.parse_args()
@@ -134,8 +144,15 @@ def main():
     if args.test_limit > 0:
         x_test, y_test = x_test[:args.test_limit], y_test[:args.test_limit]
 
-    model = DeepMnist()
-    optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
+    layout = torch.channels_last if args.channels_last else torch.contiguous_format
+    if args.model:
+        spec = load_spec(args.model)
+        model = SpecModel(spec).to(memory_format=layout)
+        lr = args.lr if args.lr is not None else float(spec.get("train", {}).get("lr", 1e-3))
+        optimizer = optimizer_for(spec, model.parameters(), lr)
+    else:
+        model = DeepMnist().to(memory_format=layout)
+        optimizer = torch.optim.Adam(model.parameters(), lr=args.lr if args.lr is not None else 1e-3)
     shuffle = torch.Generator().manual_seed(args.seed)
     n = len(x_train)
     for epoch in range(1, args.epochs + 1):
@@ -146,7 +163,8 @@ def main():
             index = order[i:i + args.batch]
             with (torch.autocast("cpu", dtype=torch.bfloat16) if args.autocast_bf16
                   else contextlib.nullcontext()):
-                loss = F.cross_entropy(model(x_train[index]), y_train[index])
+                images = x_train[index].contiguous(memory_format=layout)
+                loss = F.cross_entropy(model(images), y_train[index])
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
