@@ -58,6 +58,10 @@ class Tensor {
   int64_t dim(int i) const { return shape_[i < 0 ? i + rank() : i]; }
   int64_t numel() const { return num_elements(shape_); }
   size_t bytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype_); }
+  // The tensor as rows of its last axis (a scalar is one row of one): 0 rows when that axis is
+  // empty, so that a loop over them divides by nothing.
+  int64_t last_axis() const { return rank() == 0 ? 1 : dim(-1); }
+  int64_t last_axis_rows() const { return last_axis() == 0 ? 0 : numel() / last_axis(); }
 
   void* raw() const { return static_cast<char*>(storage_->data()) + offset_; }
   template <typename T>

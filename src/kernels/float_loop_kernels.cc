@@ -133,15 +133,9 @@ bool is_single_channel_conv(const KernelSpec& spec) {
          spec.node.attrs.get_int("groups") == 1;
 }
 
-// Rows of the last axis.
-int64_t rows_of(const Tensor& t) {
-  const int64_t channels = t.dim(-1);
-  return channels == 0 ? 0 : t.numel() / channels;
-}
-
 void bias_add(KernelContext& ctx) {
   const Tensor& x = ctx.inputs[0];
-  bias_add_f32(x.data<float>(), ctx.inputs[1].data<float>(), rows_of(x), x.dim(-1),
+  bias_add_f32(x.data<float>(), ctx.inputs[1].data<float>(), x.last_axis_rows(), x.dim(-1),
                ctx.node.op == op_names::kBiasAddRelu, ctx.outputs[0].data<float>());
 }
 
@@ -151,7 +145,8 @@ void bias_add_grad(KernelContext& ctx) {
     bias_add_grad_images_f32(dy.data<float>(), dy.dim(0), dy.dim(1) * dy.dim(2), dy.dim(3),
                              ctx.outputs[0].data<float>());
   else
-    bias_add_grad_f32(dy.data<float>(), rows_of(dy), dy.dim(-1), ctx.outputs[0].data<float>());
+    bias_add_grad_f32(dy.data<float>(), dy.last_axis_rows(), dy.dim(-1),
+                      ctx.outputs[0].data<float>());
 }
 
 // Which input of an Add is a bias over the last axis of the other, which has the output's shape
@@ -172,8 +167,8 @@ void add_bias(KernelContext& ctx) {
   const Tensor& y = ctx.outputs[0];
   const int bias = bias_input(ctx.inputs[0].shape(), ctx.inputs[1].shape(), y.shape());
   bias_add_f32(ctx.inputs[static_cast<size_t>(1 - bias)].data<float>(),
-               ctx.inputs[static_cast<size_t>(bias)].data<float>(), rows_of(y), y.dim(-1), false,
-               ctx.outputs[0].data<float>());
+               ctx.inputs[static_cast<size_t>(bias)].data<float>(), y.last_axis_rows(), y.dim(-1),
+               false, ctx.outputs[0].data<float>());
 }
 
 // AddN and FusedAddN: the activation is read from the node once, when the plan is made.
@@ -202,15 +197,9 @@ KernelDef add_n_kernel(const std::string& op) {
   return def;
 }
 
-// Rows and channels of a BatchNorm's x, normalized over its last axis.
-std::pair<int64_t, int64_t> batch_norm_rows(const Tensor& x) {
-  const int64_t channels = x.dim(-1);
-  return {channels == 0 ? 0 : x.numel() / channels, channels};
-}
-
 void batch_norm(KernelContext& ctx) {
   const Tensor& x = ctx.inputs[0];
-  const auto [rows, channels] = batch_norm_rows(x);
+  const int64_t rows = x.last_axis_rows(), channels = x.last_axis();
   if (!ctx.training) {
     ctx.outputs[1].copy_from(ctx.inputs[3]);
     ctx.outputs[2].copy_from(ctx.inputs[4]);
@@ -223,7 +212,7 @@ void batch_norm(KernelContext& ctx) {
 
 void batch_norm_grad(KernelContext& ctx) {
   const Tensor& x = ctx.inputs[1];
-  const auto [rows, channels] = batch_norm_rows(x);
+  const int64_t rows = x.last_axis_rows(), channels = x.last_axis();
   batch_norm_grad_f32(ctx.inputs[0].data<float>(), x.data<float>(), ctx.inputs[2].data<float>(),
                       ctx.inputs[3].data<float>(), ctx.inputs[4].data<float>(), rows, channels,
                       ctx.node.attrs.get_float("epsilon"), ctx.training,

@@ -283,14 +283,20 @@ void sum_over_images(const std::vector<double>& image_sums, int64_t n, int64_t c
   }
 }
 
-// sums[i] = the sum of the threads' totals [threads, size], in thread order, rounded once: the
-// same bits for a given thread count.
+// The sums of the threads' totals [threads, size] over threads, in thread order: the same bits
+// for a given thread count.
+std::vector<double> thread_totals(const std::vector<double>& totals, int threads, int64_t size) {
+  std::vector<double> sums(static_cast<size_t>(size), 0.0);
+  for (int t = 0; t < threads; ++t)
+    for (int64_t i = 0; i < size; ++i)
+      sums[static_cast<size_t>(i)] += totals[static_cast<size_t>(t * size + i)];
+  return sums;
+}
+
+// thread_totals rounded once to float.
 void sum_over_threads(const std::vector<double>& totals, int threads, int64_t size, float* sums) {
-  for (int64_t i = 0; i < size; ++i) {
-    double sum = 0.0;
-    for (int t = 0; t < threads; ++t) sum += totals[static_cast<size_t>(t * size + i)];
-    sums[i] = static_cast<float>(sum);
-  }
+  const std::vector<double> exact = thread_totals(totals, threads, size);
+  for (int64_t i = 0; i < size; ++i) sums[i] = static_cast<float>(exact[static_cast<size_t>(i)]);
 }
 
 }  // namespace
@@ -526,30 +532,26 @@ void add_n_f32(const float* const* xs, int64_t count, int64_t n, Activation acti
 
 namespace {
 
-// totals[c] = the sum of column c of a [rows, channels] matrix over its rows, where
+// totals[c] = the sum of column c of a [rows, columns] matrix over its rows, where
 // block_sums(r0, count, block) writes the float sums of its rows [r0, r0 + count) (at most
-// kSumBlockRows) to block [channels]: blocks added in double per thread and then in thread
+// kSumBlockRows) to block [columns]: blocks added in double per thread and then in thread
 // order, so that a given thread count always gives the same bits.
 template <typename BlockSums>
-std::vector<double> column_totals(int64_t rows, int64_t channels, BlockSums block_sums) {
-  const int threads = rows * channels >= kStreamingParallelMin ? omp_get_max_threads() : 1;
-  std::vector<double> totals(static_cast<size_t>(threads * channels), 0.0);
+std::vector<double> column_totals(int64_t rows, int64_t columns, BlockSums block_sums) {
+  const int threads = rows * columns >= kStreamingParallelMin ? omp_get_max_threads() : 1;
+  std::vector<double> totals(static_cast<size_t>(threads * columns), 0.0);
   const int64_t blocks = (rows + kSumBlockRows - 1) / kSumBlockRows;
   parallel_region(threads > 1, [&] {
-    std::vector<float> block(static_cast<size_t>(channels));
-    double* mine = totals.data() + omp_get_thread_num() * channels;
+    std::vector<float> block(static_cast<size_t>(columns));
+    double* mine = totals.data() + omp_get_thread_num() * columns;
 #pragma omp for schedule(static)
     for (int64_t b = 0; b < blocks; ++b) {
       const int64_t r0 = b * kSumBlockRows;
       block_sums(r0, std::min(kSumBlockRows, rows - r0), block.data());
-      for (int64_t c = 0; c < channels; ++c) mine[c] += block[static_cast<size_t>(c)];
+      for (int64_t c = 0; c < columns; ++c) mine[c] += block[static_cast<size_t>(c)];
     }
   });
-  std::vector<double> sums(static_cast<size_t>(channels), 0.0);
-  for (int t = 0; t < threads; ++t)
-    for (int64_t c = 0; c < channels; ++c)
-      sums[static_cast<size_t>(c)] += totals[static_cast<size_t>(t * channels + c)];
-  return sums;
+  return thread_totals(totals, threads, columns);
 }
 
 }  // namespace
@@ -638,16 +640,22 @@ void batch_norm_grad_f32(const float* dy, const float* x, const float* gamma, co
                          const float* var, int64_t rows, int64_t channels, double epsilon,
                          bool batch_statistics, float* dx, float* dgamma, float* dbeta) {
   const std::vector<double> inv = inverse_deviations(var, channels, epsilon);
-  const std::vector<double> sum_dy =
-      column_totals(rows, channels, [dy, channels](int64_t r0, int64_t count, float* block) {
-        block_column_sums(dy + r0 * channels, count, channels, block);
+  // The sums of dy and of dy * (x - mean) side by side, in one pass over dy and x; the sum of
+  // dy * xhat is inv times the second.
+  const std::vector<double> sums = column_totals(
+      rows, 2 * channels, [dy, x, mean, channels](int64_t r0, int64_t count, float* block) {
+        float* __restrict block_dy = block;
+        float* __restrict block_dy_deviation = block + channels;
+        std::fill(block, block + 2 * channels, 0.0f);
+        for (int64_t r = r0; r < r0 + count; ++r)
+          for (int64_t c = 0; c < channels; ++c) {
+            const int64_t i = r * channels + c;
+            block_dy[c] += dy[i];
+            block_dy_deviation[c] += dy[i] * (x[i] - mean[c]);
+          }
       });
-  // The sum of dy * xhat is inv times the sum of dy * (x - mean).
-  const std::vector<double> sum_dy_deviation = column_totals(
-      rows, channels, term_block_sums(channels, [dy, x, mean, channels](int64_t r, int64_t c) {
-        const int64_t i = r * channels + c;
-        return dy[i] * (x[i] - mean[c]);
-      }));
+  const double* sum_dy = sums.data();
+  const double* sum_dy_deviation = sums.data() + channels;
   // dx = gamma inv (dy - (sum_dy + xhat sum_dy_xhat) / m) with batch statistics, which depend on
   // x too; gamma inv dy without: per channel, dy * a + (x - mean) * b + k.
   const double m = static_cast<double>(std::max<int64_t>(rows, 1));

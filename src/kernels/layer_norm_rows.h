@@ -13,8 +13,7 @@ namespace sf {
 template <typename Row>
 void layer_norm_rows(KernelContext& ctx, int64_t parallel_min_elements, Row row) {
   const Tensor& x = ctx.inputs[0];
-  const int64_t channels = x.dim(-1);
-  const int64_t rows = channels == 0 ? 0 : x.numel() / channels;
+  const int64_t rows = x.last_axis_rows(), channels = x.last_axis();
   const float* px = x.data<float>();
   const float* gamma = ctx.inputs[1].data<float>();
   const float* beta = ctx.inputs[2].data<float>();

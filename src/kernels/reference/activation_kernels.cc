@@ -39,17 +39,10 @@ KernelDef binary(const char* op_name, Op op) {
   });
 }
 
-// Rows of the last axis, as [rows, cols].
-void rows_of(const Tensor& t, int64_t& rows, int64_t& cols) {
-  cols = t.rank() == 0 ? 1 : t.dim(-1);
-  rows = cols == 0 ? 0 : t.numel() / cols;
-}
-
 void softmax(KernelContext& ctx) {
   const float* x = ctx.inputs[0].data<float>();
   float* y = ctx.outputs[0].data<float>();
-  int64_t rows, cols;
-  rows_of(ctx.inputs[0], rows, cols);
+  const int64_t rows = ctx.inputs[0].last_axis_rows(), cols = ctx.inputs[0].last_axis();
   parallel_for(0, rows, rows * cols >= kParallelMin, [&](int64_t share_begin, int64_t share_end) {
     for (int64_t r = share_begin; r < share_end; ++r) {
       const float* xr = x + r * cols;
@@ -69,8 +62,7 @@ void softmax_grad(KernelContext& ctx) {
   const float* dy = ctx.inputs[0].data<float>();
   const float* y = ctx.inputs[1].data<float>();
   float* dx = ctx.outputs[0].data<float>();
-  int64_t rows, cols;
-  rows_of(ctx.inputs[0], rows, cols);
+  const int64_t rows = ctx.inputs[0].last_axis_rows(), cols = ctx.inputs[0].last_axis();
   parallel_for(0, rows, rows * cols >= kParallelMin, [&](int64_t share_begin, int64_t share_end) {
     for (int64_t r = share_begin; r < share_end; ++r) {
       const int64_t base = r * cols;

@@ -59,7 +59,7 @@ void pack_row(int64_t channels, int32_t* bits, Positive positive) {
 void sign_bits(KernelContext& ctx) {
   const Tensor& x = ctx.inputs[0];
   const int64_t channels = x.dim(-1), elements = sign_bit_elements(channels);
-  const int64_t rows = channels == 0 ? 0 : x.numel() / channels;
+  const int64_t rows = x.last_axis_rows();
   for (int64_t r = 0; r < rows; ++r) {
     const float* row = x.data<float>() + r * channels;
     pack_row(channels, ctx.outputs[0].data<int32_t>() + r * elements,

@@ -184,7 +184,7 @@ void bias_add(KernelContext& ctx) {
   const float* xp = x.data<float>();
   const float* bp = ctx.inputs[1].data<float>();
   float* yp = ctx.outputs[0].data<float>();
-  const int64_t rows = c == 0 ? 0 : x.numel() / c;
+  const int64_t rows = x.last_axis_rows();
   for (int64_t row = 0; row < rows; ++row)
     for (int64_t j = 0; j < c; ++j) yp[row * c + j] = xp[row * c + j] + bp[j];
 }
@@ -195,7 +195,7 @@ void bias_add_relu(KernelContext& ctx) {
   const float* xp = x.data<float>();
   const float* bp = ctx.inputs[1].data<float>();
   float* yp = ctx.outputs[0].data<float>();
-  const int64_t rows = c == 0 ? 0 : x.numel() / c;
+  const int64_t rows = x.last_axis_rows();
   for (int64_t row = 0; row < rows; ++row)
     for (int64_t j = 0; j < c; ++j) {
       const float v = xp[row * c + j] + bp[j];
@@ -208,7 +208,7 @@ void bias_add_grad(KernelContext& ctx) {
   const int64_t c = dy.dim(-1);
   const float* dyp = dy.data<float>();
   std::vector<double> acc(static_cast<size_t>(c), 0.0);
-  const int64_t rows = c == 0 ? 0 : dy.numel() / c;
+  const int64_t rows = dy.last_axis_rows();
   for (int64_t row = 0; row < rows; ++row)
     for (int64_t j = 0; j < c; ++j) acc[static_cast<size_t>(j)] += dyp[row * c + j];
   store(acc, ctx.outputs[0]);

@@ -13,16 +13,6 @@ namespace sf {
 
 namespace {
 
-// x viewed as [rows, channels].
-struct Rows {
-  int64_t rows;
-  int64_t channels;
-};
-Rows rows_of(const Tensor& x) {
-  const int64_t c = x.dim(-1);
-  return {c == 0 ? 0 : x.numel() / c, c};
-}
-
 std::vector<double> inv_std(const float* var, int64_t channels, double epsilon) {
   std::vector<double> out(static_cast<size_t>(channels));
   for (int64_t c = 0; c < channels; ++c)
@@ -32,7 +22,7 @@ std::vector<double> inv_std(const float* var, int64_t channels, double epsilon) 
 
 void batch_norm(KernelContext& ctx) {
   const Tensor& x = ctx.inputs[0];
-  const auto [rows, channels] = rows_of(x);
+  const int64_t rows = x.last_axis_rows(), channels = x.last_axis();
   const float* px = x.data<float>();
   const float* gamma = ctx.inputs[1].data<float>();
   const float* beta = ctx.inputs[2].data<float>();
@@ -74,7 +64,7 @@ void batch_norm(KernelContext& ctx) {
 
 void batch_norm_grad(KernelContext& ctx) {
   const Tensor& x = ctx.inputs[1];
-  const auto [rows, channels] = rows_of(x);
+  const int64_t rows = x.last_axis_rows(), channels = x.last_axis();
   const float* dy = ctx.inputs[0].data<float>();
   const float* px = x.data<float>();
   const float* gamma = ctx.inputs[2].data<float>();
@@ -119,7 +109,7 @@ void batch_norm_grad(KernelContext& ctx) {
 // (population) variance summed in double, in two passes.
 void layer_norm(KernelContext& ctx) {
   const Tensor& x = ctx.inputs[0];
-  const auto [rows, channels] = rows_of(x);
+  const int64_t rows = x.last_axis_rows(), channels = x.last_axis();
   const float* px = x.data<float>();
   const float* gamma = ctx.inputs[1].data<float>();
   const float* beta = ctx.inputs[2].data<float>();
