@@ -5,9 +5,11 @@ Trains the Deep-MNIST CNN of bench/pytorch_deep_mnist.py with DDP over gloo: --p
 on this machine (torch.multiprocessing), --threads threads each, the global batch split evenly,
 each process taking its slice of one shared shuffle (as slimflow's ranks do). Prints one JSON
 line per epoch from rank 0 with the job's images/s and every process's peak RSS.
+--channels-last keeps images and conv weights NHWC, PyTorch's faster layout on our machines.
 
     OPENBLAS_CORETYPE=Cooperlake OPENBLAS_NUM_THREADS=1 /usr/bin/python3 \\
-        bench/pytorch_ddp_deep_mnist.py --procs 2 --threads 1 --global-batch 64 --limit 6400
+        bench/pytorch_ddp_deep_mnist.py --procs 2 --threads 1 --global-batch 64 --limit 6400 \\
+        --channels-last
 """
 
 import argparse
@@ -41,7 +43,9 @@ def worker(rank, args):
         x_train, y_train = x_train[:args.limit], y_train[:args.limit]
     if args.test_limit > 0:
         x_test, y_test = x_test[:args.test_limit], y_test[:args.test_limit]
-    model = DistributedDataParallel(DeepMnist())  # broadcasts rank 0's weights
+    layout = torch.channels_last if args.channels_last else torch.contiguous_format
+    # DDP broadcasts rank 0's weights.
+    model = DistributedDataParallel(DeepMnist().to(memory_format=layout))
     optimizer = torch.optim.Adam(model.parameters(), lr=args.lr)
     shuffle = torch.Generator().manual_seed(args.seed)
     batch = args.global_batch // args.procs
@@ -54,7 +58,8 @@ def worker(rank, args):
         for step in range(steps):
             first = step * args.global_batch + rank * batch
             index = order[first:first + batch]
-            loss = F.cross_entropy(model(x_train[index]), y_train[index])
+            images = x_train[index].contiguous(memory_format=layout)
+            loss = F.cross_entropy(model(images), y_train[index])
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
@@ -67,6 +72,7 @@ def worker(rank, args):
             accuracy = evaluate(model.module, x_test, y_test)
             print(json.dumps({
                 "framework": "pytorch-ddp", "epoch": epoch, "procs": args.procs,
+                "channels_last": args.channels_last,
                 "threads": args.threads, "global_batch": args.global_batch,
                 "test_accuracy": round(accuracy, 6),
                 "images_per_sec": round(steps * args.global_batch / seconds, 2),
@@ -89,6 +95,8 @@ def main():
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--port", type=int, default=29533)
     parser.add_argument("--default-malloc", action="store_true")
+    parser.add_argument("--channels-last", action="store_true",
+                        help="keep images and conv weights NHWC (torch.channels_last)")
     args = parser.parse_args()
     if args.global_batch % args.procs:
         sys.exit("--global-batch must be a multiple of --procs")
