@@ -163,6 +163,48 @@ TEST(OpsNormTest, BatchNormKernelsMatchTheReference) {
     }
 }
 
+// FusedBatchNorm (made by the training passes) gives what BatchNorm and then its Relu or Relu6
+// op give, bit for bit, on each BatchNorm kernel: the same statistics, and the activation as the
+// op applies it (NaN included). gamma is large enough that Relu6 clamps above too.
+TEST(OpsNormTest, FusedBatchNormIsBatchNormAndThenItsActivation) {
+  const Shape shape = {2, 13, 11, 35};
+  const Shape channels = {shape.back()};
+  Tensor x = random_tensor(shape, 90, 3, 7);
+  x.data<float>()[5] = std::nanf("");
+  const Tensor gamma = random_tensor(channels, 91, 2.0f, 4.0f);
+  const Tensor beta = random_tensor(channels, 92);
+  const Tensor mean = random_tensor(channels, 93, 3, 7);
+  const Tensor var = random_tensor(channels, 94, 0.5f, 2.0f);
+  for (const char* activation : {"relu", "relu6"})
+    for (const char* impl : {"reference", "float_loops"})
+      for (const bool training : {true, false}) {
+        SCOPED_TRACE(std::string(activation) + " " + impl + (training ? " training" : ""));
+        auto fused = [activation](Graph& g, const std::vector<Output>& in) {
+          return Output{
+              g.add_node("FusedBatchNorm", in,
+                         {{"epsilon", 1e-3}, {"activation", std::string(activation)}}, "fused"),
+              0};
+        };
+        const std::vector<Tensor> inputs = {x, gamma, beta, mean, var};
+        const std::vector<Tensor> got = run_all(fused, inputs, training, 7, impl);
+        const std::vector<Tensor> normalized = run_all(bn, inputs, training, 7, impl);
+        auto act = [activation](Graph& g, const std::vector<Output>& in) {
+          return std::string(activation) == "relu" ? ops::relu(g, in[0]) : ops::relu6(g, in[0]);
+        };
+        const std::vector<Tensor> want = run_all(act, {normalized[0]}, false);
+        ASSERT_EQ(got.size(), 3u);
+        EXPECT_TRUE(std::isnan(got[0].data<float>()[5]) == (std::string(activation) == "relu6"));
+        testing::expect_close(want[0], got[0], {.rtol = 0.0, .atol = 0.0}, "y");
+        testing::expect_close(normalized[1], got[1], {.rtol = 0.0, .atol = 0.0}, "mean");
+        testing::expect_close(normalized[2], got[2], {.rtol = 0.0, .atol = 0.0}, "var");
+        int clamped_above = 0;
+        for (float v : values(got[0])) clamped_above += v == 6.0f;
+        if (std::string(activation) == "relu6") {
+          EXPECT_GT(clamped_above, 0);
+        }
+      }
+}
+
 TEST(OpsNormTest, DropoutMasksOnlyWhenTraining) {
   auto drop = [](Graph& g, const std::vector<Output>& in) { return ops::dropout(g, in[0], 0.5); };
   Tensor x = random_tensor({1000}, 1, 1, 2);

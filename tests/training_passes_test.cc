@@ -2,8 +2,9 @@
 // promise to: a Relu's gradient folds into the MaxPoolGrad of its output (tiling windows, as
 // training's 2x2 pools, and overlapping ones), a tiling pool and its gradient become the pair
 // that passes window argmaxes, a Relu into the BiasAdd it reads (its ReluGrad, where one is
-// left, reading the fused node), a conv's bias and ReLU into the conv, a single-channel conv
-// into the pool of its output; a MaxPoolGrad, BiasAdd or Conv2D something else reads stays.
+// left, reading the fused node), a Relu or Relu6 into the BatchNorm it reads, a conv's bias and
+// ReLU into the conv, a single-channel conv into the pool of its output; a MaxPoolGrad,
+// BiasAdd, BatchNorm or Conv2D something else reads stays.
 #include "transforms/training_passes.h"
 
 #include <gtest/gtest.h>
@@ -313,6 +314,124 @@ TEST(TrainingPasses, PoolGradientTheImageGradientReadsStays) {
   EXPECT_EQ(count(rewritten, op_names::kFusedConv2DMaxPoolGrad), 0);
   EXPECT_EQ(count(rewritten, op_names::kMaxPoolGradWindowArgmax), 1);
   EXPECT_EQ(count(rewritten, op_names::kConv2DBackpropFilter), 1);
+}
+
+// relu(bn2(relu6(bn1(a)))), each BatchNorm with fed gamma, beta and moving statistics; the loss
+// is sum(y * v), the gradients those of a and of both gammas and betas. The first BatchNorm's
+// statistics are fetched too, as training fetches them for the moving averages.
+struct BatchNormNet {
+  Graph g;
+  std::vector<Output> feeds;
+  Output loss;
+  std::vector<Output> grads, statistics;
+};
+
+void build(BatchNormNet& m, const std::string& act2_device = "") {
+  auto feed = [&](Shape shape, const std::string& name) {
+    m.feeds.push_back(ops::placeholder(m.g, DType::f32, std::move(shape), name));
+    return m.feeds.back();
+  };
+  Output a = feed({2, 5, 6, 8}, "a");
+  std::vector<Output> wrt = {a};
+  Output h = a;
+  for (int layer : {1, 2}) {
+    const std::string n = std::to_string(layer);
+    Output gamma = feed({8}, "gamma" + n), beta = feed({8}, "beta" + n);
+    Output moving_mean = feed({8}, "moving_mean" + n), moving_var = feed({8}, "moving_var" + n);
+    h = ops::batch_norm(m.g, h, gamma, beta, moving_mean, moving_var, 1e-3, "bn" + n);
+    if (layer == 1) m.statistics = {{h.node, 1}, {h.node, 2}};
+    h = layer == 1 ? ops::relu6(m.g, h, "act1") : ops::relu(m.g, h, "act2");
+    if (layer == 2) m.g.mutable_node(h.node).requested_device = act2_device;
+    wrt.push_back(gamma);
+    wrt.push_back(beta);
+  }
+  m.loss = ops::reduce_sum(m.g, ops::mul(m.g, h, feed({2, 5, 6, 8}, "v")), {0, 1, 2, 3});
+  m.grads = gradients(m.g, m.loss, wrt);
+}
+
+// Fed on a grid of 0.25 (ties at 0 after normalizing are possible), the first gamma large enough
+// for Relu6 to clamp above, the moving variances positive.
+std::vector<Tensor> run_batch_norm_net(const Graph& g, const std::vector<Output>& feeds,
+                                       const std::vector<Output>& fetches, bool training) {
+  Feeds values;
+  uint32_t seed = 11;
+  for (const Output& f : feeds) {
+    const std::string& name = g.node(f.node).name;
+    Tensor t = testing::random_tensor(g.type(f).shape, seed++);
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      float& v = t.data<float>()[i];
+      v = std::round(v * 4.0f) / 4.0f;
+      if (name == "gamma1") v *= 8.0f;
+      if (name.rfind("moving_var", 0) == 0) v = std::abs(v) + 0.5f;
+    }
+    values.emplace_back(f, t);
+  }
+  Session session(g);
+  std::vector<Tensor> got = session.run(values, fetches, training);
+  for (Tensor& t : got) t = t.clone();
+  return got;
+}
+
+// Both activations fold into their BatchNorms, named as the BatchNorms; their gradients read
+// the fused outputs; the loss, every gradient and the fetched statistics stay bit for bit, in
+// training (batch statistics) and in inference (moving ones).
+TEST(TrainingPasses, ActivationsFoldIntoTheirBatchNormsAndKeepEveryGradient) {
+  BatchNormNet m;
+  build(m);
+  std::vector<Output> outputs = m.feeds;
+  outputs.push_back(m.loss);
+  outputs.insert(outputs.end(), m.grads.begin(), m.grads.end());
+  outputs.insert(outputs.end(), m.statistics.begin(), m.statistics.end());
+  const Graph rewritten = rewrite_training_graph(m.g, outputs);
+  EXPECT_EQ(count(rewritten, op_names::kBatchNorm), 0);
+  EXPECT_EQ(count(rewritten, op_names::kRelu), 0);
+  EXPECT_EQ(count(rewritten, op_names::kRelu6), 0);
+  ASSERT_EQ(count(rewritten, op_names::kFusedBatchNorm), 2);
+  const Node& bn1 = rewritten.node(rewritten.id_of("bn1"));
+  EXPECT_EQ(bn1.attrs.get_string("activation"), "relu6");
+  EXPECT_EQ(rewritten.node(rewritten.id_of("bn2")).attrs.get_string("activation"), "relu");
+  EXPECT_EQ(outputs[outputs.size() - 2], (Output{bn1.id, 1}));
+  EXPECT_EQ(outputs[outputs.size() - 1], (Output{bn1.id, 2}));
+  int activation_grads = 0;
+  for (const Node& n : rewritten.nodes())
+    if (n.op == op_names::kReluGrad || n.op == op_names::kRelu6Grad) {
+      EXPECT_EQ(rewritten.node(n.inputs[1].node).op, op_names::kFusedBatchNorm);
+      ++activation_grads;
+    }
+  EXPECT_EQ(activation_grads, 2);
+  const auto feeds = static_cast<std::ptrdiff_t>(m.feeds.size());
+  std::vector<Output> fetches(outputs.begin() + feeds, outputs.end());
+  std::vector<Output> want_fetches = {m.loss};
+  want_fetches.insert(want_fetches.end(), m.grads.begin(), m.grads.end());
+  want_fetches.insert(want_fetches.end(), m.statistics.begin(), m.statistics.end());
+  for (const bool training : {true, false}) {
+    SCOPED_TRACE(training ? "training" : "inference");
+    const std::vector<Tensor> want = run_batch_norm_net(m.g, m.feeds, want_fetches, training);
+    const std::vector<Tensor> got =
+        run_batch_norm_net(rewritten, std::vector<Output>(outputs.begin(), outputs.begin() + feeds),
+                           fetches, training);
+    for (size_t i = 0; i < want.size(); ++i)
+      testing::expect_close(want[i], got[i], {.rtol = 0.0, .atol = 0.0},
+                            "output " + std::to_string(i));
+  }
+}
+
+TEST(TrainingPasses, BatchNormReadElsewhereOrPlacedApartStays) {
+  BatchNormNet read;
+  build(read);
+  std::vector<Output> outputs = {read.grads[1], Output{read.g.id_of("bn1"), 0}};
+  Graph rewritten = rewrite_training_graph(read.g, outputs);
+  EXPECT_EQ(count(rewritten, op_names::kBatchNorm), 1);
+  EXPECT_EQ(count(rewritten, op_names::kRelu6), 1);
+  EXPECT_EQ(count(rewritten, op_names::kFusedBatchNorm), 1);
+  EXPECT_EQ(rewritten.node(outputs[1].node).op, op_names::kBatchNorm);
+  BatchNormNet apart;
+  build(apart, "/cpu:1");
+  outputs = {apart.grads[1]};
+  rewritten = rewrite_training_graph(apart.g, outputs);
+  EXPECT_EQ(count(rewritten, op_names::kBatchNorm), 1);
+  EXPECT_EQ(count(rewritten, op_names::kRelu), 1);
+  EXPECT_EQ(rewritten.node(rewritten.id_of("act2")).requested_device, "/cpu:1");
 }
 
 }  // namespace

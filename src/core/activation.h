@@ -23,4 +23,12 @@ inline double activated(double value, Activation activation) {
   return activation == Activation::Relu6 ? std::min(value, 6.0) : value;
 }
 
+// The float the Relu or Relu6 op gives for `value` (the Relu op maps NaN to 0, Relu6 keeps it):
+// what a kernel that applies one of them to its result must give.
+inline float activation_op_value(float value, Activation activation) {
+  if (activation == Activation::Relu) return value > 0.0f ? value : 0.0f;
+  if (activation == Activation::Relu6) return std::min(std::max(value, 0.0f), 6.0f);
+  return value;
+}
+
 }  // namespace sf

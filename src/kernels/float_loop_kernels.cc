@@ -1,7 +1,7 @@
 // Kernels (impl "float_loops") for the float ops of a training step around oneDNN's products:
 // MaxPool, MaxPoolGrad, single-channel convs (a first conv's forward pass in training and its
-// filter gradient), BiasAdd, BiasAddRelu, AddN, BiasAddGrad, BatchNorm, BatchNormGrad and Dropout,
-// and inference's FusedAddN,
+// filter gradient), BiasAdd, BiasAddRelu, AddN, BiasAddGrad, BatchNorm, FusedBatchNorm,
+// BatchNormGrad and Dropout, and inference's FusedAddN,
 // made of kernels/float_loops.h (AVX-512 where the CPU has it, portable loops elsewhere), so they
 // run on every CPU. Measured on the Deep-MNIST layers (bench/kernels_bench.cc, one thread, Xeon
 // with AVX-512, under load): MaxPoolGrad reads each window's first maximum from x and y, which the
@@ -18,7 +18,8 @@
 // ms for a [128, 768] row block that takes 0.005 ms here. Dropout draws its mask by hashing
 // (kernels/dropout_draw.h), sixteen elements to a vector. BatchNorm and its gradient sum their
 // statistics as BiasAddGrad does, in vectorized loops, where the reference sums each element in
-// double on one thread (MobileNet-MNIST's eight BatchNorms took half a training step). In training
+// double on one thread (MobileNet-MNIST's eight BatchNorms took half a training step);
+// FusedBatchNorm applies its Relu or Relu6 in the same pass. In training
 // graphs (transforms/training_passes.h) a pool whose windows tile its input records where each
 // maximum is, a byte per output (MaxPoolWindowArgmax), and its gradient routes dy by that alone,
 // reading neither x nor y (Deep-MNIST's pool gradients in bf16 on an AMD EPYC: 0.59-0.67 ->
@@ -206,8 +207,8 @@ void batch_norm(KernelContext& ctx) {
   }
   batch_norm_f32(x.data<float>(), ctx.inputs[1].data<float>(), ctx.inputs[2].data<float>(), rows,
                  channels, ctx.node.attrs.get_float("epsilon"), ctx.training,
-                 ctx.outputs[1].data<float>(), ctx.outputs[2].data<float>(),
-                 ctx.outputs[0].data<float>());
+                 activation_of(ctx.node), ctx.outputs[1].data<float>(),
+                 ctx.outputs[2].data<float>(), ctx.outputs[0].data<float>());
 }
 
 void batch_norm_grad(KernelContext& ctx) {
@@ -286,6 +287,8 @@ void register_float_loop_kernels(KernelRegistry& r) {
   r.add(add_n_kernel(op_names::kAddN));
   r.add(add_n_kernel(op_names::kFusedAddN));
   r.add(simple_kernel(op_names::kBatchNorm, DType::f32, impl, batch_norm, kElementwisePriority));
+  r.add(
+      simple_kernel(op_names::kFusedBatchNorm, DType::f32, impl, batch_norm, kElementwisePriority));
   r.add(simple_kernel(op_names::kBatchNormGrad, DType::f32, impl, batch_norm_grad,
                       kElementwisePriority));
   r.add(simple_kernel(op_names::kDropout, DType::f32, impl, dropout, kElementwisePriority));

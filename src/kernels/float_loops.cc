@@ -592,6 +592,19 @@ auto term_block_sums(int64_t channels, Term term) {
   };
 }
 
+// y = (x - mean) * scale + beta over rows [begin, end), then the activation: a template, so
+// that each activation's loop vectorizes on its own.
+template <Activation activation>
+void normalize_rows(const float* x, const float* mean, const float* scale, const float* beta,
+                    int64_t channels, int64_t begin, int64_t end, float* y) {
+  for (int64_t r = begin; r < end; ++r) {
+    const float* xr = x + r * channels;
+    float* yr = y + r * channels;
+    for (int64_t c = 0; c < channels; ++c)
+      yr[c] = activation_op_value((xr[c] - mean[c]) * scale[c] + beta[c], activation);
+  }
+}
+
 std::vector<double> inverse_deviations(const float* var, int64_t channels, double epsilon) {
   std::vector<double> inv(static_cast<size_t>(channels));
   for (int64_t c = 0; c < channels; ++c)
@@ -602,8 +615,8 @@ std::vector<double> inverse_deviations(const float* var, int64_t channels, doubl
 }  // namespace
 
 void batch_norm_f32(const float* x, const float* gamma, const float* beta, int64_t rows,
-                    int64_t channels, double epsilon, bool batch_statistics, float* mean,
-                    float* var, float* y) {
+                    int64_t channels, double epsilon, bool batch_statistics, Activation activation,
+                    float* mean, float* var, float* y) {
   const double count = static_cast<double>(std::max<int64_t>(rows, 1));
   if (batch_statistics) {
     const std::vector<double> sums = column_totals(
@@ -625,14 +638,18 @@ void batch_norm_f32(const float* x, const float* gamma, const float* beta, int64
   std::vector<float> scale(static_cast<size_t>(channels));
   for (int64_t c = 0; c < channels; ++c)
     scale[static_cast<size_t>(c)] = static_cast<float>(inv[static_cast<size_t>(c)] * gamma[c]);
+  const auto normalize = activation == Activation::Relu    ? normalize_rows<Activation::Relu>
+                         : activation == Activation::Relu6 ? normalize_rows<Activation::Relu6>
+                                                           : normalize_rows<Activation::None>;
+  const bool vector = has_avx512();
   parallel_for(0, rows, rows * channels >= kStreamingParallelMin,
                [&](int64_t share_begin, int64_t share_end) {
-                 for (int64_t r = share_begin; r < share_end; ++r) {
-                   const float* xr = x + r * channels;
-                   float* yr = y + r * channels;
-                   for (int64_t c = 0; c < channels; ++c)
-                     yr[c] = (xr[c] - mean[c]) * scale[static_cast<size_t>(c)] + beta[c];
-                 }
+#if defined(__x86_64__)
+                 if (vector)
+                   return normalize_rows_avx512(x, mean, scale.data(), beta, channels, share_begin,
+                                                share_end, activation, y);
+#endif
+                 normalize(x, mean, scale.data(), beta, channels, share_begin, share_end, y);
                });
 }
 

@@ -86,12 +86,13 @@ void bias_add_grad_images_f32(const float* dy, int64_t n, int64_t image_rows, in
                               float* db);
 
 // BatchNorm over the last axis of x [rows, channels]: y = (x - mean) * gamma / sqrt(var +
-// epsilon) + beta. With batch_statistics (training) mean and var are written: each channel's
-// mean and population variance over the rows, the variance from squared deviations in a second
-// pass, summed as bias_add_grad_f32 sums; without, they are read.
+// epsilon) + beta, then the activation as the Relu or Relu6 op gives it (activation_op_value).
+// With batch_statistics (training) mean and var are written: each channel's mean and population
+// variance over the rows, the variance from squared deviations in a second pass, summed as
+// bias_add_grad_f32 sums; without, they are read.
 void batch_norm_f32(const float* x, const float* gamma, const float* beta, int64_t rows,
-                    int64_t channels, double epsilon, bool batch_statistics, float* mean,
-                    float* var, float* y);
+                    int64_t channels, double epsilon, bool batch_statistics, Activation activation,
+                    float* mean, float* var, float* y);
 
 // BatchNormGrad: dgamma = the sum of dy * xhat, dbeta = the sum of dy over rows (xhat the
 // normalized x), and dx, which with batch_statistics also carries the statistics' dependence on

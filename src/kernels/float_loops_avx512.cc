@@ -544,6 +544,51 @@ __attribute__((target("avx512f"))) void add_n_span_avx512(const float* const* xs
   }
 }
 
+namespace {
+
+// activation_op_value (core/activation.h) on 16 floats: max(v, 0) is 0 where v is NaN, as the
+// Relu op gives; max(0, v) and min(6, v) keep NaN, as Relu6 does.
+__attribute__((target("avx512f"))) inline __m512 activation_op_values(__m512 v,
+                                                                      Activation activation) {
+  if (activation == Activation::Relu) return _mm512_max_ps(v, _mm512_setzero_ps());
+  if (activation == Activation::Relu6)
+    return _mm512_min_ps(_mm512_set1_ps(6.0f), _mm512_max_ps(_mm512_setzero_ps(), v));
+  return v;
+}
+
+// normalize_rows_avx512's 16 results from channel c (lanes m) of the row at x, y. A product
+// and a sum, not contracted into a fused multiply-add: the portable loop's bits (its x86-64
+// baseline build has no FMA), so that a run's results do not depend on the CPU's vectors.
+template <bool kWhole>
+__attribute__((target("avx512f"), optimize("fp-contract=off"))) inline void normalize16(
+    const float* x, const float* mean, const float* scale, const float* beta, int64_t c,
+    __mmask16 m, Activation activation, float* y) {
+  const __m512 centered =
+      _mm512_sub_ps(load_lanes<kWhole>(m, x + c), load_lanes<kWhole>(m, mean + c));
+  const __m512 v = _mm512_add_ps(_mm512_mul_ps(centered, load_lanes<kWhole>(m, scale + c)),
+                                 load_lanes<kWhole>(m, beta + c));
+  if constexpr (kWhole)
+    _mm512_storeu_ps(y + c, activation_op_values(v, activation));
+  else
+    store16(y + c, m, activation_op_values(v, activation));
+}
+
+}  // namespace
+
+__attribute__((target("avx512f"), optimize("fp-contract=off"))) void normalize_rows_avx512(
+    const float* x, const float* mean, const float* scale, const float* beta, int64_t channels,
+    int64_t begin, int64_t end, Activation activation, float* y) {
+  const int64_t whole = channels / 16 * 16;
+  const __mmask16 tail = lanes16(whole, channels);
+  for (int64_t r = begin; r < end; ++r) {
+    const float* xr = x + r * channels;
+    float* yr = y + r * channels;
+    for (int64_t c = 0; c < whole; c += 16)
+      normalize16<true>(xr, mean, scale, beta, c, 0xFFFF, activation, yr);
+    if (whole < channels) normalize16<false>(xr, mean, scale, beta, whole, tail, activation, yr);
+  }
+}
+
 __attribute__((target("avx512f"))) void dropout_span_avx512(const float* x, int64_t begin,
                                                             int64_t end, uint64_t key,
                                                             uint32_t threshold, float keep,

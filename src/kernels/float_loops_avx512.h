@@ -65,6 +65,12 @@ void column_sums_avx512(const float* dy, int64_t rows, int64_t channels, float* 
 void add_n_span_avx512(const float* const* xs, int64_t count, int64_t begin, int64_t end,
                        Activation activation, float* y);
 
+// batch_norm_f32's normalizing pass over rows [begin, end) of x and y [rows, channels]:
+// y = (x - mean) * scale + beta, then the activation as the Relu or Relu6 op gives it.
+void normalize_rows_avx512(const float* x, const float* mean, const float* scale, const float* beta,
+                           int64_t channels, int64_t begin, int64_t end, Activation activation,
+                           float* y);
+
 // dropout_f32 over elements [begin, end), which lie within one block of 2^32 indices.
 void dropout_span_avx512(const float* x, int64_t begin, int64_t end, uint64_t key,
                          uint32_t threshold, float keep, float* y, float* mask);

@@ -1,5 +1,7 @@
-// BatchNorm (over the last axis) and Dropout: the ops that behave differently in training;
-// LayerNorm (over the last axis), which exists only in inference graphs.
+// BatchNorm (over the last axis), FusedBatchNorm (with its activation) and Dropout: the ops that
+// behave differently in training; LayerNorm (over the last axis), which exists only in inference
+// graphs.
+#include "core/activation.h"
 #include "graph/op_registry.h"
 #include "ops/op_names.h"
 #include "ops/ops.h"
@@ -25,6 +27,14 @@ void check_channels(const InferContext& ctx, int first, const std::vector<const 
   }
 }
 
+std::vector<TensorType> infer_batch_norm(const InferContext& ctx) {
+  check_channels(ctx, 1, {"gamma", "beta", "moving_mean", "moving_var"});
+  if (ctx.attrs().get_float("epsilon") < 0)
+    ctx.fail("epsilon must not be negative, got {}", ctx.attrs().get_float("epsilon"));
+  TensorType c = ctx.input(1);
+  return {ctx.input(0), c, c};
+}
+
 }  // namespace
 
 // The fused ops of imported inference graphs (LayerNorm, Gelu) have no gradient: only the
@@ -39,14 +49,7 @@ void register_norm_ops(OpRegistry& r) {
   r.add(OpDef{.name = op_names::kBatchNorm,
               .inputs = {"x", "gamma", "beta", "moving_mean", "moving_var"},
               .attrs = {{"epsilon", AttrKind::Float, AttrValue{1e-3}}},
-              .infer = [](const InferContext& ctx) -> std::vector<TensorType> {
-                check_channels(ctx, 1, {"gamma", "beta", "moving_mean", "moving_var"});
-                if (ctx.attrs().get_float("epsilon") < 0)
-                  ctx.fail("epsilon must not be negative, got {}",
-                           ctx.attrs().get_float("epsilon"));
-                TensorType c = ctx.input(1);
-                return {ctx.input(0), c, c};
-              },
+              .infer = infer_batch_norm,
               .grad = [](GradContext& ctx) -> std::vector<Output> {
                 std::vector<Output> grads(5);
                 if (!ctx.grad(0).valid()) return grads;
@@ -58,6 +61,15 @@ void register_norm_ops(OpRegistry& r) {
                 for (int i = 0; i < 3; ++i) grads[static_cast<size_t>(i)] = Output{id, i};
                 return grads;
               }});
+  r.add(OpDef{
+      .name = op_names::kFusedBatchNorm,
+      .inputs = {"x", "gamma", "beta", "moving_mean", "moving_var"},
+      .attrs = {{"epsilon", AttrKind::Float, AttrValue{1e-3}},
+                {"activation", AttrKind::String, AttrValue{activation_name(Activation::None)}}},
+      .infer = [](const InferContext& ctx) -> std::vector<TensorType> {
+        activation_of(ctx.node());
+        return infer_batch_norm(ctx);
+      }});
   // Outputs dx, dgamma, dbeta. The kernel treats mean and var as batch statistics when
   // training (so dx includes their dependence on x) and as constants otherwise.
   r.add(OpDef{.name = op_names::kBatchNormGrad,

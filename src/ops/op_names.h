@@ -65,6 +65,9 @@ inline constexpr char kSoftmaxCrossEntropyGrad[] = "SoftmaxCrossEntropyGrad";
 // norm_ops.cc
 inline constexpr char kBatchNorm[] = "BatchNorm";
 inline constexpr char kBatchNormGrad[] = "BatchNormGrad";
+// BatchNorm with its Relu or Relu6 applied (attribute "activation"): made by the training
+// passes, after the gradients exist, so it has no gradient of its own.
+inline constexpr char kFusedBatchNorm[] = "FusedBatchNorm";
 inline constexpr char kLayerNorm[] = "LayerNorm";
 inline constexpr char kDropout[] = "Dropout";
 

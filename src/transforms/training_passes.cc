@@ -4,6 +4,7 @@
 #include <functional>
 #include <map>
 #include <numeric>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -41,7 +42,8 @@ void copy_whole(Rewriter& rw, const Node& source, Attrs attrs, const std::string
 // Copies `graph` with each key of `folded` replaced by what `fuse` adds in its place, named as
 // the node it absorbs (the key's value), which is left out. Colocations with the replaced node
 // follow the absorbed one's name, and other readers of the absorbed node read the fused one
-// (which the replaced node's id must precede: nodes are copied in id order).
+// (which the replaced node's id must precede: nodes are copied in id order): the outputs of the
+// absorbed node that `fuse` mapped, else the fused node's output 0.
 using Fuse = std::function<void(Rewriter& rw, const Node& replaced, const Node& absorbed,
                                 const std::map<std::string, std::string>& renamed)>;
 Graph fold_pairs(const Graph& graph, std::vector<Output>& outputs, const GraphUses& uses,
@@ -63,7 +65,12 @@ Graph fold_pairs(const Graph& graph, std::vector<Output>& outputs, const GraphUs
     std::vector<Output> inputs;
     for (const Output& in : node.inputs) {
       auto a = absorbed.find(in.node);
-      inputs.push_back(rw.map(a == absorbed.end() ? in : Output{a->second, 0}));
+      if (a == absorbed.end())
+        inputs.push_back(rw.map(in));
+      else if (std::optional<Output> fused = rw.find(in))  // an output `fuse` mapped
+        inputs.push_back(*fused);
+      else
+        inputs.push_back(rw.map(Output{a->second, 0}));
     }
     copy_whole(rw, node, node.attrs, node.op, node.name, inputs, node, renamed);
     return true;
@@ -187,6 +194,42 @@ Graph fold_relu_into_bias_add(const Graph& graph, std::vector<Output>& outputs) 
                       copy_whole(rw, bias_add, {}, op_names::kBiasAddRelu, bias_add.name,
                                  rw.mapped(bias_add.inputs), relu, renamed);
                     });
+}
+
+Graph fold_activation_into_batch_norm(const Graph& graph, std::vector<Output>& outputs) {
+  const GraphUses uses = uses_keeping_every_node(graph, outputs);
+  std::map<int, int> folded;  // Relu or Relu6 node -> the BatchNorm it absorbs
+  for (const Node& relu : graph.nodes()) {
+    if (relu.op != op_names::kRelu && relu.op != op_names::kRelu6) continue;
+    const Output y = relu.inputs[0];
+    const Node& batch_norm = graph.node(y.node);
+    if (batch_norm.op != op_names::kBatchNorm || y.index != 0 || !same_place(relu, batch_norm) ||
+        std::find(outputs.begin(), outputs.end(), y) != outputs.end())
+      continue;
+    // y is read by the activation and its gradients (as their x) alone, and every reader comes
+    // after the activation, in whose place the fused node is copied (the statistics' readers:
+    // the gradient, the moving averages as graph outputs).
+    const char* grad_op = relu.op == op_names::kRelu ? op_names::kReluGrad : op_names::kRelu6Grad;
+    bool folds = true;
+    for (const auto& [reader, input] : uses.readers(batch_norm.id)) {
+      if (reader == relu.id) continue;
+      const Node& r = graph.node(reader);
+      const bool reads_y = r.inputs[static_cast<size_t>(input)] == y;
+      folds = folds && reader > relu.id && (!reads_y || (r.op == grad_op && input == 1));
+    }
+    if (folds) folded[relu.id] = batch_norm.id;
+  }
+  return fold_pairs(
+      graph, outputs, uses, folded,
+      [](Rewriter& rw, const Node& relu, const Node& batch_norm,
+         const std::map<std::string, std::string>& renamed) {
+        Attrs attrs = batch_norm.attrs;
+        attrs.set("activation", activation_name(relu.op == op_names::kRelu ? Activation::Relu
+                                                                           : Activation::Relu6));
+        copy_whole(rw, batch_norm, std::move(attrs), op_names::kFusedBatchNorm, batch_norm.name,
+                   rw.mapped(batch_norm.inputs), batch_norm, renamed);
+        rw.set({relu.id, 0}, rw.map({batch_norm.id, 0}));
+      });
 }
 
 Graph fold_bias_into_conv(const Graph& graph, std::vector<Output>& outputs) {
@@ -313,7 +356,8 @@ Graph fuse_single_channel_conv_grads_into_pool_grad(const Graph& graph,
 Graph rewrite_training_graph(const Graph& graph, std::vector<Output>& outputs) {
   Graph pooled = route_max_pool_grads_by_window_argmax(
       fold_relu_grad_into_max_pool_grad(graph, outputs), outputs);
-  Graph fused = fold_bias_into_conv(fold_relu_into_bias_add(pooled, outputs), outputs);
+  Graph fused = fold_bias_into_conv(
+      fold_activation_into_batch_norm(fold_relu_into_bias_add(pooled, outputs), outputs), outputs);
   Graph pooled_conv = fuse_single_channel_conv_into_max_pool(fused, outputs);
   return fuse_single_channel_conv_grads_into_pool_grad(pooled_conv, outputs);
 }

@@ -2,7 +2,8 @@
 // session plans it. Results stay those of the unrewritten graph exactly. Every node is kept
 // (variables nobody reads this step included), `outputs` are mapped into the new graph, and
 // placement requests and colocations go along (placement has not run yet); a folded node's
-// output is never among the outputs.
+// output is never among the outputs (a BatchNorm's statistics, which the fused node also
+// writes, may be).
 //
 //   fold_relu_grad_into_max_pool_grad  ReluGrad(MaxPoolGrad(Relu(a), y, dy), a) becomes one
 //                      MaxPoolGrad with relu set: the ReluGrad's pass over the whole
@@ -16,6 +17,13 @@
 //                      BiasAdd, when only the Relu and ReluGrads (as their x) read the BiasAdd;
 //                      those ReluGrads read the BiasAddRelu instead (positive exactly where the
 //                      BiasAdd was)
+//   fold_activation_into_batch_norm  Relu or Relu6(BatchNorm(x, ...)) becomes one FusedBatchNorm,
+//                      named as the BatchNorm, when only the activation and its gradients (as
+//                      their x) read the normalized output, and both are asked to run in the same
+//                      place: the activation applies in the normalizing pass instead of a pass of
+//                      its own; those gradients read the fused output (inside (0, 6), or
+//                      positive, exactly where the BatchNorm's was), and the batch statistics'
+//                      readers read the fused node's
 //   fold_bias_into_conv  BiasAdd(Conv2D(x, w), b) and BiasAddRelu(Conv2D(x, w), b) become one
 //                      FusedConv2D(x, w, b), named as the conv, when only the bias node reads the
 //                      conv and both are asked to run in the same place: the kernel adds the
@@ -45,6 +53,7 @@ namespace sf {
 Graph fold_relu_grad_into_max_pool_grad(const Graph& graph, std::vector<Output>& outputs);
 Graph route_max_pool_grads_by_window_argmax(const Graph& graph, std::vector<Output>& outputs);
 Graph fold_relu_into_bias_add(const Graph& graph, std::vector<Output>& outputs);
+Graph fold_activation_into_batch_norm(const Graph& graph, std::vector<Output>& outputs);
 Graph fold_bias_into_conv(const Graph& graph, std::vector<Output>& outputs);
 Graph fuse_single_channel_conv_into_max_pool(const Graph& graph, std::vector<Output>& outputs);
 Graph fuse_single_channel_conv_grads_into_pool_grad(const Graph& graph,

@@ -322,17 +322,22 @@ std::vector<KernelCase> float_elementwise_cases(const std::string& op) {
 
 // BatchNorm (x, gamma, beta, moving mean and variance) and BatchNormGrad (dy, x, gamma, mean,
 // variance) over the last axis: around a vector of 16 channels, one channel, and rows enough for
-// several threads and blocks; x off zero, so that the mean matters.
-std::vector<KernelCase> batch_norm_cases(bool grad) {
+// several threads and blocks; x off zero, so that the mean matters. With `activation`,
+// FusedBatchNorm's, gamma large enough for Relu6 to clamp above too.
+std::vector<KernelCase> batch_norm_cases(bool grad, const std::string& activation = "") {
   const std::vector<Shape> shapes = {{3, 1},  {3, 17},       {2, 9, 16},
                                      {4, 65}, {2, 5, 7, 15}, {9000, 33}};
   std::vector<KernelCase> cases;
   for (const Shape& shape : shapes) {
     const Shape channels = {shape.back()};
     KernelCase k{shape_str(shape), {}, {{"epsilon", 1e-3}}};
+    if (!activation.empty()) {
+      k.name += "_" + activation;
+      k.attrs.set("activation", activation);
+    }
     if (grad) k.inputs.push_back(f32(shape));
     k.inputs.push_back(f32(shape, 2.0, 6.0));
-    k.inputs.push_back(f32(channels, 0.5, 1.5));
+    k.inputs.push_back(activation.empty() ? f32(channels, 0.5, 1.5) : f32(channels, 2.0, 4.0));
     if (!grad) k.inputs.push_back(f32(channels));
     k.inputs.push_back(f32(channels, 2.0, 6.0));
     k.inputs.push_back(f32(channels, 0.5, 2.0));
@@ -772,6 +777,9 @@ std::map<std::string, ShapeSet> build_shape_sets() {
   sets["BiasAddGrad"] = {float_elementwise_cases("BiasAddGrad"), close};
   sets["BatchNorm"] = {batch_norm_cases(false), close};
   sets["BatchNormGrad"] = {batch_norm_cases(true), close};
+  std::vector<KernelCase> fused_batch_norm = batch_norm_cases(false, "relu");
+  for (KernelCase& k : batch_norm_cases(false, "relu6")) fused_batch_norm.push_back(std::move(k));
+  sets["FusedBatchNorm"] = {std::move(fused_batch_norm), close};
   // Inference passes x through; the training masks are compared in OpsNormTest.
   sets["Dropout"] = {float_elementwise_cases("Dropout"), exact};
   sets["Transpose"] = {transpose_cases(), exact};

@@ -1,8 +1,10 @@
-// Reference kernels for BatchNorm, BatchNormGrad, LayerNorm and Dropout. Per-channel sums run over
-// the rows in order, in double, so results do not depend on the thread count.
+// Reference kernels for BatchNorm (and FusedBatchNorm), BatchNormGrad, LayerNorm and Dropout.
+// Per-channel sums run over the rows in order, in double, so results do not depend on the thread
+// count.
 #include <cmath>
 #include <vector>
 
+#include "core/activation.h"
 #include "cpu/parallel_for.h"
 #include "kernels/dropout_draw.h"
 #include "kernels/kernel.h"
@@ -52,12 +54,15 @@ void batch_norm(KernelContext& ctx) {
     ctx.outputs[2].copy_from(ctx.inputs[4]);
   }
   const std::vector<double> inv = inv_std(var, channels, ctx.node.attrs.get_float("epsilon"));
+  const Activation activation = activation_of(ctx.node);  // FusedBatchNorm's; none for BatchNorm
   parallel_for(0, rows, rows * channels >= (1 << 15), [&](int64_t share_begin, int64_t share_end) {
     for (int64_t r = share_begin; r < share_end; ++r)
       for (int64_t c = 0; c < channels; ++c) {
         const int64_t i = r * channels + c;
-        y[i] = static_cast<float>((px[i] - mean[c]) * inv[static_cast<size_t>(c)] * gamma[c] +
-                                  beta[c]);
+        y[i] = activation_op_value(
+            static_cast<float>((px[i] - mean[c]) * inv[static_cast<size_t>(c)] * gamma[c] +
+                               beta[c]),
+            activation);
       }
   });
 }
@@ -154,6 +159,7 @@ void dropout(KernelContext& ctx) {
 
 void register_reference_norm_kernels(KernelRegistry& r) {
   r.add(simple_kernel(op_names::kBatchNorm, DType::f32, "reference", batch_norm));
+  r.add(simple_kernel(op_names::kFusedBatchNorm, DType::f32, "reference", batch_norm));
   r.add(simple_kernel(op_names::kBatchNormGrad, DType::f32, "reference", batch_norm_grad));
   r.add(simple_kernel(op_names::kLayerNorm, DType::f32, "reference", layer_norm));
   r.add(simple_kernel(op_names::kDropout, DType::f32, "reference", dropout));
