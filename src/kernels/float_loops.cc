@@ -641,7 +641,7 @@ void batch_norm_f32(const float* x, const float* gamma, const float* beta, int64
   const auto normalize = activation == Activation::Relu    ? normalize_rows<Activation::Relu>
                          : activation == Activation::Relu6 ? normalize_rows<Activation::Relu6>
                                                            : normalize_rows<Activation::None>;
-  const bool vector = has_avx512();
+  [[maybe_unused]] const bool vector = has_avx512();  // read on x86-64 only
   parallel_for(0, rows, rows * channels >= kStreamingParallelMin,
                [&](int64_t share_begin, int64_t share_end) {
 #if defined(__x86_64__)
