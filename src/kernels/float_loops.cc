@@ -554,13 +554,17 @@ std::vector<double> column_totals(int64_t rows, int64_t columns, BlockSums block
   return thread_totals(totals, threads, columns);
 }
 
+// column_totals' block_sums for the matrix x [rows, channels] itself.
+auto matrix_block_sums(const float* x, int64_t channels) {
+  return [x, channels](int64_t r0, int64_t count, float* block) {
+    block_column_sums(x + r0 * channels, count, channels, block);
+  };
+}
+
 }  // namespace
 
 void bias_add_grad_f32(const float* dy, int64_t rows, int64_t channels, float* db) {
-  const std::vector<double> totals =
-      column_totals(rows, channels, [dy, channels](int64_t r0, int64_t count, float* block) {
-        block_column_sums(dy + r0 * channels, count, channels, block);
-      });
+  const std::vector<double> totals = column_totals(rows, channels, matrix_block_sums(dy, channels));
   for (int64_t c = 0; c < channels; ++c) db[c] = static_cast<float>(totals[static_cast<size_t>(c)]);
 }
 
@@ -581,14 +585,19 @@ void bias_add_grad_images_f32(const float* dy, int64_t n, int64_t image_rows, in
 
 namespace {
 
-// column_totals' block_sums for the matrix whose element (r, c) is term(r, c), which inlines
-// into a loop the compiler vectorizes.
-template <typename Term>
-auto term_block_sums(int64_t channels, Term term) {
-  return [channels, term](int64_t r0, int64_t count, float* block) {
+// column_totals' block_sums for the sums of (x - mean)^2, each added in row order (the AVX-512
+// loop's bits too).
+auto square_block_sums(const float* x, const float* mean, int64_t channels) {
+  return [x, mean, channels, vector = has_avx512()](int64_t r0, int64_t count, float* block) {
+#if defined(__x86_64__)
+    if (vector) return batch_norm_square_sums_avx512(x, mean, r0, count, channels, block);
+#endif
     std::fill(block, block + channels, 0.0f);
     for (int64_t r = r0; r < r0 + count; ++r)
-      for (int64_t c = 0; c < channels; ++c) block[c] += term(r, c);
+      for (int64_t c = 0; c < channels; ++c) {
+        const float d = x[r * channels + c] - mean[c];
+        block[c] += d * d;
+      }
   };
 }
 
@@ -619,18 +628,12 @@ void batch_norm_f32(const float* x, const float* gamma, const float* beta, int64
                     float* mean, float* var, float* y) {
   const double count = static_cast<double>(std::max<int64_t>(rows, 1));
   if (batch_statistics) {
-    const std::vector<double> sums = column_totals(
-        rows, channels, term_block_sums(channels, [x, channels](int64_t r, int64_t c) {
-          return x[r * channels + c];
-        }));
+    const std::vector<double> sums = column_totals(rows, channels, matrix_block_sums(x, channels));
     for (int64_t c = 0; c < channels; ++c)
       mean[c] = static_cast<float>(sums[static_cast<size_t>(c)] / count);
     // Squared deviations from the mean, a second pass: no cancellation in the variance.
-    const std::vector<double> squares = column_totals(
-        rows, channels, term_block_sums(channels, [x, channels, mean](int64_t r, int64_t c) {
-          const float d = x[r * channels + c] - mean[c];
-          return d * d;
-        }));
+    const std::vector<double> squares =
+        column_totals(rows, channels, square_block_sums(x, mean, channels));
     for (int64_t c = 0; c < channels; ++c)
       var[c] = static_cast<float>(squares[static_cast<size_t>(c)] / count);
   }
@@ -659,8 +662,12 @@ void batch_norm_grad_f32(const float* dy, const float* x, const float* gamma, co
   const std::vector<double> inv = inverse_deviations(var, channels, epsilon);
   // The sums of dy and of dy * (x - mean) side by side, in one pass over dy and x; the sum of
   // dy * xhat is inv times the second.
+  const bool vector = has_avx512();
   const std::vector<double> sums = column_totals(
-      rows, 2 * channels, [dy, x, mean, channels](int64_t r0, int64_t count, float* block) {
+      rows, 2 * channels, [dy, x, mean, channels, vector](int64_t r0, int64_t count, float* block) {
+#if defined(__x86_64__)
+        if (vector) return batch_norm_grad_sums_avx512(dy, x, mean, r0, count, channels, block);
+#endif
         float* __restrict block_dy = block;
         float* __restrict block_dy_deviation = block + channels;
         std::fill(block, block + 2 * channels, 0.0f);
@@ -689,6 +696,11 @@ void batch_norm_grad_f32(const float* dy, const float* x, const float* gamma, co
   }
   parallel_for(0, rows, rows * channels >= kStreamingParallelMin,
                [&](int64_t share_begin, int64_t share_end) {
+#if defined(__x86_64__)
+                 if (vector)
+                   return batch_norm_grad_rows_avx512(dy, x, mean, a.data(), b.data(), k.data(),
+                                                      channels, share_begin, share_end, dx);
+#endif
                  for (int64_t r = share_begin; r < share_end; ++r) {
                    const int64_t row = r * channels;
                    for (int64_t c = 0; c < channels; ++c) {

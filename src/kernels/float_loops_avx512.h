@@ -57,13 +57,28 @@ void single_channel_conv_avx512(const float* padded, int64_t row_stride, const f
                                 const float* bias, int64_t outputs, const Window2D& g,
                                 Activation activation, float* y);
 
-// sums[c] = the float sum of dy[r, c] over rows r.
+// sums[c] = the float sum of dy[r, c] over rows r, added in row order.
 void column_sums_avx512(const float* dy, int64_t rows, int64_t channels, float* sums);
 
 // add_n_f32 over elements [begin, end): each sum in double, inputs in order, rounded once, then
 // the activation.
 void add_n_span_avx512(const float* const* xs, int64_t count, int64_t begin, int64_t end,
                        Activation activation, float* y);
+
+// batch_norm_f32's variance: block [channels] = the float sums over rows [r0, r0 + count) of
+// (x - mean)^2 for x [rows, channels], each added in row order.
+void batch_norm_square_sums_avx512(const float* x, const float* mean, int64_t r0, int64_t count,
+                                   int64_t channels, float* block);
+
+// batch_norm_grad_f32's sums: block [2 * channels] = the float sums over rows [r0, r0 + count)
+// of dy and, after them, of dy * (x - mean), each added in row order.
+void batch_norm_grad_sums_avx512(const float* dy, const float* x, const float* mean, int64_t r0,
+                                 int64_t count, int64_t channels, float* block);
+
+// batch_norm_grad_f32's dx over rows [begin, end): dy * a + (x - mean) * b + k per channel.
+void batch_norm_grad_rows_avx512(const float* dy, const float* x, const float* mean, const float* a,
+                                 const float* b, const float* k, int64_t channels, int64_t begin,
+                                 int64_t end, float* dx);
 
 // batch_norm_f32's normalizing pass over rows [begin, end) of x and y [rows, channels]:
 // y = (x - mean) * scale + beta, then the activation as the Relu or Relu6 op gives it.
