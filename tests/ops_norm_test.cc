@@ -205,6 +205,54 @@ TEST(OpsNormTest, FusedBatchNormIsBatchNormAndThenItsActivation) {
       }
 }
 
+// FusedBatchNormGrad (made by the training passes) gives what the ReluGrad or Relu6Grad of dz
+// and then BatchNormGrad give, bit for bit, on each kernel: activated values below 0, at 0 and
+// -0, inside (0, 6), at 6, above it and NaN, with a NaN in dz where the gradient passes.
+TEST(OpsNormTest, FusedBatchNormGradIsTheActivationGradAndThenBatchNormGrad) {
+  const Shape shape = {2, 13, 11, 35};
+  const Shape channels = {shape.back()};
+  Tensor dz = random_tensor(shape, 95);
+  Tensor activated = random_tensor(shape, 96, -2.0f, 8.0f);
+  float* a = activated.data<float>();
+  const std::vector<float> specials = {0.0f, -0.0f, 6.0f, std::nanf(""), 6.5f, -1.0f, 1.0f};
+  for (size_t i = 0; i < specials.size(); ++i) a[i * 37] = specials[i];
+  dz.data<float>()[6 * 37] = std::nanf("");  // where activated is 1: the NaN passes
+  const Tensor x = random_tensor(shape, 90, 3, 7);
+  const Tensor gamma = random_tensor(channels, 91, 2.0f, 4.0f);
+  const Tensor mean = random_tensor(channels, 93, 3, 7);
+  const Tensor var = random_tensor(channels, 94, 0.5f, 2.0f);
+  for (const char* activation : {"relu", "relu6"})
+    for (const char* impl : {"reference", "float_loops"})
+      for (const bool training : {true, false}) {
+        SCOPED_TRACE(std::string(activation) + " " + impl + (training ? " training" : ""));
+        auto fused = [activation](Graph& g, const std::vector<Output>& in) {
+          return Output{
+              g.add_node("FusedBatchNormGrad", in,
+                         {{"epsilon", 1e-3}, {"activation", std::string(activation)}}, "fused"),
+              0};
+        };
+        const std::vector<Tensor> got =
+            run_all(fused, {dz, x, gamma, mean, var, activated}, training, 7, impl);
+        auto activation_grad = [activation](Graph& g, const std::vector<Output>& in) {
+          return Output{g.add_node(std::string(activation) == "relu" ? "ReluGrad" : "Relu6Grad", in,
+                                   {}, "activation_grad"),
+                        0};
+        };
+        const std::vector<Tensor> dy = run_all(activation_grad, {dz, activated}, false);
+        auto bn_grad = [](Graph& g, const std::vector<Output>& in) {
+          return Output{g.add_node("BatchNormGrad", in, {{"epsilon", 1e-3}}, "bn_grad"), 0};
+        };
+        const std::vector<Tensor> want =
+            run_all(bn_grad, {dy[0], x, gamma, mean, var}, training, 7, impl);
+        ASSERT_EQ(got.size(), 3u);
+        for (size_t k = 0; k < want.size(); ++k)
+          testing::expect_close(want[k], got[k], {.rtol = 0.0, .atol = 0.0},
+                                "output " + std::to_string(k));
+        // The NaN passed into dx (in training through the sums, so every row of its channel).
+        EXPECT_TRUE(std::isnan(got[0].data<float>()[6 * 37]));
+      }
+}
+
 TEST(OpsNormTest, DropoutMasksOnlyWhenTraining) {
   auto drop = [](Graph& g, const std::vector<Output>& in) { return ops::dropout(g, in[0], 0.5); };
   Tensor x = random_tensor({1000}, 1, 1, 2);

@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "autodiff/gradients.h"
@@ -392,13 +393,18 @@ TEST(TrainingPasses, ActivationsFoldIntoTheirBatchNormsAndKeepEveryGradient) {
   EXPECT_EQ(rewritten.node(rewritten.id_of("bn2")).attrs.get_string("activation"), "relu");
   EXPECT_EQ(outputs[outputs.size() - 2], (Output{bn1.id, 1}));
   EXPECT_EQ(outputs[outputs.size() - 1], (Output{bn1.id, 2}));
-  int activation_grads = 0;
+  // The activations' gradients fold into the BatchNorms' gradients, gated by the fused outputs.
+  EXPECT_EQ(count(rewritten, op_names::kReluGrad), 0);
+  EXPECT_EQ(count(rewritten, op_names::kRelu6Grad), 0);
+  EXPECT_EQ(count(rewritten, op_names::kBatchNormGrad), 0);
+  std::vector<std::string> gate_activations;
   for (const Node& n : rewritten.nodes())
-    if (n.op == op_names::kReluGrad || n.op == op_names::kRelu6Grad) {
-      EXPECT_EQ(rewritten.node(n.inputs[1].node).op, op_names::kFusedBatchNorm);
-      ++activation_grads;
+    if (n.op == op_names::kFusedBatchNormGrad) {
+      EXPECT_EQ(rewritten.node(n.inputs[5].node).op, op_names::kFusedBatchNorm);
+      gate_activations.push_back(n.attrs.get_string("activation"));
     }
-  EXPECT_EQ(activation_grads, 2);
+  std::sort(gate_activations.begin(), gate_activations.end());
+  EXPECT_EQ(gate_activations, (std::vector<std::string>{"relu", "relu6"}));
   const auto feeds = static_cast<std::ptrdiff_t>(m.feeds.size());
   std::vector<Output> fetches(outputs.begin() + feeds, outputs.end());
   std::vector<Output> want_fetches = {m.loss};
@@ -432,6 +438,31 @@ TEST(TrainingPasses, BatchNormReadElsewhereOrPlacedApartStays) {
   EXPECT_EQ(count(rewritten, op_names::kBatchNorm), 1);
   EXPECT_EQ(count(rewritten, op_names::kRelu), 1);
   EXPECT_EQ(rewritten.node(rewritten.id_of("act2")).requested_device, "/cpu:1");
+  // The Relu's gradient, asked to run with the Relu, stays apart from the BatchNorm's gradient.
+  EXPECT_EQ(count(rewritten, op_names::kReluGrad), 1);
+  EXPECT_EQ(count(rewritten, op_names::kBatchNormGrad), 1);
+  EXPECT_EQ(count(rewritten, op_names::kFusedBatchNormGrad), 1);
+}
+
+// An activation's gradient that is fetched, or read by more than its BatchNorm's gradient, stays.
+TEST(TrainingPasses, ActivationGradReadElsewhereStays) {
+  BatchNormNet m;
+  build(m);
+  const Node* relu6_grad = nullptr;
+  for (const Node& n : m.g.nodes())
+    if (n.op == op_names::kRelu6Grad) relu6_grad = &n;
+  ASSERT_NE(relu6_grad, nullptr);
+  std::vector<Output> outputs = {m.grads[0], Output{relu6_grad->id, 0}};
+  Graph rewritten = rewrite_training_graph(m.g, outputs);
+  EXPECT_EQ(count(rewritten, op_names::kRelu6Grad), 1);
+  EXPECT_EQ(count(rewritten, op_names::kBatchNormGrad), 1);
+  EXPECT_EQ(count(rewritten, op_names::kFusedBatchNormGrad), 1);
+  EXPECT_EQ(rewritten.node(outputs[1].node).op, op_names::kRelu6Grad);
+  Output doubled = ops::add(m.g, Output{relu6_grad->id, 0}, Output{relu6_grad->id, 0});
+  outputs = {m.grads[0], doubled};
+  rewritten = rewrite_training_graph(m.g, outputs);
+  EXPECT_EQ(count(rewritten, op_names::kRelu6Grad), 1);
+  EXPECT_EQ(count(rewritten, op_names::kFusedBatchNormGrad), 1);
 }
 
 }  // namespace

@@ -31,4 +31,22 @@ inline float activation_op_value(float value, Activation activation) {
   return value;
 }
 
+// The float the ReluGrad or Relu6Grad op gives for the gradient dy of the activation's output
+// where its input or output was x: dy where the activation passes its input on (x > 0, and for
+// Relu6 x < 6), else 0, NaN x included. Both conditions hold of an input exactly where they hold
+// of the activation's output, so either may be x.
+inline float activation_grad_op_value(float dy, float x, Activation activation) {
+  if (activation == Activation::Relu) return x > 0.0f ? dy : 0.0f;
+  if (activation == Activation::Relu6) return x > 0.0f && x < 6.0f ? dy : 0.0f;
+  return dy;
+}
+
+// A ReluGrad or Relu6Grad that a kernel applies to its input gradient dy as it reads it (a fused
+// one): element i is activation_grad_op_value(dy[i], activated[i], activation). None where
+// `activated` is null.
+struct ActivationGrad {
+  const float* activated = nullptr;
+  Activation activation = Activation::None;
+};
+
 }  // namespace sf

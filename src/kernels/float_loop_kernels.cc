@@ -211,14 +211,18 @@ void batch_norm(KernelContext& ctx) {
                  ctx.outputs[2].data<float>(), ctx.outputs[0].data<float>());
 }
 
+// BatchNormGrad, and FusedBatchNormGrad, whose activation gradient gates dy (input 0) by input 5.
 void batch_norm_grad(KernelContext& ctx) {
   const Tensor& x = ctx.inputs[1];
   const int64_t rows = x.last_axis_rows(), channels = x.last_axis();
-  batch_norm_grad_f32(ctx.inputs[0].data<float>(), x.data<float>(), ctx.inputs[2].data<float>(),
-                      ctx.inputs[3].data<float>(), ctx.inputs[4].data<float>(), rows, channels,
-                      ctx.node.attrs.get_float("epsilon"), ctx.training,
-                      ctx.outputs[0].data<float>(), ctx.outputs[1].data<float>(),
-                      ctx.outputs[2].data<float>());
+  ActivationGrad gate;
+  if (ctx.node.op == op_names::kFusedBatchNormGrad)
+    gate = {ctx.inputs[5].data<float>(), activation_of(ctx.node)};
+  batch_norm_grad_f32(
+      ctx.inputs[0].data<float>(), gate, x.data<float>(), ctx.inputs[2].data<float>(),
+      ctx.inputs[3].data<float>(), ctx.inputs[4].data<float>(), rows, channels,
+      ctx.node.attrs.get_float("epsilon"), ctx.training, ctx.outputs[0].data<float>(),
+      ctx.outputs[1].data<float>(), ctx.outputs[2].data<float>());
 }
 
 void dropout(KernelContext& ctx) {
@@ -290,6 +294,8 @@ void register_float_loop_kernels(KernelRegistry& r) {
   r.add(
       simple_kernel(op_names::kFusedBatchNorm, DType::f32, impl, batch_norm, kElementwisePriority));
   r.add(simple_kernel(op_names::kBatchNormGrad, DType::f32, impl, batch_norm_grad,
+                      kElementwisePriority));
+  r.add(simple_kernel(op_names::kFusedBatchNormGrad, DType::f32, impl, batch_norm_grad,
                       kElementwisePriority));
   r.add(simple_kernel(op_names::kDropout, DType::f32, impl, dropout, kElementwisePriority));
 }

@@ -621,6 +621,12 @@ std::vector<double> inverse_deviations(const float* var, int64_t channels, doubl
   return inv;
 }
 
+// dy[i] through the gate, or as it is without one.
+inline float gated(const float* dy, ActivationGrad gate, int64_t i) {
+  return gate.activated ? activation_grad_op_value(dy[i], gate.activated[i], gate.activation)
+                        : dy[i];
+}
+
 }  // namespace
 
 void batch_norm_f32(const float* x, const float* gamma, const float* beta, int64_t rows,
@@ -656,17 +662,20 @@ void batch_norm_f32(const float* x, const float* gamma, const float* beta, int64
                });
 }
 
-void batch_norm_grad_f32(const float* dy, const float* x, const float* gamma, const float* mean,
-                         const float* var, int64_t rows, int64_t channels, double epsilon,
-                         bool batch_statistics, float* dx, float* dgamma, float* dbeta) {
+void batch_norm_grad_f32(const float* dy, ActivationGrad gate, const float* x, const float* gamma,
+                         const float* mean, const float* var, int64_t rows, int64_t channels,
+                         double epsilon, bool batch_statistics, float* dx, float* dgamma,
+                         float* dbeta) {
   const std::vector<double> inv = inverse_deviations(var, channels, epsilon);
   // The sums of dy and of dy * (x - mean) side by side, in one pass over dy and x; the sum of
   // dy * xhat is inv times the second.
   const bool vector = has_avx512();
   const std::vector<double> sums = column_totals(
-      rows, 2 * channels, [dy, x, mean, channels, vector](int64_t r0, int64_t count, float* block) {
+      rows, 2 * channels,
+      [dy, gate, x, mean, channels, vector](int64_t r0, int64_t count, float* block) {
 #if defined(__x86_64__)
-        if (vector) return batch_norm_grad_sums_avx512(dy, x, mean, r0, count, channels, block);
+        if (vector)
+          return batch_norm_grad_sums_avx512(dy, gate, x, mean, r0, count, channels, block);
 #endif
         float* __restrict block_dy = block;
         float* __restrict block_dy_deviation = block + channels;
@@ -674,8 +683,9 @@ void batch_norm_grad_f32(const float* dy, const float* x, const float* gamma, co
         for (int64_t r = r0; r < r0 + count; ++r)
           for (int64_t c = 0; c < channels; ++c) {
             const int64_t i = r * channels + c;
-            block_dy[c] += dy[i];
-            block_dy_deviation[c] += dy[i] * (x[i] - mean[c]);
+            const float g = gated(dy, gate, i);
+            block_dy[c] += g;
+            block_dy_deviation[c] += g * (x[i] - mean[c]);
           }
       });
   const double* sum_dy = sums.data();
@@ -698,14 +708,16 @@ void batch_norm_grad_f32(const float* dy, const float* x, const float* gamma, co
                [&](int64_t share_begin, int64_t share_end) {
 #if defined(__x86_64__)
                  if (vector)
-                   return batch_norm_grad_rows_avx512(dy, x, mean, a.data(), b.data(), k.data(),
-                                                      channels, share_begin, share_end, dx);
+                   return batch_norm_grad_rows_avx512(dy, gate, x, mean, a.data(), b.data(),
+                                                      k.data(), channels, share_begin, share_end,
+                                                      dx);
 #endif
                  for (int64_t r = share_begin; r < share_end; ++r) {
                    const int64_t row = r * channels;
                    for (int64_t c = 0; c < channels; ++c) {
                      const size_t j = static_cast<size_t>(c);
-                     dx[row + c] = dy[row + c] * a[j] + (x[row + c] - mean[c]) * b[j] + k[j];
+                     dx[row + c] =
+                         gated(dy, gate, row + c) * a[j] + (x[row + c] - mean[c]) * b[j] + k[j];
                    }
                  }
                });

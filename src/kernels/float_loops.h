@@ -96,10 +96,12 @@ void batch_norm_f32(const float* x, const float* gamma, const float* beta, int64
 
 // BatchNormGrad: dgamma = the sum of dy * xhat, dbeta = the sum of dy over rows (xhat the
 // normalized x), and dx, which with batch_statistics also carries the statistics' dependence on
-// x. The same sums as batch_norm_f32's.
-void batch_norm_grad_f32(const float* dy, const float* x, const float* gamma, const float* mean,
-                         const float* var, int64_t rows, int64_t channels, double epsilon,
-                         bool batch_statistics, float* dx, float* dgamma, float* dbeta);
+// x. The same sums as batch_norm_f32's. With `gate`, dy is the gate's activation gradient of the
+// given dy (FusedBatchNormGrad), never written out.
+void batch_norm_grad_f32(const float* dy, ActivationGrad gate, const float* x, const float* gamma,
+                         const float* mean, const float* var, int64_t rows, int64_t channels,
+                         double epsilon, bool batch_statistics, float* dx, float* dgamma,
+                         float* dbeta);
 
 // Dropout in training: mask[i] = 0 where dropout_bits(key, i) < threshold (kernels/
 // dropout_draw.h), else keep; y[i] = x[i] * mask[i]. The reference kernel's masks, bit for bit.

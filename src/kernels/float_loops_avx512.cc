@@ -563,28 +563,46 @@ __attribute__((target("avx512f"))) inline void store_lanes(float* p, __mmask16 m
     store16(p, m, v);
 }
 
+// What strip_sums adds up of each element: x itself, (x - mean)^2, or dy and dy * (x - mean)
+// (a BatchNorm's gradient, dy through an activation's gradient or not).
+enum class StripSum { kValues, kSquares, kGrad };
+
+// dy through the gate on 16 floats: dy where `activated` lets the activation's gradient through
+// (above 0, and for Relu6 below 6; NaN fails both comparisons), else 0, as
+// activation_grad_op_value gives; dy itself without a gate.
+__attribute__((target("avx512f"))) inline __m512 gated16(__m512 dy, const ActivationGrad& gate,
+                                                         __m512 activated) {
+  if (gate.activated == nullptr) return dy;
+  __mmask16 pass = _mm512_cmp_ps_mask(activated, _mm512_setzero_ps(), _CMP_GT_OQ);
+  if (gate.activation == Activation::Relu6)
+    pass = _mm512_mask_cmp_ps_mask(pass, activated, _mm512_set1_ps(6.0f), _CMP_LT_OQ);
+  return _mm512_maskz_mov_ps(pass, dy);
+}
+
 // The statistics' sums of kVectors vectors of channels from c0 over rows [r0, r0 + count), in
-// registers: x, or with kSquares (x - mean)^2, and with kGrad dy and dy * (x - mean) (`dy` and
-// `mean` are then read), each added in row order; stored to block (and block + channels with
-// kGrad). Without kWhole, one vector under `m`.
-template <int kVectors, bool kWhole, bool kSquares, bool kGrad>
+// registers, of what kSum names (`dy`, `gate` and `mean` are read as it needs them), each added
+// in row order; stored to block (and block + channels for the second sums of kGrad). Without
+// kWhole, one vector under `m`.
+template <int kVectors, bool kWhole, StripSum kSum>
 __attribute__((target("avx512f"), optimize("fp-contract=off"))) inline void strip_sums(
-    const float* x, const float* dy, const float* mean, int64_t r0, int64_t count, int64_t channels,
-    int64_t c0, __mmask16 m, float* block) {
+    const float* x, const float* dy, const ActivationGrad& gate, const float* mean, int64_t r0,
+    int64_t count, int64_t channels, int64_t c0, __mmask16 m, float* block) {
   __m512 sums[kVectors], products[kVectors], centers[kVectors];
   for (int v = 0; v < kVectors; ++v) {
     sums[v] = products[v] = _mm512_setzero_ps();
-    centers[v] = kSquares || kGrad ? load_lanes<kWhole>(m, mean + c0 + 16 * v) : sums[v];
+    centers[v] = kSum != StripSum::kValues ? load_lanes<kWhole>(m, mean + c0 + 16 * v) : sums[v];
   }
   for (int64_t r = r0; r < r0 + count; ++r) {
     const int64_t at = r * channels + c0;
     for (int v = 0; v < kVectors; ++v) {
       const __m512 xv = load_lanes<kWhole>(m, x + at + 16 * v);
-      if constexpr (kGrad) {
-        const __m512 g = load_lanes<kWhole>(m, dy + at + 16 * v);
+      if constexpr (kSum == StripSum::kGrad) {
+        const __m512 activated =
+            gate.activated == nullptr ? xv : load_lanes<kWhole>(m, gate.activated + at + 16 * v);
+        const __m512 g = gated16(load_lanes<kWhole>(m, dy + at + 16 * v), gate, activated);
         sums[v] = _mm512_add_ps(sums[v], g);
         products[v] = _mm512_add_ps(products[v], _mm512_mul_ps(g, _mm512_sub_ps(xv, centers[v])));
-      } else if constexpr (kSquares) {
+      } else if constexpr (kSum == StripSum::kSquares) {
         const __m512 d = _mm512_sub_ps(xv, centers[v]);
         sums[v] = _mm512_add_ps(sums[v], _mm512_mul_ps(d, d));
       } else {
@@ -594,78 +612,88 @@ __attribute__((target("avx512f"), optimize("fp-contract=off"))) inline void stri
   }
   for (int v = 0; v < kVectors; ++v) {
     store_lanes<kWhole>(block + c0 + 16 * v, m, sums[v]);
-    if constexpr (kGrad) store_lanes<kWhole>(block + channels + c0 + 16 * v, m, products[v]);
+    if constexpr (kSum == StripSum::kGrad)
+      store_lanes<kWhole>(block + channels + c0 + 16 * v, m, products[v]);
   }
 }
 
 // strip_sums over all channels: strips of four whole vectors, then the whole vectors left, then
 // the last channels under a mask.
-template <bool kSquares, bool kGrad>
+template <StripSum kSum>
 __attribute__((target("avx512f"), optimize("fp-contract=off"))) void column_strip_sums(
-    const float* x, const float* dy, const float* mean, int64_t r0, int64_t count, int64_t channels,
-    float* block) {
+    const float* x, const float* dy, const ActivationGrad& gate, const float* mean, int64_t r0,
+    int64_t count, int64_t channels, float* block) {
   const int64_t whole = channels / 16 * 16;
   int64_t c0 = 0;
   for (; c0 + 64 <= whole; c0 += 64)
-    strip_sums<4, true, kSquares, kGrad>(x, dy, mean, r0, count, channels, c0, 0xFFFF, block);
+    strip_sums<4, true, kSum>(x, dy, gate, mean, r0, count, channels, c0, 0xFFFF, block);
   switch ((whole - c0) / 16) {
     case 3:
-      strip_sums<3, true, kSquares, kGrad>(x, dy, mean, r0, count, channels, c0, 0xFFFF, block);
+      strip_sums<3, true, kSum>(x, dy, gate, mean, r0, count, channels, c0, 0xFFFF, block);
       break;
     case 2:
-      strip_sums<2, true, kSquares, kGrad>(x, dy, mean, r0, count, channels, c0, 0xFFFF, block);
+      strip_sums<2, true, kSum>(x, dy, gate, mean, r0, count, channels, c0, 0xFFFF, block);
       break;
     case 1:
-      strip_sums<1, true, kSquares, kGrad>(x, dy, mean, r0, count, channels, c0, 0xFFFF, block);
+      strip_sums<1, true, kSum>(x, dy, gate, mean, r0, count, channels, c0, 0xFFFF, block);
       break;
     default:
       break;
   }
   if (whole < channels)
-    strip_sums<1, false, kSquares, kGrad>(x, dy, mean, r0, count, channels, whole,
-                                          lanes16(whole, channels), block);
+    strip_sums<1, false, kSum>(x, dy, gate, mean, r0, count, channels, whole,
+                               lanes16(whole, channels), block);
 }
 
-// dx = dy * a + (x - mean) * b + k on one row's channels [c, c + 16).
+// dx = dy * a + (x - mean) * b + k on one row's channels [c, c + 16), dy through the gate
+// (`activated_row` is its row of the gate's activated values).
 template <bool kWhole>
 __attribute__((target("avx512f"), optimize("fp-contract=off"))) inline void grad_dx16(
-    const float* dy_row, const float* x_row, const float* mean, const float* a, const float* b,
-    const float* k, int64_t c, __mmask16 m, float* dx_row) {
-  const __m512 deviation =
-      _mm512_sub_ps(load_lanes<kWhole>(m, x_row + c), load_lanes<kWhole>(m, mean + c));
-  const __m512 dx = _mm512_add_ps(
-      _mm512_add_ps(_mm512_mul_ps(load_lanes<kWhole>(m, dy_row + c), load_lanes<kWhole>(m, a + c)),
-                    _mm512_mul_ps(deviation, load_lanes<kWhole>(m, b + c))),
-      load_lanes<kWhole>(m, k + c));
+    const float* dy_row, const ActivationGrad& gate, const float* activated_row, const float* x_row,
+    const float* mean, const float* a, const float* b, const float* k, int64_t c, __mmask16 m,
+    float* dx_row) {
+  const __m512 xv = load_lanes<kWhole>(m, x_row + c);
+  const __m512 dy =
+      gated16(load_lanes<kWhole>(m, dy_row + c), gate,
+              activated_row == nullptr ? xv : load_lanes<kWhole>(m, activated_row + c));
+  const __m512 deviation = _mm512_sub_ps(xv, load_lanes<kWhole>(m, mean + c));
+  const __m512 dx =
+      _mm512_add_ps(_mm512_add_ps(_mm512_mul_ps(dy, load_lanes<kWhole>(m, a + c)),
+                                  _mm512_mul_ps(deviation, load_lanes<kWhole>(m, b + c))),
+                    load_lanes<kWhole>(m, k + c));
   store_lanes<kWhole>(dx_row + c, m, dx);
 }
 
 }  // namespace
 
 void column_sums_avx512(const float* dy, int64_t rows, int64_t channels, float* sums) {
-  column_strip_sums<false, false>(dy, nullptr, nullptr, 0, rows, channels, sums);
+  column_strip_sums<StripSum::kValues>(dy, nullptr, {}, nullptr, 0, rows, channels, sums);
 }
 
 void batch_norm_square_sums_avx512(const float* x, const float* mean, int64_t r0, int64_t count,
                                    int64_t channels, float* block) {
-  column_strip_sums<true, false>(x, nullptr, mean, r0, count, channels, block);
+  column_strip_sums<StripSum::kSquares>(x, nullptr, {}, mean, r0, count, channels, block);
 }
 
-void batch_norm_grad_sums_avx512(const float* dy, const float* x, const float* mean, int64_t r0,
-                                 int64_t count, int64_t channels, float* block) {
-  column_strip_sums<false, true>(x, dy, mean, r0, count, channels, block);
+void batch_norm_grad_sums_avx512(const float* dy, ActivationGrad gate, const float* x,
+                                 const float* mean, int64_t r0, int64_t count, int64_t channels,
+                                 float* block) {
+  column_strip_sums<StripSum::kGrad>(x, dy, gate, mean, r0, count, channels, block);
 }
 
 __attribute__((target("avx512f"), optimize("fp-contract=off"))) void batch_norm_grad_rows_avx512(
-    const float* dy, const float* x, const float* mean, const float* a, const float* b,
-    const float* k, int64_t channels, int64_t begin, int64_t end, float* dx) {
+    const float* dy, ActivationGrad gate, const float* x, const float* mean, const float* a,
+    const float* b, const float* k, int64_t channels, int64_t begin, int64_t end, float* dx) {
   const int64_t whole = channels / 16 * 16;
   const __mmask16 tail = lanes16(whole, channels);
   for (int64_t r = begin; r < end; ++r) {
     const int64_t row = r * channels;
+    const float* activated_row = gate.activated == nullptr ? nullptr : gate.activated + row;
     for (int64_t c = 0; c < whole; c += 16)
-      grad_dx16<true>(dy + row, x + row, mean, a, b, k, c, 0xFFFF, dx + row);
-    if (whole < channels) grad_dx16<false>(dy + row, x + row, mean, a, b, k, whole, tail, dx + row);
+      grad_dx16<true>(dy + row, gate, activated_row, x + row, mean, a, b, k, c, 0xFFFF, dx + row);
+    if (whole < channels)
+      grad_dx16<false>(dy + row, gate, activated_row, x + row, mean, a, b, k, whole, tail,
+                       dx + row);
   }
 }
 

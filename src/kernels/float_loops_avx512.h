@@ -71,14 +71,16 @@ void batch_norm_square_sums_avx512(const float* x, const float* mean, int64_t r0
                                    int64_t channels, float* block);
 
 // batch_norm_grad_f32's sums: block [2 * channels] = the float sums over rows [r0, r0 + count)
-// of dy and, after them, of dy * (x - mean), each added in row order.
-void batch_norm_grad_sums_avx512(const float* dy, const float* x, const float* mean, int64_t r0,
-                                 int64_t count, int64_t channels, float* block);
+// of dy and, after them, of dy * (x - mean), each added in row order (dy through `gate`).
+void batch_norm_grad_sums_avx512(const float* dy, ActivationGrad gate, const float* x,
+                                 const float* mean, int64_t r0, int64_t count, int64_t channels,
+                                 float* block);
 
-// batch_norm_grad_f32's dx over rows [begin, end): dy * a + (x - mean) * b + k per channel.
-void batch_norm_grad_rows_avx512(const float* dy, const float* x, const float* mean, const float* a,
-                                 const float* b, const float* k, int64_t channels, int64_t begin,
-                                 int64_t end, float* dx);
+// batch_norm_grad_f32's dx over rows [begin, end): dy * a + (x - mean) * b + k per channel (dy
+// through `gate`).
+void batch_norm_grad_rows_avx512(const float* dy, ActivationGrad gate, const float* x,
+                                 const float* mean, const float* a, const float* b, const float* k,
+                                 int64_t channels, int64_t begin, int64_t end, float* dx);
 
 // batch_norm_f32's normalizing pass over rows [begin, end) of x and y [rows, channels]:
 // y = (x - mean) * scale + beta, then the activation as the Relu or Relu6 op gives it.

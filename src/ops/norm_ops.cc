@@ -1,6 +1,6 @@
-// BatchNorm (over the last axis), FusedBatchNorm (with its activation) and Dropout: the ops that
-// behave differently in training; LayerNorm (over the last axis), which exists only in inference
-// graphs.
+// BatchNorm (over the last axis), FusedBatchNorm (with its activation), their gradients and
+// Dropout: the ops that behave differently in training; LayerNorm (over the last axis), which
+// exists only in inference graphs.
 #include "core/activation.h"
 #include "graph/op_registry.h"
 #include "ops/op_names.h"
@@ -33,6 +33,14 @@ std::vector<TensorType> infer_batch_norm(const InferContext& ctx) {
     ctx.fail("epsilon must not be negative, got {}", ctx.attrs().get_float("epsilon"));
   TensorType c = ctx.input(1);
   return {ctx.input(0), c, c};
+}
+
+std::vector<TensorType> infer_batch_norm_grad(const InferContext& ctx) {
+  check_channels(ctx, 2, {"gamma", "mean", "var"});
+  if (ctx.input(0) != ctx.input(1))
+    ctx.fail("dy {} vs x {}: types differ", type_str(ctx.input(0)), type_str(ctx.input(1)));
+  TensorType c = ctx.input(2);
+  return {ctx.input(1), c, c};
 }
 
 }  // namespace
@@ -75,14 +83,21 @@ void register_norm_ops(OpRegistry& r) {
   r.add(OpDef{.name = op_names::kBatchNormGrad,
               .inputs = {"dy", "x", "gamma", "mean", "var"},
               .attrs = {{"epsilon", AttrKind::Float, AttrValue{1e-3}}},
-              .infer = [](const InferContext& ctx) -> std::vector<TensorType> {
-                check_channels(ctx, 2, {"gamma", "mean", "var"});
-                if (ctx.input(0) != ctx.input(1))
-                  ctx.fail("dy {} vs x {}: types differ", type_str(ctx.input(0)),
-                           type_str(ctx.input(1)));
-                TensorType c = ctx.input(2);
-                return {ctx.input(1), c, c};
-              }});
+              .infer = infer_batch_norm_grad});
+  // BatchNormGrad whose dy is ReluGrad or Relu6Grad(dz, activated): the same inputs in the same
+  // places, dz in place of dy and the activation gradient's x last.
+  r.add(OpDef{
+      .name = op_names::kFusedBatchNormGrad,
+      .inputs = {"dz", "x", "gamma", "mean", "var", "activated"},
+      .attrs = {{"epsilon", AttrKind::Float, AttrValue{1e-3}},
+                {"activation", AttrKind::String, AttrValue{activation_name(Activation::None)}}},
+      .infer = [](const InferContext& ctx) -> std::vector<TensorType> {
+        activation_of(ctx.node());
+        if (ctx.input(5) != ctx.input(0))
+          ctx.fail("activated {} vs dz {}: types differ", type_str(ctx.input(5)),
+                   type_str(ctx.input(0)));
+        return infer_batch_norm_grad(ctx);
+      }});
   r.add(OpDef{.name = op_names::kLayerNorm,
               .inputs = {"x", "gamma", "beta"},
               .attrs = {{"epsilon", AttrKind::Float, AttrValue{1e-5}}},

@@ -68,6 +68,9 @@ inline constexpr char kBatchNormGrad[] = "BatchNormGrad";
 // BatchNorm with its Relu or Relu6 applied (attribute "activation"): made by the training
 // passes, after the gradients exist, so it has no gradient of its own.
 inline constexpr char kFusedBatchNorm[] = "FusedBatchNorm";
+// BatchNormGrad of the ReluGrad or Relu6Grad (attribute "activation") that produced its dy: made
+// by the training passes.
+inline constexpr char kFusedBatchNormGrad[] = "FusedBatchNormGrad";
 inline constexpr char kLayerNorm[] = "LayerNorm";
 inline constexpr char kDropout[] = "Dropout";
 

@@ -232,6 +232,35 @@ Graph fold_activation_into_batch_norm(const Graph& graph, std::vector<Output>& o
       });
 }
 
+Graph fold_activation_grad_into_batch_norm_grad(const Graph& graph, std::vector<Output>& outputs) {
+  const GraphUses uses = uses_keeping_every_node(graph, outputs);
+  std::map<int, int> folded;  // BatchNormGrad node -> the ReluGrad or Relu6Grad it absorbs
+  for (const Node& batch_norm_grad : graph.nodes()) {
+    if (batch_norm_grad.op != op_names::kBatchNormGrad) continue;
+    const Output dy = batch_norm_grad.inputs[0];
+    const Node& activation_grad = graph.node(dy.node);
+    if ((activation_grad.op == op_names::kReluGrad || activation_grad.op == op_names::kRelu6Grad) &&
+        uses.sole_consumer(activation_grad.id) == &batch_norm_grad &&
+        same_place(batch_norm_grad, activation_grad))
+      folded[batch_norm_grad.id] = activation_grad.id;
+  }
+  return fold_pairs(
+      graph, outputs, uses, folded,
+      [](Rewriter& rw, const Node& batch_norm_grad, const Node& activation_grad,
+         const std::map<std::string, std::string>& renamed) {
+        Attrs attrs = batch_norm_grad.attrs;
+        attrs.set("activation",
+                  activation_name(activation_grad.op == op_names::kReluGrad ? Activation::Relu
+                                                                            : Activation::Relu6));
+        std::vector<Output> inputs{rw.map(activation_grad.inputs[0])};
+        for (size_t i = 1; i < batch_norm_grad.inputs.size(); ++i)
+          inputs.push_back(rw.map(batch_norm_grad.inputs[i]));
+        inputs.push_back(rw.map(activation_grad.inputs[1]));
+        copy_whole(rw, activation_grad, std::move(attrs), op_names::kFusedBatchNormGrad,
+                   activation_grad.name, inputs, batch_norm_grad, renamed);
+      });
+}
+
 Graph fold_bias_into_conv(const Graph& graph, std::vector<Output>& outputs) {
   const GraphUses uses = uses_keeping_every_node(graph, outputs);
   std::map<int, int> folded;  // BiasAdd or BiasAddRelu node -> the Conv2D it absorbs
@@ -357,7 +386,10 @@ Graph rewrite_training_graph(const Graph& graph, std::vector<Output>& outputs) {
   Graph pooled = route_max_pool_grads_by_window_argmax(
       fold_relu_grad_into_max_pool_grad(graph, outputs), outputs);
   Graph fused = fold_bias_into_conv(
-      fold_activation_into_batch_norm(fold_relu_into_bias_add(pooled, outputs), outputs), outputs);
+      fold_activation_grad_into_batch_norm_grad(
+          fold_activation_into_batch_norm(fold_relu_into_bias_add(pooled, outputs), outputs),
+          outputs),
+      outputs);
   Graph pooled_conv = fuse_single_channel_conv_into_max_pool(fused, outputs);
   return fuse_single_channel_conv_grads_into_pool_grad(pooled_conv, outputs);
 }

@@ -24,6 +24,12 @@
 //                      its own; those gradients read the fused output (inside (0, 6), or
 //                      positive, exactly where the BatchNorm's was), and the batch statistics'
 //                      readers read the fused node's
+//   fold_activation_grad_into_batch_norm_grad  BatchNormGrad(ReluGrad or Relu6Grad(dz, a), x,
+//                      ...), where nothing else reads the activation's gradient and both are
+//                      asked to run in the same place, becomes one FusedBatchNormGrad(dz, x, ...,
+//                      a), named as the activation's gradient: the kernel gates dz by a as it
+//                      reads it, instead of a pass that writes the gated gradient out and two
+//                      that read it back
 //   fold_bias_into_conv  BiasAdd(Conv2D(x, w), b) and BiasAddRelu(Conv2D(x, w), b) become one
 //                      FusedConv2D(x, w, b), named as the conv, when only the bias node reads the
 //                      conv and both are asked to run in the same place: the kernel adds the
@@ -54,6 +60,7 @@ Graph fold_relu_grad_into_max_pool_grad(const Graph& graph, std::vector<Output>&
 Graph route_max_pool_grads_by_window_argmax(const Graph& graph, std::vector<Output>& outputs);
 Graph fold_relu_into_bias_add(const Graph& graph, std::vector<Output>& outputs);
 Graph fold_activation_into_batch_norm(const Graph& graph, std::vector<Output>& outputs);
+Graph fold_activation_grad_into_batch_norm_grad(const Graph& graph, std::vector<Output>& outputs);
 Graph fold_bias_into_conv(const Graph& graph, std::vector<Output>& outputs);
 Graph fuse_single_channel_conv_into_max_pool(const Graph& graph, std::vector<Output>& outputs);
 Graph fuse_single_channel_conv_grads_into_pool_grad(const Graph& graph,

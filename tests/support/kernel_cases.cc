@@ -323,7 +323,7 @@ std::vector<KernelCase> float_elementwise_cases(const std::string& op) {
 // BatchNorm (x, gamma, beta, moving mean and variance) and BatchNormGrad (dy, x, gamma, mean,
 // variance) over the last axis: around a vector of 16 channels, one channel, and rows enough for
 // several threads and blocks; x off zero, so that the mean matters. With `activation`,
-// FusedBatchNorm's, gamma large enough for Relu6 to clamp above too.
+// FusedBatchNorm's (gamma large enough for Relu6 to clamp above too) or FusedBatchNormGrad's.
 std::vector<KernelCase> batch_norm_cases(bool grad, const std::string& activation = "") {
   const std::vector<Shape> shapes = {{3, 1},  {3, 17},       {2, 9, 16},
                                      {4, 65}, {2, 5, 7, 15}, {9000, 33}};
@@ -341,6 +341,8 @@ std::vector<KernelCase> batch_norm_cases(bool grad, const std::string& activatio
     if (!grad) k.inputs.push_back(f32(channels));
     k.inputs.push_back(f32(channels, 2.0, 6.0));
     k.inputs.push_back(f32(channels, 0.5, 2.0));
+    // FusedBatchNormGrad's activated values, below 0, inside (0, 6) and above 6.
+    if (grad && !activation.empty()) k.inputs.push_back(f32(shape, -2.0, 8.0));
     cases.push_back(std::move(k));
   }
   return cases;
@@ -780,6 +782,10 @@ std::map<std::string, ShapeSet> build_shape_sets() {
   std::vector<KernelCase> fused_batch_norm = batch_norm_cases(false, "relu");
   for (KernelCase& k : batch_norm_cases(false, "relu6")) fused_batch_norm.push_back(std::move(k));
   sets["FusedBatchNorm"] = {std::move(fused_batch_norm), close};
+  std::vector<KernelCase> fused_batch_norm_grad = batch_norm_cases(true, "relu");
+  for (KernelCase& k : batch_norm_cases(true, "relu6"))
+    fused_batch_norm_grad.push_back(std::move(k));
+  sets["FusedBatchNormGrad"] = {std::move(fused_batch_norm_grad), close};
   // Inference passes x through; the training masks are compared in OpsNormTest.
   sets["Dropout"] = {float_elementwise_cases("Dropout"), exact};
   sets["Transpose"] = {transpose_cases(), exact};

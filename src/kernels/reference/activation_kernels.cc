@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/activation.h"
 #include "cpu/parallel_for.h"
 #include "kernels/kernel.h"
 #include "kernels/reference/reference.h"
@@ -77,14 +78,17 @@ void softmax_grad(KernelContext& ctx) {
 }  // namespace
 
 void register_reference_activation_kernels(KernelRegistry& r) {
-  r.add(unary(op_names::kRelu, [](float x) { return x > 0.0f ? x : 0.0f; }));
-  r.add(unary(op_names::kRelu6, [](float x) { return std::min(std::max(x, 0.0f), 6.0f); }));
+  r.add(unary(op_names::kRelu, [](float x) { return activation_op_value(x, Activation::Relu); }));
+  r.add(unary(op_names::kRelu6, [](float x) { return activation_op_value(x, Activation::Relu6); }));
   r.add(unary(op_names::kSigmoid, [](float x) { return 1.0f / (1.0f + std::exp(-x)); }));
   r.add(unary(op_names::kTanh, [](float x) { return std::tanh(x); }));
   r.add(simple_kernel(op_names::kSoftmax, DType::f32, "reference", softmax));
-  r.add(binary(op_names::kReluGrad, [](float dy, float x) { return x > 0.0f ? dy : 0.0f; }));
-  r.add(binary(op_names::kRelu6Grad,
-               [](float dy, float x) { return x > 0.0f && x < 6.0f ? dy : 0.0f; }));
+  r.add(binary(op_names::kReluGrad, [](float dy, float x) {
+    return activation_grad_op_value(dy, x, Activation::Relu);
+  }));
+  r.add(binary(op_names::kRelu6Grad, [](float dy, float x) {
+    return activation_grad_op_value(dy, x, Activation::Relu6);
+  }));
   r.add(binary(op_names::kSigmoidGrad, [](float dy, float y) { return dy * y * (1.0f - y); }));
   r.add(binary(op_names::kTanhGrad, [](float dy, float y) { return dy * (1.0f - y * y); }));
   r.add(simple_kernel(op_names::kSoftmaxGrad, DType::f32, "reference", softmax_grad));

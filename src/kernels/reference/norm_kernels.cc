@@ -1,4 +1,4 @@
-// Reference kernels for BatchNorm (and FusedBatchNorm), BatchNormGrad, LayerNorm and Dropout.
+// Reference kernels for BatchNorm and BatchNormGrad (and their fused forms), LayerNorm and Dropout.
 // Per-channel sums run over the rows in order, in double, so results do not depend on the thread
 // count.
 #include <cmath>
@@ -71,6 +71,17 @@ void batch_norm_grad(KernelContext& ctx) {
   const Tensor& x = ctx.inputs[1];
   const int64_t rows = x.last_axis_rows(), channels = x.last_axis();
   const float* dy = ctx.inputs[0].data<float>();
+  // FusedBatchNormGrad's dy: the activation's gradient of dz (input 0), as its own op gives it.
+  std::vector<float> activation_dy;
+  if (ctx.node.op == op_names::kFusedBatchNormGrad) {
+    const Activation activation = activation_of(ctx.node);
+    const float* activated = ctx.inputs[5].data<float>();
+    activation_dy.resize(static_cast<size_t>(x.numel()));
+    for (int64_t i = 0; i < x.numel(); ++i)
+      activation_dy[static_cast<size_t>(i)] =
+          activation_grad_op_value(dy[i], activated[i], activation);
+    dy = activation_dy.data();
+  }
   const float* px = x.data<float>();
   const float* gamma = ctx.inputs[2].data<float>();
   const float* mean = ctx.inputs[3].data<float>();
@@ -161,6 +172,7 @@ void register_reference_norm_kernels(KernelRegistry& r) {
   r.add(simple_kernel(op_names::kBatchNorm, DType::f32, "reference", batch_norm));
   r.add(simple_kernel(op_names::kFusedBatchNorm, DType::f32, "reference", batch_norm));
   r.add(simple_kernel(op_names::kBatchNormGrad, DType::f32, "reference", batch_norm_grad));
+  r.add(simple_kernel(op_names::kFusedBatchNormGrad, DType::f32, "reference", batch_norm_grad));
   r.add(simple_kernel(op_names::kLayerNorm, DType::f32, "reference", layer_norm));
   r.add(simple_kernel(op_names::kDropout, DType::f32, "reference", dropout));
 }
