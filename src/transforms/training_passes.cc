@@ -123,6 +123,25 @@ bool same_place(const Node& a, const Node& b) {
          a.colocate_with.empty();
 }
 
+// Whether the output an activation (Relu or Relu6) reads, x, is read by the activation and its
+// gradients (as their x) alone and is not a graph output, and every reader of x's node comes
+// after the activation: a node fused in the activation's place (nodes are copied in id order)
+// is then copied before them all.
+bool only_activation_and_its_grads_read(const Graph& graph, const std::vector<Output>& outputs,
+                                        const GraphUses& uses, const Node& activation) {
+  const Output x = activation.inputs[0];
+  if (std::find(outputs.begin(), outputs.end(), x) != outputs.end()) return false;
+  const char* grad_op =
+      activation.op == op_names::kRelu ? op_names::kReluGrad : op_names::kRelu6Grad;
+  for (const auto& [reader, input] : uses.readers(x.node)) {
+    if (reader == activation.id) continue;
+    const Node& r = graph.node(reader);
+    const bool reads_x = r.inputs[static_cast<size_t>(input)] == x;
+    if (reader < activation.id || (reads_x && (r.op != grad_op || input != 1))) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 Graph route_max_pool_grads_by_window_argmax(const Graph& graph, std::vector<Output>& outputs) {
@@ -176,16 +195,9 @@ Graph fold_relu_into_bias_add(const Graph& graph, std::vector<Output>& outputs) 
   for (const Node& relu : graph.nodes()) {
     if (relu.op != op_names::kRelu) continue;
     const Node& bias_add = graph.node(relu.inputs[0].node);
-    if (bias_add.op != op_names::kBiasAdd || uses.is_graph_output(bias_add.id)) continue;
-    // Nodes are copied in id order, so the ReluGrads must come after the Relu they will read.
-    bool only_relu_and_its_grads = true;
-    for (const auto& [reader, input] : uses.readers(bias_add.id)) {
-      const Node& r = graph.node(reader);
-      only_relu_and_its_grads =
-          only_relu_and_its_grads &&
-          (reader == relu.id || (r.op == op_names::kReluGrad && input == 1 && reader > relu.id));
-    }
-    if (only_relu_and_its_grads) folded[relu.id] = bias_add.id;
+    if (bias_add.op == op_names::kBiasAdd &&
+        only_activation_and_its_grads_read(graph, outputs, uses, relu))
+      folded[relu.id] = bias_add.id;
   }
   // A ReluGrad reading an absorbed BiasAdd reads the BiasAddRelu (its Relu's output).
   return fold_pairs(graph, outputs, uses, folded,
@@ -201,23 +213,13 @@ Graph fold_activation_into_batch_norm(const Graph& graph, std::vector<Output>& o
   std::map<int, int> folded;  // Relu or Relu6 node -> the BatchNorm it absorbs
   for (const Node& relu : graph.nodes()) {
     if (relu.op != op_names::kRelu && relu.op != op_names::kRelu6) continue;
-    const Output y = relu.inputs[0];
-    const Node& batch_norm = graph.node(y.node);
-    if (batch_norm.op != op_names::kBatchNorm || y.index != 0 || !same_place(relu, batch_norm) ||
-        std::find(outputs.begin(), outputs.end(), y) != outputs.end())
-      continue;
-    // y is read by the activation and its gradients (as their x) alone, and every reader comes
-    // after the activation, in whose place the fused node is copied (the statistics' readers:
-    // the gradient, the moving averages as graph outputs).
-    const char* grad_op = relu.op == op_names::kRelu ? op_names::kReluGrad : op_names::kRelu6Grad;
-    bool folds = true;
-    for (const auto& [reader, input] : uses.readers(batch_norm.id)) {
-      if (reader == relu.id) continue;
-      const Node& r = graph.node(reader);
-      const bool reads_y = r.inputs[static_cast<size_t>(input)] == y;
-      folds = folds && reader > relu.id && (!reads_y || (r.op == grad_op && input == 1));
-    }
-    if (folds) folded[relu.id] = batch_norm.id;
+    const Node& batch_norm = graph.node(relu.inputs[0].node);
+    // The statistics' other readers (the gradient; the moving averages are graph outputs) come
+    // after the activation too.
+    if (batch_norm.op == op_names::kBatchNorm && relu.inputs[0].index == 0 &&
+        same_place(relu, batch_norm) &&
+        only_activation_and_its_grads_read(graph, outputs, uses, relu))
+      folded[relu.id] = batch_norm.id;
   }
   return fold_pairs(
       graph, outputs, uses, folded,
