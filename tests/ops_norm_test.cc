@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <string>
 
 #include "ops/ops.h"
@@ -163,94 +164,97 @@ TEST(OpsNormTest, BatchNormKernelsMatchTheReference) {
     }
 }
 
-// FusedBatchNorm (made by the training passes) gives what BatchNorm and then its Relu or Relu6
-// op give, bit for bit, on each BatchNorm kernel: the same statistics, and the activation as the
-// op applies it (NaN included). gamma is large enough that Relu6 clamps above too.
-TEST(OpsNormTest, FusedBatchNormIsBatchNormAndThenItsActivation) {
-  const Shape shape = {2, 13, 11, 35};
-  const Shape channels = {shape.back()};
-  Tensor x = random_tensor(shape, 90, 3, 7);
-  x.data<float>()[5] = std::nanf("");
-  const Tensor gamma = random_tensor(channels, 91, 2.0f, 4.0f);
-  const Tensor beta = random_tensor(channels, 92);
-  const Tensor mean = random_tensor(channels, 93, 3, 7);
-  const Tensor var = random_tensor(channels, 94, 0.5f, 2.0f);
+// The fused BatchNorm ops' tests: shapes, per-channel inputs (gamma large enough for Relu6 to
+// clamp above too), and every activation, kernel and mode.
+const Shape kFusedShape = {2, 13, 11, 35};
+
+struct ChannelInputs {
+  Tensor gamma, beta, mean, var;
+};
+
+ChannelInputs channel_inputs() {
+  const Shape channels = {kFusedShape.back()};
+  return {random_tensor(channels, 91, 2.0f, 4.0f), random_tensor(channels, 92),
+          random_tensor(channels, 93, 3, 7), random_tensor(channels, 94, 0.5f, 2.0f)};
+}
+
+void for_each_fused_case(const std::function<void(const std::string& activation,
+                                                  const std::string& impl, bool training)>& check) {
   for (const char* activation : {"relu", "relu6"})
     for (const char* impl : {"reference", "float_loops"})
       for (const bool training : {true, false}) {
         SCOPED_TRACE(std::string(activation) + " " + impl + (training ? " training" : ""));
-        auto fused = [activation](Graph& g, const std::vector<Output>& in) {
-          return Output{
-              g.add_node("FusedBatchNorm", in,
-                         {{"epsilon", 1e-3}, {"activation", std::string(activation)}}, "fused"),
-              0};
-        };
-        const std::vector<Tensor> inputs = {x, gamma, beta, mean, var};
-        const std::vector<Tensor> got = run_all(fused, inputs, training, 7, impl);
-        const std::vector<Tensor> normalized = run_all(bn, inputs, training, 7, impl);
-        auto act = [activation](Graph& g, const std::vector<Output>& in) {
-          return std::string(activation) == "relu" ? ops::relu(g, in[0]) : ops::relu6(g, in[0]);
-        };
-        const std::vector<Tensor> want = run_all(act, {normalized[0]}, false);
-        ASSERT_EQ(got.size(), 3u);
-        EXPECT_TRUE(std::isnan(got[0].data<float>()[5]) == (std::string(activation) == "relu6"));
-        testing::expect_close(want[0], got[0], {.rtol = 0.0, .atol = 0.0}, "y");
-        testing::expect_close(normalized[1], got[1], {.rtol = 0.0, .atol = 0.0}, "mean");
-        testing::expect_close(normalized[2], got[2], {.rtol = 0.0, .atol = 0.0}, "var");
-        int clamped_above = 0;
-        for (float v : values(got[0])) clamped_above += v == 6.0f;
-        if (std::string(activation) == "relu6") {
-          EXPECT_GT(clamped_above, 0);
-        }
+        check(activation, impl, training);
       }
+}
+
+// Output 0 of a node of `op` with epsilon 1e-3 and `activation`.
+testing::BuildFn fused_node(const std::string& op, const std::string& activation) {
+  return [op, activation](Graph& g, const std::vector<Output>& in) {
+    return Output{g.add_node(op, in, {{"epsilon", 1e-3}, {"activation", activation}}, "fused"), 0};
+  };
+}
+
+// FusedBatchNorm (made by the training passes) gives what BatchNorm and then its Relu or Relu6
+// op give, bit for bit, on each BatchNorm kernel: the same statistics, and the activation as the
+// op applies it (NaN included).
+TEST(OpsNormTest, FusedBatchNormIsBatchNormAndThenItsActivation) {
+  Tensor x = random_tensor(kFusedShape, 90, 3, 7);
+  x.data<float>()[5] = std::nanf("");
+  const ChannelInputs c = channel_inputs();
+  for_each_fused_case([&](const std::string& activation, const std::string& impl, bool training) {
+    const std::vector<Tensor> inputs = {x, c.gamma, c.beta, c.mean, c.var};
+    const std::vector<Tensor> got =
+        run_all(fused_node("FusedBatchNorm", activation), inputs, training, 7, impl);
+    const std::vector<Tensor> normalized = run_all(bn, inputs, training, 7, impl);
+    auto act = [activation](Graph& g, const std::vector<Output>& in) {
+      return activation == "relu" ? ops::relu(g, in[0]) : ops::relu6(g, in[0]);
+    };
+    const std::vector<Tensor> want = run_all(act, {normalized[0]}, false);
+    ASSERT_EQ(got.size(), 3u);
+    EXPECT_TRUE(std::isnan(got[0].data<float>()[5]) == (activation == "relu6"));
+    testing::expect_close(want[0], got[0], {.rtol = 0.0, .atol = 0.0}, "y");
+    testing::expect_close(normalized[1], got[1], {.rtol = 0.0, .atol = 0.0}, "mean");
+    testing::expect_close(normalized[2], got[2], {.rtol = 0.0, .atol = 0.0}, "var");
+    int clamped_above = 0;
+    for (float v : values(got[0])) clamped_above += v == 6.0f;
+    if (activation == "relu6") {
+      EXPECT_GT(clamped_above, 0);
+    }
+  });
 }
 
 // FusedBatchNormGrad (made by the training passes) gives what the ReluGrad or Relu6Grad of dz
 // and then BatchNormGrad give, bit for bit, on each kernel: activated values below 0, at 0 and
 // -0, inside (0, 6), at 6, above it and NaN, with a NaN in dz where the gradient passes.
 TEST(OpsNormTest, FusedBatchNormGradIsTheActivationGradAndThenBatchNormGrad) {
-  const Shape shape = {2, 13, 11, 35};
-  const Shape channels = {shape.back()};
-  Tensor dz = random_tensor(shape, 95);
-  Tensor activated = random_tensor(shape, 96, -2.0f, 8.0f);
-  float* a = activated.data<float>();
+  Tensor dz = random_tensor(kFusedShape, 95);
+  Tensor activated = random_tensor(kFusedShape, 96, -2.0f, 8.0f);
   const std::vector<float> specials = {0.0f, -0.0f, 6.0f, std::nanf(""), 6.5f, -1.0f, 1.0f};
-  for (size_t i = 0; i < specials.size(); ++i) a[i * 37] = specials[i];
+  for (size_t i = 0; i < specials.size(); ++i) activated.data<float>()[i * 37] = specials[i];
   dz.data<float>()[6 * 37] = std::nanf("");  // where activated is 1: the NaN passes
-  const Tensor x = random_tensor(shape, 90, 3, 7);
-  const Tensor gamma = random_tensor(channels, 91, 2.0f, 4.0f);
-  const Tensor mean = random_tensor(channels, 93, 3, 7);
-  const Tensor var = random_tensor(channels, 94, 0.5f, 2.0f);
-  for (const char* activation : {"relu", "relu6"})
-    for (const char* impl : {"reference", "float_loops"})
-      for (const bool training : {true, false}) {
-        SCOPED_TRACE(std::string(activation) + " " + impl + (training ? " training" : ""));
-        auto fused = [activation](Graph& g, const std::vector<Output>& in) {
-          return Output{
-              g.add_node("FusedBatchNormGrad", in,
-                         {{"epsilon", 1e-3}, {"activation", std::string(activation)}}, "fused"),
-              0};
-        };
-        const std::vector<Tensor> got =
-            run_all(fused, {dz, x, gamma, mean, var, activated}, training, 7, impl);
-        auto activation_grad = [activation](Graph& g, const std::vector<Output>& in) {
-          return Output{g.add_node(std::string(activation) == "relu" ? "ReluGrad" : "Relu6Grad", in,
-                                   {}, "activation_grad"),
-                        0};
-        };
-        const std::vector<Tensor> dy = run_all(activation_grad, {dz, activated}, false);
-        auto bn_grad = [](Graph& g, const std::vector<Output>& in) {
-          return Output{g.add_node("BatchNormGrad", in, {{"epsilon", 1e-3}}, "bn_grad"), 0};
-        };
-        const std::vector<Tensor> want =
-            run_all(bn_grad, {dy[0], x, gamma, mean, var}, training, 7, impl);
-        ASSERT_EQ(got.size(), 3u);
-        for (size_t k = 0; k < want.size(); ++k)
-          testing::expect_close(want[k], got[k], {.rtol = 0.0, .atol = 0.0},
-                                "output " + std::to_string(k));
-        // The NaN passed into dx (in training through the sums, so every row of its channel).
-        EXPECT_TRUE(std::isnan(got[0].data<float>()[6 * 37]));
-      }
+  const Tensor x = random_tensor(kFusedShape, 90, 3, 7);
+  const ChannelInputs c = channel_inputs();
+  for_each_fused_case([&](const std::string& activation, const std::string& impl, bool training) {
+    const std::vector<Tensor> got =
+        run_all(fused_node("FusedBatchNormGrad", activation),
+                {dz, x, c.gamma, c.mean, c.var, activated}, training, 7, impl);
+    auto activation_grad = [activation](Graph& g, const std::vector<Output>& in) {
+      return Output{g.add_node(activation == "relu" ? "ReluGrad" : "Relu6Grad", in, {}, "grad"), 0};
+    };
+    const std::vector<Tensor> dy = run_all(activation_grad, {dz, activated}, false);
+    auto bn_grad = [](Graph& g, const std::vector<Output>& in) {
+      return Output{g.add_node("BatchNormGrad", in, {{"epsilon", 1e-3}}, "bn_grad"), 0};
+    };
+    const std::vector<Tensor> want =
+        run_all(bn_grad, {dy[0], x, c.gamma, c.mean, c.var}, training, 7, impl);
+    ASSERT_EQ(got.size(), 3u);
+    for (size_t k = 0; k < want.size(); ++k)
+      testing::expect_close(want[k], got[k], {.rtol = 0.0, .atol = 0.0},
+                            "output " + std::to_string(k));
+    // The NaN passed into dx (in training through the sums, so every row of its channel).
+    EXPECT_TRUE(std::isnan(got[0].data<float>()[6 * 37]));
+  });
 }
 
 TEST(OpsNormTest, DropoutMasksOnlyWhenTraining) {
